@@ -1,0 +1,1 @@
+"""The ``fleetdx`` command line (typer + rich). Only this package calls ``sys.exit``."""

@@ -1,0 +1,15 @@
+"""The explicit list of CLI command modules; each has ``register(app: typer.Typer) -> None``."""
+
+from __future__ import annotations
+
+from orchestrator.cli import (
+    bandwidth_cmd,
+    collect_cmd,
+    db_cmd,
+    parse_cmd,
+    preflight_cmd,
+    serve_cmd,
+    topo_cmd,
+)
+
+MODULES = [collect_cmd, parse_cmd, preflight_cmd, topo_cmd, bandwidth_cmd, db_cmd, serve_cmd]

@@ -1,0 +1,60 @@
+"""Helpers shared by the CLI commands: consoles, JSON output, error handling.
+
+Exit codes: verdict commands (``preflight``, ``analyze``, ``bandwidth``) exit with the Nagios verdict
+(0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN); every other command exits 0 on success and 2 on bad input
+(a :class:`probes.errors.FleetdxError`, e.g. a ``ParseError``), printing one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+
+from probes.errors import FleetdxError
+
+console = Console()
+err_console = Console(stderr=True)
+
+EXIT_USAGE = 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def print_json(model: BaseModel | dict[str, Any] | list[Any]) -> None:
+    """Print a contract (or plain JSON data) to stdout as JSON, nothing else on stdout."""
+    if isinstance(model, BaseModel):
+        text = model.model_dump_json(indent=2)
+    else:
+        text = json.dumps(model, indent=2, default=str)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    """Print ``message`` on stderr and return a ``typer.Exit`` to raise."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def handle_errors(func: F) -> F:
+    """Turn a :class:`FleetdxError` or a missing file into one stderr line and exit code 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except FleetdxError as e:
+            raise fail(str(e)) from None
+        except FileNotFoundError as e:
+            raise fail(f"{e.filename}: no such file or directory") from None
+        except IsADirectoryError as e:
+            raise fail(f"{e.filename}: is a directory") from None
+
+    return wrapper  # type: ignore[return-value]

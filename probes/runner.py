@@ -1,0 +1,186 @@
+"""The one place fleetdx spawns processes.
+
+Commands are argv lists, never a shell string. Each command runs in a new session (process group), and at its
+deadline the whole group gets SIGTERM then SIGKILL: nccl-tests and dcgmi are known to hang with children
+(mpirun, orted) that a plain ``Popen.kill`` would leave behind. A missing binary is a ``skipped`` result with the
+reason, never an exception.
+
+:class:`ReplayRunner` is the twin used by simulated clusters and tests: it answers from a bundle's raw files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import Field
+
+from probes.contracts import Contract
+
+#: grace period between SIGTERM and SIGKILL of a timed-out process group, seconds
+KILL_GRACE_S = 2.0
+#: most bytes of stdout/stderr kept per command; the rest is cut and flagged
+MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+
+
+class RunStatus(str, Enum):
+    """How one command ended."""
+
+    OK = "ok"  #: exited 0
+    FAILED = "failed"  #: exited non-zero or was killed by a signal
+    TIMEOUT = "timeout"  #: ran past its deadline; its process group was killed
+    SKIPPED = "skipped"  #: not run (binary missing, not permitted, not applicable); ``reason`` says why
+
+
+class RunResult(Contract):
+    """What one command did.
+
+    ``duration_s`` is wall time in seconds; ``returncode`` is ``None`` when the command never ran or was killed
+    at its deadline; a negative value is the signal that killed it (``subprocess`` convention).
+    """
+
+    argv: list[str]
+    status: RunStatus
+    returncode: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+    reason: str | None = None
+    replayed: bool = False
+    started_at: float = Field(default=0.0, description="Unix time the command started")
+
+    @property
+    def ok(self) -> bool:
+        return self.status is RunStatus.OK
+
+
+class Runner(Protocol):
+    """Anything that runs an argv list with a deadline and returns a :class:`RunResult`."""
+
+    def run(
+        self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None
+    ) -> RunResult: ...
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group, wait :data:`KILL_GRACE_S`, then SIGKILL it."""
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        return
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        if wait is None:
+            break
+        try:
+            proc.wait(timeout=wait)
+            # the leader is gone; children in the group may not be: make sure
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _decode(data: bytes | None) -> str:
+    if not data:
+        return ""
+    if len(data) > MAX_OUTPUT_BYTES:
+        data = data[:MAX_OUTPUT_BYTES] + b"\n[fleetdx: output cut at %d bytes]\n" % MAX_OUTPUT_BYTES
+    return data.decode("utf-8", errors="replace")
+
+
+class SubprocessRunner:
+    """Runs commands for real. ``env`` entries are added to (not replacing) the current environment."""
+
+    def run(
+        self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None
+    ) -> RunResult:
+        argv = [str(a) for a in argv]
+        if not argv:
+            raise ValueError("empty argv")
+        started = time.time()
+        exe = argv[0]
+        if os.sep not in exe and shutil.which(exe) is None:
+            return RunResult(argv=argv, status=RunStatus.SKIPPED, reason=f"{exe}: not found on PATH",
+                             started_at=started)
+        full_env = None
+        if env:
+            full_env = dict(os.environ)
+            full_env.update(env)
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True, env=full_env,
+            )
+        except FileNotFoundError:
+            return RunResult(argv=argv, status=RunStatus.SKIPPED, reason=f"{exe}: not found", started_at=started)
+        except PermissionError as e:
+            return RunResult(argv=argv, status=RunStatus.SKIPPED, reason=f"{exe}: {e.strerror}",
+                             started_at=started)
+        except OSError as e:
+            return RunResult(argv=argv, status=RunStatus.FAILED, reason=f"{exe}: {e}", started_at=started)
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, err = proc.communicate()
+            return RunResult(
+                argv=argv, status=RunStatus.TIMEOUT, returncode=None, stdout=_decode(out), stderr=_decode(err),
+                duration_s=time.monotonic() - t0, reason=f"no exit within {timeout_s:g} s; process group killed",
+                started_at=started,
+            )
+        except BaseException:
+            _kill_group(proc)
+            raise
+        finally:
+            # a leader that exited may leave children holding the group (e.g. a daemonised helper)
+            if proc.returncode is not None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        rc = proc.returncode
+        return RunResult(
+            argv=argv, status=RunStatus.OK if rc == 0 else RunStatus.FAILED, returncode=rc,
+            stdout=_decode(out), stderr=_decode(err), duration_s=time.monotonic() - t0,
+            reason=None if rc == 0 else f"exit code {rc}", started_at=started,
+        )
+
+
+class ReplayRunner:
+    """Answers commands from a bundle's raw files instead of running them (simulated nodes, tests).
+
+    A command whose file is absent from the bundle is ``skipped`` with reason ``not in bundle``. Results are
+    flagged ``replayed=True`` so reports can say the data was replayed, not measured.
+    """
+
+    def __init__(self, bundle_dir: Path) -> None:
+        self.bundle_dir = Path(bundle_dir)
+
+    def run(
+        self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None
+    ) -> RunResult:
+        from probes.bundle import find_raw_file  # local: bundle imports runner
+
+        argv = [str(a) for a in argv]
+        path = find_raw_file(self.bundle_dir, argv)
+        if path is None:
+            return RunResult(argv=argv, status=RunStatus.SKIPPED, reason="not in bundle (replay)", replayed=True)
+        return RunResult(
+            argv=argv, status=RunStatus.OK, returncode=0,
+            stdout=path.read_text(encoding="utf-8", errors="replace"), replayed=True, started_at=time.time(),
+        )
