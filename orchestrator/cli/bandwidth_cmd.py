@@ -1,9 +1,180 @@
-"""(stub: being written)"""
+"""``fleetdx bandwidth``: collective bandwidth across the nodes of a Ray cluster, and who is slow.
+
+Prints a per-node table and, on a terminal, a heat map of the pair matrix (busbw of each measured pair relative to
+the allocation median); ``--json`` prints only the ``RunReport``. Exits with the Nagios verdict. The report (with
+its busbw-vs-size curves) is saved to the store unless ``--no-save``.
+"""
 
 from __future__ import annotations
 
+import re
+import statistics
+from typing import Any
+
 import typer
+from rich.table import Table
+
+from orchestrator.cli.common import console, err_console, handle_errors, print_json
+from orchestrator.report import RunReport
+from probes.errors import ConfigError
+
+_SIZE = re.compile(r"^(\d+)([KMG]?)B?$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``"4M,16M,64M"`` -> bytes. K/M/G are powers of 1024, as nccl-tests' ``-b``/``-e`` read them.
+
+    Raises:
+        ConfigError: an entry that is not a size.
+    """
+    out = []
+    for part in text.split(","):
+        m = _SIZE.match(part.strip())
+        if not m or int(m.group(1)) <= 0:
+            raise ConfigError(f"--sizes: {part.strip()!r} is not a size like 4M, 64K or 1048576")
+        out.append(int(m.group(1)) * _UNITS[m.group(2).upper()])
+    return sorted(set(out))
+
+
+def _pair_values(report: RunReport) -> dict[tuple[str, str], float]:
+    """busbw (GB/s) at the largest size of each measured pair (the last measurement wins)."""
+    out: dict[tuple[str, str], float] = {}
+    for c in report.curves:
+        if len(c.nodes) == 2 and c.points:
+            a, b = sorted(c.nodes)
+            out[(a, b)] = c.points[-1].busbw_gbps
+    return out
+
+
+def _node_table(report: RunReport) -> Table:
+    scores: dict[str, list[float]] = {}
+    for c in report.curves:
+        if c.points:
+            for n in c.nodes:
+                scores.setdefault(n, []).append(c.points[-1].busbw_gbps)
+    codes: dict[str, set[str]] = {}
+    for f in report.findings:
+        for n in [f.node] if f.node else f.subject.split(","):
+            codes.setdefault(n, set()).add(f.code.value)
+    t = Table(title=f"bandwidth ({report.level}): {report.verdict.name}")
+    for col in ("node", "verdict", "busbw median (GB/s)", "measurements", "findings"):
+        t.add_column(col)
+    for node in report.nodes:
+        vals = scores.get(node.host, [])
+        t.add_row(node.host, node.verdict.name, f"{statistics.median(vals):.3g}" if vals else "-",
+                  str(len(vals)), ", ".join(sorted(codes.get(node.host, ()))))
+    return t
+
+
+def _heat_map(report: RunReport) -> Table | None:
+    pairs = _pair_values(report)
+    if not pairs:
+        return None
+    med = statistics.median(pairs.values())
+    hosts = sorted({h for p in pairs for h in p})
+    t = Table(title=f"pair busbw / median ({med:.3g} GB/s)")
+    t.add_column("")
+    for h in hosts:
+        t.add_column(h, justify="right")
+    for a in hosts:
+        row = []
+        for b in hosts:
+            v = pairs.get((min(a, b), max(a, b)))
+            if v is None or med <= 0:
+                row.append("·")
+                continue
+            r = v / med
+            style = "green" if r >= 0.9 else ("yellow" if r >= 0.5 else "bold red")
+            row.append(f"[{style}]{r:.2f}[/]")
+        t.add_row(a, *row)
+    return t
+
+
+def _history(db_url: str | None, hosts: list[str], collective: str) -> dict[str, list[float]]:
+    """Each host's recent busbw (GB/s) for ``collective`` from the store; empty when the store is unavailable."""
+    try:
+        from orchestrator.store import Store  # type: ignore[attr-defined]
+
+        store = Store.open(db_url)
+        return {h: list(store.recent_busbw(h, collective)) for h in hosts}
+    except Exception as e:  # edge: history is optional; say why it is missing
+        err_console.print(f"[yellow]note:[/] no history from the store ({type(e).__name__}: {e})", highlight=False)
+        return {}
+
+
+def _save(db_url: str | None, report: RunReport) -> None:
+    """Save the report (curves included) through the store, spooling when the database is unreachable."""
+    try:
+        from orchestrator.store import save_or_spool  # type: ignore[attr-defined]
+
+        outcome: Any = save_or_spool(db_url, report, None)
+        err_console.print(f"saved: {outcome}", highlight=False)
+    except Exception as e:  # edge: a run's verdict must not be lost to a database problem
+        err_console.print(f"[yellow]note:[/] report not saved ({type(e).__name__}: {e})", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
-    """(stub)"""
+    @app.command("bandwidth")
+    @handle_errors
+    def bandwidth(
+        nodes: str = typer.Option(None, "--nodes", help="Slurm hostlist of Ray hosts to measure (default: all)."),
+        schedule: str = typer.Option("localise", "--schedule", help="roundrobin | quick | localise"),
+        collective: list[str] = typer.Option(["all_reduce"], "--collective",
+                                             help="all_reduce | all_gather | reduce_scatter | sendrecv (repeatable)"),
+        sizes: str = typer.Option("4M,16M,64M", "--sizes", help="Message sizes (K/M/G = 1024^n); the largest judges."),
+        backend: str = typer.Option(None, "--backend", help="nccl | gloo (default: nccl when every node has a GPU)"),
+        iters: int = typer.Option(10, "--iters", min=1, help="Timed iterations per size."),
+        timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds per round before a group is a hang."),
+        reference: float = typer.Option(None, "--reference-gbps", help="Expected busbw of this SKU (GB/s)."),
+        address: str = typer.Option(None, "--address", help="Ray cluster address (default: RAY_ADDRESS or auto)."),
+        db: str = typer.Option(None, "--db", help="Database URL for history and saving (default: the store's)."),
+        save: bool = typer.Option(True, "--save/--no-save", help="Save the report and curves to the store."),
+        as_json: bool = typer.Option(False, "--json", help="Print only the RunReport JSON."),
+    ) -> None:
+        """Measure collective bandwidth between nodes and name slow ones (exit code: Nagios verdict)."""
+        import hostlist
+        import ray
+
+        from orchestrator.bandwidth import run_bandwidth
+        from orchestrator.collective import Backend, Collective
+        from orchestrator.schedules import Schedule
+
+        try:
+            sched = Schedule(schedule)
+            colls = [Collective(c) for c in collective]
+            be = Backend(backend) if backend else None
+            hosts = hostlist.expand_hostlist(nodes) if nodes else None
+            size_list = parse_sizes(sizes)
+        except (ValueError, hostlist.BadHostlist) as e:
+            raise ConfigError(str(e)) from None
+        started_ray = False
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address or "auto", include_dashboard=False, log_to_driver=False,
+                         logging_level="ERROR")
+            except ConnectionError as e:
+                raise ConfigError(f"no Ray cluster to measure on: {e}") from None
+            started_ray = True
+        try:
+            history = _history(db, hosts or [], colls[0].value) if (save or db) else {}
+            report = run_bandwidth(hosts, schedule=sched, collectives=colls, sizes=size_list,
+                                   backend=be, iters=iters, timeout_s=timeout, reference_gbps=reference,
+                                   history=history)
+        finally:
+            if started_ray:
+                ray.shutdown()
+        if save:
+            _save(db, report)
+        if as_json:
+            print_json(report)
+        else:
+            console.print(_node_table(report))
+            heat = _heat_map(report) if console.is_terminal else None
+            if heat is not None:
+                console.print(heat)
+            for f in report.findings:
+                console.print(f"{f.severity.value.upper():8} {f.code.value}: {f.message}", highlight=False)
+            if report.exclude:
+                console.print(f"exclude: {report.exclude}", highlight=False)
+        raise typer.Exit(report.exit_code)

@@ -1,9 +1,245 @@
-"""(stub: being written)"""
+"""``fleetdx topo``: show a node's topology, advise a GPU subset and binding, place jobs on a cluster.
+
+- ``topo show FILE|BUNDLE``: the ``topo -m`` matrix with link classes coloured, then the TOPO_* findings.
+- ``topo advise FILE|BUNDLE --gpus K``: the best K GPUs, per-rank CPUs/NUMA node/NIC, ready-to-paste lines.
+- ``topo cluster --topology-conf FILE --nodes N [--exclude HOSTLIST]``: N nodes with the fewest switch hops
+  (FILE is a Slurm ``topology.conf``, or a switch map when it ends in .yaml/.yml/.json).
+- ``topo slurm-conf SWITCHMAP``: the Slurm ``topology.conf`` of a YAML/JSON switch map.
+
+A BUNDLE is a directory holding ``nvidia-smi_topo_-m.txt``. ``--json`` prints only the model dump.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.cli.common import console, handle_errors, print_json
+from probes.contracts import Severity
+from probes.errors import ConfigError
+from probes.parsers.topo import TopoMatrix, parse_topo
+
+TOPO_FILE = "nvidia-smi_topo_-m.txt"
+
+#: colour per link class, best (green) to worst (red)
+STYLE = {
+    "NV": "bold green",
+    "PIX": "cyan",
+    "PXB": "blue",
+    "PHB": "yellow",
+    "NODE": "magenta",
+    "SYS": "bold red",
+}
+SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+TopoPath = Annotated[Path, typer.Argument(help="A topo -m text file or a bundle directory.")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print the JSON model only.")]
+
+topo_app = typer.Typer(
+    help="Node topology (topo -m), GPU/NIC/NUMA advice and cluster placement.", no_args_is_help=True
+)
+
+
+def load_topo(path: Path) -> TopoMatrix:
+    """Parse ``path`` (a ``topo -m`` text file, or a bundle directory holding ``nvidia-smi_topo_-m.txt``)."""
+    if path.is_dir():
+        path = path / TOPO_FILE
+        if not path.exists():
+            raise ConfigError(f"{path.parent}: bundle has no {TOPO_FILE}")
+    return parse_topo(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def _cell(text: str) -> Text:
+    key = "NV" if text.startswith("NV") else text
+    return Text(text, style=STYLE.get(key, "dim"))
+
+
+def _matrix_table(topo: TopoMatrix) -> Table:
+    names = topo.gpu_names + topo.nic_names
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("")
+    for n in names:
+        table.add_column(n, justify="center")
+    table.add_column("CPU Affinity")
+    table.add_column("NUMA")
+    gpus = {g.name: g for g in topo.gpus}
+    for a in names:
+        cells = [
+            Text("X", style="dim") if a == b else _cell(topo.links.get(a, {}).get(b, "?")) for b in names
+        ]
+        g = gpus.get(a)
+        cpu = (g.cpu_affinity_raw or "") if g else ""
+        numa = ",".join(str(x) for x in g.numa_affinity) if g and g.numa_affinity is not None else ""
+        table.add_row(Text(a, style="bold"), *cells, cpu, numa)
+    return table
+
+
+def _show_model(topo: TopoMatrix, host: str | None):  # type: ignore[no-untyped-def]
+    from topology.analyses import assign_rails, nearest_nics, remote_gpu_pairs
+    from topology.contracts import TopoShow
+    from topology.findings import node_findings
+
+    return TopoShow(
+        gpus=topo.gpu_names,
+        nics=topo.nic_names,
+        matrix={a: dict(row) for a, row in topo.links.items()},
+        nearest_nic=nearest_nics(topo),
+        rails=assign_rails(topo),
+        remote_pairs_share=round(remote_gpu_pairs(topo).share, 4),
+        findings=node_findings(topo, host=host),
+    )
+
+
+@topo_app.command("show")
+@handle_errors
+def show(
+    path: TopoPath,
+    host: Annotated[str | None, typer.Option("--host", help="Host name to put in the findings.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Render the matrix with link classes coloured, the nearest NIC per GPU, and the findings."""
+    topo = load_topo(path)
+    model = _show_model(topo, host)
+    if as_json:
+        print_json(model)
+        return
+    console.print(_matrix_table(topo))
+    if model.nearest_nic:
+        console.print("\n[bold]Nearest NIC per GPU, and its rail[/]")
+        rails = {r.gpu: r for r in model.rails}
+        for gpu, c in model.nearest_nic.items():
+            rail = rails.get(gpu)
+            line = Text.assemble(f"  {gpu}: ", ", ".join(c.nics) or "-", " at ", _cell(c.link or "?"))
+            if rail is not None:
+                line.append(f"  -> {rail.nic} ({rail.reason})", style="dim")
+            console.print(line)
+    console.print(f"\nGPU pairs crossing NODE or SYS without NVLink: {model.remote_pairs_share:.0%}")
+    if not model.findings:
+        console.print("[green]No topology findings.[/]")
+    for f in model.findings:
+        style = SEVERITY_STYLE.get(f.severity, "")
+        line = Text.assemble(
+            (f"{f.severity.value.upper():8} ", style), (f"{f.code.value} {f.subject}: ", "bold"), f.message
+        )
+        console.print(line)
+
+
+@topo_app.command("advise")
+@handle_errors
+def advise_cmd(
+    path: TopoPath,
+    gpus: Annotated[int, typer.Option("--gpus", "-k", help="GPUs the job needs on this node.")],
+    ib_port: Annotated[
+        int, typer.Option("--ib-port", help="HCA port for UCX_NET_DEVICES (topo -m lists no ports).")
+    ] = 1,
+    as_json: JsonFlag = False,
+) -> None:
+    """The best GPU subset, the NUMA binding and NIC per local rank, and lines to paste."""
+    from topology.binding import advise, cpu_list
+
+    adv = advise(load_topo(path), gpus, ib_port=ib_port)
+    if as_json:
+        print_json(adv)
+        return
+    console.print(
+        Text.assemble(
+            ("GPUs: ", "bold"), ", ".join(adv.gpus), "   weakest link: ", _cell(adv.min_link or "-")
+        )
+    )
+    table = Table("local rank", "GPU", "NUMA node", "CPUs", "NIC", box=None)
+    for r in adv.ranks:
+        table.add_row(
+            str(r.local_rank),
+            r.gpu,
+            "-" if r.numa_node is None else str(r.numa_node),
+            cpu_list(r.cpus) or "-",
+            f"{r.nic} ({r.nic_link})" if r.nic else "-",
+        )
+    console.print(table)
+    for line in adv.reasons:
+        console.print(f"  [dim]{line}[/]")
+    for w in adv.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    console.print()
+    for c in adv.commands:
+        console.print(c, highlight=False, markup=False, soft_wrap=True)
+    for r, env in zip(adv.ranks, adv.rank_env, strict=True):
+        for k, v in env.items():
+            line = f"# local rank {r.local_rank}: export {k}={v}"
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _load_cluster(path: Path):  # type: ignore[no-untyped-def]
+    from topology.cluster import from_switch_map, parse_topology_conf
+
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() in (".yaml", ".yml", ".json"):
+        return from_switch_map(_load_map(path, text))
+    return parse_topology_conf(text)
+
+
+def _load_map(path: Path, text: str) -> object:
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}: not JSON: {e}") from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not YAML: {e}") from None
+
+
+@topo_app.command("cluster")
+@handle_errors
+def cluster_cmd(
+    topology_conf: Annotated[
+        Path, typer.Option("--topology-conf", help="Slurm topology.conf, or a .yaml/.json switch map.")
+    ],
+    nodes: Annotated[int, typer.Option("--nodes", "-N", help="Nodes the job needs.")],
+    exclude: Annotated[
+        str, typer.Option("--exclude", "-x", help="Hostlist of unhealthy or busy nodes.")
+    ] = "",
+    as_json: JsonFlag = False,
+) -> None:
+    """Choose N nodes with the fewest switch hops (one leaf first, then the fewest leaves)."""
+    import hostlist
+
+    from topology.cluster import place
+
+    try:
+        excluded = hostlist.expand_hostlist(exclude) if exclude else []
+    except hostlist.BadHostlist as e:
+        raise ConfigError(f"--exclude: bad hostlist {exclude!r}: {e}") from None
+    p = place(_load_cluster(topology_conf), nodes, excluded)
+    if as_json:
+        print_json(p)
+        return
+    console.print(hostlist.collect_hostlist(p.nodes), highlight=False)
+    console.print(f"[dim]{p.reason}[/]")
+    if p.unknown_excluded:
+        console.print(
+            f"[yellow]warning:[/] not in the topology: {hostlist.collect_hostlist(p.unknown_excluded)}"
+        )
+
+
+@topo_app.command("slurm-conf")
+@handle_errors
+def slurm_conf(switchmap: Annotated[Path, typer.Argument(help="A YAML or JSON switch map.")]) -> None:
+    """Print the Slurm topology.conf of a switch map."""
+    from topology.cluster import from_switch_map, render_topology_conf
+
+    text = switchmap.read_text(encoding="utf-8")
+    typer.echo(render_topology_conf(from_switch_map(_load_map(switchmap, text))), nl=False)
 
 
 def register(app: typer.Typer) -> None:
-    """(stub)"""
+    """Add the ``topo`` command group to ``app``."""
+    app.add_typer(topo_app, name="topo")

@@ -1,0 +1,35 @@
+"""Diagnosis rules over the ``nvidia-smi topo -m`` matrix of a node (TOPO_* findings).
+
+``RULES`` (in order): the node's own topology findings (:func:`topology.findings.node_findings`: SYS GPU
+pairs, degraded NVLink, remote or oversubscribed NICs, missing CPU affinity), then the comparison with its
+peers (TOPO_MISMATCH_PEERS: cells that differ from the majority of peers with the same GPU rows and NIC
+names). A node without a parsed matrix gives no finding (the engine reports the probe that did not run or
+parse).
+"""
+
+from __future__ import annotations
+
+from orchestrator.diagnosis.base import Fleet, Rule
+from probes.contracts import Finding
+from probes.facts import NodeFacts
+from topology.findings import node_findings, peer_findings
+
+
+def topo_node_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """TOPO_GPU_PAIR_SYS, TOPO_NVLINK_DEGRADED, TOPO_GPU_NIC_REMOTE, TOPO_NIC_OVERSUBSCRIBED,
+    TOPO_AFFINITY_MISSING for ``node``."""
+    if node.topo is None:
+        return []
+    return node_findings(node.topo, host=node.host)
+
+
+def topo_peers_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """TOPO_MISMATCH_PEERS: ``node``'s cells that differ from the majority of comparable peers (2 at
+    least)."""
+    if node.topo is None:
+        return []
+    peers = [p.topo for p in fleet.peers_of(node.host) if p.topo is not None]
+    return peer_findings(node.topo, peers, host=node.host)[1]
+
+
+RULES: list[Rule] = [topo_node_rule, topo_peers_rule]

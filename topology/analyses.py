@@ -1,0 +1,213 @@
+"""Analyses of one node's ``nvidia-smi topo -m`` matrix; each returns a typed result holding its evidence
+cells.
+
+All functions take a :class:`probes.parsers.topo.TopoMatrix` and never raise on odd content: a cell the matrix
+lacks is treated as unknown and left out (never read as a healthy link).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import combinations
+
+from probes.parsers.topo import TopoGpu, TopoMatrix
+from topology.contracts import (
+    AffinityIssue,
+    AffinityIssueKind,
+    AsymmetricCell,
+    Cell,
+    NicChoice,
+    NicReport,
+    NvlinkReport,
+    RailAssignment,
+    RemotePairs,
+)
+from topology.links import Link, LinkKind, parse_link
+
+
+def link_between(topo: TopoMatrix, a: str, b: str) -> Link | None:
+    """The parsed link class of cell ``[a][b]``; ``None`` when the matrix has no such cell."""
+    cell = topo.links.get(a, {}).get(b)
+    return parse_link(cell) if cell is not None else None
+
+
+def gpu_pairs(topo: TopoMatrix) -> list[tuple[str, str]]:
+    """All unordered GPU pairs ``(a, b)`` with ``a`` before ``b`` in row order."""
+    return list(combinations(topo.gpu_names, 2))
+
+
+def remote_gpu_pairs(topo: TopoMatrix) -> RemotePairs:
+    """GPU pairs whose only path crosses NODE (host bridges within a NUMA node) or SYS (the SMP interconnect).
+
+    Such pairs have no NVLink and no common PCIe switch: peer-to-peer traffic goes through the CPU's root
+    complex (NODE) or across sockets (SYS), the slowest intra-node paths of the ``topo -m`` legend.
+    """
+    pairs: list[Cell] = []
+    n_sys = n_node = 0
+    for a, b in gpu_pairs(topo):
+        link = link_between(topo, a, b)
+        if link is None or not link.remote:
+            continue
+        pairs.append(Cell(a=a, b=b, link=str(link)))
+        if link.kind is LinkKind.SYS:
+            n_sys += 1
+        else:
+            n_node += 1
+    n = len(topo.gpus)
+    return RemotePairs(pairs=pairs, sys_pairs=n_sys, node_pairs=n_node, total_pairs=n * (n - 1) // 2)
+
+
+def asymmetric_cells(topo: TopoMatrix) -> list[AsymmetricCell]:
+    """Cells where ``[a][b]`` and ``[b][a]`` disagree (the matrix of a healthy node is symmetric)."""
+    names = topo.gpu_names + topo.nic_names
+    out: list[AsymmetricCell] = []
+    for a, b in combinations(names, 2):
+        ab = topo.links.get(a, {}).get(b)
+        ba = topo.links.get(b, {}).get(a)
+        if ab is not None and ba is not None and ab != ba:
+            out.append(AsymmetricCell(a=a, b=b, ab=ab, ba=ba))
+    return out
+
+
+def nvlink_report(topo: TopoMatrix) -> NvlinkReport:
+    """NVLink bonds weaker than the node's own pattern, GPUs with fewer NVLinks than their siblings,
+    asymmetry.
+
+    The pattern is the NV# class of at least half of the GPU pairs: an NVSwitch system (every pair NV18 on
+    HGX H100, NV12 on HGX A100) or a fully meshed board. A node without such a class (DGX-1 hybrid cube-mesh
+    with NV1/NV2/SYS, a workstation with one NVLink bridge) has no pair pattern, and only the per-GPU totals
+    are compared: on a DGX-1 every GPU has 6 NVLinks, so a GPU with 5 is short. GPUs with no NVLink at all
+    are left out of the per-GPU mode (a PCIe GPU beside a bridged pair is by design).
+    """
+    pairs = gpu_pairs(topo)
+    links = {(a, b): link_between(topo, a, b) for a, b in pairs}
+    counts = Counter(str(lk) for lk in links.values() if lk is not None and lk.is_nvlink)
+    pattern: Link | None = None
+    if counts and pairs:
+        top, n_top = counts.most_common(1)[0]
+        if 2 * n_top >= len(pairs):
+            pattern = parse_link(top)
+    weaker: list[Cell] = []
+    if pattern is not None:
+        for (a, b), lk in links.items():
+            if lk is not None and lk.rank < pattern.rank:
+                weaker.append(Cell(a=a, b=b, link=str(lk)))
+    per_gpu = {g: 0 for g in topo.gpu_names}
+    for (a, b), lk in links.items():
+        if lk is not None and lk.is_nvlink:
+            per_gpu[a] += lk.nvlinks
+            per_gpu[b] += lk.nvlinks
+    totals = Counter(v for v in per_gpu.values() if v > 0)
+    expected = max(totals, key=lambda v: (totals[v], v)) if totals else None
+    short = [g for g, v in per_gpu.items() if expected is not None and 0 < v < expected]
+    asym = [c for c in asymmetric_cells(topo) if c.ab.startswith("NV") or c.ba.startswith("NV")]
+    return NvlinkReport(
+        pattern=str(pattern) if pattern is not None else None,
+        weaker=weaker,
+        per_gpu=per_gpu,
+        expected_per_gpu=expected,
+        short_gpus=short,
+        asymmetric=asym,
+    )
+
+
+def nearest_nics(topo: TopoMatrix) -> dict[str, NicChoice]:
+    """For each GPU, the NIC(s) at its best link class (ties kept, in column order); ``{}`` with no NIC."""
+    if not topo.nics:
+        return {}
+    out: dict[str, NicChoice] = {}
+    for gpu in topo.gpu_names:
+        known = [(nic, lk) for nic in topo.nic_names if (lk := link_between(topo, gpu, nic)) is not None]
+        if not known:
+            out[gpu] = NicChoice(nics=[], link=None)
+            continue
+        best = max(lk.rank for _, lk in known)
+        nics = [nic for nic, lk in known if lk.rank == best]
+        out[gpu] = NicChoice(nics=nics, link=str(next(lk for _, lk in known if lk.rank == best)))
+    return out
+
+
+def assign_rails(topo: TopoMatrix, nearest: dict[str, NicChoice] | None = None) -> list[RailAssignment]:
+    """One NIC per GPU: the nearest; among tied NICs the one carrying the fewest GPUs so far, then column
+    order.
+
+    This mirrors what NCCL does by default (each GPU uses the closest NIC by PCIe distance, NCCL
+    ``src/graph/search.cc``) and spreads GPUs over equally near NICs.
+    """
+    nearest = nearest if nearest is not None else nearest_nics(topo)
+    load: Counter[str] = Counter()
+    out: list[RailAssignment] = []
+    for gpu, choice in nearest.items():
+        if not choice.nics or choice.link is None:
+            continue
+        nic = min(choice.nics, key=lambda n: (load[n], choice.nics.index(n)))
+        load[nic] += 1
+        if len(choice.nics) == 1:
+            reason = f"the only NIC at {choice.link}"
+        else:
+            others = ", ".join(n for n in choice.nics if n != nic)
+            reason = f"tied at {choice.link} with {others}; {nic} had fewer GPUs assigned"
+        out.append(RailAssignment(gpu=gpu, nic=nic, link=choice.link, reason=reason))
+    return out
+
+
+def nic_report(topo: TopoMatrix) -> NicReport:
+    """Nearest NICs, GPUs whose best NIC is remote (NODE/SYS), the rail assignment and oversubscribed NICs."""
+    nearest = nearest_nics(topo)
+    remote = [g for g, c in nearest.items() if c.link is not None and parse_link(c.link).remote]
+    rails = assign_rails(topo, nearest)
+    load = {nic: 0 for nic in topo.nic_names}
+    for r in rails:
+        load[r.nic] += 1
+    used = [v for v in load.values() if v > 0]
+    floor = min(used) if used else 0
+    over = [nic for nic, v in load.items() if len(used) > 1 and v > floor]
+    return NicReport(nearest=nearest, remote=remote, rails=rails, load=load, oversubscribed=over)
+
+
+def numa_node_of(gpu: TopoGpu) -> int | None:
+    """The NUMA node to bind ``gpu``'s rank to: the single ``NUMA Affinity`` value, else ``None``.
+
+    Several values (POWER9 prints ``0,8,252-255``, Grace ``0,2-17``: the extra ids are GPU-memory NUMA nodes)
+    and an absent column give ``None``; the CPU list is then the binding.
+    """
+    if gpu.numa_affinity is not None and len(gpu.numa_affinity) == 1:
+        return gpu.numa_affinity[0]
+    return None
+
+
+def affinity_issues(topo: TopoMatrix) -> list[AffinityIssue]:
+    """GPUs whose CPU affinity cannot be used as printed.
+
+    MISSING: no CPU Affinity column or ``N/A``. EMPTY: an empty cell (nvidia-smi inside a cgroup/cpuset that
+    excludes the GPU's CPUs prints nothing). SHARED_ACROSS_SYS: two GPUs a SYS hop apart (different sockets)
+    print the same CPU list, which the hardware cannot do: the list is a job cpuset, not the GPU's socket.
+    """
+    out: list[AffinityIssue] = []
+    for g in topo.gpus:
+        if g.cpu_affinity:
+            continue
+        raw = g.cpu_affinity_raw
+        empty = raw is not None and raw.strip() == ""
+        kind = AffinityIssueKind.EMPTY if empty else AffinityIssueKind.MISSING
+        out.append(AffinityIssue(gpu=g.name, kind=kind, raw=raw))
+    by_name = {g.name: g for g in topo.gpus}
+    flagged: set[str] = set()
+    for a, b in gpu_pairs(topo):
+        lk = link_between(topo, a, b)
+        ga, gb = by_name[a], by_name[b]
+        if (
+            lk is not None
+            and lk.kind is LinkKind.SYS
+            and ga.cpu_affinity
+            and ga.cpu_affinity == gb.cpu_affinity
+        ):
+            for g in (ga, gb):
+                if g.name not in flagged:
+                    flagged.add(g.name)
+                    out.append(
+                        AffinityIssue(
+                            gpu=g.name, kind=AffinityIssueKind.SHARED_ACROSS_SYS, raw=g.cpu_affinity_raw
+                        )
+                    )
+    return out
