@@ -1,32 +1,35 @@
-"""Benchmark of straggler detection: precision, recall and rounds of the real schedules and detector on simulated
-fleets of 8-GPU nodes.
+"""Benchmark of straggler detection: precision, recall and rounds of the real schedules and detector on
+simulated fleets of 8-GPU nodes.
 
     .venv/bin/python bench/detection.py --nodes 1024 --trials 200 --json
 
-Each trial builds a fleet of N nodes, degrades 1 to ``--max-bad`` random nodes by δ (their links run at (1-δ) of
-nominal), and runs :func:`orchestrator.bandwidth.screen_and_localise` (schedule ``localise``) with the default
-NCCL :class:`~orchestrator.detection.DetectionPolicy` -- the very functions ``fleetdx bandwidth`` runs -- over a
-simulated measurer. A group's measured busbw is ``nominal x min(member factors) x exp(e_run + e_iter)``:
+Each trial builds a fleet of N nodes, degrades 1 to ``--max-bad`` random nodes by δ (their links run at (1-δ)
+of nominal), and runs :func:`orchestrator.bandwidth.screen_and_localise` (schedule ``localise``) with the
+default NCCL :class:`~orchestrator.detection.DetectionPolicy` -- the very functions ``fleetdx bandwidth`` runs
+-- over a simulated measurer. A group's measured busbw is ``nominal x min(member factors) x exp(e_run +
+e_iter)``:
 
 * ``e_iter`` -- within-run noise: the mean over ``iters`` iterations of per-iteration timing jitter, resampled
   (bootstrap) from the real per-iteration CUDA-event timings of ``all_reduce_perf -I 1`` on an H100
-  (fixtures/hosts/h100-vm-idle/all_reduce_perf_-I1_-J.json, out-of-place rows of 32 MB and more: ``t - median``
-  in µs, the first, cold iteration's +10.6 µs included). Jitter is taken as additive (launch and event
-  jitter) and divided by the op time at the decision size (64 MB on 2 x 8 B200: 350.41 µs, fixture 17).
-* ``e_run`` -- run-to-run noise: resampled with a random sign from ``ln(busbw_oop / busbw_ip) / sqrt(2)`` over the
-  rows of 16 MB and more of real multi-rank nccl-tests outputs (fixtures/nccl 01, 02, 05, 08, 15, 17, 25): the
-  out-of-place and in-place columns are two measurements of the same ranks and size in the same run, so their
-  log-ratio has twice the variance of one measurement. This keeps the heavy tails seen in the wild (fixture 17 at
-  512 MB: 619.23 vs 596.59 GB/s, a 3.7% gap). Rows under 16 MB are latency-bound and noisier (fixture 02 at
-  8 MB: 49.84 vs 44.00 GB/s), which is why the detector judges the largest size (doc/PERFORMANCE.md).
+  (fixtures/hosts/h100-vm-idle/all_reduce_perf_-I1_-J.json, out-of-place rows of 32 MB and more: ``t -
+  median`` in µs, the first, cold iteration's +10.6 µs included). Jitter is taken as additive (launch and
+  event jitter) and divided by the op time at the decision size (64 MB on 2 x 8 B200: 350.41 µs, fixture 17).
+* ``e_run`` -- run-to-run noise: resampled with a random sign from ``ln(busbw_oop / busbw_ip) / sqrt(2)`` over
+  the rows of 16 MB and more of real multi-rank nccl-tests outputs (fixtures/nccl 01, 02, 05, 08, 15, 17, 25):
+  the out-of-place and in-place columns are two measurements of the same ranks and size in the same run, so
+  their log-ratio has twice the variance of one measurement. This keeps the heavy tails seen in the wild
+  (fixture 17 at 512 MB: 619.23 vs 596.59 GB/s, a 3.7% gap). Rows under 16 MB are latency-bound and noisier
+  (fixture 02 at 8 MB: 49.84 vs 44.00 GB/s), which is why the detector judges the largest size
+  (doc/PERFORMANCE.md).
 
 The bottleneck model (a group runs at its slowest member's speed) is what a ring collective does: every byte
 crosses every link. Probe time per round is the real time of one sweep on a 2-node x 8-GPU pair (fixture 17,
 B200 over InfiniBand, sizes 4 MB..64 MB) x (warm-up + timed + 1 validation) iterations; NCCL communicator
 setup is not included (it is not measured in any fixture; pass ``--setup-s`` to add it).
 
-Reported per δ: precision and recall of named stragglers over all trials, localisation rounds (mean, max) against
-the bound ceil(log2 N) + 2, false-positive nodes, and simulated probe time. Not a timed test: run it by hand.
+Reported per δ: precision and recall of named stragglers over all trials, localisation rounds (mean, max)
+against the bound ceil(log2 N) + 2, false-positive nodes, and simulated probe time. Not a timed test: run it
+by hand.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from orchestrator.bandwidth import screen_and_localise
 from orchestrator.detection import DetectionPolicy, Measurement
@@ -53,8 +57,10 @@ PER_ITER_JSON = FIXTURES / "hosts" / "h100-vm-idle" / "all_reduce_perf_-I1_-J.js
 SPREAD_FILES = ["01_", "02_", "05_", "08_", "15_", "17_", "25_"]
 TIMING_FILE = "17_"
 #: a data row of nccl-tests text output (>= 2.13 format, optional root column, optional srun prefix)
-ROW = re.compile(r"^(?:\S+:\s+)?\s*(\d+)\s+(\d+)\s+\w+\s+\w+\s+(?:-?\d+\s+)?"
-                 r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+ROW = re.compile(
+    r"^(?:\S+:\s+)?\s*(\d+)\s+(\d+)\s+\w+\s+\w+\s+(?:-?\d+\s+)?"
+    r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
+)
 NOMINAL_GBPS = 360.0  #: fixture 17, 64 MB all_reduce busbw on 2 x 8 B200 (the scale cancels out)
 DECISION_SIZE = 64 << 20
 
@@ -106,7 +112,9 @@ class NoiseModel:
         """One measurement's multiplicative noise."""
         e_run = rng.choice(self.run_devs) * rng.choice((-1.0, 1.0))
         mean_jitter_us = sum(rng.choice(self.iter_devs) for _ in range(self.iters)) / self.iters
-        return math.exp(e_run) / (1.0 + mean_jitter_us / self.op_time_us)  # slower iterations -> lower bandwidth
+        return math.exp(e_run) / (
+            1.0 + mean_jitter_us / self.op_time_us
+        )  # slower iterations -> lower bandwidth
 
     def summary(self) -> dict[str, float]:
         mad_run = statistics.median(abs(d) for d in self.run_devs)
@@ -129,19 +137,30 @@ class NoiseModel:
 class SimulatedFleet:
     """A measurer over N simulated nodes; ``factor[node]`` < 1 for degraded nodes."""
 
-    def __init__(self, nodes: list[str], factor: dict[str, float], noise: NoiseModel, rng: random.Random) -> None:
+    def __init__(
+        self, nodes: list[str], factor: dict[str, float], noise: NoiseModel, rng: random.Random
+    ) -> None:
         self.nodes, self.factor, self.noise, self.rng = nodes, factor, noise, rng
 
     def __call__(self, round_index: int, groups: Sequence[Group]) -> list[Measurement]:
         out = []
         for g in groups:
             f = min(self.factor.get(h, 1.0) for h in g)
-            out.append(Measurement(nodes=list(g), collective="all_reduce", round_index=round_index, size=64 << 20,
-                                   busbw_gbps=NOMINAL_GBPS * f * self.noise.sample(self.rng)))
+            out.append(
+                Measurement(
+                    nodes=list(g),
+                    collective="all_reduce",
+                    round_index=round_index,
+                    size=64 << 20,
+                    busbw_gbps=NOMINAL_GBPS * f * self.noise.sample(self.rng),
+                )
+            )
         return out
 
 
-def run(n: int, deltas: Sequence[float], trials: int, max_bad: int, seed: int, setup_s: float) -> dict[str, object]:
+def run(
+    n: int, deltas: Sequence[float], trials: int, max_bad: int, seed: int, setup_s: float
+) -> dict[str, object]:
     noise = NoiseModel(iters=20)
     policy = DetectionPolicy()
     sizes, iters, warmup = [4 << 20, 16 << 20, 64 << 20], 20, 1
@@ -162,21 +181,33 @@ def run(n: int, deltas: Sequence[float], trials: int, max_bad: int, seed: int, s
             fp += len(named - set(bad))
             fn += len(set(bad) - named)
             loc_rounds.append(r.localisation_rounds)
-        results.append({
-            "delta": delta,
-            "precision": tp / (tp + fp) if tp + fp else 1.0,
-            "recall": tp / (tp + fn) if tp + fn else 1.0,
-            "true_positives": tp, "false_positives": fp, "false_negatives": fn,
-            "localisation_rounds_mean": statistics.mean(loc_rounds),
-            "localisation_rounds_max": max(loc_rounds),
-            "round_bound": localisation_round_bound(n),
-            "within_bound": max(loc_rounds) <= localisation_round_bound(n),
-            "probe_time_s_mean": statistics.mean(1 + x for x in loc_rounds) * round_s,
-            "wall_s": time.perf_counter() - t0,
-        })
-    return {"nodes": n, "gpus_per_node": 8, "trials_per_delta": trials, "bad_nodes_per_trial": [1, max_bad],
-            "seed": seed, "round_time_s": round_s, "noise_model": noise.summary(),
-            "policy": policy.model_dump(), "results": results}
+        results.append(
+            {
+                "delta": delta,
+                "precision": tp / (tp + fp) if tp + fp else 1.0,
+                "recall": tp / (tp + fn) if tp + fn else 1.0,
+                "true_positives": tp,
+                "false_positives": fp,
+                "false_negatives": fn,
+                "localisation_rounds_mean": statistics.mean(loc_rounds),
+                "localisation_rounds_max": max(loc_rounds),
+                "round_bound": localisation_round_bound(n),
+                "within_bound": max(loc_rounds) <= localisation_round_bound(n),
+                "probe_time_s_mean": statistics.mean(1 + x for x in loc_rounds) * round_s,
+                "wall_s": time.perf_counter() - t0,
+            }
+        )
+    return {
+        "nodes": n,
+        "gpus_per_node": 8,
+        "trials_per_delta": trials,
+        "bad_nodes_per_trial": [1, max_bad],
+        "seed": seed,
+        "round_time_s": round_s,
+        "noise_model": noise.summary(),
+        "policy": policy.model_dump(),
+        "results": results,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -193,13 +224,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.json:
         print(json.dumps(out, indent=2))
         return 0
-    print(f"N={out['nodes']} trials/δ={out['trials_per_delta']} round={out['round_time_s']:.3f}s "
-          f"noise={out['noise_model']}")
+    print(
+        f"N={out['nodes']} trials/δ={out['trials_per_delta']} round={out['round_time_s']:.3f}s "
+        f"noise={out['noise_model']}"
+    )
     print(f"{'δ':>5} {'precision':>9} {'recall':>7} {'rounds mean/max':>15} {'bound':>5} {'probe s':>8}")
-    for r in out["results"]:  # type: ignore[union-attr]
-        print(f"{r['delta']:>5.2f} {r['precision']:>9.4f} {r['recall']:>7.4f} "
-              f"{r['localisation_rounds_mean']:>8.2f}/{r['localisation_rounds_max']:<6} {r['round_bound']:>5} "
-              f"{r['probe_time_s_mean']:>8.3f}")
+    results: list[dict[str, Any]] = out["results"]  # type: ignore[assignment]
+    for r in results:
+        print(
+            f"{r['delta']:>5.2f} {r['precision']:>9.4f} {r['recall']:>7.4f} "
+            f"{r['localisation_rounds_mean']:>8.2f}/{r['localisation_rounds_max']:<6} {r['round_bound']:>5} "
+            f"{r['probe_time_s_mean']:>8.3f}"
+        )
     return 0
 
 

@@ -1,17 +1,18 @@
-"""The bandwidth run: schedules -> measurements -> detection -> findings and curves -> ``RunReport(kind=bandwidth)``.
+"""The bandwidth run: schedules -> measurements -> detection -> findings and curves ->
+``RunReport(kind=bandwidth)``.
 
-:func:`screen_and_localise` is the pure driver: it takes the allocation and a *measurer* (a function that runs one
-round of groups and returns one :class:`~orchestrator.detection.Measurement` per group) and decides what to
-measure next. The live run passes a Ray/torch.distributed measurer (:func:`run_bandwidth`); ``bench/detection.py``
-passes a simulated one; both run this same code.
+:func:`screen_and_localise` is the pure driver: it takes the allocation and a *measurer* (a function that runs
+one round of groups and returns one :class:`~orchestrator.detection.Measurement` per group) and decides what
+to measure next. The live run passes a Ray/torch.distributed measurer (:func:`run_bandwidth`);
+``bench/detection.py`` passes a simulated one; both run this same code.
 
-Localisation after the screen (schedule ``localise``): every low pair of the screen is a *suspect set* known to
-hold at least one slow node. Each round splits every suspect set in two halves and measures each half (a
-one-node half paired with a node the screen cleared); a half that is low again stays suspect, a half that is not
-is cleared. A single suspect is re-measured with a fresh cleared partner until its low measurements outnumber
-its normal ones by ``policy.confirmations`` (named) or no longer outnumber them (cleared) -- so one slow node
-among N is named within ceil(log2 N) + 2 rounds after the screen (3 when the screen works on pairs and every
-measurement agrees). Allocations smaller than ``policy.min_nodes_for_screen`` are
+Localisation after the screen (schedule ``localise``): every low pair of the screen is a *suspect set* known
+to hold at least one slow node. Each round splits every suspect set in two halves and measures each half (a
+one-node half paired with a node the screen cleared); a half that is low again stays suspect, a half that is
+not is cleared. A single suspect is re-measured with a fresh cleared partner until its low measurements
+outnumber its normal ones by ``policy.confirmations`` (named) or no longer outnumber them (cleared) -- so one
+slow node among N is named within ceil(log2 N) + 2 rounds after the screen (3 when the screen works on pairs
+and every measurement agrees). Allocations smaller than ``policy.min_nodes_for_screen`` are
 measured with the full round-robin instead: one round of pairs gives too few values for a median.
 """
 
@@ -21,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
-import hostlist
+import hostlist  # type: ignore[import-untyped]
 from pydantic import Field
 
 from orchestrator.collective import (
@@ -54,7 +55,7 @@ from orchestrator.schedules import (
     round_robin,
     split_round,
 )
-from probes.contracts import Contract, Finding, FindingCode, Severity, Verdict
+from probes.contracts import Contract, EvidenceValue, Finding, FindingCode, JsonScalar, Severity, Verdict
 from probes.errors import ConfigError
 
 #: runs one round (round index, its disjoint groups) and returns one measurement per group, in order
@@ -84,14 +85,21 @@ def _run_rounds(rounds: Sequence[Sequence[Group]], measure: Measurer, first: int
 
 
 def _localise(
-    screen: list[Measurement], nodes: list[str], baseline: Baseline, measure: Measurer, policy: DetectionPolicy,
+    screen: list[Measurement],
+    nodes: list[str],
+    baseline: Baseline,
+    measure: Measurer,
+    policy: DetectionPolicy,
     max_rounds: int,
 ) -> list[Measurement]:
     """Adaptive localisation after the screen; returns the extra measurements (see the module docstring)."""
     lows = low_measurements(screen, baseline, policy)
     low_ids = {id(m) for m in lows}
-    good = [n for n in nodes if any(n in m.nodes and id(m) not in low_ids and m.status is MeasureStatus.OK
-                                    for m in screen)]
+    good = [
+        n
+        for n in nodes
+        if any(n in m.nodes and id(m) not in low_ids and m.status is MeasureStatus.OK for m in screen)
+    ]
     sets: list[list[str]] = [list(m.nodes) for m in lows]
     evidence: dict[str, list[int]] = {}  #: single suspect -> [low, normal] measurements with cleared partners
     partners: dict[str, set[str]] = {}
@@ -108,10 +116,12 @@ def _localise(
             break
         next_sets: list[list[str]] = []
         for rnd in rounds:
+            if r > max_rounds:
+                break  # the promised bound: what is still undecided stays unnamed
             ms = measure(r, rnd)
             r += 1
             extra.extend(ms)
-            for group, m in zip(rnd, ms):
+            for group, m in zip(rnd, ms, strict=True):
                 for n in group:
                     partners.setdefault(n, set()).update(o for o in group if o != n)
                 if m.status is not MeasureStatus.OK or m.busbw_gbps is None:
@@ -132,7 +142,9 @@ def _localise(
 
 
 def screen_and_localise(
-    nodes: Sequence[str], measure: Measurer, policy: DetectionPolicy | None = None,
+    nodes: Sequence[str],
+    measure: Measurer,
+    policy: DetectionPolicy | None = None,
     schedule: Schedule = Schedule.LOCALISE,
 ) -> ScreenResult:
     """Screen an allocation and, for ``localise``, name its slow nodes.
@@ -141,7 +153,8 @@ def screen_and_localise(
         nodes: host names of the allocation (at least 2, unique).
         measure: the measurer (see :data:`Measurer`); live (Ray) or simulated.
         policy: detection thresholds (default: NCCL's).
-        schedule: ``roundrobin`` (every pair), ``quick`` (one round of pairs, flags pairs only) or ``localise``.
+        schedule: ``roundrobin`` (every pair), ``quick`` (one round of pairs, flags pairs only) or
+        ``localise``.
 
     Returns:
         A :class:`ScreenResult`; ``stragglers`` are nodes condemned by agreeing measurements.
@@ -154,24 +167,33 @@ def screen_and_localise(
     if len(hosts) < 2:
         raise ValueError("a bandwidth screen needs at least 2 nodes")
     use_rr = schedule is Schedule.ROUNDROBIN or (
-        schedule is Schedule.LOCALISE and len(hosts) < policy.min_nodes_for_screen)
+        schedule is Schedule.LOCALISE and len(hosts) < policy.min_nodes_for_screen
+    )
     first_rounds = round_robin(hosts) if use_rr else [quick_screen(hosts)]
     screen = _run_rounds(first_rounds, measure, 0)
     baseline = allocation_baseline(screen, policy)
     extra: list[Measurement] = []
     if schedule is Schedule.LOCALISE and not use_rr and baseline is not None:
-        bound = localisation_round_bound(len(hosts)) + 2  # +2: room for several suspects to share rounds
-        extra = _localise(screen, hosts, baseline, measure, policy, bound)
+        extra = _localise(screen, hosts, baseline, measure, policy, localisation_round_bound(len(hosts)))
     allm = screen + extra
     need = min(policy.confirmations, len(hosts) - 1) if use_rr else policy.confirmations
     judgements = attribute(allm, baseline, policy, need) if baseline else {}
     stragglers = sorted(n for n, j in judgements.items() if j.straggler)
-    unexplained = [m for m in (low_measurements(allm, baseline, policy) if baseline else [])
-                   if not set(m.nodes) & set(stragglers)]
+    unexplained = [
+        m
+        for m in (low_measurements(allm, baseline, policy) if baseline else [])
+        if not set(m.nodes) & set(stragglers)
+    ]
     rounds_used = len({m.round_index for m in allm})
     return ScreenResult(
-        schedule=schedule, nodes=hosts, rounds=rounds_used, localisation_rounds=len({m.round_index for m in extra}),
-        measurements=allm, baseline=baseline, judgements=judgements, stragglers=stragglers,
+        schedule=schedule,
+        nodes=hosts,
+        rounds=rounds_used,
+        localisation_rounds=len({m.round_index for m in extra}),
+        measurements=allm,
+        baseline=baseline,
+        judgements=judgements,
+        stragglers=stragglers,
         unexplained_low=unexplained,
     )
 
@@ -182,7 +204,9 @@ def _fmt(x: float) -> str:
 
 
 def findings_for(
-    result: ScreenResult, policy: DetectionPolicy, reference_gbps: float | None = None,
+    result: ScreenResult,
+    policy: DetectionPolicy,
+    reference_gbps: float | None = None,
     history: Mapping[str, Sequence[float]] | None = None,
 ) -> list[Finding]:
     """The findings of a screen: stragglers, failures, hangs, wrong results, and low bandwidth against the
@@ -195,94 +219,197 @@ def findings_for(
         j = result.judgements[host]
         assert base is not None and j.score_gbps is not None
         drop = base.drop(j.score_gbps)
-        out.append(Finding(
-            code=FindingCode.STRAGGLER_NODE, severity=Severity.CRITICAL, node=host, subject=host,
-            message=(f"{host}: busbw {_fmt(j.score_gbps)} GB/s vs allocation median {_fmt(base.median)} GB/s "
-                     f"(-{drop:.0%}); {j.low} of {j.measured} measurements low, {j.attributable} with cleared "
-                     f"partners"),
-            evidence={"measured_gbps": j.score_gbps, "expected_gbps": base.median, "drop": round(drop, 4),
-                      "mad_scale_gbps": base.scale, "low": j.low, "measured": j.measured,
-                      "agreeing": j.attributable, "groups": j.partners_low},
-        ))
+        out.append(
+            Finding(
+                code=FindingCode.STRAGGLER_NODE,
+                severity=Severity.CRITICAL,
+                node=host,
+                subject=host,
+                message=(
+                    f"{host}: busbw {_fmt(j.score_gbps)} GB/s vs allocation median {_fmt(base.median)} GB/s "
+                    f"(-{drop:.0%}); {j.low} of {j.measured} measurements low, {j.attributable} with cleared "
+                    f"partners"
+                ),
+                evidence={
+                    "measured_gbps": j.score_gbps,
+                    "expected_gbps": base.median,
+                    "drop": round(drop, 4),
+                    "mad_scale_gbps": base.scale,
+                    "low": j.low,
+                    "measured": j.measured,
+                    "agreeing": j.attributable,
+                    "groups": list[JsonScalar](j.partners_low),
+                },
+            )
+        )
     for m in result.unexplained_low:
         assert base is not None and m.busbw_gbps is not None
-        out.append(_low_finding(m.nodes, m.busbw_gbps, base.median, "allocation median", policy,
-                                {"round": m.round_index, "collective": m.collective, "size": m.size,
-                                 "z": round(base.z(m.busbw_gbps), 2), "agreeing": 1}))
+        out.append(
+            _low_finding(
+                m.nodes,
+                m.busbw_gbps,
+                base.median,
+                "allocation median",
+                policy,
+                {
+                    "round": m.round_index,
+                    "collective": m.collective,
+                    "size": m.size,
+                    "z": round(base.z(m.busbw_gbps), 2),
+                    "agreeing": 1,
+                },
+            )
+        )
     scores = node_scores(result.measurements, ignore_partners=result.stragglers)
     if reference_gbps:
         for host, s in sorted(scores.items()):
             if s < policy.reference_ratio * reference_gbps:
-                out.append(_low_finding([host], s, reference_gbps, "SKU reference", policy,
-                                        {"reference_ratio": policy.reference_ratio,
-                                         "agreeing": result.judgements[host].measured}))
+                out.append(
+                    _low_finding(
+                        [host],
+                        s,
+                        reference_gbps,
+                        "SKU reference",
+                        policy,
+                        {
+                            "reference_ratio": policy.reference_ratio,
+                            "agreeing": result.judgements[host].measured,
+                        },
+                    )
+                )
     for host, hb in sorted(history_lows(scores, history or {}, policy).items()):
-        out.append(_low_finding([host], scores[host], hb.median, f"own history (median of {hb.n})", policy,
-                                {"history_n": hb.n, "z": round(hb.z(scores[host]), 2),
-                                 "agreeing": result.judgements[host].measured}))
+        out.append(
+            _low_finding(
+                [host],
+                scores[host],
+                hb.median,
+                f"own history (median of {hb.n})",
+                policy,
+                {
+                    "history_n": hb.n,
+                    "z": round(hb.z(scores[host]), 2),
+                    "agreeing": result.judgements[host].measured,
+                },
+            )
+        )
     return out
 
 
-def _low_finding(nodes: list[str], measured: float, expected: float, against: str, policy: DetectionPolicy,
-                 extra: dict[str, object]) -> Finding:
+def _low_finding(
+    nodes: list[str],
+    measured: float,
+    expected: float,
+    against: str,
+    policy: DetectionPolicy,
+    extra: dict[str, EvidenceValue],
+) -> Finding:
     sev = Severity.CRITICAL if measured < policy.critical_ratio * expected else Severity.WARNING
     subject = ",".join(nodes)
     return Finding(
-        code=FindingCode.NCCL_BUSBW_LOW, severity=sev, node=nodes[0] if len(nodes) == 1 else None,
+        code=FindingCode.NCCL_BUSBW_LOW,
+        severity=sev,
+        node=nodes[0] if len(nodes) == 1 else None,
         subject=subject,
         message=f"{subject}: busbw {_fmt(measured)} GB/s vs {against} {_fmt(expected)} GB/s "
-                f"(-{1 - measured / expected:.0%})",
-        evidence={"measured_gbps": measured, "expected_gbps": expected, "against": against, **extra},  # type: ignore[dict-item]
+        f"(-{1 - measured / expected:.0%})",
+        evidence={"measured_gbps": measured, "expected_gbps": expected, "against": against, **extra},
     )
 
 
 def _failure_findings(m: Measurement) -> list[Finding]:
     subject = ",".join(m.nodes)
-    ev = {"round": m.round_index, "collective": m.collective, "nodes": list(m.nodes), "error": m.error}
+    ev: dict[str, EvidenceValue] = {
+        "round": m.round_index,
+        "collective": m.collective,
+        "nodes": list(m.nodes),
+        "error": m.error,
+    }
     if m.status is MeasureStatus.HANG:
-        return [Finding(code=FindingCode.NCCL_TEST_HANG, severity=Severity.CRITICAL, subject=subject,
-                        message=f"{subject}: {m.collective} did not finish ({m.error})", evidence=ev)]
+        return [
+            Finding(
+                code=FindingCode.NCCL_TEST_HANG,
+                severity=Severity.CRITICAL,
+                subject=subject,
+                message=f"{subject}: {m.collective} did not finish ({m.error})",
+                evidence=ev,
+            )
+        ]
     if m.status is MeasureStatus.FAILED:
-        return [Finding(code=FindingCode.NCCL_TEST_FAILED, severity=Severity.CRITICAL, subject=subject,
-                        message=f"{subject}: {m.collective} failed: {m.error}", evidence=ev)]
+        return [
+            Finding(
+                code=FindingCode.NCCL_TEST_FAILED,
+                severity=Severity.CRITICAL,
+                subject=subject,
+                message=f"{subject}: {m.collective} failed: {m.error}",
+                evidence=ev,
+            )
+        ]
     if m.wrong > 0:
-        return [Finding(code=FindingCode.NCCL_WRONG_RESULTS, severity=Severity.CRITICAL, subject=subject,
-                        message=f"{subject}: {m.collective} returned {m.wrong} wrong elements (data corruption)",
-                        evidence={**ev, "wrong": m.wrong})]
+        return [
+            Finding(
+                code=FindingCode.NCCL_WRONG_RESULTS,
+                severity=Severity.CRITICAL,
+                subject=subject,
+                message=f"{subject}: {m.collective} returned {m.wrong} wrong elements (data corruption)",
+                evidence={**ev, "wrong": m.wrong},
+            )
+        ]
     return []
 
 
 # ------------------------------------------------------------------------------------------------ report
 def build_report(
-    result: ScreenResult, findings: list[Finding], curves: list[BusbwCurve], started_at: float,
+    result: ScreenResult,
+    findings: list[Finding],
+    curves: list[BusbwCurve],
+    started_at: float,
     simulated: bool = False,
 ) -> RunReport:
-    """The ``RunReport(kind=bandwidth)`` of a screen: per-node verdicts, findings, curves, exclude hostlist."""
+    """The ``RunReport(kind=bandwidth)`` of a screen: per-node verdicts, findings, curves, exclude
+    hostlist."""
     per_node: dict[str, list[Verdict]] = {n: [] for n in result.nodes}
     for f in findings:
-        targets = [f.node] if f.node else (f.subject.split(",") if f.code is not FindingCode.NCCL_BUSBW_LOW else [])
+        targets = (
+            [f.node] if f.node else (f.subject.split(",") if f.code is not FindingCode.NCCL_BUSBW_LOW else [])
+        )
         for n in targets:
             if n in per_node:
                 per_node[n].append(f.severity.verdict)
     verdict = Verdict.worst(f.severity.verdict for f in findings)
     critical = sorted({f.node for f in findings if f.node and f.severity is Severity.CRITICAL})
     return RunReport(
-        run_id=uuid.uuid4().hex, kind=RunKind.BANDWIDTH, started_at=started_at, finished_at=time.time(),
-        level=result.schedule.value, verdict=verdict, exit_code=int(verdict), simulated=simulated,
+        run_id=uuid.uuid4().hex,
+        kind=RunKind.BANDWIDTH,
+        started_at=started_at,
+        finished_at=time.time(),
+        level=result.schedule.value,
+        verdict=verdict,
+        exit_code=int(verdict),
+        simulated=simulated,
         nodes=[NodeReport(host=n, verdict=Verdict.worst(v)) for n, v in per_node.items()],
-        findings=findings, exclude=hostlist.collect_hostlist(critical) if critical else "", curves=curves,
+        findings=findings,
+        exclude=hostlist.collect_hostlist(critical) if critical else "",
+        curves=curves,
     )
 
 
 # ------------------------------------------------------------------------------------------------ live run
 def measurement_of(result: GroupResult, round_index: int) -> Measurement:
     """A probe's group result as the detector sees it: busbw at the largest size of the sweep."""
-    status = {GroupStatus.OK: MeasureStatus.OK, GroupStatus.FAILED: MeasureStatus.FAILED,
-              GroupStatus.HANG: MeasureStatus.HANG}[result.status]
+    status = {
+        GroupStatus.OK: MeasureStatus.OK,
+        GroupStatus.FAILED: MeasureStatus.FAILED,
+        GroupStatus.HANG: MeasureStatus.HANG,
+    }[result.status]
     top = result.curve.points[-1] if result.curve and result.curve.points else None
     return Measurement(
-        nodes=list(result.nodes), collective=result.collective.value, round_index=round_index, status=status,
-        size=top.size if top else 0, busbw_gbps=top.busbw_gbps if top else None, wrong=result.wrong,
+        nodes=list(result.nodes),
+        collective=result.collective.value,
+        round_index=round_index,
+        status=status,
+        size=top.size if top else 0,
+        busbw_gbps=top.busbw_gbps if top else None,
+        wrong=result.wrong,
         error=result.error,
     )
 
@@ -299,19 +426,28 @@ def live_measurer(probe: RayCollectiveProbe, curves: list[BusbwCurve]) -> Measur
 
 
 def run_bandwidth(
-    nodes: Sequence[str] | None = None, *, schedule: Schedule = Schedule.LOCALISE,
-    collectives: Sequence[Collective] = (Collective.ALL_REDUCE,), sizes: Sequence[int] | None = None,
-    backend: Backend | None = None, iters: int = 10, warmup_iters: int = 2, policy: DetectionPolicy | None = None,
-    reference_gbps: float | None = None, history: Mapping[str, Sequence[float]] | None = None,
-    timeout_s: float = 120.0, inject_delay_s: dict[str, float] | None = None,
+    nodes: Sequence[str] | None = None,
+    *,
+    schedule: Schedule = Schedule.LOCALISE,
+    collectives: Sequence[Collective] = (Collective.ALL_REDUCE,),
+    sizes: Sequence[int] | None = None,
+    backend: Backend | None = None,
+    iters: int = 10,
+    warmup_iters: int = 2,
+    policy: DetectionPolicy | None = None,
+    reference_gbps: float | None = None,
+    history: Mapping[str, Sequence[float]] | None = None,
+    timeout_s: float = 120.0,
+    inject_delay_s: dict[str, float] | None = None,
 ) -> RunReport:
     """Measure collective bandwidth across the nodes of the connected Ray cluster and judge it.
 
     The caller has connected Ray (``ray.init(address=...)``). ``nodes`` are host names as
     :func:`~orchestrator.collective.ray_hosts` names them (default: every alive node); ``backend`` defaults to
     nccl when every node has a GPU, else gloo. ``sizes`` in bytes (nccl-tests ``size``); the largest decides.
-    ``reference_gbps`` is the SKU's expected busbw for the first collective; ``history`` maps host -> its recent
-    busbw (GB/s) for it (``store.recent_busbw``). ``inject_delay_s`` (tests only) delays chosen hosts' ranks.
+    ``reference_gbps`` is the SKU's expected busbw for the first collective; ``history`` maps host -> its
+    recent busbw (GB/s) for it (``store.recent_busbw``). ``inject_delay_s`` (tests only) delays chosen hosts'
+    ranks.
 
     Returns:
         ``RunReport(kind=bandwidth)`` with findings, one curve per measured group, and the exclude hostlist.
@@ -324,8 +460,10 @@ def run_bandwidth(
     wanted = list(nodes) if nodes else sorted(known)
     missing = [n for n in wanted if n not in known]
     if missing:
-        raise ConfigError(f"not in the Ray cluster: {hostlist.collect_hostlist(missing)} "
-                          f"(known: {hostlist.collect_hostlist(sorted(known)) or 'none'})")
+        raise ConfigError(
+            f"not in the Ray cluster: {hostlist.collect_hostlist(missing)} "
+            f"(known: {hostlist.collect_hostlist(sorted(known)) or 'none'})"
+        )
     if len(wanted) < 2:
         raise ConfigError("a bandwidth run needs at least 2 nodes")
     hosts = [known[n] for n in wanted]
@@ -336,14 +474,20 @@ def run_bandwidth(
     findings: list[Finding] = []
     result: ScreenResult | None = None
     for i, coll in enumerate(collectives):
-        spec = SweepSpec(collective=coll, sizes=list(sizes) if sizes else SweepSpec().sizes, iters=iters,
-                         warmup_iters=warmup_iters)
+        spec = SweepSpec(
+            collective=coll,
+            sizes=list(sizes) if sizes else SweepSpec().sizes,
+            iters=iters,
+            warmup_iters=warmup_iters,
+        )
         probe = RayCollectiveProbe(hosts, backend, spec, timeout_s=timeout_s, inject_delay_s=inject_delay_s)
         try:
             r = screen_and_localise(wanted, live_measurer(probe, curves), policy, schedule)
         finally:
             probe.close()
-        findings.extend(findings_for(r, policy, reference_gbps if i == 0 else None, history if i == 0 else None))
+        findings.extend(
+            findings_for(r, policy, reference_gbps if i == 0 else None, history if i == 0 else None)
+        )
         result = result or r
     assert result is not None
     return build_report(result, findings, curves, started)

@@ -1,15 +1,15 @@
 """Collective bandwidth probe through torch.distributed on Ray actors.
 
-One actor per node (per GPU node: the actor drives GPU ``device_index``; on CPU nodes: gloo), pinned to its Ray
-node with ``NodeAffinitySchedulingStrategy(soft=False)``. For each group of a round, rank 0's actor opens a
-``TCPStore`` on a free port of its node, every member joins with ``init_process_group(backend, store=...)``, runs
-the size sweep and leaves the group; the groups of one round run concurrently.
+One actor per node (per GPU node: the actor drives GPU ``device_index``; on CPU nodes: gloo), pinned to its
+Ray node with ``NodeAffinitySchedulingStrategy(soft=False)``. For each group of a round, rank 0's actor opens
+a ``TCPStore`` on a free port of its node, every member joins with ``init_process_group(backend, store=...)``,
+runs the size sweep and leaves the group; the groups of one round run concurrently.
 
-Measurement method, as nccl-tests (``src/common.cu``) does it: per size, one validation pass (the result is checked
-element by element: ``wrong`` counts mismatches, nccl-tests' ``#wrong``), ``warmup_iters`` untimed operations,
-then ``iters`` back-to-back timed operations (CUDA events around the loop on GPU, a monotonic clock on CPU); the
-per-operation time is the elapsed time / ``iters``, and the group's time is the **slowest rank's** (an
-``all_reduce(MAX)`` of the per-rank times). algbw = S / t and busbw = algbw x factor (nccl-tests
+Measurement method, as nccl-tests (``src/common.cu``) does it: per size, one validation pass (the result is
+checked element by element: ``wrong`` counts mismatches, nccl-tests' ``#wrong``), ``warmup_iters`` untimed
+operations, then ``iters`` back-to-back timed operations (CUDA events around the loop on GPU, a monotonic
+clock on CPU); the per-operation time is the elapsed time / ``iters``, and the group's time is the **slowest
+rank's** (an ``all_reduce(MAX)`` of the per-rank times). algbw = S / t and busbw = algbw x factor (nccl-tests
 ``doc/PERFORMANCE.md``): S is the total bytes of nccl-tests' ``size`` column; factor 2(n-1)/n for all_reduce,
 (n-1)/n for all_gather and reduce_scatter, 1 for sendrecv. Units: bytes, microseconds, GB/s = 1e9 B/s.
 
@@ -62,8 +62,10 @@ def bus_factor(collective: Collective, nranks: int) -> float:
 
 
 def effective_size(collective: Collective, size: int, nranks: int) -> int:
-    """The size (bytes) actually moved for a requested ``size``: the element count is rounded down to a multiple
-    of ``nranks`` for all_gather and reduce_scatter, whose buffers are split per rank (nccl-tests does the same)."""
+    """The size (bytes) actually moved for a requested ``size``: the element count is rounded down to a
+    multiple
+    of ``nranks`` for all_gather and reduce_scatter, whose buffers are split per rank (nccl-tests does the
+    same)."""
     count = size // ELEM_BYTES
     if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
         count -= count % nranks
@@ -73,8 +75,9 @@ def effective_size(collective: Collective, size: int, nranks: int) -> int:
 def point(collective: Collective, size: int, nranks: int, time_us: float) -> BusbwPoint:
     """One curve point from a size (bytes) and a per-operation time (µs)."""
     algbw = size / (time_us * 1e-6) / 1e9 if time_us > 0 else 0.0
-    return BusbwPoint(size=size, time_us=time_us, algbw_gbps=algbw,
-                      busbw_gbps=algbw * bus_factor(collective, nranks))
+    return BusbwPoint(
+        size=size, time_us=time_us, algbw_gbps=algbw, busbw_gbps=algbw * bus_factor(collective, nranks)
+    )
 
 
 class SweepSpec(Contract):
@@ -88,7 +91,8 @@ class SweepSpec(Contract):
 
 
 class RankResult(Contract):
-    """What one rank returns: per size, the slowest rank's time per operation (µs) and the wrong elements it saw."""
+    """What one rank returns: per size, the slowest rank's time per operation (µs) and the wrong elements it
+    saw."""
 
     rank: int
     host: str
@@ -104,7 +108,8 @@ class GroupStatus(str, Enum):
 
 
 class GroupResult(Contract):
-    """One group's sweep. ``curve`` is ``None`` unless ``status`` is ok; ``wrong`` sums all ranks and sizes."""
+    """One group's sweep. ``curve`` is ``None`` unless ``status`` is ok; ``wrong`` sums all ranks and
+    sizes."""
 
     nodes: list[str]
     collective: Collective
@@ -118,7 +123,8 @@ class GroupResult(Contract):
 
 # ----------------------------------------------------------------------------------------------- in the actor
 def iface_for_ip(ip: str) -> str | None:
-    """The network interface that holds IPv4 ``ip`` on this host (``SIOCGIFADDR`` per interface), or ``None``."""
+    """The network interface that holds IPv4 ``ip`` on this host (``SIOCGIFADDR`` per interface), or
+    ``None``."""
     import fcntl
     import socket
     import struct
@@ -143,7 +149,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _fill_and_expect(collective: Collective, count: int, rank: int, world: int, device: Any) -> tuple[Any, Any, Any]:
+def _fill_and_expect(
+    collective: Collective, count: int, rank: int, world: int, device: Any
+) -> tuple[Any, Any, Any]:
     """(input, output, expected output) tensors for one validation pass; values are small integers so float32
     sums are exact."""
     import torch
@@ -182,10 +190,12 @@ def _op(collective: Collective, x: Any, out: Any, rank: int, world: int) -> None
 
 class CollectiveWorker:
     """The actor body (made a Ray actor by :func:`worker_class`). One per node; a straggler can be *injected*
-    for tests with ``inject_delay_s``: the rank sleeps that long before each operation, as a slow rank would."""
+    for tests with ``inject_delay_s``: the rank sleeps that long before each operation, as a slow rank
+    would."""
 
-    def __init__(self, host: str, backend: Backend, device_index: int | None = None,
-                 inject_delay_s: float = 0.0) -> None:
+    def __init__(
+        self, host: str, backend: Backend, device_index: int | None = None, inject_delay_s: float = 0.0
+    ) -> None:
         self.host = host
         self.backend = backend
         self.device_index = device_index
@@ -195,10 +205,11 @@ class CollectiveWorker:
         """This node's IP and a free TCP port on it (for the group's TCPStore when this actor is rank 0)."""
         import ray
 
-        return ray.util.get_node_ip_address(), _free_port()
+        return ray.util.get_node_ip_address(), _free_port()  # type: ignore[no-untyped-call]
 
-    def run(self, rank: int, world: int, master_addr: str, master_port: int, spec: SweepSpec,
-            timeout_s: float) -> RankResult:
+    def run(
+        self, rank: int, world: int, master_addr: str, master_port: int, spec: SweepSpec, timeout_s: float
+    ) -> RankResult:
         """Join the group, run the sweep, leave the group. Raises whatever torch.distributed raises."""
         import datetime
 
@@ -214,7 +225,7 @@ class CollectiveWorker:
             device = torch.device("cuda", self.device_index or 0)
             torch.cuda.set_device(device)
         timeout = datetime.timedelta(seconds=timeout_s)
-        store = dist.TCPStore(master_addr, master_port, world, rank == 0, timeout=timeout)
+        store = dist.TCPStore(master_addr, master_port, world, rank == 0, timeout=timeout)  # type: ignore[attr-defined]
         dist.init_process_group(self.backend.value, store=store, rank=rank, world_size=world, timeout=timeout)
         try:
             times, wrongs, sizes = [], [], []
@@ -227,7 +238,9 @@ class CollectiveWorker:
         finally:
             dist.destroy_process_group()
 
-    def _one_size(self, spec: SweepSpec, size: int, rank: int, world: int, device: Any) -> tuple[float, int, int]:
+    def _one_size(
+        self, spec: SweepSpec, size: int, rank: int, world: int, device: Any
+    ) -> tuple[float, int, int]:
         import torch
         import torch.distributed as dist
 
@@ -243,7 +256,7 @@ class CollectiveWorker:
         dist.barrier()
         on_gpu = device.type == "cuda"
         if on_gpu:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             torch.cuda.synchronize(device)
             start.record()
         t0 = time.perf_counter()
@@ -267,7 +280,7 @@ class CollectiveWorker:
 def _my_ip() -> str:
     import ray
 
-    return str(ray.util.get_node_ip_address())
+    return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
 
 
 def worker_class() -> Any:
@@ -293,32 +306,45 @@ class RayHost(Contract):
     gpus: int = 0
 
 
-def _host_name(node: dict[str, Any]) -> str:
+def _explicit_name(node: dict[str, Any]) -> str | None:
     labels = node.get("Labels") or {}
     if HOST_LABEL in labels:
         return str(labels[HOST_LABEL])
     for key in node.get("Resources") or {}:
         if str(key).startswith(HOST_RESOURCE_PREFIX):
-            return str(key)[len(HOST_RESOURCE_PREFIX):]
-    return str(node["NodeManagerAddress"])
+            return str(key)[len(HOST_RESOURCE_PREFIX) :]
+    return None
 
 
-def ray_hosts(include_head: bool = True) -> list[RayHost]:
-    """The alive nodes of the connected Ray cluster, named by label ``fleetdx.host``, a custom resource
-    ``fleetdx-host:<name>``, or else their IP. ``include_head=False`` leaves out the driver's node when it
-    carries no host name (a head that only coordinates)."""
+def host_names(nodes: Sequence[dict[str, Any]]) -> list[str]:
+    """fleetdx's name for each Ray node (entries of ``ray.nodes()``): its label ``fleetdx.host``, else a
+    custom resource ``fleetdx-host:<name>``, else its host name (``NodeManagerHostname``, what Slurm hostlists
+    use)
+    when no other node shares it, else its IP."""
+    hostnames = [str(n.get("NodeManagerHostname", "")) for n in nodes]
+    out = []
+    for node, hn in zip(nodes, hostnames, strict=True):
+        name = _explicit_name(node)
+        if name is None:
+            name = hn if hn and hostnames.count(hn) == 1 else str(node["NodeManagerAddress"])
+        out.append(name)
+    return out
+
+
+def ray_hosts() -> list[RayHost]:
+    """The alive nodes of the connected Ray cluster, named by :func:`host_names`, sorted by name."""
     import ray
 
-    out = []
-    for node in ray.nodes():
-        if not node.get("Alive"):
-            continue
-        name = _host_name(node)
-        named = name != node["NodeManagerAddress"]
-        if not include_head and not named and node.get("Resources", {}).get("node:__internal_head__"):
-            continue
-        out.append(RayHost(name=name, node_id=node["NodeID"], ip=node["NodeManagerAddress"],
-                           gpus=int(node.get("Resources", {}).get("GPU", 0))))
+    alive = [n for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
+    out = [
+        RayHost(
+            name=name,
+            node_id=node["NodeID"],
+            ip=node["NodeManagerAddress"],
+            gpus=int(node.get("Resources", {}).get("GPU", 0)),
+        )
+        for node, name in zip(alive, host_names(alive), strict=True)
+    ]
     return sorted(out, key=lambda h: h.name)
 
 
@@ -327,8 +353,14 @@ class RayCollectiveProbe:
     then is a hang: its actors are killed and recreated). ``inject_delay_s`` maps host -> seconds of injected
     delay per operation (tests only)."""
 
-    def __init__(self, hosts: Sequence[RayHost], backend: Backend, spec: SweepSpec, timeout_s: float = 120.0,
-                 inject_delay_s: dict[str, float] | None = None) -> None:
+    def __init__(
+        self,
+        hosts: Sequence[RayHost],
+        backend: Backend,
+        spec: SweepSpec,
+        timeout_s: float = 120.0,
+        inject_delay_s: dict[str, float] | None = None,
+    ) -> None:
         self.hosts = {h.name: h for h in hosts}
         self.backend = backend
         self.spec = spec
@@ -347,12 +379,21 @@ class RayCollectiveProbe:
             }
             if self.backend is Backend.NCCL:
                 opts["num_gpus"] = 1
-            self._actors[host] = worker_class().options(**opts).remote(
-                host, self.backend, 0 if self.backend is Backend.NCCL else None, self.inject.get(host, 0.0))
+            self._actors[host] = (
+                worker_class()
+                .options(**opts)
+                .remote(
+                    host,
+                    self.backend,
+                    0 if self.backend is Backend.NCCL else None,
+                    self.inject.get(host, 0.0),
+                )
+            )
         return self._actors[host]
 
     def measure_round(self, groups: Sequence[Sequence[str]]) -> list[GroupResult]:
-        """Run every group's sweep at once; one result per group, in order. Never raises for a group failure."""
+        """Run every group's sweep at once; one result per group, in order. Never raises for a group
+        failure."""
         import ray
 
         t0 = time.monotonic()
@@ -361,8 +402,10 @@ class RayCollectiveProbe:
             nodes = list(group)
             try:
                 addr, port = ray.get(self._actor(nodes[0]).address.remote(), timeout=self.timeout_s)
-                refs = [self._actor(n).run.remote(r, len(nodes), addr, port, self.spec, self.timeout_s)
-                        for r, n in enumerate(nodes)]
+                refs = [
+                    self._actor(n).run.remote(r, len(nodes), addr, port, self.spec, self.timeout_s)
+                    for r, n in enumerate(nodes)
+                ]
                 launched.append((nodes, refs, None))
             except Exception as e:  # edge: a node we cannot reach is a failed group, not a crash
                 launched.append((nodes, None, f"{type(e).__name__}: {e}"))
@@ -373,23 +416,43 @@ class RayCollectiveProbe:
     def _collect(self, nodes: list[str], refs: list[Any] | None, err: str | None, dur: float) -> GroupResult:
         import ray
 
-        base = {"nodes": nodes, "collective": self.spec.collective, "backend": self.backend, "duration_s": dur}
+        def result(
+            status: GroupStatus, error: str | None = None, curve: BusbwCurve | None = None, wrong: int = 0
+        ) -> GroupResult:
+            return GroupResult(
+                nodes=nodes,
+                collective=self.spec.collective,
+                backend=self.backend,
+                status=status,
+                curve=curve,
+                wrong=wrong,
+                error=error,
+                duration_s=dur,
+            )
+
         if refs is None:
-            return GroupResult(status=GroupStatus.FAILED, error=err, **base)
+            return result(GroupStatus.FAILED, err)
         ready, pending = ray.wait(refs, num_returns=len(refs), timeout=0)
         if pending:
             for n in nodes:  # a hung collective blocks its actor for good: replace it
                 ray.kill(self._actors.pop(n))
-            return GroupResult(status=GroupStatus.HANG, error=f"no result within {self.timeout_s:g} s", **base)
+            return result(GroupStatus.HANG, f"no result within {self.timeout_s:g} s")
         try:
             results: list[RankResult] = ray.get(refs)
         except Exception as e:
-            return GroupResult(status=GroupStatus.FAILED, error=f"{type(e).__name__}: {str(e)[:500]}", **base)
+            return result(GroupStatus.FAILED, f"{type(e).__name__}: {str(e)[:500]}")
         r0 = results[0]
-        pts = [point(self.spec.collective, s, len(nodes), t) for s, t in zip(r0.sizes, r0.time_us)]
-        curve = BusbwCurve(collective=self.spec.collective.value, nodes=nodes, nranks=len(nodes),
-                           backend=self.backend.value, points=pts)
-        return GroupResult(status=GroupStatus.OK, curve=curve, wrong=sum(r0.wrong), **base)
+        pts = [
+            point(self.spec.collective, s, len(nodes), t) for s, t in zip(r0.sizes, r0.time_us, strict=True)
+        ]
+        curve = BusbwCurve(
+            collective=self.spec.collective.value,
+            nodes=nodes,
+            nranks=len(nodes),
+            backend=self.backend.value,
+            points=pts,
+        )
+        return result(GroupStatus.OK, curve=curve, wrong=sum(r0.wrong))
 
     def close(self) -> None:
         """Kill the actors this probe created."""

@@ -2,24 +2,25 @@
 
 Three baselines, each used where it is meaningful:
 
-* **peers** -- the allocation's own median. A node's score is the median busbw of the groups it was measured in;
-  the allocation baseline is the median of the node scores and its spread the MAD (median absolute deviation),
-  both of ``ln(busbw)`` (see :class:`Baseline`), the MAD scaled by 1.4826 so that it estimates the standard
-  deviation of normal noise. A measurement is *low* when its modified z-score ``(ln x - median) / (1.4826 MAD)``
-  is below ``-z_threshold`` (3.5, Iglewicz & Hoaglin, "How to Detect and Handle Outliers", ASQC 1993) **and** it
-  is at least ``min_drop`` below the median, so that a very tight allocation (MAD near 0) does not flag harmless
-  wobble. The scale is floored at ``noise_floor`` (the relative measurement noise of the backend) for the same
-  reason. The median and the MAD have a 50% breakdown point:
+* **peers** -- the allocation's own median. A node's score is the median busbw of the groups it was measured
+  in; the allocation baseline is the median of the node scores and its spread the MAD (median absolute
+  deviation), both of ``ln(busbw)`` (see :class:`Baseline`), the MAD scaled by 1.4826 so that it estimates the
+  standard deviation of normal noise. A measurement is *low* when its modified z-score ``(ln x - median) /
+  (1.4826 MAD)`` is below ``-z_threshold`` (3.5, Iglewicz & Hoaglin, "How to Detect and Handle Outliers", ASQC
+  1993) **and** it is at least ``min_drop`` below the median, so that a very tight allocation (MAD near 0)
+  does not flag harmless wobble. The scale is floored at ``noise_floor`` (the relative measurement noise of
+  the backend) for the same reason. The median and the MAD have a 50% breakdown point:
   up to half the nodes may be slow without moving the baseline.
 * **reference** -- an expected busbw for the SKU and collective (e.g. a fleet baseline); a value below
-  ``reference_ratio`` (0.9) times it is low. 0.9 is the margin nccl-tests itself applies to ``NCCL_TESTS_MIN_BW``
-  (``src/common.cu``: the run FAILS when the average busbw is below 0.9 x the minimum).
-* **history** -- the node's own recent busbw for the collective (from the store); judged with the same modified
-  z-score against the history's median/MAD.
+  ``reference_ratio`` (0.9) times it is low. 0.9 is the margin nccl-tests itself applies to
+  ``NCCL_TESTS_MIN_BW`` (``src/common.cu``: the run FAILS when the average busbw is below 0.9 x the minimum).
+* **history** -- the node's own recent busbw for the collective (from the store); judged with the same
+  modified z-score against the history's median/MAD.
 
 A suspect is condemned only on agreeing evidence: :func:`attribute` names a node a straggler when its
-*attributable* low measurements (those where every other member of the group was seen at normal speed elsewhere,
-so the slowness cannot be theirs) outnumber its normal measurements by at least ``confirmations`` (3 by default). Units: GB/s = 1e9 B/s, sizes in bytes.
+*attributable* low measurements (those where every other member of the group was seen at normal speed
+elsewhere, so the slowness cannot be theirs) outnumber its normal measurements by at least ``confirmations``
+(3 by default). Units: GB/s = 1e9 B/s, sizes in bytes.
 """
 
 from __future__ import annotations
@@ -67,13 +68,17 @@ class DetectionPolicy(Contract):
     """Thresholds of the detector. Defaults suit NCCL over a real fabric; :meth:`for_backend` gives gloo's."""
 
     z_threshold: float = 3.5  #: modified z-score cut (Iglewicz & Hoaglin 1993)
-    min_drop: float = Field(0.035, ge=0, lt=1)  #: smallest relative drop below the baseline ever flagged
-    noise_floor: float = Field(0.01, gt=0)  #: floor of the log-scale spread: the backend's relative noise
+    min_drop: float = Field(
+        default=0.035, ge=0, lt=1
+    )  #: smallest relative drop below the baseline ever flagged
+    noise_floor: float = Field(
+        default=0.01, gt=0
+    )  #: floor of the log-scale spread: the backend's relative noise
     reference_ratio: float = 0.9  #: low when below this x the SKU reference (nccl-tests NCCL_TESTS_MIN_BW)
     critical_ratio: float = 0.5  #: NCCL_BUSBW_LOW is critical below this x the expected figure
     #: net agreeing evidence to condemn a node: attributable low measurements minus normal ones (3: three
     #: measurements with cleared partners, none contradicted); a sequential test in the spirit of Wald's SPRT
-    confirmations: int = Field(3, ge=1)
+    confirmations: int = Field(default=3, ge=1)
     min_nodes_for_screen: int = 8  #: below this N one round of pairs is too few for a median: use round-robin
 
     @classmethod
@@ -88,10 +93,11 @@ class DetectionPolicy(Contract):
 class Baseline(Contract):
     """A robust centre and scale of a set of busbw values (GB/s), taken on the log scale.
 
-    Bandwidth effects are ratios (a node at 80% of its peers) and its noise is multiplicative, so the median and
-    MAD are those of ``ln(busbw)``: the z-score then treats 0.5x and 2x symmetrically, and a few pairs with +-50%
-    gloo noise do not inflate the scale the way they do on the linear scale. (Nonparametric statistics for
-    performance data: Hoefler & Belli, "Scientific Benchmarking of Parallel Computing Systems", SC 2015.)
+    Bandwidth effects are ratios (a node at 80% of its peers) and its noise is multiplicative, so the median
+    and MAD are those of ``ln(busbw)``: the z-score then treats 0.5x and 2x symmetrically, and a few pairs
+    with +-50% gloo noise do not inflate the scale the way they do on the linear scale. (Nonparametric
+    statistics for performance data: Hoefler & Belli, "Scientific Benchmarking of Parallel Computing Systems",
+    SC 2015.)
     """
 
     median: float  #: exp(median of ln values), GB/s (the median itself for an odd count)
@@ -107,8 +113,12 @@ class Baseline(Contract):
             return None
         med = statistics.median(logs)
         mad = statistics.median(abs(v - med) for v in logs)
-        return cls(median=math.exp(med), log_median=med, scale=max(MAD_TO_SIGMA * mad, policy.noise_floor),
-                   n=len(logs))
+        return cls(
+            median=math.exp(med),
+            log_median=med,
+            scale=max(MAD_TO_SIGMA * mad, policy.noise_floor),
+            n=len(logs),
+        )
 
     def z(self, value: float) -> float:
         """Modified z-score of ``value`` on the log scale (``-inf`` for a zero bandwidth)."""
@@ -127,7 +137,8 @@ class Baseline(Contract):
 
 def node_scores(measurements: Iterable[Measurement], ignore_partners: Iterable[str] = ()) -> dict[str, float]:
     """Each node's score: the median busbw (GB/s) of the ok measurements it took part in, leaving out those
-    where another member is in ``ignore_partners`` (condemned stragglers, whose slowness is not the node's)."""
+    where another member is in ``ignore_partners`` (condemned stragglers, whose slowness is not the
+    node's)."""
     skip = set(ignore_partners)
     per: dict[str, list[float]] = {}
     for m in measurements:
@@ -149,7 +160,8 @@ def low_measurements(
 ) -> list[Measurement]:
     """The ok measurements that are low against ``baseline``."""
     return [
-        m for m in measurements
+        m
+        for m in measurements
         if m.status is MeasureStatus.OK and m.busbw_gbps is not None and baseline.is_low(m.busbw_gbps, policy)
     ]
 
@@ -163,11 +175,16 @@ class NodeJudgement(Contract):
     attributable: int  #: low ones whose other members were all seen at normal speed elsewhere
     score_gbps: float | None  #: median busbw of its measurements
     straggler: bool
-    partners_low: list[str] = Field(default_factory=list)  #: groups ("a,b") of its attributable low measurements
+    partners_low: list[str] = Field(
+        default_factory=list
+    )  #: groups ("a,b") of its attributable low measurements
 
 
 def attribute(
-    measurements: Sequence[Measurement], baseline: Baseline, policy: DetectionPolicy, need: int | None = None,
+    measurements: Sequence[Measurement],
+    baseline: Baseline,
+    policy: DetectionPolicy,
+    need: int | None = None,
 ) -> dict[str, NodeJudgement]:
     """Judge every node from all measurements of a run against one baseline.
 
@@ -192,8 +209,13 @@ def attribute(
         attr = [m for m in lows if all(o in cleared for o in m.nodes if o != node)]
         normal = len(mine) - len(lows)
         out[node] = NodeJudgement(
-            node=node, measured=len(mine), low=len(lows), attributable=len(attr), score_gbps=scores.get(node),
-            straggler=len(attr) - normal >= need, partners_low=[",".join(m.nodes) for m in attr],
+            node=node,
+            measured=len(mine),
+            low=len(lows),
+            attributable=len(attr),
+            score_gbps=scores.get(node),
+            straggler=len(attr) - normal >= need,
+            partners_low=[",".join(m.nodes) for m in attr],
         )
     return out
 

@@ -1,4 +1,5 @@
-"""Screening schedules over an allocation: which groups of nodes measure a collective together, round by round.
+"""Screening schedules over an allocation: which groups of nodes measure a collective together, round by
+round.
 
 A *round* is a list of disjoint *groups* (tuples of host names); every group of a round runs its collective at
 the same time, so a round costs one probe time whatever N is. Three schedules:
@@ -6,7 +7,8 @@ the same time, so a round costs one probe time whatever N is. Three schedules:
 * :func:`round_robin` -- the circle method (Kirkman/Lucas, the same schedule SuperBench uses for its
   ``ib-traffic`` pair tests): N-1 rounds of N/2 disjoint pairs in which every pair of nodes meets exactly once
   (N rounds when N is odd; each round one node sits out).
-* :func:`quick_screen` -- one round of disjoint pairs (an odd node out joins the last pair as a group of three).
+* :func:`quick_screen` -- one round of disjoint pairs (an odd node out joins the last pair as a group of
+  three).
 * :func:`split_round` -- one step of adaptive localisation: split each suspect set in two halves and test each
   half, padded with known-good nodes so that every group is at least a pair. The driver that repeats it is
   :func:`orchestrator.bandwidth.screen_and_localise`.
@@ -86,15 +88,16 @@ def quick_screen(nodes: Sequence[str]) -> Round:
 
 
 def split_round(
-    suspect_sets: Sequence[Sequence[str]], good: Sequence[str],
+    suspect_sets: Sequence[Sequence[str]],
+    good: Sequence[str],
     partners_seen: Mapping[str, Collection[str]] | None = None,
 ) -> list[Round]:
     """One localisation step: each suspect set (known to hold at least one slow node) is split in two halves,
     and each half becomes a group; a half of one node is padded with one known-good node so that it can run a
-    collective, preferring a good node it has not been measured with (``partners_seen``: suspect -> partners so
-    far), so that a re-measurement is independent of the last one. Returns the rounds needed to run all these
-    groups with disjoint nodes: usually one; more only when there are too few known-good nodes to pad every
-    single-node half at once (each good node is used by at most one group per round).
+    collective, preferring a good node it has not been measured with (``partners_seen``: suspect -> partners
+    so far), so that a re-measurement is independent of the last one. Returns the rounds needed to run all
+    these groups with disjoint nodes: usually one; more only when there are too few known-good nodes to pad
+    every single-node half at once (each good node is used by at most one group per round).
 
     Raises:
         ValueError: a set is empty, sets overlap, or a single-node half cannot be padded (no good node).

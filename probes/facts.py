@@ -6,11 +6,17 @@ fails to parse becomes a :class:`ParseFailure` (the raw text stays in the bundle
 
 from __future__ import annotations
 
-from pydantic import Field
+import re
+from collections.abc import Callable
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
 
 from probes.contracts import Contract
 from probes.parsers.ibstat import IbReport
 from probes.parsers.lscpu import CpuInfo
+from probes.parsers.microbench import Microbench
 from probes.parsers.nccl_log import NcclLog
 from probes.parsers.nccl_tests import NcclTestsReport
 from probes.parsers.numactl import NumaTopology
@@ -20,6 +26,9 @@ from probes.parsers.smi_xml import SmiReport
 from probes.parsers.topo import TopoMatrix
 from probes.parsers.xid import XidLog
 from probes.runner import RunStatus
+
+if TYPE_CHECKING:
+    from probes.bundle import BundleData
 
 
 class ProbeRecord(Contract):
@@ -51,25 +60,6 @@ class NamedNcclLog(Contract):
     log: NcclLog
 
 
-class Microbench(Contract):
-    """GPU micro-benchmark figures for one GPU (``torch_microbench.json``); ``None`` where not measured.
-
-    Units: TFLOP/s (1e12 FLOP/s) for GEMM, GB/s (1e9 B/s) for copies; the device-to-device copy counts
-    bytes read plus bytes written.
-    """
-
-    gpu_index: int | None = None
-    gpu_name: str | None = None
-    gemm_bf16_tflops: float | None = None
-    gemm_fp16_tflops: float | None = None
-    gemm_fp32_tflops: float | None = None
-    d2d_gbps: float | None = None
-    h2d_pinned_gbps: float | None = None
-    d2h_pinned_gbps: float | None = None
-    h2d_pageable_gbps: float | None = None
-    d2h_pageable_gbps: float | None = None
-
-
 class NodeFacts(Contract):
     """Everything parsed from one node's bundle. A field is ``None`` when its raw file is absent, was skipped,
     or failed to parse (then ``parse_failures`` says why)."""
@@ -91,3 +81,127 @@ class NodeFacts(Contract):
     nccl_tests: list[NamedNcclTests] = Field(default_factory=list)
     nccl_logs: list[NamedNcclLog] = Field(default_factory=list)
     microbench: list[Microbench] = Field(default_factory=list)
+
+
+class FactSlot(str, Enum):
+    """The :class:`NodeFacts` field a raw file fills."""
+
+    TOPO = "topo"
+    P2P = "p2p"
+    SMI = "smi"
+    QUERY_GPU = "query_gpu"
+    COMPUTE_APPS = "compute_apps"
+    REMAPPED_ROWS = "remapped_rows"
+    NUMA = "numa"
+    CPU = "cpu"
+    IB = "ib"
+    XIDS = "xids"
+    NCCL_TESTS = "nccl_tests"
+    NCCL_LOGS = "nccl_logs"
+    MICROBENCH = "microbench"
+
+
+#: nccl-tests binaries' file names: ``<collective>_perf...`` (NVIDIA/nccl-tests src/*.cu); ``-h`` help is not a run
+_NCCL_TESTS_FILE = re.compile(
+    r"^(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|gather|scatter|hypercube)_perf"
+    r"(?!.*_-h\.txt$).*\.(txt|json)$"
+)
+_NCCL_LOG_FILE = re.compile(r"(nccl_debug|NCCL_DEBUG).*\.(txt|log)$")
+
+#: exact file names -> (parser kind, slot), in priority order per slot (the first present file fills it)
+FILE_SLOTS: tuple[tuple[str, str, FactSlot], ...] = (
+    ("nvidia-smi_topo_-m.txt", "topo", FactSlot.TOPO),
+    ("nvidia-smi_topo_-p2p_r.txt", "p2p", FactSlot.P2P),
+    ("nvidia-smi_-q_-x.xml", "smi-xml", FactSlot.SMI),
+    ("nvidia-smi_query-gpu.csv", "smi-csv", FactSlot.QUERY_GPU),
+    ("nvidia-smi_query-compute-apps.csv", "smi-csv", FactSlot.COMPUTE_APPS),
+    ("nvidia-smi_query-remapped-rows.csv", "smi-csv", FactSlot.REMAPPED_ROWS),
+    ("numactl_-H.txt", "numactl", FactSlot.NUMA),
+    ("sysfs_numa.txt", "numactl", FactSlot.NUMA),
+    ("lscpu_-J.json", "lscpu", FactSlot.CPU),
+    ("lscpu.txt", "lscpu", FactSlot.CPU),
+    ("ibstat.txt", "ibstat", FactSlot.IB),
+    ("ibstatus.txt", "ibstat", FactSlot.IB),
+    ("sysfs_infiniband.txt", "ibstat", FactSlot.IB),
+    ("dmesg_nvrm.txt", "xid", FactSlot.XIDS),
+    ("torch_microbench.json", "microbench", FactSlot.MICROBENCH),
+)
+
+
+def classify(name: str) -> list[tuple[str, FactSlot]]:
+    """The (parser kind, slot) pairs a bundle file name feeds; ``[]`` for a file fleetdx does not parse
+    (``uname_-a.txt``, ``nvidia-smi.txt``, NCCL XML dumps). A nccl-tests run with ``NCCL_DEBUG`` in its name
+    feeds both the nccl-tests and the nccl-log slots."""
+    exact = [(kind, slot) for fname, kind, slot in FILE_SLOTS if fname == name]
+    if exact:
+        return exact
+    out: list[tuple[str, FactSlot]] = []
+    if _NCCL_TESTS_FILE.match(name):
+        out.append(("nccl-tests", FactSlot.NCCL_TESTS))
+    if _NCCL_LOG_FILE.search(name):
+        out.append(("nccl-log", FactSlot.NCCL_LOGS))
+    return out
+
+
+def _probe_records(data: BundleData) -> list[ProbeRecord]:
+    return [
+        ProbeRecord(name=c.file, status=c.status, duration_s=c.duration_s, error=c.reason,
+                    argv=c.argv or None)
+        for c in data.commands
+    ]
+
+
+def _parse_one(parser: Callable[[str], BaseModel], kind: str, name: str, text: str) -> BaseModel | ParseFailure:
+    from probes.errors import ParseError
+
+    try:
+        return parser(text)
+    except ParseError as e:
+        return ParseFailure(file=name, kind=kind, line=e.line, message=str(e))
+    except NotImplementedError:
+        return ParseFailure(file=name, kind=kind, line=None, message=f"{kind}: parser not implemented yet")
+
+
+def node_facts(data: BundleData) -> NodeFacts:
+    """Parse every recognised file of ``data`` (see :func:`classify`) into :class:`NodeFacts`.
+
+    Files whose command did not end ``ok`` are not parsed (their status is in ``probes``), except nccl-tests
+    outputs, whose parser reads failure output too. A file that fails to parse becomes a
+    :class:`ParseFailure`; this function never raises for bad content. When two files feed one slot (e.g.
+    ``lscpu_-J.json`` and ``lscpu.txt``) the first in :data:`FILE_SLOTS` order that parses wins.
+    """
+    from probes.commands import ParserKind
+    from probes.parsers.microbench import MicrobenchReport
+    from probes.parsers.registry import parser_for
+
+    single: dict[FactSlot, Any] = {}
+    failures: list[ParseFailure] = []
+    tests: list[NamedNcclTests] = []
+    logs: list[NamedNcclLog] = []
+    bench: list[Microbench] = []
+    order = {fname: i for i, (fname, _, _) in enumerate(FILE_SLOTS)}
+    for name in sorted(data.files, key=lambda n: (order.get(n, len(order)), n)):
+        meta = data.meta_for(name)
+        for kind, slot in classify(name):
+            if meta is not None and meta.status is not RunStatus.OK and slot is not FactSlot.NCCL_TESTS:
+                continue
+            if slot in single:
+                continue
+            got = _parse_one(parser_for(ParserKind(kind)), kind, name, data.files[name])
+            if isinstance(got, ParseFailure):
+                failures.append(got)
+            elif slot is FactSlot.NCCL_TESTS:
+                tests.append(NamedNcclTests(file=name, report=got))  # type: ignore[arg-type]
+            elif slot is FactSlot.NCCL_LOGS:
+                logs.append(NamedNcclLog(file=name, log=got))  # type: ignore[arg-type]
+            elif slot is FactSlot.MICROBENCH:
+                assert isinstance(got, MicrobenchReport)
+                bench.extend(got.gpus)
+                single[slot] = got
+            else:
+                single[slot] = got
+    single.pop(FactSlot.MICROBENCH, None)
+    return NodeFacts(
+        host=data.host, replayed=data.replayed, probes=_probe_records(data), parse_failures=failures,
+        nccl_tests=tests, nccl_logs=logs, microbench=bench, **{slot.value: v for slot, v in single.items()},
+    )

@@ -14,11 +14,12 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from pydantic import Field
 
@@ -26,6 +27,8 @@ from probes.contracts import Contract
 
 #: grace period between SIGTERM and SIGKILL of a timed-out process group, seconds
 KILL_GRACE_S = 2.0
+#: seconds to wait for the pipes to close once the process group is dead
+DRAIN_TIMEOUT_S = 5.0
 #: most bytes of stdout/stderr kept per command; the rest is cut and flagged
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 
@@ -102,6 +105,29 @@ def _decode(data: bytes | None) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+class _Reader:
+    """Drains one pipe on a thread (as ``Popen.communicate`` does), so the leader can be waited on alone."""
+
+    def __init__(self, pipe: IO[bytes] | None) -> None:
+        self._chunks: list[bytes] = []
+        self._pipe = pipe
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        if self._pipe is None:
+            return
+        with self._pipe:
+            while chunk := self._pipe.read(65536):
+                self._chunks.append(chunk)
+
+    def result(self) -> bytes:
+        """Everything read once the pipe is closed by every writer (the process group is dead), or after
+        :data:`DRAIN_TIMEOUT_S` when a process that left the group (``setsid``) still holds it open."""
+        self._thread.join(DRAIN_TIMEOUT_S)
+        return b"".join(list(self._chunks))
+
+
 class SubprocessRunner:
     """Runs commands for real. ``env`` entries are added to (not replacing) the current environment."""
 
@@ -133,11 +159,12 @@ class SubprocessRunner:
                              started_at=started)
         except OSError as e:
             return RunResult(argv=argv, status=RunStatus.FAILED, reason=f"{exe}: {e}", started_at=started)
+        readers = [_Reader(proc.stdout), _Reader(proc.stderr)]
         try:
-            out, err = proc.communicate(timeout=timeout_s)
+            proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
-            out, err = proc.communicate()
+            out, err = (r.result() for r in readers)
             return RunResult(
                 argv=argv, status=RunStatus.TIMEOUT, returncode=None, stdout=_decode(out), stderr=_decode(err),
                 duration_s=time.monotonic() - t0, reason=f"no exit within {timeout_s:g} s; process group killed",
@@ -146,13 +173,13 @@ class SubprocessRunner:
         except BaseException:
             _kill_group(proc)
             raise
-        finally:
-            # a leader that exited may leave children holding the group (e.g. a daemonised helper)
-            if proc.returncode is not None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        # the leader exited; members left in its group (a daemonised helper, an orphaned mpirun child) would
+        # hold the pipes open and outlive the probe: kill them, then drain the pipes
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        out, err = (r.result() for r in readers)
         rc = proc.returncode
         return RunResult(
             argv=argv, status=RunStatus.OK if rc == 0 else RunStatus.FAILED, returncode=rc,

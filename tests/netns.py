@@ -1,10 +1,10 @@
 """Helpers for tests that build several "hosts" out of Linux network namespaces on one machine.
 
 Layout: one bridge namespace holding bridge ``br0``; each host namespace has a veth ``eth0`` (address
-``10.<net>.0.<i+1>/24``) whose peer sits in the bridge namespace. The /24 exists only inside these namespaces (no
-default route: nothing leaves them). A host's link is throttled with ``tc ... tbf`` on both ends of its veth
-(PLATFORM.md: this kernel has no netem; tbf works). Everything created is removed by :meth:`NetnsLab.close`,
-and every process started inside the namespaces is stopped by PID (``ip netns pids``).
+``10.<net>.0.<i+1>/24``) whose peer sits in the bridge namespace. The /24 exists only inside these namespaces
+(no default route: nothing leaves them). A host's link is throttled with ``tc ... tbf`` on both ends of its
+veth (PLATFORM.md: this kernel has no netem; tbf works). Everything created is removed by
+:meth:`NetnsLab.close`, and every process started inside the namespaces is stopped by PID (``ip netns pids``).
 
 Needs root and iproute2; :func:`netns_unavailable` says why not when it cannot work here.
 """
@@ -94,29 +94,50 @@ class NetnsLab:
     def throttle(self, i: int, rate: str = "100mbit") -> None:
         """Rate-limit host ``i``'s link in both directions with a token bucket filter."""
         tbf = ["root", "tbf", "rate", rate, "burst", "32kbit", "latency", "50ms"]
-        subprocess.run(["ip", "netns", "exec", self.ns(i), "tc", "qdisc", "add", "dev", "eth0", *tbf],
-                       check=True, capture_output=True, timeout=30)
-        subprocess.run(["ip", "netns", "exec", self.bridge_ns, "tc", "qdisc", "add", "dev", f"fdx{self.tag}p{i}",
-                        *tbf], check=True, capture_output=True, timeout=30)
+        subprocess.run(
+            ["ip", "netns", "exec", self.ns(i), "tc", "qdisc", "add", "dev", "eth0", *tbf],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+        subprocess.run(
+            ["ip", "netns", "exec", self.bridge_ns, "tc", "qdisc", "add", "dev", f"fdx{self.tag}p{i}", *tbf],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
 
-    def popen(self, i: int, argv: Sequence[str], env: Mapping[str, str] | None = None,
-              log: str | None = None) -> subprocess.Popen[bytes]:
+    def popen(
+        self, i: int, argv: Sequence[str], env: Mapping[str, str] | None = None, log: str | None = None
+    ) -> subprocess.Popen[bytes]:
         """Start ``argv`` inside host ``i``'s namespace, in a new session; remembered for :meth:`close`."""
         full_env = dict(os.environ)
         full_env.update(env or {})
         out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115
-        p = subprocess.Popen(["ip", "netns", "exec", self.ns(i), *argv], env=full_env, stdout=out,
-                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        p = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns(i), *argv],
+            env=full_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.procs.append(p)
         return p
 
-    def run(self, i: int, argv: Sequence[str], env: Mapping[str, str] | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, i: int, argv: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` to completion inside host ``i``'s namespace."""
         full_env = dict(os.environ)
         full_env.update(env or {})
-        return subprocess.run(["ip", "netns", "exec", self.ns(i), *argv], env=full_env, capture_output=True,
-                              text=True, timeout=timeout)
+        return subprocess.run(
+            ["ip", "netns", "exec", self.ns(i), *argv],
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def _ns_pids(self) -> list[int]:
         pids: list[int] = []
@@ -140,7 +161,9 @@ class NetnsLab:
                 except ProcessLookupError:
                     pass
             deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and (self._ns_pids() or any(p.poll() is None for p in self.procs)):
+            while time.monotonic() < deadline and (
+                self._ns_pids() or any(p.poll() is None for p in self.procs)
+            ):
                 time.sleep(0.1)
         for p in self.procs:
             try:

@@ -25,13 +25,24 @@ VENV_BIN = Path(sys.executable).parent
 N_HOSTS = 4
 THROTTLED = 2
 #: Ray 2.60 token auth (PLATFORM.md); a token of our own, so nothing is read from or written to ~/.ray
-ENV = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_USAGE_STATS_ENABLED": "0",
-       "PYTHONUNBUFFERED": "1"}
+ENV = {
+    "RAY_AUTH_MODE": "token",
+    "RAY_AUTH_TOKEN": secrets.token_hex(32),
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "PYTHONUNBUFFERED": "1",
+}
 
 
 def _ray_start(lab: NetnsLab, i: int, temp_dir: Path, logs: Path) -> None:
-    common = [str(VENV_BIN / "ray"), "start", "--block", f"--node-ip-address={lab.addr(i)}", "--num-cpus=1",
-              f'--resources={{"fleetdx-host:h{i}": 1}}', "--disable-usage-stats"]
+    common = [
+        str(VENV_BIN / "ray"),
+        "start",
+        "--block",
+        f"--node-ip-address={lab.addr(i)}",
+        "--num-cpus=1",
+        f'--resources={{"fleetdx-host:h{i}": 1}}',
+        "--disable-usage-stats",
+    ]
     if i == 0:
         argv = [*common, "--head", "--port=6379", "--include-dashboard=false", f"--temp-dir={temp_dir}"]
     else:
@@ -50,8 +61,10 @@ def _wait_for_log(path: Path, text: str, timeout_s: float) -> None:
 
 
 def _wait_for_nodes(lab: NetnsLab, n: int, timeout_s: float) -> None:
-    probe = ("import ray,sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
-             "print(sum(1 for x in ray.nodes() if x['Alive'])); ray.shutdown()")
+    probe = (
+        "import ray,sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
+        "print(sum(1 for x in ray.nodes() if x['Alive'])); ray.shutdown()"
+    )
     deadline = time.monotonic() + timeout_s
     last = ""
     while time.monotonic() < deadline:
@@ -85,10 +98,31 @@ def netns_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsLab
 @pytest.mark.timeout(600)
 def test_fleetdx_bandwidth_names_the_throttled_host(netns_cluster: NetnsLab) -> None:
     lab = netns_cluster
-    r = lab.run(0, [str(VENV_BIN / "fleetdx"), "bandwidth", "--address", f"{lab.addr(0)}:6379",
-                    "--nodes", f"h[0-{N_HOSTS - 1}]", "--schedule", "roundrobin", "--backend", "gloo",
-                    "--sizes", "1M,4M", "--iters", "3", "--timeout", "180", "--no-save", "--json"],
-                env=ENV, timeout=500)
+    r = lab.run(
+        0,
+        [
+            str(VENV_BIN / "fleetdx"),
+            "bandwidth",
+            "--address",
+            f"{lab.addr(0)}:6379",
+            "--nodes",
+            f"h[0-{N_HOSTS - 1}]",
+            "--schedule",
+            "roundrobin",
+            "--backend",
+            "gloo",
+            "--sizes",
+            "1M,4M",
+            "--iters",
+            "3",
+            "--timeout",
+            "180",
+            "--no-save",
+            "--json",
+        ],
+        env=ENV,
+        timeout=500,
+    )
     assert r.stdout.strip(), r.stderr[-3000:]
     report = json.loads(r.stdout)
     stragglers = [f["node"] for f in report["findings"] if f["code"] == "STRAGGLER_NODE"]
@@ -97,9 +131,10 @@ def test_fleetdx_bandwidth_names_the_throttled_host(netns_cluster: NetnsLab) -> 
     assert r.returncode == 2  # CRITICAL
     # every pair with the throttled host is slower than every pair without it: a real, measured effect
     top = {tuple(c["nodes"]): c["points"][-1]["busbw_gbps"] for c in report["curves"]}
+    print("pair busbw GB/s:", {",".join(k): round(v, 4) for k, v in top.items()})  # evidence, shown with -s
     with_h = [v for k, v in top.items() if f"h{THROTTLED}" in k]
     without = [v for k, v in top.items() if f"h{THROTTLED}" not in k]
     assert len(with_h) == 3 and len(without) == 3
     assert max(with_h) < min(without)
-    # 100 Mbit/s = 0.0125 GB/s: a pair through the throttled link cannot beat it (sendrecv-like factor 1 for 2 ranks)
+    # 100 Mbit/s = 0.0125 GB/s: a 2-rank all_reduce (busbw factor 1) through the throttled link cannot beat it
     assert max(with_h) < 0.0125 * 1.2

@@ -1,13 +1,13 @@
-"""The torch.distributed collective probe on Ray actors, end to end on a simulated cluster (ray.cluster_utils, gloo).
+"""The torch.distributed collective probe on Ray actors, end to end on a simulated cluster (ray.cluster_utils,
+gloo).
 
-The slow node here is an *injected straggler*: its rank sleeps before each operation (``inject_delay_s``), so the
-other ranks really wait for it in the collective. The real network fault (a throttled link) is in
+The slow node here is an *injected straggler*: its rank sleeps before each operation (``inject_delay_s``), so
+the other ranks really wait for it in the collective. The real network fault (a throttled link) is in
 tests/test_bandwidth_netns.py; this test is for machines where namespaces are not allowed.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -23,6 +23,7 @@ from orchestrator.collective import (
     ray_hosts,
 )
 from orchestrator.detection import DetectionPolicy
+from orchestrator.report import RunReport
 from orchestrator.schedules import Schedule, localisation_round_bound
 from probes.contracts import FindingCode, Verdict
 
@@ -70,7 +71,23 @@ def sim_cluster() -> Iterator[list[str]]:
         cluster.shutdown()
 
 
-SMALL = {"sizes": [1 << 20, 8 << 20], "iters": 4, "warmup_iters": 1, "timeout_s": 60.0}
+def run_small(
+    nodes: list[str], schedule: Schedule, slow: str, policy: DetectionPolicy | None = None
+) -> RunReport:
+    """A short gloo sweep (1 and 8 MiB, 4 timed iterations) with ``slow``'s rank delayed 0.2 s per
+    operation."""
+    from orchestrator.bandwidth import run_bandwidth
+
+    return run_bandwidth(
+        nodes,
+        schedule=schedule,
+        sizes=[1 << 20, 8 << 20],
+        iters=4,
+        warmup_iters=1,
+        timeout_s=60.0,
+        inject_delay_s={slow: 0.2},
+        policy=policy,
+    )
 
 
 @pytest.mark.ray
@@ -81,7 +98,9 @@ def test_every_collective_validates_and_reports_nccl_tests_units(sim_cluster: li
     assert set(sim_cluster) <= set(hosts)
     for coll in Collective:
         spec = SweepSpec(collective=coll, sizes=[1 << 20], iters=2, warmup_iters=1)
-        probe = RayCollectiveProbe([hosts["sim0"], hosts["sim1"], hosts["sim2"]], Backend.GLOO, spec, timeout_s=60)
+        probe = RayCollectiveProbe(
+            [hosts["sim0"], hosts["sim1"], hosts["sim2"]], Backend.GLOO, spec, timeout_s=60
+        )
         try:
             (res,) = probe.measure_round([("sim0", "sim1", "sim2")])
         finally:
@@ -99,10 +118,8 @@ def test_every_collective_validates_and_reports_nccl_tests_units(sim_cluster: li
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_round_robin_names_the_injected_straggler(sim_cluster: list[str]) -> None:
-    from orchestrator.bandwidth import run_bandwidth
-
     four = sim_cluster[:4]
-    rep = run_bandwidth(four, schedule=Schedule.ROUNDROBIN, inject_delay_s={"sim2": 0.2}, **SMALL)
+    rep = run_small(four, Schedule.ROUNDROBIN, "sim2")
     stragglers = [f.node for f in rep.findings if f.code is FindingCode.STRAGGLER_NODE]
     assert stragglers == ["sim2"]
     assert rep.exclude == "sim2" and rep.verdict is Verdict.CRITICAL
@@ -115,24 +132,48 @@ def test_round_robin_names_the_injected_straggler(sim_cluster: list[str]) -> Non
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_localise_names_the_injected_straggler_among_eight(sim_cluster: list[str]) -> None:
-    from orchestrator.bandwidth import run_bandwidth
 
     # 8 gloo ranks on 2 cores: healthy pairs of one round differ up to 3x, and 4 pairs give a wide MAD. The
     # default z cut (3.5) needs more pairs than that; this test lowers it and keeps gloo's 50% minimum drop.
     policy = DetectionPolicy(min_drop=0.5, noise_floor=0.15, z_threshold=2.0)
-    rep = run_bandwidth(sim_cluster, schedule=Schedule.LOCALISE, inject_delay_s={"sim5": 0.2}, policy=policy,
-                        **SMALL)
+    rep = run_small(sim_cluster, Schedule.LOCALISE, "sim5", policy)
     assert [f.node for f in rep.findings if f.code is FindingCode.STRAGGLER_NODE] == ["sim5"]
     assert rep.exclude == "sim5"
     assert ["sim4", "sim5"] == rep.curves[2].nodes  # the screen pair that flagged it
     assert len(rep.curves) <= 4 + localisation_round_bound(8) * 2
 
 
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_group_that_does_not_finish_is_a_hang_and_its_actors_are_replaced(sim_cluster: list[str]) -> None:
+    from orchestrator.bandwidth import findings_for, measurement_of, screen_and_localise
+    from orchestrator.detection import DetectionPolicy
+
+    hosts = {h.name: h for h in ray_hosts()}
+    spec = SweepSpec(collective=Collective.ALL_REDUCE, sizes=[1 << 20], iters=1, warmup_iters=0, check=False)
+    probe = RayCollectiveProbe(
+        [hosts["sim6"], hosts["sim7"]], Backend.GLOO, spec, timeout_s=4, inject_delay_s={"sim7": 60.0}
+    )
+    try:
+        (hung,) = probe.measure_round([("sim6", "sim7")])
+        assert hung.status.value == "hang" and hung.curve is None
+        m = measurement_of(hung, 0)
+        result = screen_and_localise(["sim6", "sim7"], lambda r, g: [m], DetectionPolicy(), Schedule.QUICK)
+        (f,) = findings_for(result, DetectionPolicy())
+        assert (f.code, f.subject) == (FindingCode.NCCL_TEST_HANG, "sim6,sim7")
+        probe.inject.clear()
+        (again,) = probe.measure_round([("sim6", "sim7")])  # fresh actors, no injected delay
+        assert again.status.value == "ok", again.error
+    finally:
+        probe.close()
+
+
 @pytest.mark.gpu
 @pytest.mark.timeout(300)
 def test_nccl_backend_on_a_gpu() -> None:
-    """On a GPU machine: a 2-rank NCCL all_reduce sweep on one GPU's node (two actors share the GPU only when
-    there is one; the figures are then not a fabric measurement, but the CUDA-event path runs for real)."""
+    """On a GPU machine: the NCCL path for real (CUDA events, validation, the MAX reduction of times) on a
+    one-rank group; a one-rank all_reduce moves no data, so only the mechanics and units are checked."""
     ray = pytest.importorskip("ray")
     import torch
 
@@ -146,7 +187,70 @@ def test_nccl_backend_on_a_gpu() -> None:
         finally:
             probe.close()
         assert res.status.value == "ok", res.error
-        assert res.wrong == 0 and res.curve is not None and res.curve.points[0].time_us > 0
+        assert res.wrong == 0 and res.curve is not None and res.curve.backend == "nccl"
+        (p,) = res.curve.points
+        assert p.time_us > 0 and p.busbw_gbps == 0.0  # factor 2(n-1)/n = 0 for n = 1
     finally:
         ray.shutdown()
-        os.environ.pop("RAY_ADDRESS", None)
+
+
+def test_cli_sizes_read_like_nccl_tests() -> None:
+    from orchestrator.cli.bandwidth_cmd import parse_sizes
+    from probes.errors import ConfigError
+
+    assert parse_sizes("64M,4M,16M") == [4 << 20, 16 << 20, 64 << 20]
+    assert parse_sizes("1G,512K,8") == [8, 512 << 10, 1 << 30]
+    with pytest.raises(ConfigError, match="4Q"):
+        parse_sizes("4Q")
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_cli_json_is_the_run_report(sim_cluster: list[str]) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import _register, app
+
+    _register()
+    res = CliRunner().invoke(
+        app,
+        [
+            "bandwidth",
+            "--nodes",
+            "sim[0-3]",
+            "--schedule",
+            "quick",
+            "--sizes",
+            "1M",
+            "--iters",
+            "2",
+            "--backend",
+            "gloo",
+            "--no-save",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    rep = RunReport.model_validate(json.loads(res.stdout))
+    assert rep.kind.value == "bandwidth" and rep.level == "quick"
+    assert sorted(tuple(c.nodes) for c in rep.curves) == [("sim0", "sim1"), ("sim2", "sim3")]
+    assert [n.host for n in rep.nodes] == ["sim0", "sim1", "sim2", "sim3"]
+
+
+def test_host_names_prefer_label_resource_unique_hostname_then_ip() -> None:
+    from orchestrator.collective import host_names
+
+    nodes = [
+        {"Labels": {"fleetdx.host": "sim0"}, "NodeManagerHostname": "box", "NodeManagerAddress": "10.0.0.1"},
+        {
+            "Resources": {"fleetdx-host:h1": 1.0, "CPU": 1.0},
+            "NodeManagerHostname": "box",
+            "NodeManagerAddress": "10.0.0.2",
+        },
+        {"NodeManagerHostname": "gpu017", "NodeManagerAddress": "10.0.0.3"},
+        {"NodeManagerHostname": "box", "NodeManagerAddress": "10.0.0.4"},
+    ]
+    assert host_names(nodes) == ["sim0", "h1", "gpu017", "10.0.0.4"]  # "box" is shared: not a name

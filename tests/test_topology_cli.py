@@ -16,6 +16,7 @@ FIX = Path(__file__).parent / "fixtures"
 A100 = FIX / "topo" / "03_hgx-a100-sxm4-80g_8gpu-3nic_bond-nic_gpu-numa-id.txt"
 H100 = FIX / "topo" / "06_aws-p5-h100_8gpu-0nic_nv18.txt"
 CONF = FIX / "topology" / "tree_3level.conf"
+SMI_XML = FIX / "topology" / "h100-vm-idle_nvidia-smi_-q_-x.xml"
 
 
 @pytest.fixture
@@ -63,6 +64,20 @@ def test_show_no_nic_gives_empty_nearest_and_renders(run, tmp_path: Path) -> Non
     shutil.copy(H100, bundle / "nvidia-smi_topo_-m.txt")
     r = run("topo", "show", str(bundle))
     assert r.exit_code == 0 and "NV18" in r.stdout and "No topology findings" in r.stdout
+
+
+def test_show_nominal_bandwidth_from_gpu_model_or_bundle_xml(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    r = run("topo", "show", str(A100), "--json", "--gpu-model", "NVIDIA A100-SXM4-80GB")
+    data = json.loads(r.stdout)
+    assert data["generation"] == "ampere-ga100"
+    assert data["nominal_gbps"] == {"NV12": 300.0, "PXB": 31.5, "NODE": 31.5, "SYS": 31.5}
+    bundle = tmp_path / "b"
+    bundle.mkdir()
+    shutil.copy(H100, bundle / "nvidia-smi_topo_-m.txt")
+    (bundle / "nvidia-smi_-q_-x.xml").write_bytes(SMI_XML.read_bytes())
+    data = json.loads(run("topo", "show", str(bundle), "--json").stdout)
+    assert data["gpu_model"] == "NVIDIA H100 80GB HBM3"  # <product_name> of the captured -q -x
+    assert data["nominal_gbps"] == {"NV18": 450.0}
 
 
 def test_advise_json_shape(run) -> None:  # type: ignore[no-untyped-def]

@@ -12,6 +12,7 @@ from topology.links import (
     link_from_rank,
     link_rank,
     nominal_gbps,
+    nominal_table,
     parse_link,
 )
 
@@ -66,3 +67,14 @@ def test_nominal_bandwidth_from_the_whitepapers() -> None:
 def test_nominal_bandwidth_is_none_rather_than_a_guess() -> None:
     assert nominal_gbps(parse_link("NV18"), None) is None
     assert nominal_gbps(parse_link("NV2"), GpuGeneration.PASCAL_PCIE) is None  # P40 has no NVLink
+
+
+def test_nominal_table_per_class_of_one_node() -> None:
+    cells = ["NV12", "PXB", "SOC", "NV12", "NODE"]
+    assert nominal_table(cells, GpuGeneration.AMPERE_GA100) == {
+        "NV12": 300.0,
+        "PXB": 31.5,
+        "NODE": 31.5,
+        "SYS": 31.5,
+    }
+    assert nominal_table(cells, None) == {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from itertools import combinations
 
+from probes.parsers.numactl import NumaTopology
 from probes.parsers.topo import TopoGpu, TopoMatrix
 from topology.contracts import (
     AffinityIssue,
@@ -165,14 +166,23 @@ def nic_report(topo: TopoMatrix) -> NicReport:
     return NicReport(nearest=nearest, remote=remote, rails=rails, load=load, oversubscribed=over)
 
 
-def numa_node_of(gpu: TopoGpu) -> int | None:
-    """The NUMA node to bind ``gpu``'s rank to: the single ``NUMA Affinity`` value, else ``None``.
+def numa_node_of(gpu: TopoGpu, numa: NumaTopology | None = None) -> int | None:
+    """The NUMA node to bind ``gpu``'s rank to, or ``None`` when it cannot be told.
+
+    1. The single ``NUMA Affinity`` value of the ``topo -m`` row.
+    2. Else, with ``numactl -H`` facts, the one NUMA node holding all of the GPU's affinity CPUs.
 
     Several values (POWER9 prints ``0,8,252-255``, Grace ``0,2-17``: the extra ids are GPU-memory NUMA nodes)
-    and an absent column give ``None``; the CPU list is then the binding.
+    without ``numa`` facts, CPUs spread over several nodes, or no affinity at all give ``None``; the CPU list
+    is then the binding.
     """
     if gpu.numa_affinity is not None and len(gpu.numa_affinity) == 1:
         return gpu.numa_affinity[0]
+    if numa is None or not gpu.cpu_affinity:
+        return None
+    nodes = {numa.node_of_cpu(c) for c in gpu.cpu_affinity}
+    if len(nodes) == 1:
+        return nodes.pop()
     return None
 
 

@@ -15,6 +15,7 @@ Conventions used in the generated lines:
 
 from __future__ import annotations
 
+from probes.parsers.numactl import NumaTopology
 from probes.parsers.topo import TopoMatrix
 from topology.analyses import affinity_issues, assign_rails, nearest_nics, numa_node_of
 from topology.contracts import AffinityIssueKind, RankBinding, TopoAdvice
@@ -45,8 +46,9 @@ def gpu_index(name: str) -> int:
     return int(name.removeprefix("GPU"))
 
 
-def bind_ranks(topo: TopoMatrix, gpus: list[str]) -> list[RankBinding]:
-    """One binding per local rank, rank ``i`` on ``gpus[i]``: CPU affinity, single NUMA node, rail NIC."""
+def bind_ranks(topo: TopoMatrix, gpus: list[str], numa: NumaTopology | None = None) -> list[RankBinding]:
+    """One binding per local rank, rank ``i`` on ``gpus[i]``: CPU affinity, NUMA node
+    (:func:`topology.analyses.numa_node_of`, using ``numa`` from ``numactl -H`` when given), rail NIC."""
     by_name = {g.name: g for g in topo.gpus}
     near = {g: c for g, c in nearest_nics(topo).items() if g in gpus}
     rails = {r.gpu: r for r in assign_rails(topo, near)}
@@ -59,7 +61,7 @@ def bind_ranks(topo: TopoMatrix, gpus: list[str]) -> list[RankBinding]:
                 local_rank=i,
                 gpu=name,
                 cpus=list(g.cpu_affinity),
-                numa_node=numa_node_of(g),
+                numa_node=numa_node_of(g, numa),
                 nic=rail.nic if rail else None,
                 nic_link=rail.link if rail else None,
             )
@@ -75,14 +77,17 @@ def _numactl(r: RankBinding) -> str | None:
     return None
 
 
-def advise(topo: TopoMatrix, k: int, ib_port: int = 1) -> TopoAdvice:
+def advise(topo: TopoMatrix, k: int, ib_port: int = 1, numa: NumaTopology | None = None) -> TopoAdvice:
     """Choose ``k`` GPUs (:func:`topology.subset.best_subset`), bind each local rank, and write the env lines.
+
+    ``numa`` (a parsed ``numactl -H``) resolves the NUMA node of GPUs whose ``topo -m`` row gives none or
+    several.
 
     Raises:
         topology.subset.SubsetError: ``k`` outside ``1..number of GPUs``.
     """
     choice = best_subset(topo, k)
-    ranks = bind_ranks(topo, choice.gpus)
+    ranks = bind_ranks(topo, choice.gpus, numa)
     env = {
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "CUDA_VISIBLE_DEVICES": ",".join(str(gpu_index(g)) for g in choice.gpus),

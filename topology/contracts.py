@@ -170,6 +170,9 @@ class TopoShow(Contract):
     nearest_nic: dict[str, NicChoice]
     rails: list[RailAssignment]
     remote_pairs_share: float
+    gpu_model: str | None = None  #: nvidia-smi product name, when known (--gpu-model or the bundle's -q -x)
+    generation: str | None = None
+    nominal_gbps: dict[str, float] = Field(default_factory=dict)  #: per link class, GB/s per direction
     findings: list[Finding]
 
 

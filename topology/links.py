@@ -205,6 +205,19 @@ def generation_of(product_name: str | None) -> GpuGeneration | None:
     return None
 
 
+def nominal_table(
+    cells: list[str], generation: GpuGeneration | None, smp_gbps: float | None = None
+) -> dict[str, float]:
+    """Nominal per-direction GB/s of each distinct link class in ``cells``, best class first
+    (``{"NV12": 300.0, "PXB": 31.5}``); classes whose figure is unknown are left out."""
+    out: dict[str, float] = {}
+    for cell in sorted(set(cells), key=lambda c: -link_rank(parse_link(c))):
+        gbps = nominal_gbps(parse_link(cell), generation, smp_gbps)
+        if gbps is not None:
+            out[str(parse_link(cell))] = gbps
+    return out
+
+
 def nominal_gbps(link: Link, generation: GpuGeneration | None, smp_gbps: float | None = None) -> float | None:
     """Nominal per-direction bandwidth of one GPU link in GB/s, or ``None`` when it cannot be known.
 

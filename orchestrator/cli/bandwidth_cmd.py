@@ -1,12 +1,14 @@
 """``fleetdx bandwidth``: collective bandwidth across the nodes of a Ray cluster, and who is slow.
 
-Prints a per-node table and, on a terminal, a heat map of the pair matrix (busbw of each measured pair relative to
-the allocation median); ``--json`` prints only the ``RunReport``. Exits with the Nagios verdict. The report (with
-its busbw-vs-size curves) is saved to the store unless ``--no-save``.
+Prints a per-node table and, on a terminal, a heat map of the pair matrix (busbw of each measured pair
+relative to the allocation median); ``--json`` prints only the ``RunReport``. Exits with the Nagios verdict.
+The report (with its busbw-vs-size curves) is saved to the store unless ``--no-save``.
 """
 
 from __future__ import annotations
 
+import importlib
+import logging
 import re
 import statistics
 from typing import Any
@@ -62,8 +64,13 @@ def _node_table(report: RunReport) -> Table:
         t.add_column(col)
     for node in report.nodes:
         vals = scores.get(node.host, [])
-        t.add_row(node.host, node.verdict.name, f"{statistics.median(vals):.3g}" if vals else "-",
-                  str(len(vals)), ", ".join(sorted(codes.get(node.host, ()))))
+        t.add_row(
+            node.host,
+            node.verdict.name,
+            f"{statistics.median(vals):.3g}" if vals else "-",
+            str(len(vals)),
+            ", ".join(sorted(codes.get(node.host, ()))),
+        )
     return t
 
 
@@ -92,23 +99,24 @@ def _heat_map(report: RunReport) -> Table | None:
 
 
 def _history(db_url: str | None, hosts: list[str], collective: str) -> dict[str, list[float]]:
-    """Each host's recent busbw (GB/s) for ``collective`` from the store; empty when the store is unavailable."""
+    """Each host's recent busbw (GB/s) for ``collective`` from the store; empty when the store is
+    unavailable."""
     try:
-        from orchestrator.store import Store  # type: ignore[attr-defined]
-
-        store = Store.open(db_url)
+        store_mod: Any = importlib.import_module("orchestrator.store")  # the store engineer's package
+        store = store_mod.Store.open(db_url)
         return {h: list(store.recent_busbw(h, collective)) for h in hosts}
     except Exception as e:  # edge: history is optional; say why it is missing
-        err_console.print(f"[yellow]note:[/] no history from the store ({type(e).__name__}: {e})", highlight=False)
+        err_console.print(
+            f"[yellow]note:[/] no history from the store ({type(e).__name__}: {e})", highlight=False
+        )
         return {}
 
 
 def _save(db_url: str | None, report: RunReport) -> None:
     """Save the report (curves included) through the store, spooling when the database is unreachable."""
     try:
-        from orchestrator.store import save_or_spool  # type: ignore[attr-defined]
-
-        outcome: Any = save_or_spool(db_url, report, None)
+        store_mod: Any = importlib.import_module("orchestrator.store")
+        outcome = store_mod.save_or_spool(db_url, report, None)
         err_console.print(f"saved: {outcome}", highlight=False)
     except Exception as e:  # edge: a run's verdict must not be lost to a database problem
         err_console.print(f"[yellow]note:[/] report not saved ({type(e).__name__}: {e})", highlight=False)
@@ -118,22 +126,37 @@ def register(app: typer.Typer) -> None:
     @app.command("bandwidth")
     @handle_errors
     def bandwidth(
-        nodes: str = typer.Option(None, "--nodes", help="Slurm hostlist of Ray hosts to measure (default: all)."),
+        nodes: str = typer.Option(
+            None, "--nodes", help="Slurm hostlist of Ray hosts to measure (default: all)."
+        ),
         schedule: str = typer.Option("localise", "--schedule", help="roundrobin | quick | localise"),
-        collective: list[str] = typer.Option(["all_reduce"], "--collective",
-                                             help="all_reduce | all_gather | reduce_scatter | sendrecv (repeatable)"),
-        sizes: str = typer.Option("4M,16M,64M", "--sizes", help="Message sizes (K/M/G = 1024^n); the largest judges."),
-        backend: str = typer.Option(None, "--backend", help="nccl | gloo (default: nccl when every node has a GPU)"),
+        collective: list[str] = typer.Option(  # noqa: B008 (typer's declaration style)
+            ["all_reduce"],
+            "--collective",
+            help="all_reduce | all_gather | reduce_scatter | sendrecv (repeatable)",
+        ),
+        sizes: str = typer.Option(
+            "4M,16M,64M", "--sizes", help="Message sizes (K/M/G = 1024^n); the largest judges."
+        ),
+        backend: str = typer.Option(
+            None, "--backend", help="nccl | gloo (default: nccl when every node has a GPU)"
+        ),
         iters: int = typer.Option(10, "--iters", min=1, help="Timed iterations per size."),
-        timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds per round before a group is a hang."),
+        timeout: float = typer.Option(
+            120.0, "--timeout", min=1.0, help="Seconds per round before a group is a hang."
+        ),
         reference: float = typer.Option(None, "--reference-gbps", help="Expected busbw of this SKU (GB/s)."),
-        address: str = typer.Option(None, "--address", help="Ray cluster address (default: RAY_ADDRESS or auto)."),
-        db: str = typer.Option(None, "--db", help="Database URL for history and saving (default: the store's)."),
+        address: str = typer.Option(
+            None, "--address", help="Ray cluster address (default: RAY_ADDRESS or auto)."
+        ),
+        db: str = typer.Option(
+            None, "--db", help="Database URL for history and saving (default: the store's)."
+        ),
         save: bool = typer.Option(True, "--save/--no-save", help="Save the report and curves to the store."),
         as_json: bool = typer.Option(False, "--json", help="Print only the RunReport JSON."),
     ) -> None:
         """Measure collective bandwidth between nodes and name slow ones (exit code: Nagios verdict)."""
-        import hostlist
+        import hostlist  # type: ignore[import-untyped]
         import ray
 
         from orchestrator.bandwidth import run_bandwidth
@@ -151,16 +174,28 @@ def register(app: typer.Typer) -> None:
         started_ray = False
         if not ray.is_initialized():
             try:
-                ray.init(address=address or "auto", include_dashboard=False, log_to_driver=False,
-                         logging_level="ERROR")
+                ray.init(
+                    address=address or "auto",
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.ERROR,
+                )
             except ConnectionError as e:
                 raise ConfigError(f"no Ray cluster to measure on: {e}") from None
             started_ray = True
         try:
             history = _history(db, hosts or [], colls[0].value) if (save or db) else {}
-            report = run_bandwidth(hosts, schedule=sched, collectives=colls, sizes=size_list,
-                                   backend=be, iters=iters, timeout_s=timeout, reference_gbps=reference,
-                                   history=history)
+            report = run_bandwidth(
+                hosts,
+                schedule=sched,
+                collectives=colls,
+                sizes=size_list,
+                backend=be,
+                iters=iters,
+                timeout_s=timeout,
+                reference_gbps=reference,
+                history=history,
+            )
         finally:
             if started_ray:
                 ray.shutdown()

@@ -1,9 +1,63 @@
-"""(stub: being written)"""
+"""``fleetdx collect --out DIR [--level quick|standard|full]``: write this node's bundle.
+
+Runs the registered node commands (probes/commands.py) through the one runner, reads the sysfs facts, and writes
+one raw file per command plus ``meta.json``. Commands that cannot run here (no GPU, no ``numactl``, ``dmesg`` not
+permitted) are recorded ``skipped`` with the reason. Prints a table of what ran (``--json``: the meta as JSON).
+Exit code 0 when the bundle was written, whatever the commands did (judging them is ``analyze``'s job).
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.table import Table
+
+from orchestrator.cli.common import console, handle_errors, print_json
+from probes.bundle import BundleData, collect, write_bundle
+from probes.commands import Level
+from probes.runner import RunStatus, SubprocessRunner
+
+STATUS_STYLE = {RunStatus.OK: "green", RunStatus.FAILED: "red", RunStatus.TIMEOUT: "bold red",
+                RunStatus.SKIPPED: "yellow"}
+
+
+def _nccl_binary(nccl_tests_dir: Path | None) -> str | None:
+    from probes.nccl_tests_runner import NcclTest, find_binary
+
+    return find_binary(NcclTest.ALL_REDUCE, nccl_tests_dir, env=os.environ).path
+
+
+def render_collect(data: BundleData, out: Path) -> None:
+    """A table of the bundle's commands: file, status, seconds, reason."""
+    table = Table(title=f"bundle {out} (host {data.host}, level {data.level.value if data.level else '-'})")
+    for col in ("file", "status", "s", "reason"):
+        table.add_column(col, justify="right" if col == "s" else "left")
+    for c in data.commands:
+        dur = f"{c.duration_s:.3f}" if c.duration_s is not None else "-"
+        table.add_row(c.file, f"[{STATUS_STYLE[c.status]}]{c.status.value}[/]", dur, c.reason or "")
+    console.print(table)
 
 
 def register(app: typer.Typer) -> None:
-    """(stub)"""
+    @app.command("collect")
+    @handle_errors
+    def collect_command(
+        out: Annotated[Path, typer.Option("--out", "-o", help="Bundle directory to write (created if needed).")],
+        level: Annotated[Level, typer.Option("--level", help="quick: state only; standard/full: + GPU "
+                                             "micro-benchmark and intra-node nccl-tests.")] = Level.QUICK,
+        host: Annotated[str | None, typer.Option("--host", help="Host name to record (default: hostname).")] = None,
+        nccl_tests_dir: Annotated[Path | None, typer.Option(
+            "--nccl-tests-dir", help="Where all_reduce_perf is (default: $NCCL_TESTS_HOME, then PATH).")] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the bundle meta as JSON only.")] = False,
+    ) -> None:
+        """Write a bundle of this node's raw command outputs and sysfs facts to --out."""
+        nccl = _nccl_binary(nccl_tests_dir) if level is not Level.QUICK else None
+        data = collect(SubprocessRunner(), level, host, nccl_binary=nccl)
+        write_bundle(data, out)
+        if json_out:
+            print_json(data.model_copy(update={"files": {}}))
+        else:
+            render_collect(data, out)

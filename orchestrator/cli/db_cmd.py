@@ -1,9 +1,121 @@
-"""(stub: being written)"""
+"""``fleetdx db upgrade|current|import`` and ``fleetdx history HOST``: the store from the command line.
+
+Every command takes ``--db URL`` (default: ``$FLEETDX_DB_URL``, else an SQLite file in the user's data
+directory). An unreachable database or an old schema prints one line naming the database and the reason,
+and exits 2.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.table import Table
+
+from orchestrator.cli.common import console, err_console, fail, handle_errors, print_json
+
+DB_HELP = "Database URL (default: $FLEETDX_DB_URL, else an SQLite file in the user's data directory)."
+DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
+
+db_app = typer.Typer(help="Manage the run database: migrate it, show its schema, import spool files.")
 
 
 def register(app: typer.Typer) -> None:
-    """(stub)"""
+    """Add the ``db`` group and the ``history`` command to ``app``."""
+    app.add_typer(db_app, name="db")
+    app.command("history")(history)
+
+
+@db_app.command("upgrade")
+@handle_errors
+def upgrade(db: DbOption = None) -> None:
+    """Migrate the database to the newest schema (creates the tables on an empty database)."""
+    from orchestrator.store import Store
+
+    with Store.open(db, check_schema=False) as store:
+        before, after = store.upgrade()
+        if before == after:
+            console.print(f"{store.url}: already at schema revision {after}", highlight=False)
+        else:
+            console.print(f"{store.url}: schema {before or 'empty'} -> {after}", highlight=False)
+
+
+@db_app.command("current")
+@handle_errors
+def current(db: DbOption = None) -> None:
+    """Print the database's schema revision and the newest one this fleetdx knows."""
+    from orchestrator.store import Store
+    from orchestrator.store.migrate import head_revision
+
+    with Store.open(db, check_schema=False) as store:
+        rev = store.revision()
+        head = head_revision()
+        state = "up to date" if rev == head else "run `fleetdx db upgrade`"
+        console.print(f"{store.url}: revision {rev or 'none'} (head {head}; {state})", highlight=False)
+
+
+@db_app.command("import")
+@handle_errors
+def import_(
+    files: Annotated[list[Path], typer.Argument(help="Spool files, or directories of spool files, to load.")],
+    db: DbOption = None,
+    keep: Annotated[bool, typer.Option("--keep", help="Keep each file once its run is stored.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the import results as JSON.")] = False,
+) -> None:
+    """Load spool files (reports written while the database was unreachable) into the database.
+
+    Importing is idempotent: a run already stored is skipped. Each file is deleted only after its run is
+    committed (unless --keep); a bad file is reported and left in place, and the exit code is then 2.
+    """
+    from orchestrator.store import ImportResult, SpoolError, Store, import_spool_file
+    from orchestrator.store.spool import spool_files
+
+    paths = spool_files(files)
+    results: list[ImportResult] = []
+    failed = 0
+    with Store.open(db) as store:
+        for path in paths:
+            try:
+                results.append(import_spool_file(store, path, keep=keep))
+            except (SpoolError, FileNotFoundError, IsADirectoryError) as e:
+                failed += 1
+                err_console.print(f"[bold red]error:[/] {e}", highlight=False)
+    if as_json:
+        print_json([r.model_dump(mode="json") for r in results])
+    else:
+        for r in results:
+            what = "imported" if r.inserted else "already stored"
+            console.print(f"{r.path}: run {r.run_id} {what}", highlight=False)
+        console.print(f"{len(results)} of {len(paths)} spool files loaded into {store.url}", highlight=False)
+    if failed or not paths:
+        raise fail("no spool files found" if not paths else f"{failed} spool files could not be imported")
+
+
+@handle_errors
+def history(
+    host: Annotated[str, typer.Argument(help="Node host name as it appears in reports.")],
+    db: DbOption = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="How many of the newest runs to show.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the history as JSON (NodeHistory).")] = False,
+) -> None:
+    """Show a node's verdict and findings over time, newest run first."""
+    from orchestrator.store import NodeHistory, Store
+
+    with Store.open(db) as store:
+        result = NodeHistory(host=host, entries=store.node_history(host, limit=limit))
+    if as_json:
+        print_json(result)
+        return
+    if not result.entries:
+        console.print(f"no stored runs include {host}", highlight=False)
+        return
+    table = Table(title=f"{host}: {len(result.entries)} newest runs")
+    for col in ("started (UTC)", "run", "kind", "verdict", "findings"):
+        table.add_column(col)
+    for e in result.entries:
+        started = datetime.fromtimestamp(e.started_at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        lines = [f"{f.severity.value} {f.code.value} {f.subject}: {f.message}" for f in e.findings]
+        table.add_row(started, e.run_id, e.kind.value, e.verdict.name, "\n".join(lines) or "-")
+    console.print(table)

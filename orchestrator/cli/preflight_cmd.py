@@ -1,9 +1,194 @@
-"""(stub: being written)"""
+"""``fleetdx preflight`` (probe the allocation before training) and ``fleetdx analyze`` (the same diagnosis,
+offline, on collected bundles).
+
+Both exit with the run's Nagios verdict: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; bad input exits 2 with one
+line on stderr. ``--json`` prints only the :class:`~orchestrator.report.RunReport` dump on stdout.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import typer
+
+from orchestrator.cli.common import console, err_console, fail, handle_errors, print_json
+from probes.commands import Level
+from probes.contracts import Severity, Verdict
+
+if TYPE_CHECKING:
+    from orchestrator.preflight import PreflightResult
+    from orchestrator.report import RunReport
+
+_VERDICT_STYLE = {Verdict.OK: "green", Verdict.WARNING: "yellow", Verdict.CRITICAL: "bold red",
+                  Verdict.UNKNOWN: "magenta"}
+_SEVERITY_STYLE = {Severity.INFO: "dim", Severity.WARNING: "yellow", Severity.CRITICAL: "bold red",
+                   Severity.UNKNOWN: "magenta"}
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A rich progress bar of nodes done/total on stderr when it is a terminal; nothing otherwise."""
+    if not (enabled and sys.stderr.isatty()):
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("nodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True) as bar:
+        task = bar.add_task("nodes", total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _print_report(report: RunReport, saved: str | None) -> None:
+    from rich.table import Table
+
+    if report.simulated:
+        console.print("[bold magenta]SIMULATED[/]: nodes are local Ray nodes replaying bundles; "
+                      "no figure below was measured by this run.")
+    nodes = Table("host", "verdict", "probes ok/run", "not run", title=f"{report.kind.value}: {len(report.nodes)} nodes")
+    for n in report.nodes:
+        ran = [p for p in n.probes if p.status.value != "skipped"]
+        ok = sum(1 for p in ran if p.status.value == "ok")
+        nodes.add_row(n.host, f"[{_VERDICT_STYLE[n.verdict]}]{n.verdict.name}[/]", f"{ok}/{len(ran)}",
+                      str(len(n.probes) - len(ran)))
+    console.print(nodes)
+    if report.findings:
+        table = Table("severity", "node", "code", "subject", "message", title="findings")
+        for f in report.findings:
+            table.add_row(f"[{_SEVERITY_STYLE[f.severity]}]{f.severity.value}[/]", f.node or "", f.code.value,
+                          f.subject, f.message)
+        console.print(table)
+    style = _VERDICT_STYLE[report.verdict]
+    console.print(f"verdict: [{style}]{report.verdict.name}[/] (exit {report.exit_code})"
+                  + (f"; exclude: {report.exclude}" if report.exclude else ""), highlight=False)
+    if saved:
+        console.print(saved, style="dim", highlight=False)
+
+
+def _finish(result: PreflightResult, as_json: bool, exclude_file: Path | None, saved: str | None) -> None:
+    report = result.report
+    if exclude_file is not None:
+        exclude_file.write_text(report.exclude + "\n" if report.exclude else "", encoding="utf-8")
+    if as_json:
+        print_json(report)
+    else:
+        _print_report(report, saved)
+    raise typer.Exit(report.exit_code)
+
+
+def _connect(ray_address: str | None) -> None:
+    import ray
+
+    address = ray_address or os.environ.get("RAY_ADDRESS") or "local"
+    ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+
+
+def _live(nodes: str | None, level: Level, gpus_per_node: int | None, timeout: float, probe_timeout: float | None,
+          ray_address: str | None, show_progress: bool) -> PreflightResult:
+    import ray
+
+    from orchestrator.fanout import match_hosts, ray_node_hosts
+    from orchestrator.preflight import NodeJob, run_preflight
+    from orchestrator.targets import resolve_targets
+
+    targets = resolve_targets(nodes, gpus_per_node, os.environ)
+    _connect(ray_address)
+    try:
+        alive = ray_node_hosts(include_simulated=False)
+        hosts = targets.hosts if targets.hosts is not None else sorted(alive)
+        jobs = {h: NodeJob(host=h, level=level, probe_timeout_s=probe_timeout) for h in hosts}
+        with _progress(show_progress) as progress:
+            return run_preflight(jobs, match_hosts(hosts, alive), run_timeout_s=timeout,
+                                 expected_gpus=targets.expected_gpus_per_node,
+                                 expected_gpus_source=targets.expected_gpus_source, on_progress=progress)
+    finally:
+        ray.shutdown()
+
+
+def _simulated(bundles: list[Path], level: Level, gpus_per_node: int | None, timeout: float,
+               probe_timeout: float | None, show_progress: bool) -> PreflightResult:
+    from orchestrator.fanout import match_hosts, ray_node_hosts
+    from orchestrator.preflight import NodeJob, run_preflight
+    from orchestrator.simulate import sim_nodes, simulated_cluster
+
+    sims = sim_nodes(bundles)
+    jobs = {n.host: NodeJob(host=n.host, level=level, bundle_dir=n.bundle_dir, delay_s=n.delay_s,
+                            probe_timeout_s=probe_timeout) for n in sims}
+    with simulated_cluster(sims):
+        alive = ray_node_hosts(include_real=False)
+        with _progress(show_progress) as progress:
+            return run_preflight(jobs, match_hosts(list(jobs), alive), run_timeout_s=timeout,
+                                 expected_gpus=gpus_per_node,
+                                 expected_gpus_source="--gpus-per-node" if gpus_per_node is not None else None,
+                                 simulated=True, on_progress=progress)
+
+
+@handle_errors
+def preflight(
+    nodes: str | None = typer.Option(None, "--nodes", help="Slurm hostlist, e.g. gpu[01-04]; default "
+                                     "SLURM_JOB_NODELIST, else every alive Ray node."),
+    level: Level = typer.Option(Level.QUICK, "--level", help="quick: state only (<= 10 s/node); standard: adds "
+                                "GPU micro-benchmarks and the intra-node nccl-tests sweep."),
+    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="Expected GPUs per node; default "
+                                             "SLURM_GPUS_ON_NODE, else SLURM_GPUS_PER_NODE."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the report as JSON."),
+    exclude_file: Path | None = typer.Option(None, "--exclude-file", help="Write the hostlist of nodes with "
+                                             "critical findings here (for sbatch --exclude)."),
+    db: str | None = typer.Option(None, "--db", help="Database URL; default FLEETDX_DB_URL, else SQLite."),
+    timeout: float | None = typer.Option(None, "--timeout", help="Run deadline in seconds (quick 60, "
+                                         "standard 600); nodes without an answer by then are NODE_UNREACHABLE."),
+    probe_timeout: float | None = typer.Option(None, "--probe-timeout", help="Cap on each command's timeout, s."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster to use; default "
+                                           "RAY_ADDRESS, else a local Ray started for this run."),
+    simulate: list[Path] | None = typer.Option(None, "--simulate", help="Simulate one node per BUNDLE_DIR on a "
+                                               "local Ray cluster; probes replay the bundles (labelled simulated)."),
+    no_save: bool = typer.Option(False, "--no-save", help="Do not store the report."),
+) -> None:
+    """Probe every node of the allocation and print a verdict (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)."""
+    from orchestrator.preflight import DEFAULT_RUN_TIMEOUT_S, save
+
+    run_timeout = timeout if timeout is not None else DEFAULT_RUN_TIMEOUT_S[level]
+    if run_timeout <= 0:
+        raise fail("--timeout must be > 0")
+    if simulate:
+        if nodes is not None:
+            raise fail("--simulate and --nodes exclude each other (the bundles name the nodes)")
+        result = _simulated(list(simulate), level, gpus_per_node, run_timeout, probe_timeout, not as_json)
+    else:
+        result = _live(nodes, level, gpus_per_node, run_timeout, probe_timeout, ray_address, not as_json)
+    saved = None if no_save else save(db, result)
+    if saved and as_json:
+        err_console.print(saved, style="dim", highlight=False)
+    _finish(result, as_json, exclude_file, saved)
+
+
+@handle_errors
+def analyze(
+    bundles: list[Path] = typer.Argument(..., help="Bundle directories (meta.json optional: a directory of raw "
+                                         "outputs named after their commands is a bundle)."),
+    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="Expected GPUs per node."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the report as JSON."),
+    exclude_file: Path | None = typer.Option(None, "--exclude-file", help="Write the hostlist of nodes with "
+                                             "critical findings here."),
+) -> None:
+    """Diagnose collected bundles offline, as pre-flight would (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)."""
+    from orchestrator.preflight import analyze_bundles
+
+    _finish(analyze_bundles(bundles, gpus_per_node), as_json, exclude_file, None)
 
 
 def register(app: typer.Typer) -> None:
-    """(stub)"""
+    """Add ``preflight`` and ``analyze`` to ``app``."""
+    app.command("preflight")(preflight)
+    app.command("analyze")(analyze)
+
+

@@ -13,18 +13,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.common import console, handle_errors, print_json
+from orchestrator.cli.common import console, err_console, handle_errors, print_json
 from probes.contracts import Severity
-from probes.errors import ConfigError
+from probes.errors import ConfigError, ParseError
+from probes.parsers.numactl import NumaTopology, parse_numactl
 from probes.parsers.topo import TopoMatrix, parse_topo
 
+if TYPE_CHECKING:  # topology/ is imported inside the commands, so that other commands start fast
+    from topology.cluster import ClusterTopology
+    from topology.contracts import TopoShow
+
 TOPO_FILE = "nvidia-smi_topo_-m.txt"
+NUMACTL_FILE = "numactl_-H.txt"
+SMI_XML_FILE = "nvidia-smi_-q_-x.xml"
 
 #: colour per link class, best (green) to worst (red)
 STYLE = {
@@ -54,6 +61,28 @@ def load_topo(path: Path) -> TopoMatrix:
     return parse_topo(path.read_text(encoding="utf-8", errors="replace"))
 
 
+def load_numa(path: Path, numactl: Path | None) -> NumaTopology | None:
+    """``numactl -H`` facts: the ``--numactl`` file, else the bundle's ``numactl_-H.txt``, else ``None``.
+
+    A bundle file that does not parse is reported on stderr and left out (the matrix alone still advises).
+
+    Raises:
+        ParseError: the ``--numactl`` file does not read as ``numactl -H`` output.
+    """
+    if numactl is not None:
+        return parse_numactl(numactl.read_text(encoding="utf-8", errors="replace"))
+    bundled = path / NUMACTL_FILE
+    if not (path.is_dir() and bundled.exists()):
+        return None
+    try:
+        return parse_numactl(bundled.read_text(encoding="utf-8", errors="replace"))
+    except ParseError as e:
+        err_console.print(
+            f"[yellow]warning:[/] {bundled}: {e}; NUMA nodes from topo -m only", highlight=False
+        )
+        return None
+
+
 def _cell(text: str) -> Text:
     key = "NV" if text.startswith("NV") else text
     return Text(text, style=STYLE.get(key, "dim"))
@@ -79,12 +108,35 @@ def _matrix_table(topo: TopoMatrix) -> Table:
     return table
 
 
-def _show_model(topo: TopoMatrix, host: str | None):  # type: ignore[no-untyped-def]
+def load_gpu_model(path: Path, gpu_model: str | None) -> str | None:
+    """``--gpu-model``, else the single product name in a bundle's ``nvidia-smi_-q_-x.xml``, else ``None``."""
+    if gpu_model is not None or not (path.is_dir() and (path / SMI_XML_FILE).exists()):
+        return gpu_model
+    from probes.parsers.smi_xml import parse_smi_xml
+
+    try:
+        report = parse_smi_xml((path / SMI_XML_FILE).read_text(encoding="utf-8", errors="replace"))
+    except ParseError as e:
+        err_console.print(
+            f"[yellow]warning:[/] {path / SMI_XML_FILE}: {e}; GPU model unknown", highlight=False
+        )
+        return None
+    names = {g.name for g in report.gpus if g.name}
+    return names.pop() if len(names) == 1 else None
+
+
+def _show_model(topo: TopoMatrix, host: str | None, gpu_model: str | None) -> TopoShow:
     from topology.analyses import assign_rails, nearest_nics, remote_gpu_pairs
     from topology.contracts import TopoShow
     from topology.findings import node_findings
+    from topology.links import generation_of, nominal_table
 
+    gen = generation_of(gpu_model)
+    gpu_cells = [c for g in topo.gpu_names for c in topo.links.get(g, {}).values()]
     return TopoShow(
+        gpu_model=gpu_model,
+        generation=gen.value if gen else None,
+        nominal_gbps=nominal_table(gpu_cells, gen),
         gpus=topo.gpu_names,
         nics=topo.nic_names,
         matrix={a: dict(row) for a, row in topo.links.items()},
@@ -100,11 +152,14 @@ def _show_model(topo: TopoMatrix, host: str | None):  # type: ignore[no-untyped-
 def show(
     path: TopoPath,
     host: Annotated[str | None, typer.Option("--host", help="Host name to put in the findings.")] = None,
+    gpu_model: Annotated[
+        str | None, typer.Option("--gpu-model", help="GPU product name, for nominal link bandwidths.")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Render the matrix with link classes coloured, the nearest NIC per GPU, and the findings."""
     topo = load_topo(path)
-    model = _show_model(topo, host)
+    model = _show_model(topo, host, load_gpu_model(path, gpu_model))
     if as_json:
         print_json(model)
         return
@@ -119,6 +174,9 @@ def show(
                 line.append(f"  -> {rail.nic} ({rail.reason})", style="dim")
             console.print(line)
     console.print(f"\nGPU pairs crossing NODE or SYS without NVLink: {model.remote_pairs_share:.0%}")
+    if model.nominal_gbps:
+        figures = ", ".join(f"{k} {v:g}" for k, v in model.nominal_gbps.items())
+        console.print(f"Nominal GB/s per direction ({model.gpu_model}): {figures}", highlight=False)
     if not model.findings:
         console.print("[green]No topology findings.[/]")
     for f in model.findings:
@@ -137,12 +195,16 @@ def advise_cmd(
     ib_port: Annotated[
         int, typer.Option("--ib-port", help="HCA port for UCX_NET_DEVICES (topo -m lists no ports).")
     ] = 1,
+    numactl: Annotated[
+        Path | None,
+        typer.Option("--numactl", help="numactl -H output (a bundle's numactl_-H.txt is read anyway)."),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """The best GPU subset, the NUMA binding and NIC per local rank, and lines to paste."""
     from topology.binding import advise, cpu_list
 
-    adv = advise(load_topo(path), gpus, ib_port=ib_port)
+    adv = advise(load_topo(path), gpus, ib_port=ib_port, numa=load_numa(path, numactl))
     if as_json:
         print_json(adv)
         return
@@ -174,7 +236,7 @@ def advise_cmd(
             console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-def _load_cluster(path: Path):  # type: ignore[no-untyped-def]
+def _load_cluster(path: Path) -> ClusterTopology:
     from topology.cluster import from_switch_map, parse_topology_conf
 
     text = path.read_text(encoding="utf-8")

@@ -2,9 +2,9 @@
 
 ``RULES`` (in order): the node's own topology findings (:func:`topology.findings.node_findings`: SYS GPU
 pairs, degraded NVLink, remote or oversubscribed NICs, missing CPU affinity), then the comparison with its
-peers (TOPO_MISMATCH_PEERS: cells that differ from the majority of peers with the same GPU rows and NIC
-names). A node without a parsed matrix gives no finding (the engine reports the probe that did not run or
-parse).
+peers (TOPO_MISMATCH_PEERS: cells that differ from the majority of peers with the same GPU model, GPU rows
+and NIC names). A node without a parsed matrix gives no finding (the engine reports the probe that did not
+run or parse).
 """
 
 from __future__ import annotations
@@ -23,12 +23,28 @@ def topo_node_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     return node_findings(node.topo, host=node.host)
 
 
+def gpu_model(node: NodeFacts) -> str | None:
+    """The GPU product name of ``node`` (``nvidia-smi -q -x``) when all its GPUs share one, else ``None``."""
+    if node.smi is None:
+        return None
+    names = {g.name for g in node.smi.gpus if g.name}
+    return names.pop() if len(names) == 1 else None
+
+
 def topo_peers_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
-    """TOPO_MISMATCH_PEERS: ``node``'s cells that differ from the majority of comparable peers (2 at
-    least)."""
+    """TOPO_MISMATCH_PEERS: ``node``'s cells that differ from the majority of comparable peers (2 at least).
+
+    Peers are the nodes with the same GPU model (when ``node``'s is known, peers of another or an unknown
+    model are left out) and, inside :func:`topology.fleet.compare_to_peers`, the same GPU rows and NIC names.
+    """
     if node.topo is None:
         return []
-    peers = [p.topo for p in fleet.peers_of(node.host) if p.topo is not None]
+    model = gpu_model(node)
+    peers = [
+        p.topo
+        for p in fleet.peers_of(node.host)
+        if p.topo is not None and (model is None or gpu_model(p) == model)
+    ]
     return peer_findings(node.topo, peers, host=node.host)[1]
 
 

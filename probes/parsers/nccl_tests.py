@@ -1,14 +1,928 @@
-"""Parser for nccl-tests text output and -J JSON. (stub: being written)"""
+"""Parser for nccl-tests output: the text tables of every version and the ``-J`` JSON file.
+
+Input: the captured stdout (+stderr) of one or several ``*_perf`` runs as a console shows it, or the JSON
+file written by ``-J`` (autodetected: the text starts with ``{``).
+
+Text handled (NVIDIA/nccl-tests ``src/common.cu`` history; see the fixtures' SOURCES-nccl.md):
+
+* the pre-2.13 table (``size count type redop time algbw busbw error ...``: ``error`` a float max
+  deviation, ``root`` only for rooted collectives, ``redop`` blank for non-reducing ones) and the 2.13+
+  table (``redop root ... #wrong``: ``#wrong`` an integer count, ``N/A`` with ``-c 0``);
+* extra per-side columns: ``-I`` (``i_min i_max i_p99 i_cv%``), ``-C`` (``cputime``), ``-S`` (a trailing
+  ``%Y-%m-%d %H:%M:%S`` timestamp); ``-d all`` (several ``type`` values in one table);
+* several runs in one file (consecutive commands), and the processes of a build without MPI, each
+  printing its own one-rank table, possibly interleaved;
+* launcher prefixes (Open MPI ``--tag-output`` ``[1,0]<stdout>:``, ``srun -l`` ``0: ``), NCCL INFO/WARN
+  and MPI noise between lines, pasted text whose ``#`` was stripped or whose blanks were collapsed;
+* runs without a footer (hang, crash, cut capture): ``complete`` is ``False``, never an exception;
+* error lines (``Test NCCL failure``, ``Test CUDA failure``, ``Test failure``, ``Test timeout``,
+  ``Invalid number of GPUs``) and the MPI launcher's abort messages.
+
+Units: sizes in bytes, times in microseconds, algbw/busbw in GB/s with GB = 1e9 B, as nccl-tests prints.
+Errors: only :class:`probes.errors.ParseError` (format ``"nccl-tests"`` or ``"nccl-tests-json"``): text
+with nothing recognisable, a data row that does not fit its column header, malformed JSON.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Literal
+
+from pydantic import Field
+
 from probes.contracts import Contract
+from probes.errors import ParseError
+
+FMT_TEXT = "nccl-tests"
+FMT_JSON = "nccl-tests-json"
+
+
+class Collective(str, Enum):
+    """The collective a ``*_perf`` binary measures (the binary name without ``_perf``)."""
+
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALLTOALL = "alltoall"
+    ALLTOALLV = "alltoallv"
+    BROADCAST = "broadcast"
+    REDUCE = "reduce"
+    SENDRECV = "sendrecv"
+    GATHER = "gather"
+    SCATTER = "scatter"
+    HYPERCUBE = "hypercube"
+
+
+_FACTOR_N_MINUS_1_OVER_N = frozenset(
+    {
+        Collective.ALL_GATHER,
+        Collective.REDUCE_SCATTER,
+        Collective.ALLTOALL,
+        Collective.ALLTOALLV,
+        Collective.GATHER,
+        Collective.SCATTER,
+    }
+)
+
+
+def busbw_factor(collective: Collective, nranks: int) -> float:
+    """busbw / algbw of ``collective`` on ``nranks`` ranks (nccl-tests ``doc/PERFORMANCE.md``).
+
+    all_reduce 2(n-1)/n; all_gather, reduce_scatter, alltoall(v), gather, scatter (n-1)/n; broadcast,
+    reduce, sendrecv, hypercube 1. Raises ``ValueError`` for ``nranks < 1``.
+    """
+    if nranks < 1:
+        raise ValueError(f"nranks must be >= 1, got {nranks}")
+    if collective is Collective.ALL_REDUCE:
+        return 2.0 * (nranks - 1) / nranks
+    if collective in _FACTOR_N_MINUS_1_OVER_N:
+        return (nranks - 1) / nranks
+    return 1.0
+
+
+def collective_from_name(name: str) -> Collective | None:
+    """The collective named by a binary or bundle file name (``all_reduce_perf_-b8.txt`` -> all_reduce)."""
+    m = _PERF_RE.search(name)
+    return _collective_of(m.group(1)) if m else None
+
+
+class PerIterStats(Contract):
+    """Per-iteration CUDA-event timing of one row side (``-I``), in µs; text gives min/max/p99/cv only."""
+
+    min_us: float | None = None
+    max_us: float | None = None
+    p99_us: float | None = None
+    cv_pct: float | None = None
+    avg_us: float | None = None
+    p50_us: float | None = None
+    p95_us: float | None = None
+    stdev_us: float | None = None
+    skipped_iterations: int | None = None
+    times_us: list[float] = Field(default_factory=list)
+
+
+class Timing(Contract):
+    """One side (out-of-place or in-place) of a table row.
+
+    ``time_us``: mean time per operation (µs); ``algbw_gbps`` = size / time and ``busbw_gbps`` = algbw x
+    factor, GB/s (1e9 B/s). ``wrong``: the 2.13+ ``#wrong`` element count (``None`` for ``N/A``, i.e.
+    unchecked, and in the old format); ``error``: the pre-2.13 float max deviation. A value printed as
+    ``nan``/``inf`` reads as ``None``: no number was measured.
+    """
+
+    time_us: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    wrong: int | None = None
+    error: float | None = None
+    cputime_us: float | None = None
+    per_iter: PerIterStats | None = None
+
+
+class Row(Contract):
+    """One table row: ``size`` in bytes (the total S of PERFORMANCE.md), ``count`` elements per rank."""
+
+    size: int
+    count: int
+    type: str
+    redop: str | None
+    root: int | None
+    out_of_place: Timing
+    in_place: Timing | None
+    timestamp: str | None = None  #: ``-S`` column, ``%Y-%m-%d %H:%M:%S`` as printed
+
+
+class Device(Contract):
+    """One ``#  Rank r Group g Pid p on host device d [bus] name`` line (``bus_id`` as printed)."""
+
+    rank: int
+    group: int | None = None
+    pid: int
+    host: str
+    device: int  #: CUDA device index on the host
+    bus_id: str  #: ``0x1b`` (old) or ``0000:1b:00`` (BDF, 2025-02+)
+    gpu_name: str
+
+
+NranksSource = Literal["devices", "busbw_ratio"]
+
+
+class NcclTestsRun(Contract):
+    """One table: of one ``*_perf`` process, or of the whole job when built with ``MPI=1``.
+
+    ``complete``: the ``# Avg bus bandwidth`` footer was printed. ``non_mpi_build``: processes that were
+    meant to form one job each ran alone (one-rank tables). ``out_of_bounds``: the footer's count of
+    (size x placement) tests with wrong values. ``avg_busbw_gbps``: the footer's mean busbw over all rows
+    and both placements. ``last_lines``: the last lines seen while the run was open (hang evidence).
+    """
+
+    collective: Collective | None
+    nranks: int | None
+    nranks_source: NranksSource | None = None
+    complete: bool
+    non_mpi_build: bool = False
+    rows: list[Row] = Field(default_factory=list)
+    avg_busbw_gbps: float | None = None
+    #: ``OK``/``FAILED`` printed after the average when ``NCCL_TESTS_MIN_BW`` is set
+    avg_busbw_ok: bool | None = None
+    out_of_bounds: int | None = None
+    out_of_bounds_ok: bool | None = None
+    nccl_tests_version: str | None = None
+    nccl_version: str | None = None  #: ``2.18.3+cuda12.2`` (text) or ``2.28.9`` (JSON code 22809)
+    nthreads: int | None = None
+    ngpus: int | None = None
+    devices: list[Device] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    last_lines: list[str] = Field(default_factory=list)
+
+    def _sides(self) -> list[Timing]:
+        return [t for r in self.rows for t in (r.out_of_place, r.in_place) if t is not None]
+
+    @property
+    def peak_busbw_gbps(self) -> float | None:
+        """Largest busbw of any row, out-of-place or in-place (GB/s); ``None`` without a measured row."""
+        values = [t.busbw_gbps for t in self._sides() if t.busbw_gbps is not None]
+        return max(values) if values else None
+
+    @property
+    def wrong_total(self) -> int:
+        """Sum of ``#wrong`` over every row and side (0 when unchecked or in the old format)."""
+        return sum(t.wrong for t in self._sides() if t.wrong is not None)
+
+    @property
+    def max_error(self) -> float | None:
+        """Largest pre-2.13 ``error`` value of any row and side; ``None`` when none was printed."""
+        values = [t.error for t in self._sides() if t.error is not None]
+        return max(values) if values else None
 
 
 class NcclTestsReport(Contract):
-    """(stub)"""
+    """Every run found in one capture, and its error lines (``Test NCCL failure ...``) in printed order."""
+
+    source_format: Literal["text", "json"] = "text"
+    runs: list[NcclTestsRun] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
 
 
-def parse_nccl_tests(text: str) -> NcclTestsReport:
-    """(stub)"""
-    raise NotImplementedError
+# ----------------------------------------------------------------------------------------------- text
+
+_PREFIX_RES = (
+    re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),  # Open MPI --tag-output
+    re.compile(r"^\s{0,3}\d+:\s"),  # srun -l / --label
+)
+_BANNER_RE = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+\d+")
+_VERSION_RE = re.compile(r"^#?\s*nccl-tests version\s+(\S+)")
+_STARTING_RE = re.compile(r"^#?\s*Collective test starting:\s*(\S+)")
+_DEVICE_RE = re.compile(
+    r"^#?\s*Rank\s+(\d+)(?:\s+Group\s+(\d+))?\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
+    r"\s+\[([^\]]*)\]\s*(.*?)\s*$"
+)
+_OOB_RE = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
+_AVG_RE = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
+_NCCL_VERSION_RE = re.compile(r"^NCCL version\s+(\S+)\s*$")
+_INFO_VERSION_RE = re.compile(r"NCCL INFO NCCL version\s+(\S+)")
+_PERF_RE = re.compile(r"(?:^|[/\s_#.])([a-z_]+?)_perf(?:_mpi)?(?![A-Za-z0-9])")
+_NP_RE = re.compile(r"\b(?:mpirun|mpiexec|srun)\b.*?\s(?:-np|-n|--np|--ntasks)[\s=](\d+)")
+_ERROR_RES = (
+    re.compile(r"Test (?:NCCL|CUDA) failure"),
+    re.compile(r"Test failure"),
+    re.compile(r"Test timeout"),
+    re.compile(r"Invalid number of GPUs"),
+    re.compile(r"mpirun was unable to launch"),
+    re.compile(r"mpirun noticed that process rank"),
+    re.compile(r"mpirun detected that one or more processes exited with non-zero status"),
+)
+_NOISE_RE = re.compile(r"NCCL (?:INFO|WARN|TRACE)")
+_ROW_START_RE = re.compile(r"^\s*\d+\s+\d+\s+\S")
+_TIME_COLS = ("time", "cputime")
+_LAST_LINES = 8
+
+
+def _strip_prefix(line: str) -> str:
+    for rx in _PREFIX_RES:
+        m = rx.match(line)
+        if m:
+            return line[m.end() :]
+    return line
+
+
+def _number(tok: str, lineno: int, what: str, raw: str) -> float | None:
+    """A printed float; ``nan``/``inf`` -> ``None`` (no measurement); anything else -> ParseError."""
+    try:
+        value = float(tok)
+    except ValueError:
+        raise ParseError(FMT_TEXT, lineno, f"a number for {what}", raw) from None
+    return value if math.isfinite(value) else None
+
+
+def _integer(tok: str, lineno: int, what: str, raw: str) -> int:
+    try:
+        return int(tok)
+    except ValueError:
+        raise ParseError(FMT_TEXT, lineno, f"an integer for {what}", raw) from None
+
+
+@dataclass
+class _Layout:
+    """Column layout read from a ``size count type redop [root] time ...`` header line."""
+
+    has_redop: bool
+    has_root: bool
+    sides: list[list[str]]  #: column names of each side, e.g. ["time", "algbw", "busbw", "#wrong"]
+    timestamp: bool
+
+    @property
+    def ntokens(self) -> int:
+        prefix = 3 + int(self.has_redop) + int(self.has_root)
+        return prefix + sum(len(s) for s in self.sides) + (2 if self.timestamp else 0)
+
+
+def _read_header(line: str) -> _Layout | None:
+    """The layout of a column header line, or ``None`` if ``line`` is not one."""
+    toks = line.lstrip("#").split()
+    if len(toks) < 6 or toks[:3] != ["size", "count", "type"] or "busbw" not in toks:
+        return None
+    i = 3
+    has_redop = toks[i] == "redop"
+    i += int(has_redop)
+    has_root = i < len(toks) and toks[i] == "root"
+    i += int(has_root)
+    sides: list[list[str]] = []
+    timestamp = False
+    for tok in toks[i:]:
+        if tok in _TIME_COLS and (not sides or "busbw" in sides[-1]):
+            sides.append([tok])
+        elif tok == "timestamp":
+            timestamp = True
+        elif sides:
+            sides[-1].append(tok)
+        else:
+            return None
+    if not sides or len(sides) > 2 or any({"algbw", "busbw"} - set(s) for s in sides):
+        return None
+    return _Layout(has_redop, has_root, sides, timestamp)
+
+
+def _wrong_count(tok: str, lineno: int, raw: str) -> int:
+    value = _number(tok, lineno, "#wrong", raw)
+    if value is None or value < 0 or value != int(value):
+        raise ParseError(FMT_TEXT, lineno, "a non-negative integer or N/A for #wrong", raw)
+    return int(value)
+
+
+def _read_side(names: list[str], toks: list[str], lineno: int, raw: str) -> Timing:
+    values: dict[str, float | None] = {}
+    wrong: int | None = None
+    error: float | None = None
+    for name, tok in zip(names, toks, strict=True):
+        if name == "#wrong":
+            wrong = None if tok == "N/A" else _wrong_count(tok, lineno, raw)
+        elif name == "error":
+            error = None if tok == "N/A" else _number(tok, lineno, "error", raw)
+        else:
+            values[name] = _number(tok, lineno, name, raw)
+    per_iter = None
+    if any(k.startswith("i_") for k in values):
+        per_iter = PerIterStats(
+            min_us=values.get("i_min"),
+            max_us=values.get("i_max"),
+            p99_us=values.get("i_p99"),
+            cv_pct=values.get("i_cv%"),
+        )
+    return Timing(
+        time_us=values.get("time", values.get("cputime")),
+        algbw_gbps=values.get("algbw"),
+        busbw_gbps=values.get("busbw"),
+        wrong=wrong,
+        error=error,
+        cputime_us=values.get("cputime"),
+        per_iter=per_iter,
+    )
+
+
+def _blank_redop(layout: _Layout, toks: list[str]) -> bool:
+    """Pre-2.13 tables leave ``redop`` blank for non-reducing collectives (alltoall, all_gather)."""
+    if not layout.has_redop or len(toks) != layout.ntokens - 1 or len(toks) < 4:
+        return False
+    try:
+        float(toks[3])
+    except ValueError:
+        return False
+    return True
+
+
+def _read_row(layout: _Layout, toks: list[str], lineno: int, raw: str) -> Row:
+    blank_redop = _blank_redop(layout, toks)
+    if len(toks) != layout.ntokens and not blank_redop:
+        raise ParseError(FMT_TEXT, lineno, f"{layout.ntokens} columns as the header announced", raw)
+    with_redop = layout.has_redop and not blank_redop
+    i = 3 + int(with_redop)
+    root = _integer(toks[i], lineno, "root", raw) if layout.has_root else None
+    i += int(layout.has_root)
+    sides: list[Timing] = []
+    for names in layout.sides:
+        sides.append(_read_side(names, toks[i : i + len(names)], lineno, raw))
+        i += len(names)
+    return Row(
+        size=_integer(toks[0], lineno, "size", raw),
+        count=_integer(toks[1], lineno, "count", raw),
+        type=toks[2],
+        redop=toks[3] if with_redop else None,
+        root=root,
+        out_of_place=sides[0],
+        in_place=sides[1] if len(sides) > 1 else None,
+        timestamp=" ".join(toks[i : i + 2]) if layout.timestamp else None,
+    )
+
+
+@dataclass
+class _Builder:
+    """A run being read; turned into an :class:`NcclTestsRun` at the end."""
+
+    group: int  #: runs started by the same launch share a group (concurrent processes)
+    collective: Collective | None
+    launcher_np: int | None
+    nccl_tests_version: str | None
+    nccl_version: str | None
+    nthreads: int | None = None
+    ngpus: int | None = None
+    layout: _Layout | None = None
+    devices: list[Device] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    out_of_bounds: int | None = None
+    out_of_bounds_ok: bool | None = None
+    avg: float | None = None
+    avg_ok: bool | None = None
+    complete: bool = False
+    closed: bool = False
+    errors: list[str] = field(default_factory=list)
+    last_lines: list[str] = field(default_factory=list)
+
+    def note(self, line: str) -> None:
+        self.last_lines.append(line)
+        del self.last_lines[:-_LAST_LINES]
+
+
+def _collective_of(name: str) -> Collective | None:
+    try:
+        return Collective(name)
+    except ValueError:
+        return None
+
+
+class _TextParser:
+    """Line state machine over a whole capture; see the module docstring for what it accepts."""
+
+    def __init__(self, collective_hint: Collective | None) -> None:
+        self.hint = collective_hint
+        self.builders: list[_Builder] = []
+        self.errors: list[str] = []
+        self.recognised = False
+        self.group = 0
+        self.continuation = False
+        self.pending_collective: Collective | None = None
+        self.pending_np: int | None = None
+        self.pending_version: str | None = None
+        self.pending_nccl_version: str | None = None
+
+    def _open(self) -> list[_Builder]:
+        return [b for b in self.builders if not b.closed]
+
+    def _close_all(self) -> None:
+        for b in self.builders:
+            b.closed = True
+
+    def _new_builder(self) -> _Builder:
+        b = _Builder(
+            group=self.group,
+            collective=self.pending_collective,
+            launcher_np=self.pending_np,
+            nccl_tests_version=self.pending_version,
+            nccl_version=self.pending_nccl_version,
+        )
+        self.pending_version = None
+        self.pending_nccl_version = None
+        self.builders.append(b)
+        return b
+
+    def feed(self, lineno: int, raw_line: str) -> None:
+        body = _strip_prefix(raw_line).strip()
+        if not body:
+            return
+        if _NOISE_RE.search(body):
+            self.recognised = True
+            m = _INFO_VERSION_RE.search(body)
+            if m:
+                self._set_nccl_version(m.group(1))
+            return
+        for b in self._open():
+            b.note(body)
+        if any(rx.search(body) for rx in _ERROR_RES):
+            self._error(body)
+            return
+        handlers = (self._banner, self._version, self._starting, self._device, self._footer, self._header)
+        for handler in handlers:
+            if handler(body):
+                self.recognised = True
+                return
+        m = _NCCL_VERSION_RE.match(body)
+        if m:
+            self.recognised = True
+            self._set_nccl_version(m.group(1))
+        elif _ROW_START_RE.match(body):
+            self._row(lineno, body)
+        else:
+            self._command(body)
+
+    def _error(self, body: str) -> None:
+        self.recognised = True
+        if body not in self.errors:
+            self.errors.append(body)
+        for b in (self._open() or self.builders)[-1:]:
+            if body not in b.errors:
+                b.errors.append(body)
+
+    def _banner(self, body: str) -> bool:
+        m = _BANNER_RE.match(body)
+        if not m:
+            return False
+        for b in self._open():
+            if b.rows or b.complete or b.layout is not None:
+                b.closed = True  # a new table after a started one: the old one ended without footer
+        if not self._open():
+            self.group += 1
+        b = self._new_builder()
+        b.nthreads, b.ngpus = int(m.group(1)), int(m.group(2))
+        b.note(body)
+        return True
+
+    def _version(self, body: str) -> bool:
+        m = _VERSION_RE.match(body)
+        if m:
+            self.pending_version = m.group(1)
+        return m is not None
+
+    def _starting(self, body: str) -> bool:
+        m = _STARTING_RE.match(body)
+        if m:
+            name = m.group(1).removesuffix("_mpi").removesuffix("_perf")
+            self.pending_collective = _collective_of(name) or self.pending_collective
+        return m is not None
+
+    def _device(self, body: str) -> bool:
+        m = _DEVICE_RE.match(body)
+        if not m:
+            return False
+        dev = Device(
+            rank=int(m.group(1)),
+            group=int(m.group(2)) if m.group(2) is not None else None,
+            pid=int(m.group(3)),
+            host=m.group(4),
+            device=int(m.group(5)),
+            bus_id=m.group(6),
+            gpu_name=m.group(7),
+        )
+        # concurrent one-rank processes each list "Rank 0": give each to the first run still without it
+        candidates = [b for b in self._open() if b.group == self.group] or [self._new_builder()]
+        target = next((b for b in candidates if all(d.rank != dev.rank for d in b.devices)), candidates[-1])
+        target.devices.append(dev)
+        return True
+
+    def _header(self, body: str) -> bool:
+        layout = _read_header(body)
+        if layout is None:
+            return False
+        waiting = [b for b in self._open() if b.layout is None]
+        if not waiting:  # a table without banner (pasted fragment)
+            self._close_all()
+            self.group += 1
+            waiting = [self._new_builder()]
+        waiting[0].layout = layout
+        return True
+
+    def _row(self, lineno: int, body: str) -> None:
+        tables = [b for b in self._open() if b.layout is not None and not b.complete]
+        if not tables:
+            raise ParseError(FMT_TEXT, lineno, "a column header (size count type ...) before data rows", body)
+        target = _row_owner(tables, _integer(body.split()[0], lineno, "size", body))
+        assert target.layout is not None
+        target.rows.append(_read_row(target.layout, body.split(), lineno, body))
+        self.recognised = True
+
+    def _footer(self, body: str) -> bool:
+        m = _OOB_RE.match(body)
+        if m:
+            b = self._footer_target(lambda b: b.out_of_bounds is None)
+            if b is not None:
+                b.out_of_bounds = int(m.group(1))
+                b.out_of_bounds_ok = None if m.group(2) is None else m.group(2) == "OK"
+            return True
+        m = _AVG_RE.match(body)
+        if m:
+            b = self._footer_target(lambda b: True)
+            if b is not None:
+                try:
+                    value: float | None = float(m.group(1))
+                except ValueError:
+                    value = None
+                b.avg = value if value is not None and math.isfinite(value) else None
+                b.avg_ok = None if m.group(2) is None else m.group(2) == "OK"
+                b.complete = True
+                b.closed = True
+            return True
+        return False
+
+    def _footer_target(self, want: Callable[[_Builder], bool]) -> _Builder | None:
+        return next((b for b in self._open() if (b.layout is not None or b.rows) and want(b)), None)
+
+    def _set_nccl_version(self, version: str) -> None:
+        target = next((b for b in self._open() if b.nccl_version is None), None)
+        if target is not None:
+            target.nccl_version = version
+        else:
+            self.pending_nccl_version = version
+
+    def _command(self, body: str) -> None:
+        """A shell command that starts a ``*_perf`` binary (prompt, ``mpirun``, ``srun``) opens a launch.
+
+        A launcher line continued with a trailing backslash carries its ``-np`` to the line naming the
+        binary.
+        """
+        continued = self.continuation
+        self.continuation = body.endswith("\\")
+        np_match = _NP_RE.search(body)
+        if np_match:
+            self._close_all()
+            self.pending_np = int(np_match.group(1))
+        m = _PERF_RE.search(body)
+        coll = _collective_of(m.group(1)) if m and not body.startswith("#") else None
+        if coll is None:
+            return
+        self._close_all()
+        self.pending_collective = coll
+        if not np_match and not continued:
+            self.pending_np = None
+
+    def finish(self) -> NcclTestsReport:
+        if not self.recognised:
+            expected = "nccl-tests output (banner, column header, table rows or footer)"
+            raise ParseError(FMT_TEXT, None, expected)
+        non_mpi = _non_mpi_builders(self.builders)
+        runs = [self._run(b, id(b) in non_mpi) for b in self.builders]
+        return NcclTestsReport(source_format="text", runs=runs, errors=self.errors)
+
+    def _run(self, b: _Builder, non_mpi: bool) -> NcclTestsRun:
+        collective = b.collective or self.hint or _collective_from_ratio(b.rows)
+        nranks, source = _nranks(b, collective)
+        return NcclTestsRun(
+            collective=collective,
+            nranks=nranks,
+            nranks_source=source,
+            complete=b.complete,
+            non_mpi_build=non_mpi,
+            rows=b.rows,
+            avg_busbw_gbps=b.avg,
+            avg_busbw_ok=b.avg_ok,
+            out_of_bounds=b.out_of_bounds,
+            out_of_bounds_ok=b.out_of_bounds_ok,
+            nccl_tests_version=b.nccl_tests_version,
+            nccl_version=b.nccl_version,
+            nthreads=b.nthreads,
+            ngpus=b.ngpus,
+            devices=b.devices,
+            errors=b.errors,
+            last_lines=b.last_lines,
+        )
+
+
+def _row_owner(tables: list[_Builder], size: int) -> _Builder:
+    """The open table a row of ``size`` bytes belongs to, when several processes print at once.
+
+    Each process sweeps sizes upwards (``-f``/``-i``), so the row continues the table whose last size is
+    the closest below it (smallest step); a table without rows takes a size no other can continue. When
+    no table can continue (``-d all`` and ``-N`` restart the sweep), the table with the fewest rows.
+    """
+
+    def step(b: _Builder) -> float:
+        last = b.rows[-1].size
+        return size / last if last > 0 else float(size)
+
+    growing = [b for b in tables if b.rows and b.rows[-1].size < size]
+    if growing:
+        return min(growing, key=step)
+    fresh = [b for b in tables if not b.rows]
+    return fresh[0] if fresh else min(tables, key=lambda b: len(b.rows))
+
+
+def _non_mpi_builders(builders: list[_Builder]) -> set[int]:
+    """Runs of a build without MPI (nccl-tests README: multi-process runs need ``MPI=1``).
+
+    Signature 1: two or more processes of one launch each print a table whose only device is rank 0.
+    Signature 2: the launcher asked for ``-np N > 1`` processes but the table lists the devices of one
+    process only (an MPI build lists every process's devices).
+    """
+    out: set[int] = set()
+    groups: dict[int, list[_Builder]] = {}
+    for b in builders:
+        groups.setdefault(b.group, []).append(b)
+    for members in groups.values():
+        solo = [b for b in members if b.devices and all(d.rank == 0 for d in b.devices)]
+        if len(solo) >= 2 and len({(d.host, d.pid) for b in solo for d in b.devices}) >= 2:
+            out.update(id(b) for b in solo)
+    for b in builders:
+        if b.launcher_np and b.launcher_np > 1 and b.devices and len({d.pid for d in b.devices}) == 1:
+            out.add(id(b))
+    return out
+
+
+def _reliable_ratio(rows: list[Row]) -> float | None:
+    """busbw / algbw of the row side with the largest algbw (>= 1 GB/s: two decimals give 3+ digits)."""
+    best: tuple[float, float] | None = None
+    for r in rows:
+        for t in (r.out_of_place, r.in_place):
+            if t is None or t.algbw_gbps is None or t.busbw_gbps is None or t.algbw_gbps < 1.0:
+                continue
+            if best is None or t.algbw_gbps > best[0]:
+                best = (t.algbw_gbps, t.busbw_gbps)
+    return None if best is None else best[1] / best[0]
+
+
+def _collective_from_ratio(rows: list[Row]) -> Collective | None:
+    """Only all_reduce has busbw > algbw (factor 2(n-1)/n > 1 for n >= 3; PERFORMANCE.md)."""
+    ratio = _reliable_ratio(rows)
+    return Collective.ALL_REDUCE if ratio is not None and ratio > 1.05 else None
+
+
+def _nranks(b: _Builder, collective: Collective | None) -> tuple[int | None, NranksSource | None]:
+    """Rank count: distinct device ranks if printed, else n solved from busbw/algbw = factor(n)."""
+    if b.devices:
+        return len({d.rank for d in b.devices}), "devices"
+    ratio = _reliable_ratio(b.rows)
+    if ratio is None or collective is None:
+        return None, None
+    if collective is Collective.ALL_REDUCE and ratio < 2.0:
+        n = 2.0 / (2.0 - ratio)  # r = 2(n-1)/n
+    elif collective in _FACTOR_N_MINUS_1_OVER_N and ratio < 1.0:
+        n = 1.0 / (1.0 - ratio)  # r = (n-1)/n
+    else:
+        return None, None
+    rounded = round(n)
+    # values carry two printed decimals: accept n only when factor(n) reproduces the ratio to 0.5 %
+    if rounded < 2 or abs(busbw_factor(collective, rounded) - ratio) > 0.005 * ratio:
+        return None, None
+    return rounded, "busbw_ratio"
+
+
+# ----------------------------------------------------------------------------------------------- JSON
+
+
+def _jget(obj: object, key: str, where: str) -> object:
+    if not isinstance(obj, dict) or key not in obj:
+        raise ParseError(FMT_JSON, None, f"key {key!r} in {where}")
+    return obj[key]
+
+
+def _jnum(value: object, where: str) -> float | None:
+    """A JSON number; null and the strings ``"nan"``/``"inf"`` (nccl-tests writes NaN so) -> ``None``."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in {"nan", "-nan", "inf", "-inf"}):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ParseError(FMT_JSON, None, f"a number for {where}", repr(value))
+    return float(value) if math.isfinite(value) else None
+
+
+def _jint(value: object, where: str) -> int | None:
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise ParseError(FMT_JSON, None, f"an integer for {where}", repr(value)) from None
+    number = _jnum(value, where)
+    if number is None:
+        return None
+    if number != int(number):
+        raise ParseError(FMT_JSON, None, f"an integer for {where}", repr(value))
+    return int(number)
+
+
+def _jreq_int(obj: object, key: str, where: str) -> int:
+    value = _jint(_jget(obj, key, where), f"{where}.{key}")
+    if value is None:
+        raise ParseError(FMT_JSON, None, f"an integer for {where}.{key}")
+    return value
+
+
+def _jstr(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise ParseError(FMT_JSON, None, f"a string for {where}", repr(value))
+    return value
+
+
+def _jokay(value: object) -> bool | None:
+    """``okay`` fields: true/false (bool or string); ``"unchecked"`` -> ``None``."""
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    return None
+
+
+def _jper_iter(obj: object, where: str) -> PerIterStats | None:
+    if obj is None:
+        return None
+    if not isinstance(obj, dict):
+        raise ParseError(FMT_JSON, None, f"an object for {where}")
+    times = obj.get("times_us", [])
+    if not isinstance(times, list):
+        raise ParseError(FMT_JSON, None, f"a list for {where}.times_us")
+    values = [_jnum(t, f"{where}.times_us") for t in times]
+    skipped = obj.get("skipped_iterations")
+    return PerIterStats(
+        min_us=_jnum(obj.get("min_us"), where),
+        max_us=_jnum(obj.get("max_us"), where),
+        p99_us=_jnum(obj.get("p99_us"), where),
+        cv_pct=_jnum(obj.get("cv_pct"), where),
+        avg_us=_jnum(obj.get("avg_us"), where),
+        p50_us=_jnum(obj.get("p50_us"), where),
+        p95_us=_jnum(obj.get("p95_us"), where),
+        stdev_us=_jnum(obj.get("stdev_us"), where),
+        skipped_iterations=None if skipped is None else _jint(skipped, where),
+        times_us=[v for v in values if v is not None],
+    )
+
+
+def _jside(result: dict[str, object], key: str, where: str) -> Timing | None:
+    side = result.get(key)
+    if side is None:
+        return None
+    if not isinstance(side, dict):
+        raise ParseError(FMT_JSON, None, f"an object for {where}.{key}")
+    here = f"{where}.{key}"
+    nwrong = side.get("nwrong")
+    return Timing(
+        time_us=_jnum(side.get("time", side.get("cpu_time")), f"{here}.time"),
+        algbw_gbps=_jnum(_jget(side, "alg_bw", here), f"{here}.alg_bw"),
+        busbw_gbps=_jnum(_jget(side, "bus_bw", here), f"{here}.bus_bw"),
+        wrong=None if nwrong is None else _jint(nwrong, f"{here}.nwrong"),
+        cputime_us=_jnum(side.get("cpu_time"), f"{here}.cpu_time"),
+        per_iter=_jper_iter(result.get(f"{key}_per_iter"), f"{here}_per_iter"),
+    )
+
+
+def _jrow(result: object, i: int) -> Row:
+    where = f"results[{i}]"
+    if not isinstance(result, dict):
+        raise ParseError(FMT_JSON, None, f"an object for {where}")
+    oop = _jside(result, "out_of_place", where)
+    if oop is None:
+        raise ParseError(FMT_JSON, None, f"{where}.out_of_place")
+    redop = result.get("redop")
+    root = result.get("root")
+    return Row(
+        size=_jreq_int(result, "size", where),
+        count=_jreq_int(result, "count", where),
+        type=_jstr(_jget(result, "type", where), f"{where}.type"),
+        redop=None if redop is None else _jstr(redop, f"{where}.redop"),
+        root=None if root is None else _jint(root, f"{where}.root"),
+        out_of_place=oop,
+        in_place=_jside(result, "in_place", where),
+    )
+
+
+def _jdevice(obj: object, i: int) -> Device:
+    where = f"config.devices[{i}]"
+    group = obj.get("group") if isinstance(obj, dict) else None
+    return Device(
+        rank=_jreq_int(obj, "rank", where),
+        group=None if group is None else _jint(group, f"{where}.group"),
+        pid=_jreq_int(obj, "pid", where),
+        host=_jstr(_jget(obj, "hostname", where), f"{where}.hostname"),
+        device=_jreq_int(obj, "device", where),
+        bus_id=_jstr(_jget(obj, "device_hex", where), f"{where}.device_hex"),
+        gpu_name=_jstr(_jget(obj, "device_info", where), f"{where}.device_info"),
+    )
+
+
+def _nccl_int_version(code: int | None) -> str | None:
+    """NCCL_VERSION_CODE (major*10000 + minor*100 + patch since 2.9; ``nccl.h``) -> ``"2.28.9"``."""
+    if code is None or code < 10000:
+        return None
+    return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+
+
+def _jobject(value: object, where: str) -> dict[str, object]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ParseError(FMT_JSON, None, f"an object for {where}")
+    return value
+
+
+def _jlist(value: object, where: str) -> list[object]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ParseError(FMT_JSON, None, f"a list for {where}")
+    return value
+
+
+def _parse_json(text: str, collective_hint: Collective | None) -> NcclTestsReport:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(FMT_JSON, exc.lineno, "valid JSON", exc.msg) from None
+    except RecursionError:
+        raise ParseError(FMT_JSON, None, "JSON nested less deeply") from None
+    if not isinstance(doc, dict):
+        raise ParseError(FMT_JSON, None, "a JSON object at the top level")
+    results = _jlist(_jget(doc, "results", "the top level"), "results")
+    config = _jobject(doc.get("config"), "config")
+    devices = [_jdevice(d, i) for i, d in enumerate(_jlist(config.get("devices"), "config.devices"))]
+    rows = [_jrow(r, i) for i, r in enumerate(results)]
+    errors = [_jstr(e, "errors[]") for e in _jlist(doc.get("errors"), "errors") if e != ""]
+    oob = _jobject(doc.get("out_of_bounds"), "out_of_bounds")
+    avg = _jobject(doc.get("average_bus_bandwidth"), "average_bus_bandwidth")
+    args = _jlist(doc.get("args"), "args")
+    named = collective_from_name(args[0]) if args and isinstance(args[0], str) else None
+    run = NcclTestsRun(
+        collective=named or collective_hint,
+        nranks=len({d.rank for d in devices}) if devices else None,
+        nranks_source="devices" if devices else None,
+        complete="end_time" in doc and bool(avg),  # written once the sweep ended
+        rows=rows,
+        avg_busbw_gbps=_jnum(avg.get("bandwidth"), "average_bus_bandwidth.bandwidth"),
+        avg_busbw_ok=_jokay(avg.get("okay")),
+        out_of_bounds=_jint(oob.get("count"), "out_of_bounds.count"),
+        out_of_bounds_ok=_jokay(oob.get("okay")),
+        nccl_version=_nccl_int_version(_jint(doc.get("nccl_version"), "nccl_version")),
+        nthreads=_jint(config.get("nthreads"), "config.nthreads"),
+        ngpus=_jint(config.get("ngpus"), "config.ngpus"),
+        devices=devices,
+        errors=errors,
+    )
+    return NcclTestsReport(source_format="json", runs=[run], errors=errors)
+
+
+# ---------------------------------------------------------------------------------------------- entry
+
+
+def parse_nccl_tests(text: str, collective_hint: Collective | str | None = None) -> NcclTestsReport:
+    """Parse nccl-tests text output or its ``-J`` JSON (autodetected) into an :class:`NcclTestsReport`.
+
+    ``collective_hint`` (e.g. :func:`collective_from_name` of the bundle file name) names the collective
+    where the text does not (no command line, no ``Collective test starting``); it never overrides the
+    text. Raises :class:`ParseError` for text with nothing recognisable, a row that does not fit its
+    header, or bad JSON.
+    """
+    hint = _collective_of(collective_hint) if isinstance(collective_hint, str) else collective_hint
+    if text.lstrip().startswith("{"):
+        return _parse_json(text, hint)
+    parser = _TextParser(hint)
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        parser.feed(lineno, line)
+    return parser.finish()

@@ -1,0 +1,83 @@
+"""The read-only HTTP API over the store (FastAPI). ``fleetdx serve`` runs it with uvicorn.
+
+Endpoints (JSON bodies are the store's contracts):
+
+- ``GET /healthz`` -> ``Health``: 200 when the database answers, 503 (with the reason) when it does not.
+- ``GET /runs?limit=50`` -> ``list[RunSummary]``, newest first.
+- ``GET /runs/{run_id}`` -> ``RunReport``; 404 for an unknown run.
+- ``GET /nodes/{host}/history?limit=20`` -> ``NodeHistory``: the node's verdict and findings per run.
+- ``GET /findings?code=&severity=&host=&limit=100`` -> ``list[FindingRecord]``; an unknown code or severity
+  is a 422 listing the valid values.
+
+The store is passed in (:func:`create_app`), so tests and the CLI choose the database; nothing is read from
+the environment here.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+
+from orchestrator.report import RunReport
+from orchestrator.store import (
+    FindingRecord,
+    NodeHistory,
+    RunNotFound,
+    RunSummary,
+    Store,
+    StoreError,
+)
+from probes import __version__
+from probes.contracts import Contract, FindingCode, Severity
+
+MAX_LIMIT = 1000
+
+
+class Health(Contract):
+    """``status`` "ok" and the schema ``revision`` when the database answers; "error" and ``error`` if not."""
+
+    status: str
+    revision: str | None = None
+    error: str | None = None
+
+
+def create_app(store: Store) -> FastAPI:
+    """The API app reading from ``store``. Store errors become 503 responses with a one-line ``detail``."""
+    app = FastAPI(title="fleetdx", version=__version__, description="Read-only run history of fleetdx.")
+
+    @app.exception_handler(StoreError)
+    async def _store_error(_request: Request, exc: StoreError) -> JSONResponse:
+        return JSONResponse(status_code=503, content={"detail": str(exc)})
+
+    @app.get("/healthz", response_model=Health)
+    def healthz() -> JSONResponse | Health:
+        try:
+            return Health(status="ok", revision=store.revision())
+        except StoreError as e:
+            return JSONResponse(status_code=503, content=Health(status="error", error=str(e)).model_dump())
+
+    @app.get("/runs", response_model=list[RunSummary])
+    def runs(limit: int = Query(50, ge=1, le=MAX_LIMIT)) -> list[RunSummary]:
+        return store.list_runs(limit=limit)
+
+    @app.get("/runs/{run_id}", response_model=RunReport)
+    def run(run_id: str) -> RunReport:
+        try:
+            return store.get_run(run_id)
+        except RunNotFound as e:
+            raise HTTPException(status_code=404, detail=str(e)) from None
+
+    @app.get("/nodes/{host}/history", response_model=NodeHistory)
+    def node_history(host: str, limit: int = Query(20, ge=1, le=MAX_LIMIT)) -> NodeHistory:
+        return NodeHistory(host=host, entries=store.node_history(host, limit=limit))
+
+    @app.get("/findings", response_model=list[FindingRecord])
+    def findings(
+        code: FindingCode | None = None,
+        severity: Severity | None = None,
+        host: str | None = None,
+        limit: int = Query(100, ge=1, le=MAX_LIMIT),
+    ) -> list[FindingRecord]:
+        return store.find_findings(code=code, severity=severity, host=host, limit=limit)
+
+    return app

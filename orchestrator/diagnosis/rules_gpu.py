@@ -1,0 +1,439 @@
+"""Diagnosis rules over a node's GPUs: inventory, health counters, clocks, PCIe link, XIDs and micro-benchmarks.
+
+``RULES`` (in order):
+
+* :func:`gpu_count_rule` GPU_COUNT_MISMATCH (critical).
+* :func:`foreign_process_rule` GPU_FOREIGN_PROCESS (critical): a process holds a GPU before the job starts.
+* :func:`ecc_rule` GPU_ECC_UNCORRECTABLE (critical): volatile uncorrectable ECC errors.
+* :func:`row_remap_rule` GPU_ROW_REMAP_PENDING (warning) / GPU_ROW_REMAP_FAILURE (critical).
+* :func:`clocks_rule` GPU_CLOCKS_THROTTLED (critical for hardware/thermal slowdowns; see the rule).
+* :func:`pcie_rule` PCIE_LINK_DEGRADED (warning).
+* :func:`xid_rule` GPU_XID (severity from :mod:`orchestrator.diagnosis.xid_table`).
+* :func:`microbench_rule` GEMM_SLOW / HBM_SLOW / H2D_SLOW (warning; :mod:`orchestrator.diagnosis.references`).
+
+Each rule prefers ``nvidia-smi -q -x`` and falls back to the ``--query-*`` CSVs; facts that are missing give
+no finding (the engine reports probes that did not run or parse).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+
+from orchestrator.diagnosis import references as ref
+from orchestrator.diagnosis import xid_table
+from orchestrator.diagnosis.base import Fleet, Rule
+from probes.contracts import EvidenceValue, Finding, FindingCode, Severity
+from probes.facts import NodeFacts
+from probes.parsers.microbench import Microbench
+from probes.parsers.smi_values import ClockEventReason, bus_key
+from probes.parsers.xid import XidEvent
+
+SMI_XML = "nvidia-smi_-q_-x.xml"
+QUERY_GPU = "nvidia-smi_query-gpu.csv"
+COMPUTE_APPS = "nvidia-smi_query-compute-apps.csv"
+REMAPPED_ROWS = "nvidia-smi_query-remapped-rows.csv"
+TOPO = "nvidia-smi_topo_-m.txt"
+DMESG = "dmesg_nvrm.txt"
+MICROBENCH = "torch_microbench.json"
+MIB = 1 << 20
+
+
+def _subject(index: int | None) -> str:
+    return f"GPU{index}" if index is not None else "GPU"
+
+
+def _index_by_bus(node: NodeFacts) -> dict[tuple[int, int, int], int]:
+    """PCI (domain, bus, device) -> GPU index, from the XML or the query-gpu CSV."""
+    out: dict[tuple[int, int, int], int] = {}
+    if node.smi is not None:
+        for g in node.smi.gpus:
+            key = bus_key(g.bus_id)
+            if key is not None:
+                out[key] = g.index
+    elif node.query_gpu is not None:
+        for row in node.query_gpu.gpus():
+            key = bus_key(row.bus_id) if row.bus_id else None
+            if key is not None and row.index is not None:
+                out[key] = row.index
+    return out
+
+
+def _gpu_of(node: NodeFacts, bus_id: str | None) -> str:
+    key = bus_key(bus_id) if bus_id else None
+    idx = _index_by_bus(node).get(key) if key is not None else None
+    return _subject(idx) if idx is not None else f"PCI:{bus_id}"
+
+
+def _finding(node: NodeFacts, code: FindingCode, severity: Severity, subject: str, message: str,
+             evidence: dict[str, EvidenceValue]) -> Finding:
+    return Finding(code=code, severity=severity, node=node.host, subject=subject, message=message,
+                   evidence=evidence)
+
+
+# --- GPU count ------------------------------------------------------------------------------------------
+
+
+def gpu_count(node: NodeFacts) -> tuple[int, str] | None:
+    """(number of GPUs, file it was read from): ``nvidia-smi -q -x``, else the query-gpu CSV, else topo -m."""
+    if node.smi is not None:
+        return len(node.smi.gpus), SMI_XML
+    if node.query_gpu is not None:
+        return len(node.query_gpu.rows), QUERY_GPU
+    if node.topo is not None:
+        return len(node.topo.gpus), TOPO
+    return None
+
+
+def _majority(counts: Iterable[int]) -> int | None:
+    """The count more than half of the values share, else ``None``."""
+    values = list(counts)
+    if not values:
+        return None
+    value, n = Counter(values).most_common(1)[0]
+    return value if n * 2 > len(values) else None
+
+
+def gpu_count_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """GPU_COUNT_MISMATCH (critical): the node sees a different number of GPUs than expected.
+
+    Expected: ``fleet.expected_gpus_per_node`` (the job's request), else the count a strict majority of all
+    nodes of the run share (no majority, e.g. two nodes that disagree: no judgement).
+    """
+    got = gpu_count(node)
+    if got is None:
+        return []
+    count, source = got
+    if fleet.expected_gpus_per_node is not None:
+        expected, basis = fleet.expected_gpus_per_node, fleet.expected_gpus_source or "expected_gpus_per_node"
+    else:
+        counts = [c for c in (gpu_count(n) for n in fleet.nodes) if c is not None]
+        majority = _majority(c for c, _ in counts)
+        if majority is None:
+            return []
+        expected, basis = majority, f"majority of {len(counts)} nodes"
+    if count == expected:
+        return []
+    return [_finding(node, FindingCode.GPU_COUNT_MISMATCH, Severity.CRITICAL, "node",
+                     f"{count} GPUs visible, {expected} expected ({basis})",
+                     {"gpus": count, "expected": expected, "expected_from": basis, "file": source})]
+
+
+# --- foreign processes ----------------------------------------------------------------------------------
+
+
+def foreign_process_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """GPU_FOREIGN_PROCESS (critical): a process holds a GPU context before the job starts (it takes memory
+    and SM time: the h100-vm-busy fixture's foreign GEMM loop cost the micro-benchmark 13% GEMM and 47% copy
+    bandwidth). From ``<processes>`` of the XML, else the compute-apps CSV. Meant for pre-flight, when the
+    job's own processes have not started."""
+    out = []
+    if node.smi is not None:
+        for g in node.smi.gpus:
+            for p in g.processes:
+                mem = None if p.used_memory_bytes is None else p.used_memory_bytes // MIB
+                out.append(_finding(
+                    node, FindingCode.GPU_FOREIGN_PROCESS, Severity.CRITICAL, _subject(g.index),
+                    f"pid {p.pid} ({p.name or '?'}) holds {_subject(g.index)}"
+                    + (f" with {mem} MiB" if mem is not None else ""),
+                    {"pid": p.pid, "process_name": p.name, "type": p.type, "used_memory_mib": mem,
+                     "bus_id": g.bus_id, "file": SMI_XML}))
+        return out
+    if node.compute_apps is not None:
+        for app in node.compute_apps.compute_apps():
+            mem = None if app.used_memory_bytes is None else app.used_memory_bytes // MIB
+            subject = _gpu_of(node, app.bus_id) if app.bus_id else "GPU"
+            out.append(_finding(
+                node, FindingCode.GPU_FOREIGN_PROCESS, Severity.CRITICAL, subject,
+                f"pid {app.pid} ({app.process_name or '?'}) holds {subject}"
+                + (f" with {mem} MiB" if mem is not None else ""),
+                {"pid": app.pid, "process_name": app.process_name, "used_memory_mib": mem,
+                 "bus_id": app.bus_id, "file": COMPUTE_APPS}))
+    return out
+
+
+# --- ECC and row remapping ------------------------------------------------------------------------------
+
+
+def ecc_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """GPU_ECC_UNCORRECTABLE (critical): volatile uncorrectable (SRAM + DRAM, or double-bit) ECC errors > 0.
+
+    Volatile counters count since the last driver load, aggregate ones over the GPU's life (nvidia-smi(1),
+    "ECC Errors": "Volatile error counters track the number of errors detected since the last driver load.
+    Aggregate error counts persist indefinitely"). Only volatile errors say the GPU is unfit now; an old
+    aggregate count that row remapping repaired is history, reported in the evidence only. NVIDIA "A100/H100
+    GPU Memory Error Management": an uncorrectable error needs a GPU reset (XID 48/95).
+    """
+    out = []
+    if node.smi is not None:
+        for g in node.smi.gpus:
+            v = g.ecc_volatile
+            unc = v.uncorrectable
+            if unc:
+                out.append(_finding(
+                    node, FindingCode.GPU_ECC_UNCORRECTABLE, Severity.CRITICAL, _subject(g.index),
+                    f"{unc} uncorrectable ECC errors since the driver loaded",
+                    {"volatile_sram_uncorrectable": v.sram_uncorrectable,
+                     "volatile_dram_uncorrectable": v.dram_uncorrectable,
+                     "volatile_double_bit_total": v.uncorrectable_total,
+                     "aggregate_uncorrectable": g.ecc_aggregate.uncorrectable, "bus_id": g.bus_id,
+                     "file": SMI_XML}))
+        return out
+    if node.query_gpu is not None:
+        for row in node.query_gpu.gpus():
+            if row.ecc_uncorrected_volatile_total:
+                out.append(_finding(
+                    node, FindingCode.GPU_ECC_UNCORRECTABLE, Severity.CRITICAL, _subject(row.index),
+                    f"{row.ecc_uncorrected_volatile_total} uncorrectable ECC errors since the driver loaded",
+                    {"ecc.errors.uncorrected.volatile.total": row.ecc_uncorrected_volatile_total,
+                     "bus_id": row.bus_id, "file": QUERY_GPU}))
+    return out
+
+
+def _remap_findings(node: NodeFacts, subject: str, bus_id: str | None, pending: bool | None,
+                    failure: bool | None, corr: int | None, unc: int | None, source: str) -> list[Finding]:
+    ev: dict[str, EvidenceValue] = {"remapped_rows_correctable": corr, "remapped_rows_uncorrectable": unc,
+                                    "pending": pending, "failure": failure, "bus_id": bus_id, "file": source}
+    out = []
+    if failure:
+        out.append(_finding(node, FindingCode.GPU_ROW_REMAP_FAILURE, Severity.CRITICAL, subject,
+                            "row remapping failed: no spare row left for a failing memory row (RMA)", ev))
+    if pending:
+        out.append(_finding(node, FindingCode.GPU_ROW_REMAP_PENDING, Severity.WARNING, subject,
+                            "a row remap is pending: reset the GPU to apply it", ev))
+    return out
+
+
+def row_remap_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """GPU_ROW_REMAP_PENDING (warning) and GPU_ROW_REMAP_FAILURE (critical), NVIDIA "A100/H100 GPU Memory
+    Error Management", Row Remapping: *pending* means a row was marked for remapping and takes effect at the
+    next GPU reset (until then the GPU runs with the faulty row's pages retired); *failure* means a remap was
+    needed but could not be done (no spare row in the bank), which NVIDIA's flow sends to RMA. XML first, else
+    the remapped-rows CSV."""
+    out: list[Finding] = []
+    if node.smi is not None and any(g.remapped_rows is not None for g in node.smi.gpus):
+        for g in node.smi.gpus:
+            r = g.remapped_rows
+            if r is not None:
+                out += _remap_findings(node, _subject(g.index), g.bus_id, r.pending, r.failure, r.correctable,
+                                       r.uncorrectable, SMI_XML)
+        return out
+    if node.remapped_rows is not None:
+        for row in node.remapped_rows.remapped_rows():
+            out += _remap_findings(node, _gpu_of(node, row.bus_id), row.bus_id, row.pending, row.failure,
+                                   row.correctable, row.uncorrectable, REMAPPED_ROWS)
+    return out
+
+
+# --- clocks ---------------------------------------------------------------------------------------------
+
+#: clock event reasons that mean the GPU is being slowed to protect itself (NVML nvmlClocksEventReasons:
+#: HwSlowdown "temperature being too high, External Power Brake Assertion ..., power draw is too high";
+#: HwThermalSlowdown "temperature being too high"; HwPowerBrakeSlowdown "External Power Brake Assertion
+#: being triggered (e.g. by the system power supply)"; SwThermalSlowdown "current GPU temperature above the
+#: GPU Max Operating Temperature or memory temperature above the Memory Max Operating Temperature")
+CRITICAL_REASONS = (
+    ClockEventReason.HW_SLOWDOWN,
+    ClockEventReason.HW_THERMAL_SLOWDOWN,
+    ClockEventReason.HW_POWER_BRAKE_SLOWDOWN,
+    ClockEventReason.SW_THERMAL_SLOWDOWN,
+)
+
+
+def clocks_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """GPU_CLOCKS_THROTTLED.
+
+    * CRITICAL when a hardware or thermal slowdown is active (:data:`CRITICAL_REASONS`).
+    * SW power cap (NVML: "the clocks have been optimized to ensure not to go over the TDP settings") is what a
+      GPU at full load does by design (h100-vm-busy: 697.7 W of a 700 W limit, clocks 1395 of 1980 MHz). It is
+      a WARNING only when the enforced power limit is below the default limit (someone lowered it, so the GPU
+      caps earlier than its peers); otherwise INFO (the GPU is busy: GPU_FOREIGN_PROCESS says by whom).
+    * GPU idle, application/display clock settings and sync boost are not findings.
+    """
+    out = []
+    rows: list[tuple[int | None, list[ClockEventReason], dict[str, EvidenceValue], float | None, float | None]]
+    rows = []
+    if node.smi is not None:
+        for g in node.smi.gpus:
+            ev: dict[str, EvidenceValue] = {
+                "sm_clock_mhz": g.clocks.sm_mhz, "max_sm_clock_mhz": g.clocks.max_sm_mhz,
+                "power_draw_w": g.power_draw_w, "power_limit_w": g.power_limit_w,
+                "default_power_limit_w": g.default_power_limit_w, "temperature_c": g.temperature_c,
+                "memory_temperature_c": g.memory_temperature_c, "file": SMI_XML}
+            rows.append((g.index, g.active_clock_reasons, ev, g.power_limit_w, g.default_power_limit_w))
+    elif node.query_gpu is not None:
+        for r in node.query_gpu.gpus():
+            ev = {"sm_clock_mhz": r.sm_clock_mhz, "max_sm_clock_mhz": r.max_sm_clock_mhz,
+                  "power_draw_w": r.power_draw_w, "power_limit_w": r.power_limit_w,
+                  "temperature_c": r.temperature_c,
+                  "clocks_event_reasons.active": hex(r.clock_event_mask) if r.clock_event_mask is not None
+                  else None, "file": QUERY_GPU}
+            rows.append((r.index, r.clock_event_reasons, ev, r.power_limit_w, None))
+    for index, reasons, ev, limit, default in rows:
+        ev = {**ev, "active_reasons": [x.value for x in reasons]}
+        severe = [x for x in reasons if x in CRITICAL_REASONS]
+        if severe:
+            out.append(_finding(node, FindingCode.GPU_CLOCKS_THROTTLED, Severity.CRITICAL, _subject(index),
+                                "clocks slowed by " + ", ".join(x.value for x in severe), ev))
+        elif ClockEventReason.SW_POWER_CAP in reasons:
+            lowered = limit is not None and default is not None and limit < default
+            msg = (f"power capped at a lowered limit ({limit} W, default {default} W)" if lowered
+                   else f"at its power limit ({ev.get('power_draw_w')} of {limit} W): the GPU is busy")
+            out.append(_finding(node, FindingCode.GPU_CLOCKS_THROTTLED,
+                                Severity.WARNING if lowered else Severity.INFO, _subject(index), msg, ev))
+    return out
+
+
+# --- PCIe link ------------------------------------------------------------------------------------------
+
+
+def pcie_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """PCIE_LINK_DEGRADED (warning).
+
+    * Width: current lanes below the maximum, at any load (a x16 GPU training at x8 has half its host
+      bandwidth: a bad riser, slot or seating).
+    * Generation: judged only under load, because GPUs lower their link generation when idle to save power
+      (``nvidia-smi --help-query-gpu``, pcie.link.gen.current: "The current link generation. These may be
+      reduced when the GPU is not in use."). Under load = GPU utilisation above 0 % and the "GPU idle" clock
+      event reason not active.
+    """
+    out = []
+    if node.smi is not None:
+        views = [(g.index, g.bus_id, g.pcie.gen_current, g.pcie.gen_max, g.pcie.width_current, g.pcie.width_max,
+                  _busy(g.utilization_gpu_pct, g.active_clock_reasons), SMI_XML) for g in node.smi.gpus]
+    elif node.query_gpu is not None:
+        views = [(r.index, r.bus_id, r.pcie_gen_current, r.pcie_gen_max, r.pcie_width_current, r.pcie_width_max,
+                  _busy(r.utilization_gpu_pct, r.clock_event_reasons), QUERY_GPU) for r in node.query_gpu.gpus()]
+    else:
+        return []
+    for index, bus_id, gen, gen_max, width, width_max, busy, source in views:
+        ev: dict[str, EvidenceValue] = {"gen_current": gen, "gen_max": gen_max, "width_current": width,
+                                        "width_max": width_max, "under_load": busy, "bus_id": bus_id,
+                                        "file": source}
+        problems = []
+        if width is not None and width_max is not None and width < width_max:
+            problems.append(f"x{width} of x{width_max}")
+        if busy and gen is not None and gen_max is not None and gen < gen_max:
+            problems.append(f"Gen{gen} of Gen{gen_max} under load")
+        if problems:
+            out.append(_finding(node, FindingCode.PCIE_LINK_DEGRADED, Severity.WARNING, _subject(index),
+                                "PCIe link degraded: " + ", ".join(problems), ev))
+    return out
+
+
+def _busy(util_pct: float | None, reasons: list[ClockEventReason]) -> bool | None:
+    if util_pct is None:
+        return None
+    return util_pct > 0 and ClockEventReason.GPU_IDLE not in reasons
+
+
+# --- XIDs -----------------------------------------------------------------------------------------------
+
+_MAX_LINES = 10
+
+
+def xid_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """GPU_XID: one finding per (GPU, XID code), severity from the class in :mod:`xid_table` (application XIDs
+    such as 13, 31, 43 are INFO and never condemn the node; repeated "escalates if repeats" codes and XID 154's
+    recovery action are honoured). Events are grouped so a storm of one code is one finding with a count."""
+    if node.xids is None:
+        return []
+    groups: dict[tuple[str, int], list[XidEvent]] = defaultdict(list)
+    for e in node.xids.events:
+        groups[(e.pci, e.code)].append(e)
+    out = []
+    rank = {s: i for i, s in enumerate((Severity.INFO, Severity.WARNING, Severity.CRITICAL))}
+    for (pci, code), events in groups.items():
+        classes = [xid_table.classify(code, len(events), e.message) for e in events]
+        cls = max(classes, key=lambda c: rank[c.severity])
+        info = xid_table.lookup(code)
+        idx = _index_by_bus(node).get(events[0].pci_key) if events[0].pci_key is not None else None
+        subject = _subject(idx) if idx is not None else f"PCI:{pci}"
+        out.append(_finding(
+            node, FindingCode.GPU_XID, cls.severity, subject,
+            f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}; {info.action}",
+            {"xid": code, "mnemonic": info.mnemonic, "class": cls.value, "count": len(events), "pci": pci,
+             "lines": [e.line for e in events[:_MAX_LINES]], "first_message": events[0].message,
+             "last_uptime_s": events[-1].uptime_s, "last_time": events[-1].time, "file": DMESG}))
+    return out
+
+
+# --- micro-benchmarks -----------------------------------------------------------------------------------
+
+_METRICS: tuple[tuple[ref.Metric, FindingCode, str, str], ...] = (
+    (ref.Metric.GEMM_BF16, FindingCode.GEMM_SLOW, "bf16 GEMM", "TFLOP/s"),
+    (ref.Metric.D2D, FindingCode.HBM_SLOW, "device memory copy (read+write)", "GB/s"),
+    (ref.Metric.H2D_PINNED, FindingCode.H2D_SLOW, "pinned host-to-device copy", "GB/s"),
+    (ref.Metric.D2H_PINNED, FindingCode.H2D_SLOW, "pinned device-to-host copy", "GB/s"),
+)
+
+
+def _value(m: Microbench, metric: ref.Metric) -> float | None:
+    v = getattr(m, metric.value)
+    return v if isinstance(v, float) else None
+
+
+def _peer_median(node: NodeFacts, fleet: Fleet, name: str | None, metric: ref.Metric) -> tuple[float, int] | None:
+    if name is None:
+        return None
+    values = [v for p in fleet.peers_of(node.host) for m in p.microbench
+              if m.gpu_name == name and (v := _value(m, metric)) is not None]
+    return (statistics.median(values), len(values)) if values else None
+
+
+def _bench_subject(node: NodeFacts, m: Microbench) -> str:
+    """``GPU<index>``; the flat one-GPU JSON names no index, which is then the node's only GPU if it has one."""
+    if m.gpu_index is not None:
+        return _subject(m.gpu_index)
+    if node.smi is not None and len(node.smi.gpus) == 1 and len(node.microbench) == 1:
+        return _subject(node.smi.gpus[0].index)
+    return "GPU"
+
+
+def microbench_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """GEMM_SLOW (bf16 GEMM), HBM_SLOW (device copy), H2D_SLOW (pinned H2D or D2H), all WARNING.
+
+    A figure is slow when it is below the model's expected figure by more than the tolerance
+    (:func:`references.expected`), or below ``(1 - PEER_TOLERANCE)`` x the median of the same figure on the
+    peers' GPUs of the same model. A GPU of an unknown model without peers is not judged.
+    """
+    out = []
+    for m in node.microbench:
+        spec = ref.spec_for(m.gpu_name)
+        for metric, code, what, unit in _METRICS:
+            value = _value(m, metric)
+            if value is None:
+                continue
+            exp = ref.expected(spec, metric) if spec is not None else None
+            peers = _peer_median(node, fleet, m.gpu_name, metric)
+            slow_ref = exp is not None and value < exp.threshold
+            slow_peers = peers is not None and value < peers[0] * (1 - ref.PEER_TOLERANCE)
+            if not (slow_ref or slow_peers):
+                continue
+            ev: dict[str, EvidenceValue] = {"metric": metric.value, "measured": round(value, 2), "unit": unit,
+                                            "gpu_name": m.gpu_name, "file": MICROBENCH}
+            parts = []
+            if exp is not None:
+                ev |= {"expected": round(exp.value, 2), "basis": exp.basis.value, "tolerance": exp.tolerance,
+                       "below_expected": slow_ref}
+                parts.append(f"expected {exp.value:.0f} ({exp.basis.value})")
+            if peers is not None:
+                ev |= {"peer_median": round(peers[0], 2), "peer_gpus": peers[1],
+                       "peer_tolerance": ref.PEER_TOLERANCE, "below_peers": slow_peers}
+                parts.append(f"peer median {peers[0]:.0f} over {peers[1]} GPUs")
+            out.append(_finding(node, code, Severity.WARNING, _bench_subject(node, m),
+                                f"{what} {value:.1f} {unit} is slow: " + "; ".join(parts), ev))
+    return out
+
+
+RULES: list[Rule] = [
+    gpu_count_rule,
+    foreign_process_rule,
+    ecc_rule,
+    row_remap_rule,
+    clocks_rule,
+    pcie_rule,
+    xid_rule,
+    microbench_rule,
+]

@@ -1,0 +1,268 @@
+"""Diagnosis rules over the nccl-tests outputs and NCCL_DEBUG=INFO logs of a node's bundle (NCCL_*).
+
+``RULES`` (in order):
+
+* :func:`wrong_results_rule` NCCL_WRONG_RESULTS (critical): ``#wrong`` > 0 in any row, a non-zero or
+  ``FAILED`` ``Out of bounds values`` footer, or a pre-2.13 ``error`` value >= :data:`OLD_ERROR_LIMIT`;
+* :func:`failed_run_rule` NCCL_TEST_FAILED (critical): nccl-tests error lines (``Test NCCL failure``,
+  ``Test CUDA failure``, ``Test failure``, ``Invalid number of GPUs``, MPI aborts) or a ``FAILED``
+  average (``NCCL_TESTS_MIN_BW``);
+* :func:`hang_rule` NCCL_TEST_HANG (critical): a run that started (banner or table) and printed neither a
+  footer nor an error: it hung, was killed, or the capture was cut;
+* :func:`not_mpi_rule` NCCL_TESTS_NOT_MPI (critical): a build without MPI ran one-rank tables, one per
+  process, so its figures measure no traffic between GPUs or nodes (nccl-tests README: multi-process runs
+  need ``MPI=1``);
+* :func:`transport_fallback_rule` NCCL_TRANSPORT_FALLBACK (warning): NCCL used TCP sockets although it
+  listed IB/RoCE devices; NET connections without GPU Direct RDMA although IB devices are present;
+  CollNet (SHARP) requested but NCCL fell back to point-to-point.
+
+A node without nccl-tests files or NCCL logs gives no finding. Rules never raise on odd facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from orchestrator.diagnosis.base import Fleet, Rule
+from probes.contracts import EvidenceValue, Finding, FindingCode, JsonScalar, Severity
+from probes.facts import NamedNcclLog, NamedNcclTests, NodeFacts
+from probes.parsers.nccl_log import Connection, NcclLog, TransportKind
+from probes.parsers.nccl_tests import NcclTestsRun, Row
+
+#: Pre-2.13 nccl-tests printed ``error``, the largest deviation of any element from the expected value.
+#: Correct runs print rounding noise (fixtures: ``2e-07``, ``5e-07`` for float). The loosest rounding of
+#: any type nccl-tests checks is bfloat16's machine epsilon, 2^-7 = 7.8e-3 (8-bit significand), so a
+#: deviation of 1e-2 or more is not rounding but wrong data (corruption prints values like ``3e+02``;
+#: SOURCES-nccl.md, nccl-tests text-format history).
+OLD_ERROR_LIMIT = 1e-2
+
+#: Lines of evidence kept from a capture (error lines, last lines of a hung run).
+EVIDENCE_LINES = 6
+
+
+def _scalars(values: Iterable[JsonScalar]) -> list[JsonScalar]:
+    return list(values)
+
+
+def _subject(run: NcclTestsRun) -> str:
+    return run.collective.value if run.collective is not None else "nccl-tests"
+
+
+def _run_evidence(named: NamedNcclTests, index: int, run: NcclTestsRun) -> dict[str, EvidenceValue]:
+    return {
+        "file": named.file,
+        "run": index,
+        "collective": run.collective.value if run.collective is not None else None,
+        "nranks": run.nranks,
+        "rows": len(run.rows),
+        "nccl_version": run.nccl_version,
+    }
+
+
+def _bad_rows(run: NcclTestsRun) -> list[Row]:
+    out = []
+    for row in run.rows:
+        sides = [t for t in (row.out_of_place, row.in_place) if t is not None]
+        if any((t.wrong or 0) > 0 or (t.error is not None and t.error >= OLD_ERROR_LIMIT) for t in sides):
+            out.append(row)
+    return out
+
+
+def wrong_results_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """NCCL_WRONG_RESULTS: one finding per run whose data validation failed."""
+    findings = []
+    for named in node.nccl_tests:
+        for i, run in enumerate(named.report.runs):
+            bad = _bad_rows(run)
+            oob_bad = (run.out_of_bounds or 0) > 0 or run.out_of_bounds_ok is False
+            if not bad and not oob_bad:
+                continue
+            evidence = _run_evidence(named, i, run)
+            evidence["wrong_total"] = run.wrong_total
+            evidence["max_old_format_error"] = run.max_error
+            evidence["out_of_bounds"] = run.out_of_bounds
+            evidence["bad_row_sizes_bytes"] = _scalars(r.size for r in bad[:EVIDENCE_LINES])
+            evidence["old_error_limit"] = OLD_ERROR_LIMIT
+            findings.append(
+                Finding(
+                    code=FindingCode.NCCL_WRONG_RESULTS,
+                    severity=Severity.CRITICAL,
+                    node=node.host,
+                    subject=_subject(run),
+                    message=(
+                        f"{_subject(run)} returned wrong data: {run.wrong_total} wrong elements, "
+                        f"out-of-bounds tests {run.out_of_bounds}, {len(bad)} bad row(s) in {named.file}"
+                    ),
+                    evidence=evidence,
+                )
+            )
+    return findings
+
+
+def failed_run_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """NCCL_TEST_FAILED: one finding per file with error lines or a run below ``NCCL_TESTS_MIN_BW``."""
+    findings = []
+    for named in node.nccl_tests:
+        report = named.report
+        below_min = [i for i, r in enumerate(report.runs) if r.avg_busbw_ok is False]
+        if not report.errors and not below_min:
+            continue
+        subject = _subject(report.runs[0]) if report.runs else "nccl-tests"
+        first = report.errors[0] if report.errors else "average busbw below NCCL_TESTS_MIN_BW (FAILED)"
+        findings.append(
+            Finding(
+                code=FindingCode.NCCL_TEST_FAILED,
+                severity=Severity.CRITICAL,
+                node=node.host,
+                subject=subject,
+                message=f"{subject} failed in {named.file}: {first}",
+                evidence={
+                    "file": named.file,
+                    "errors": _scalars(report.errors[:EVIDENCE_LINES]),
+                    "error_count": len(report.errors),
+                    "runs_below_min_bw": _scalars(below_min),
+                },
+            )
+        )
+    return findings
+
+
+def hang_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """NCCL_TEST_HANG: a started run with no footer and no error line (in the run or the file)."""
+    findings = []
+    for named in node.nccl_tests:
+        if named.report.errors:
+            continue  # a crash that printed a message is NCCL_TEST_FAILED
+        for i, run in enumerate(named.report.runs):
+            if run.complete or run.errors:
+                continue
+            evidence = _run_evidence(named, i, run)
+            evidence["last_size_bytes"] = run.rows[-1].size if run.rows else None
+            evidence["last_lines"] = _scalars(run.last_lines[-EVIDENCE_LINES:])
+            where = f"after {len(run.rows)} row(s)" if run.rows else "before the first row"
+            findings.append(
+                Finding(
+                    code=FindingCode.NCCL_TEST_HANG,
+                    severity=Severity.CRITICAL,
+                    node=node.host,
+                    subject=_subject(run),
+                    message=(
+                        f"{_subject(run)} stopped {where} with neither footer nor error in {named.file}: "
+                        "hung, killed, or the capture was cut"
+                    ),
+                    evidence=evidence,
+                )
+            )
+    return findings
+
+
+def not_mpi_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """NCCL_TESTS_NOT_MPI: one finding per file where a build without MPI ran one-rank tables."""
+    findings = []
+    for named in node.nccl_tests:
+        solo = [r for r in named.report.runs if r.non_mpi_build]
+        if not solo:
+            continue
+        procs = sorted({f"{d.host}:{d.pid}" for r in solo for d in r.devices})
+        findings.append(
+            Finding(
+                code=FindingCode.NCCL_TESTS_NOT_MPI,
+                severity=Severity.CRITICAL,
+                node=node.host,
+                subject=_subject(solo[0]),
+                message=(
+                    f"nccl-tests built without MPI: {len(solo)} one-rank table(s) in {named.file}; "
+                    "rebuild with MPI=1, these figures measure no traffic between GPUs"
+                ),
+                evidence={
+                    "file": named.file,
+                    "one_rank_runs": len(solo),
+                    "processes": _scalars(procs[:EVIDENCE_LINES]),
+                    "nranks": _scalars(r.nranks for r in solo),
+                },
+            )
+        )
+    return findings
+
+
+def _ib_devices(log: NcclLog) -> list[str]:
+    return sorted({f"{d.name}/{d.link_layer}" for d in log.net_devices if d.net == "IB"})
+
+
+def _fallback(
+    node: NodeFacts, named: NamedNcclLog, subject: str, message: str, extra: dict[str, EvidenceValue]
+) -> Finding:
+    evidence: dict[str, EvidenceValue] = {
+        "file": named.file,
+        "networks": _scalars(named.log.networks),
+        "transports": _scalars(named.log.transports),
+        "ib_devices": _scalars(_ib_devices(named.log)),
+    }
+    evidence.update(extra)
+    return Finding(
+        code=FindingCode.NCCL_TRANSPORT_FALLBACK,
+        severity=Severity.WARNING,
+        node=node.host,
+        subject=subject,
+        message=f"{message} ({named.file})",
+        evidence=evidence,
+    )
+
+
+def _is_net(c: Connection, socket: bool) -> bool:
+    return c.kind is TransportKind.NET and c.net_name is not None and (c.net_name == "Socket") == socket
+
+
+def _log_fallbacks(node: NodeFacts, named: NamedNcclLog) -> list[Finding]:
+    log = named.log
+    out = []
+    ib = _ib_devices(log)
+    socket_conns = [c for c in log.connections if _is_net(c, socket=True)]
+    if ib and (socket_conns or "Socket" in log.networks):
+        out.append(
+            _fallback(
+                node,
+                named,
+                "NET/Socket",
+                f"NCCL used TCP sockets although it found IB/RoCE devices {', '.join(ib)}",
+                {"socket_connections": len(socket_conns), "NCCL_IB_DISABLE": log.env.get("NCCL_IB_DISABLE")},
+            )
+        )
+    net_ib = [c for c in log.connections if _is_net(c, socket=False)]
+    if ib and net_ib and not any(c.gdrdma for c in net_ib):
+        out.append(
+            _fallback(
+                node,
+                named,
+                "GDRDMA",
+                f"{len(net_ib)} NET connection(s) over {net_ib[0].net_name} without GPU Direct RDMA: "
+                "data is staged through host memory",
+                {
+                    "NCCL_NET_GDR_LEVEL": log.env.get("NCCL_NET_GDR_LEVEL"),
+                    "example": net_ib[0].transport,
+                    "gdr_disabled": _scalars(log.gdr_disabled),
+                },
+            )
+        )
+    if log.collnet_fallback:
+        out.append(
+            _fallback(
+                node,
+                named,
+                "CollNet",
+                "CollNet (SHARP) was requested but NCCL fell back to the point-to-point network",
+                {
+                    "NCCL_COLLNET_ENABLE": log.env.get("NCCL_COLLNET_ENABLE"),
+                    "warnings": _scalars(w.text for w in log.warnings[:EVIDENCE_LINES]),
+                },
+            )
+        )
+    return out
+
+
+def transport_fallback_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """NCCL_TRANSPORT_FALLBACK: NCCL used a slower transport than its own log shows is available."""
+    return [f for named in node.nccl_logs for f in _log_fallbacks(node, named)]
+
+
+RULES: list[Rule] = [wrong_results_rule, failed_run_rule, hang_rule, not_mpi_rule, transport_fallback_rule]

@@ -1,0 +1,196 @@
+"""NVIDIA XID codes -> fleetdx class -> finding severity.
+
+Built from /work/shared/xid.md, which collects NVIDIA's XID catalog ("Analyzing Xid Errors with the Xid
+Catalog", docs.nvidia.com/deploy/xid-errors/), NVIDIA NVSentinel's ``xiderrorsmapping.csv`` resolution
+buckets, and how Meta GCM, the NVIDIA k8s device plugin and Azure NHC treat each code. Classes:
+
+* ``APP``: an application fault, the GPU stays healthy (13, 31, 43, 68; the k8s device plugin's
+  ``applicationErrorXids`` and GCM's non-critical set). Never condemns a node: severity INFO.
+* ``INFO``: informational or early degradation (37/38, 44, 45, 63, 92, 94, 121, ...): track, reset at the next
+  drain. Severity WARNING.
+* ``RESET``: the GPU must be reset before reuse (46, 48, 62, 64, 74, 95, 119, 120, ...). CRITICAL.
+* ``NODE``: the node must be rebooted or power-cycled (57, 79, 151, 160). CRITICAL.
+* ``HW_INVESTIGATE``: hardware suspect needing diagnostics (32, 54, 56, 58, 61, 80, ...). CRITICAL. Codes the
+  table lists as unused on A100/H100/B100/GB200, and codes absent from it, fall here too: xid.md, last row,
+  "'Unused' means not expected on these products, not harmless: investigate".
+
+Codes xid.md marks "APP -> RESET if repeats" (8, 69) and "APP -> HW-INVESTIGATE if repeats" (copy-engine
+codes) are APP here for one event and escalate to RESET / HW_INVESTIGATE when the same GPU logs the code
+:data:`REPEAT_ESCALATION` times or more. XID 154 carries the driver's own recovery action and is read from
+its message (:func:`recovery_action_class`).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+from probes.contracts import Contract, Severity
+
+
+class XidClass(str, Enum):
+    """fleetdx's action classes for XIDs (xid.md, "Severity (ours)")."""
+
+    APP = "APP"
+    INFO = "INFO"
+    RESET = "RESET"
+    NODE = "NODE"
+    HW_INVESTIGATE = "HW-INVESTIGATE"
+
+    @property
+    def severity(self) -> Severity:
+        return {
+            XidClass.APP: Severity.INFO,
+            XidClass.INFO: Severity.WARNING,
+            XidClass.RESET: Severity.CRITICAL,
+            XidClass.NODE: Severity.CRITICAL,
+            XidClass.HW_INVESTIGATE: Severity.CRITICAL,
+        }[self]
+
+
+class XidInfo(Contract):
+    """One row of the table."""
+
+    code: int
+    mnemonic: str
+    meaning: str
+    xid_class: XidClass
+    action: str
+    escalates_to: XidClass | None = None  #: class once the code repeats on one GPU
+
+
+#: the same GPU logging an "escalates if repeats" code this many times is treated as the escalated class
+REPEAT_ESCALATION = 2
+
+
+def _rows() -> dict[int, XidInfo]:
+    A, I, R, N, H = XidClass.APP, XidClass.INFO, XidClass.RESET, XidClass.NODE, XidClass.HW_INVESTIGATE
+    spec: list[tuple[tuple[int, ...], str, str, XidClass, str, XidClass | None]] = [
+        ((8,), "ROBUST_CHANNEL_FIFO_ERROR_IDLE_TIMEOUT", "GPU stopped processing (channel idle timeout)", A,
+         "restart the job; reset and re-probe if it recurs on the same GPU", R),
+        ((13,), "ROBUST_CHANNEL_GR_EXCEPTION", "graphics engine exception: application fault (out of bounds)", A,
+         "do not drain; report as an application bug (compute-sanitizer memcheck)", None),
+        ((31,), "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT", "GPU memory page fault (illegal address)", A,
+         "do not drain; report as an application bug", None),
+        ((32,), "ROBUST_CHANNEL_PBDMA_ERROR", "invalid or corrupted push buffer stream (PCIe quality)", H,
+         "check PCIe AER/replay counters and link width/gen; reseat/RMA if it recurs", None),
+        ((37, 38), "FECS_ERR", "driver firmware error", I, "log; correlate with the driver version", None),
+        ((39, 40, 41, 70, 71, 72, 75, 76, 77, 85, *range(126, 136)), "ROBUST_CHANNEL_CE_ERROR",
+         "copy engine exception", A, "restart the job; if repeated on one GPU probe H2D/D2H and P2P copies", H),
+        ((43,), "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR", "application hit a software-induced fault; GPU healthy",
+         A, "do not drain; attribute to the job", None),
+        ((44,), "ROBUST_CHANNEL_GR_FAULT_DURING_CTXSW", "graphics engine fault during context switch", I,
+         "log; correlate", None),
+        ((45,), "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL", "preemptive cleanup after a previous error (abort, kill)", I,
+         "find the companion XID; alone on NVSwitch systems check Fabric Manager", None),
+        ((46,), "ROBUST_CHANNEL_GPU_TIMEOUT_ERROR", "GPU stopped processing (GPU timeout)", R,
+         "drain; reset the GPU; re-probe", None),
+        ((48,), "ROBUST_CHANNEL_GPU_ECC_DBE", "double-bit (uncorrectable) ECC error", R,
+         "drain; reset; check remapped rows pending/failure and ECC counters; RMA on remap failure", None),
+        ((54,), "SILENT_RUNNING_PWR_REDUCED_CLOCKING", "power-reduced clocking", H,
+         "check PSU/power cabling and clock event reasons; run the GEMM probe", None),
+        ((56,), "DISPLAY_CHANNEL_EXCEPTION", "display engine error", H, "drain and open a vendor case", None),
+        ((57,), "FB_LINK_TRAINING_FAILURE_ERROR", "error programming the video memory interface", N,
+         "drain; reboot; vendor case if it recurs", None),
+        ((58,), "FB_MEMORY_ERROR", "unstable video memory interface", H, "drain; DCGM memtest; RMA if reproducible",
+         None),
+        ((61,), "PMU_BREAKPOINT", "internal micro-controller breakpoint", H, "nvidia-bug-report; reset; vendor case",
+         None),
+        ((62,), "PMU_HALT_ERROR", "internal micro-controller halt", R, "drain; reset; re-probe", None),
+        ((63,), "INFOROM_DRAM_RETIREMENT_EVENT", "row remapping / page retirement event recorded", I,
+         "mark the GPU reset-pending and reset at the next drain", None),
+        ((64,), "INFOROM_DRAM_RETIREMENT_FAILURE", "row remapper / page retirement recording failure", R,
+         "drain; reset; RMA if remapped_rows.failure", None),
+        ((65,), "ROBUST_CHANNEL_NVENC1_ERROR", "video processor exception", H, "investigate", None),
+        ((68,), "ROBUST_CHANNEL_NVDEC0_ERROR", "video decoder exception", A, "restart the job", None),
+        ((69,), "ROBUST_CHANNEL_GR_CLASS_ERROR", "graphics engine class error", A,
+         "restart the job; reset and re-probe if it recurs", R),
+        ((73,), "ROBUST_CHANNEL_NVENC2_ERROR", "NVENC2 error (unused on A100/H100)", H, "vendor case", None),
+        ((74,), "NVLINK_ERROR", "NVLink error (this GPU or the device at the remote end)", R,
+         "correlate with peer GPUs' XIDs; nvidia-smi nvlink -s/-e; reset/reboot", None),
+        ((79,), "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "GPU not accessible over PCIe", N,
+         "drain; reboot/power-cycle; check PCIe AER, riser, slot; RMA if it recurs", None),
+        ((80,), "PBDMA_PUSHBUFFER_CRC_MISMATCH", "corrupted data sent to the GPU", H, "check PCIe errors", None),
+        ((81,), "ROBUST_CHANNEL_VGA_SUBSYSTEM_ERROR", "VGA subsystem error", H, "vendor case", None),
+        ((92,), "EXCESSIVE_SBE_INTERRUPTS", "high single-bit (corrected) ECC error rate", I,
+         "track the rate; schedule a DCGM memory test", None),
+        ((94,), "ROBUST_CHANNEL_CONTAINED_ERROR", "contained memory error: the affected application restarts", I,
+         "reset the GPU at the next drain; check row remap pending", None),
+        ((95,), "ROBUST_CHANNEL_UNCONTAINED_ERROR", "uncontained memory error: GPU reset required", R,
+         "drain; reset; re-probe; RMA if it repeats", None),
+        ((109,), "ROBUST_CHANNEL_CTXSW_TIMEOUT_ERROR", "context switch timeout", R, "reset the GPU", None),
+        ((110,), "SEC_FAULT_ERROR", "security fault", R, "drain; reset", None),
+        ((119,), "GSP_RPC_TIMEOUT", "timeout waiting for the GSP to answer an RPC", R,
+         "drain; reset (power-cycle if it persists); check the driver version", None),
+        ((120,), "GSP_ERROR", "error in code running on the GSP", R, "drain; reset", None),
+        ((121,), "C2C_ERROR", "chip-to-chip link error", I, "track the rate", None),
+        ((122, 123, 124), "SPI_PMU_RPC_FAIL", "SPI/PMU RPC failure", H, "vendor case", None),
+        ((125,), "INFOROM_FS_ERROR", "InfoROM filesystem error", H, "vendor case", None),
+        ((136,), "ALI_TRAINING_FAIL", "NVLink link training failure", R, "reset; check NVLink / Fabric Manager",
+         None),
+        ((137,), "NVLINK_FLA_PRIV_ERR", "NVLink FLA privilege error", I, "log", None),
+        ((140,), "UNRECOVERABLE_ECC_ERROR_ESCAPE", "uncorrectable memory error escaped row remapping", R,
+         "reset; vendor case if it persists", None),
+        ((143,), "GPU_INIT_ERROR", "GPU initialisation failure", R, "reset/reboot; re-probe", None),
+        (tuple(range(144, 151)), "NVLINK5_ERROR", "NVLink (5th gen) error", R, "follow NVIDIA's NVLink5 workflow",
+         None),
+        ((151,), "ROBUST_CHANNEL_KEY_ROTATION_ERROR", "confidential computing key rotation error", N, "restart the VM",
+         None),
+        ((155,), "NVLINK_SW_DEFINED_ERROR", "NVLink software-defined error", R, "reset", None),
+        ((156,), "RESOURCE_RETIREMENT_EVENT", "resource retirement event", R, "reset to apply", None),
+        ((157,), "RESOURCE_RETIREMENT_FAILURE", "resource retirement failure", I, "log; watch", None),
+        ((158,), "GPU_FATAL_TIMEOUT", "GPU fatal timeout", R, "reset", None),
+        ((159,), "ROBUST_CHANNEL_CHI_NON_DATA_ERROR", "CHI non-data error", I, "check UVM/driver", None),
+        ((160,), "CHANNEL_RETIREMENT_EVENT", "memory marked for repair / channel retirement (sources differ)", N,
+         "reboot to apply the repair", None),
+        ((162,), "UNNAMED_162", "newer code, meaning not captured in xid.md", R,
+         "reset; look the code up in the catalog for this driver", None),
+        ((171, 172), "ECC_DBE_QUALIFIER", "qualifies XID 48: 171 DRAM, 172 SRAM uncorrectable error", R,
+         "as XID 48", None),
+    ]
+    out: dict[int, XidInfo] = {}
+    for codes, mnemonic, meaning, cls, action, esc in spec:
+        for c in codes:
+            out[c] = XidInfo(code=c, mnemonic=mnemonic, meaning=meaning, xid_class=cls, action=action,
+                             escalates_to=esc)
+    return out
+
+
+XID_TABLE: dict[int, XidInfo] = _rows()
+
+#: XID 154 "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
+_RECOVERY_RE = re.compile(r"recovery action changed from .*? to (0x[0-9a-fA-F]+)\s*\(([^)]*)\)")
+
+
+def recovery_action_class(message: str) -> XidClass | None:
+    """Class of an XID 154 message from the action it names (xid.md, cross-cutting rule 2); ``None`` when the
+    message names no action. "None" -> INFO; "Drain P2P" / "Drain and Reset" / "GPU Reset Required" / "Bus
+    reset" -> RESET; "Node Reboot Required" / "System reboot" -> NODE."""
+    m = _RECOVERY_RE.search(message)
+    if m is None:
+        return None
+    action = m.group(2).strip().lower()
+    if action == "none":
+        return XidClass.INFO
+    if "reboot" in action:
+        return XidClass.NODE
+    return XidClass.RESET
+
+
+def lookup(code: int) -> XidInfo:
+    """The table row of ``code``; a code the table does not list is HW_INVESTIGATE (xid.md, last row)."""
+    info = XID_TABLE.get(code)
+    if info is not None:
+        return info
+    return XidInfo(code=code, mnemonic="UNLISTED", meaning="not expected on A100/H100/B100/GB200 or not in xid.md",
+                   xid_class=XidClass.HW_INVESTIGATE, action="investigate: look the code up in NVIDIA's XID catalog")
+
+
+def classify(code: int, count_on_gpu: int, message: str = "") -> XidClass:
+    """Class of ``code`` seen ``count_on_gpu`` times on one GPU (escalation for repeats; XID 154 by action)."""
+    if code == 154:
+        return recovery_action_class(message) or XidClass.INFO
+    info = lookup(code)
+    if info.escalates_to is not None and count_on_gpu >= REPEAT_ESCALATION:
+        return info.escalates_to
+    return info.xid_class

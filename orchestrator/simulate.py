@@ -1,0 +1,87 @@
+"""Simulated clusters, honestly labelled: one local Ray node per bundle, whose probes replay the bundle.
+
+:func:`simulated_cluster` starts a ``ray.cluster_utils.Cluster`` on this machine: a head node that runs no
+probes and, per bundle, a node with one CPU and the custom resource ``fleetdx-sim-host:<host>`` (all simulated
+nodes share one IP, so they are told apart by resource, PLATFORM.md). The fan-out pins each host's task there,
+and the task answers every command from the bundle through :class:`probes.runner.ReplayRunner`. Reports made
+this way say ``simulated: true``; no figure in them was measured by this run.
+
+``delay_s`` slows a node's replay (a sleep before each command) so a test can remove the node while its task
+runs. It exists only in simulation.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from orchestrator.fanout import SIM_RESOURCE_PREFIX
+from probes.bundle import read_bundle
+from probes.contracts import Contract
+from probes.errors import ConfigError
+
+
+class SimNode(Contract):
+    """One simulated node: the host it stands for, the bundle it replays, its replay slowdown (seconds per
+    command, simulation only)."""
+
+    host: str
+    bundle_dir: Path
+    delay_s: float = 0.0
+
+
+def sim_nodes(bundle_dirs: Sequence[Path], delay_s: Mapping[str, float] | None = None) -> list[SimNode]:
+    """One :class:`SimNode` per bundle; the host is the bundle's host (meta.json, else the directory name).
+
+    Raises:
+        BundleError: a directory is not a bundle.
+        ConfigError: two bundles name the same host.
+    """
+    delay_s = delay_s or {}
+    nodes = [SimNode(host=read_bundle(Path(d)).host, bundle_dir=Path(d).resolve()) for d in bundle_dirs]
+    hosts = [n.host for n in nodes]
+    dup = sorted({h for h in hosts if hosts.count(h) > 1})
+    if dup:
+        raise ConfigError(f"several bundles stand for the same host: {', '.join(dup)}")
+    return [n.model_copy(update={"delay_s": delay_s.get(n.host, 0.0)}) for n in nodes]
+
+
+class SimCluster:
+    """A running simulated cluster: ``cluster`` is the ``ray.cluster_utils.Cluster``, ``ray_nodes`` maps host ->
+    its Ray ``node`` handle (for ``cluster.remove_node``)."""
+
+    def __init__(self, cluster: Any, nodes: list[SimNode], ray_nodes: dict[str, Any]) -> None:
+        self.cluster = cluster
+        self.nodes = nodes
+        self.ray_nodes = ray_nodes
+
+    def kill(self, host: str) -> None:
+        """Remove ``host``'s node abruptly (no graceful drain), as a crashed or cut-off machine."""
+        self.cluster.remove_node(self.ray_nodes[host], allow_graceful=False)
+
+
+@contextmanager
+def simulated_cluster(nodes: Sequence[SimNode]) -> Iterator[SimCluster]:
+    """Start the simulated cluster, connect this process to it, and tear both down on exit.
+
+    Takes about 1.1 s and 150 MB per node on the development machine (PLATFORM.md). The cluster is kept on
+    loopback (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``). Only the processes this cluster started are stopped.
+    """
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    try:
+        handles = {n.host: cluster.add_node(num_cpus=1, resources={SIM_RESOURCE_PREFIX + n.host: 1})
+                   for n in nodes}
+        ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
+        cluster.wait_for_nodes()
+        yield SimCluster(cluster, list(nodes), handles)
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()

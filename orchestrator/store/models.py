@@ -1,0 +1,228 @@
+"""The relational schema of the store (SQLAlchemy 2 typed ORM). The Alembic migrations in ``migrations/``
+create exactly this schema; ``tests/test_migrations.py`` fails when the two drift apart.
+
+Tables (one run has many nodes, findings, recommendations and curves; one node has many probe results
+and raw outputs)::
+
+    runs ─┬─ nodes ─┬─ probe_results        status, duration of each probe on that node
+          │         └─ raw_outputs          the tool's raw text, zlib-compressed, with size and sha256
+          ├─ findings                       one diagnosed fact (code, severity, node, subject, evidence)
+          ├─ recommendations                placement advice
+          └─ busbw_curves ── busbw_curve_nodes   busbw-vs-size curves, indexed by the nodes they ran on
+
+Enums are stored as their names/values in VARCHAR columns without CHECK constraints, so adding a
+:class:`~probes.contracts.FindingCode` never needs a migration. Times are Unix seconds (float), as in
+:class:`~orchestrator.report.RunReport`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Enum,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from orchestrator.report import RunKind
+from probes.contracts import FindingCode, Severity, Verdict
+from probes.runner import RunStatus
+
+#: constraint names fixed by convention, so migrations are reproducible on SQLite and PostgreSQL
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def _values(enum_cls: type[Any]) -> list[str]:
+    return [str(m.value) for m in enum_cls]
+
+
+def _str_enum(enum_cls: type[Any], length: int) -> Enum:
+    """A str-valued enum stored as its value in a VARCHAR(length), no CHECK constraint."""
+    return Enum(enum_cls, native_enum=False, create_constraint=False, length=length, values_callable=_values)
+
+
+#: Verdict is an IntEnum; it is stored as its name ("CRITICAL"), as the JSON contracts print it
+VerdictColumn = Enum(Verdict, native_enum=False, create_constraint=False, length=16)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class RunRow(Base):
+    """One pre-flight, analyze or bandwidth run (a :class:`~orchestrator.report.RunReport`)."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(64), unique=True)
+    schema_version: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[RunKind] = mapped_column(_str_enum(RunKind, 16))
+    started_at: Mapped[float] = mapped_column(Float, index=True)
+    finished_at: Mapped[float] = mapped_column(Float)
+    level: Mapped[str | None] = mapped_column(String(16))
+    verdict: Mapped[Verdict] = mapped_column(VerdictColumn)
+    exit_code: Mapped[int] = mapped_column(Integer)
+    simulated: Mapped[bool] = mapped_column(Boolean)
+    exclude: Mapped[str] = mapped_column(Text)
+
+    nodes: Mapped[list[NodeRow]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="NodeRow.position"
+    )
+    findings: Mapped[list[FindingRow]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="FindingRow.position"
+    )
+    recommendations: Mapped[list[RecommendationRow]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="RecommendationRow.position"
+    )
+    curves: Mapped[list[CurveRow]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="CurveRow.position"
+    )
+
+
+class NodeRow(Base):
+    """One node in one run, with its node verdict."""
+
+    __tablename__ = "nodes"
+    __table_args__ = (UniqueConstraint("run_pk", "host", name="uq_nodes_run_pk_host"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)  #: index in RunReport.nodes
+    host: Mapped[str] = mapped_column(String(255), index=True)
+    verdict: Mapped[Verdict] = mapped_column(VerdictColumn)
+
+    run: Mapped[RunRow] = relationship(back_populates="nodes")
+    probes: Mapped[list[ProbeResultRow]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by="ProbeResultRow.position"
+    )
+    raw_outputs: Mapped[list[RawOutputRow]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by="RawOutputRow.file_name"
+    )
+
+
+class ProbeResultRow(Base):
+    """How one probe went on one node (a :class:`~orchestrator.report.ProbeSummary`)."""
+
+    __tablename__ = "probe_results"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_pk: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(255))
+    status: Mapped[RunStatus] = mapped_column(_str_enum(RunStatus, 32))
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    node: Mapped[NodeRow] = relationship(back_populates="probes")
+
+
+class RawOutputRow(Base):
+    """One raw tool output of one node (a bundle file), zlib-compressed UTF-8.
+
+    ``size`` is the length in bytes of the uncompressed UTF-8 text and ``sha256`` its hex digest, so a reader
+    can verify what it decompressed.
+    """
+
+    __tablename__ = "raw_outputs"
+    __table_args__ = (UniqueConstraint("node_pk", "file_name", name="uq_raw_outputs_node_pk_file_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_pk: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    file_name: Mapped[str] = mapped_column(String(255))
+    encoding: Mapped[str] = mapped_column(String(16))  #: "zlib" (RFC 1950) of UTF-8 text
+    size: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64))
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+    node: Mapped[NodeRow] = relationship(back_populates="raw_outputs")
+
+
+class FindingRow(Base):
+    """One :class:`~probes.contracts.Finding` of a run. ``node`` is the host name (NULL for run-wide
+    findings), denormalised so that a node's history and the ``/findings`` query need no join through
+    ``nodes``."""
+
+    __tablename__ = "findings"
+    __table_args__ = (Index("ix_findings_node_code", "node", "code"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    code: Mapped[FindingCode] = mapped_column(_str_enum(FindingCode, 64), index=True)
+    severity: Mapped[Severity] = mapped_column(_str_enum(Severity, 16))
+    node: Mapped[str | None] = mapped_column(String(255))
+    subject: Mapped[str] = mapped_column(String(255))
+    message: Mapped[str] = mapped_column(Text)
+    evidence: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    run: Mapped[RunRow] = relationship(back_populates="findings")
+
+
+class RecommendationRow(Base):
+    """One :class:`~orchestrator.report.Recommendation` of a run."""
+
+    __tablename__ = "recommendations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    node: Mapped[str | None] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(64))
+    subject: Mapped[str] = mapped_column(String(255))
+    message: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    run: Mapped[RunRow] = relationship(back_populates="recommendations")
+
+
+class CurveRow(Base):
+    """One :class:`~orchestrator.report.BusbwCurve`. ``points`` is the list of points as the contract dumps
+    them (size in bytes, time in µs, algbw/busbw in GB/s = 1e9 B/s); ``peak_busbw_gbps`` and
+    ``peak_size`` (bytes) are the point of highest busbw, kept as columns for history queries."""
+
+    __tablename__ = "busbw_curves"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    collective: Mapped[str] = mapped_column(String(64))
+    nranks: Mapped[int] = mapped_column(Integer)
+    backend: Mapped[str] = mapped_column(String(32))
+    nodes: Mapped[list[Any]] = mapped_column(JSON)  #: host names in the contract's order
+    points: Mapped[list[Any]] = mapped_column(JSON)
+    peak_busbw_gbps: Mapped[float | None] = mapped_column(Float)
+    peak_size: Mapped[int | None] = mapped_column(BigInteger)
+
+    run: Mapped[RunRow] = relationship(back_populates="curves")
+    hosts: Mapped[list[CurveNodeRow]] = relationship(back_populates="curve", cascade="all, delete-orphan")
+
+
+class CurveNodeRow(Base):
+    """Which hosts a curve ran on: the index behind ``Store.recent_busbw(host, collective)``."""
+
+    __tablename__ = "busbw_curve_nodes"
+
+    curve_pk: Mapped[int] = mapped_column(ForeignKey("busbw_curves.id", ondelete="CASCADE"), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255), primary_key=True, index=True)
+
+    curve: Mapped[CurveRow] = relationship(back_populates="hosts")

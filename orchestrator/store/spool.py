@@ -1,0 +1,165 @@
+"""The spool: when the database cannot take a report, the run still completes and its report (with the raw
+outputs) goes to a spool file that ``fleetdx db import FILE`` loads later.
+
+A spool file is gzip-compressed JSON of :class:`SpoolFile`, named ``<run_id>.fleetdx-spool.json.gz``, written
+atomically (a temporary file in the same directory, fsync, ``os.replace``), so a crash never leaves a
+half-written spool file under the final name. Import is idempotent (``run_id`` is unique in the store) and a
+file is removed only after the transaction that stored its run committed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+from sqlalchemy.exc import SQLAlchemyError
+
+from orchestrator.report import RunReport
+from orchestrator.store.errors import SpoolError, StoreError
+from orchestrator.store.records import ImportResult
+from orchestrator.store.settings import resolve_spool_dir
+from orchestrator.store.store import Store
+from probes.contracts import Contract
+
+SPOOL_SUFFIX = ".fleetdx-spool.json.gz"
+SPOOL_VERSION = 1
+
+
+class SpoolFile(Contract):
+    """The content of one spool file: a run's report and its raw outputs (host -> file name -> text)."""
+
+    format: Literal["fleetdx-spool"] = "fleetdx-spool"
+    spool_version: int = SPOOL_VERSION
+    created_at: float  #: Unix time the spool file was written
+    report: RunReport
+    raw: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+
+class SaveOutcome(Contract):
+    """Where a report went: ``saved`` in the database, or spooled to ``spool_path`` because of ``error``
+    (both ``spool_path`` None and ``saved`` false only when the spool file could not be written either)."""
+
+    saved: bool
+    spool_path: Path | None = None
+    error: str | None = None
+
+    @property
+    def message(self) -> str:
+        """One line for the user: what happened and, for a spooled report, the command that loads it."""
+        if self.saved:
+            return "report saved to the database"
+        if self.spool_path is not None:
+            return (
+                f"report not saved to the database ({self.error}); spooled to {self.spool_path}; "
+                f"load it later with: fleetdx db import {self.spool_path}"
+            )
+        return f"report neither saved nor spooled: {self.error}"
+
+
+def save_or_spool(
+    url: str | None,
+    report: RunReport,
+    raw: Mapping[str, Mapping[str, str]] | None = None,
+    spool_dir: Path | str | None = None,
+) -> SaveOutcome:
+    """Save ``report`` to the database at ``url`` (None: the default) or, if that fails for any database
+    reason (unreachable, schema missing, locked past every retry), write it to a spool file in ``spool_dir``
+    (None: ``$FLEETDX_SPOOL_DIR``, else ``<user data dir>/spool``). Never raises for a database or disk
+    failure: the outcome says what happened."""
+    try:
+        with Store.open(url) as store:
+            store.save_report(report, raw)
+        return SaveOutcome(saved=True)
+    except (StoreError, SQLAlchemyError, OSError) as e:  # the edge: any failure to store means spool
+        db_error = str(e)
+    try:
+        path = write_spool(report, raw, resolve_spool_dir(spool_dir))
+    except OSError as e:
+        return SaveOutcome(saved=False, error=f"{db_error}; writing the spool file failed too: {e}")
+    return SaveOutcome(saved=False, spool_path=path, error=db_error)
+
+
+def spool_name(run_id: str) -> str:
+    """The spool file name of ``run_id`` (characters other than ``[A-Za-z0-9._-]`` become ``_``)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", run_id) + SPOOL_SUFFIX
+
+
+def write_spool(
+    report: RunReport, raw: Mapping[str, Mapping[str, str]] | None, spool_dir: Path, now: float | None = None
+) -> Path:
+    """Write ``report`` and ``raw`` atomically to ``spool_dir`` (created if missing); returns the path.
+    Raises ``OSError`` when the directory or file cannot be written."""
+    spool_dir.mkdir(parents=True, exist_ok=True)
+    content = SpoolFile(
+        created_at=time.time() if now is None else now,
+        report=report,
+        raw={h: dict(files) for h, files in (raw or {}).items()},
+    )
+    data = gzip.compress(content.model_dump_json().encode("utf-8"), compresslevel=6, mtime=0)
+    final = spool_dir / spool_name(report.run_id)
+    fd, tmp = tempfile.mkstemp(dir=spool_dir, prefix=".tmp-", suffix=SPOOL_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(spool_dir)
+    return final
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make the rename durable (POSIX: the directory entry lives in the directory)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_spool(path: Path) -> SpoolFile:
+    """Read one spool file. Raises :class:`SpoolError` (naming the file) when it is not a readable fleetdx
+    spool file, and ``FileNotFoundError`` when it does not exist."""
+    try:
+        data = gzip.decompress(path.read_bytes())
+    except (gzip.BadGzipFile, EOFError, OSError) as e:
+        if isinstance(e, FileNotFoundError | IsADirectoryError):
+            raise
+        raise SpoolError(f"{path}: not a gzip-compressed spool file ({e})") from None
+    try:
+        return SpoolFile.model_validate_json(data)
+    except ValidationError as e:
+        first = e.errors()[0]["msg"]
+        raise SpoolError(f"{path}: not a fleetdx spool file ({e.error_count()} errors; {first})") from None
+
+
+def spool_files(paths: list[Path]) -> list[Path]:
+    """``paths`` with each directory replaced by the spool files in it (sorted)."""
+    out: list[Path] = []
+    for p in paths:
+        out.extend(sorted(p.glob(f"*{SPOOL_SUFFIX}")) if p.is_dir() else [p])
+    return out
+
+
+def import_spool_file(store: Store, path: Path, keep: bool = False) -> ImportResult:
+    """Load one spool file into ``store`` and, unless ``keep``, delete it after the commit.
+
+    Idempotent: a run already stored is not stored again (``inserted`` false) and its file is still removed.
+    Raises :class:`SpoolError` for a bad file and :class:`StoreError` for a database failure (the file is
+    then left in place).
+    """
+    content = read_spool(path)
+    inserted = store.save_report(content.report, content.raw)
+    if not keep:
+        path.unlink()
+    return ImportResult(path=str(path), run_id=content.report.run_id, inserted=inserted, removed=not keep)

@@ -1,0 +1,515 @@
+"""The Store: saves :class:`~orchestrator.report.RunReport` runs with their raw tool outputs and answers
+history queries. The only module of fleetdx that talks to the database.
+
+Typical use::
+
+    store = Store.open(None)          # --db URL, else $FLEETDX_DB_URL, else the user's SQLite file
+    store.save_report(report, raw={"node01": {"nvidia-smi_topo_-m.txt": text}})
+    store.node_history("node01", limit=20)
+
+SQLite databases are migrated to the newest schema when opened (a user's own file). PostgreSQL databases
+are shared and production: they are migrated only by ``fleetdx db upgrade``, and opening one whose schema
+is missing or old raises :class:`SchemaOutdated` saying so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from enum import Enum
+from typing import TypeVar
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, selectinload
+
+from orchestrator.report import (
+    BusbwCurve,
+    BusbwPoint,
+    NodeReport,
+    ProbeSummary,
+    Recommendation,
+    RunReport,
+)
+from orchestrator.store import migrate
+from orchestrator.store.engine import WRITE_OPTION, display_url, is_sqlite, make_engine, parse_url
+from orchestrator.store.errors import DatabaseUnreachable, SchemaOutdated, StoreError
+from orchestrator.store.models import (
+    CurveNodeRow,
+    CurveRow,
+    FindingRow,
+    NodeRow,
+    ProbeResultRow,
+    RawOutputRow,
+    RecommendationRow,
+    RunRow,
+)
+from orchestrator.store.records import (
+    BusbwHistoryPoint,
+    FindingRecord,
+    NodeHistoryEntry,
+    RunSummary,
+)
+from orchestrator.store.settings import resolve_db_url
+from probes.contracts import Finding, FindingCode, Severity
+
+T = TypeVar("T")
+
+RAW_ENCODING = "zlib"
+#: attempts of one write when SQLite still reports "database is locked" after busy_timeout
+WRITE_ATTEMPTS = 5
+
+
+class RunNotFound(StoreError):
+    """No stored run has this run_id."""
+
+
+class Store:
+    """A handle on one database. Thread-safe (one engine, a session per call); close it when done."""
+
+    def __init__(self, engine: Engine) -> None:
+        """Wrap an engine made by :func:`orchestrator.store.engine.make_engine`; use :meth:`open` instead."""
+        self.engine = engine
+
+    # -- opening -----------------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls, url: str | None = None, *, auto_upgrade: bool | None = None, check_schema: bool = True
+    ) -> Store:
+        """Open the database at ``url`` (None: ``$FLEETDX_DB_URL``, else the user's SQLite file).
+
+        ``auto_upgrade`` (default: true for SQLite, false otherwise) migrates an old schema to the newest;
+        ``check_schema=False`` only checks that the database answers (for ``fleetdx db upgrade``/``current``).
+        Raises :class:`DatabaseUnreachable` (the URL and the driver's reason), :class:`SchemaOutdated`, or
+        :class:`StoreError` for an unusable URL.
+        """
+        resolved = resolve_db_url(url)
+        try:
+            parsed = parse_url(resolved)
+            engine = make_engine(parsed)
+        except (SQLAlchemyError, ImportError, ValueError) as e:  # bad URL, unknown dialect, driver missing
+            raise StoreError(f"cannot use database URL {resolved.split('@')[-1]!r}: {e}") from None
+        except OSError as e:  # the SQLite file's directory cannot be created
+            raise DatabaseUnreachable(
+                f"cannot reach database {display_url(parsed)}: cannot create {e.filename}: {e.strerror}"
+            ) from None
+        store = cls(engine)
+        try:
+            if check_schema:
+                store._check_schema(is_sqlite(parsed) if auto_upgrade is None else auto_upgrade)
+            else:
+                store.revision()  # raises DatabaseUnreachable when the database does not answer
+        except BaseException:
+            engine.dispose()
+            raise
+        return store
+
+    @property
+    def url(self) -> str:
+        """The database URL with its password masked."""
+        return display_url(self.engine.url)
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def revision(self) -> str | None:
+        """The schema revision stamped in the database (``None``: never migrated)."""
+        with self._errors():
+            return migrate.current_revision(self.engine)
+
+    def upgrade(self) -> tuple[str | None, str]:
+        """Migrate to the newest schema; returns (revision before, revision after). Raises
+        :class:`SchemaOutdated` when the database is at a revision newer than this fleetdx knows."""
+        with self._errors():
+            before = migrate.current_revision(self.engine)
+            if before is not None and before not in migrate.known_revisions():
+                raise SchemaOutdated(
+                    f"database {self.url} has schema revision {before}, newer than this fleetdx knows "
+                    f"(head {migrate.head_revision()}): upgrade fleetdx"
+                )
+            migrate.upgrade(self.engine.execution_options(**{WRITE_OPTION: True}))
+            return before, migrate.head_revision()
+
+    def _check_schema(self, auto_upgrade: bool) -> None:
+        head = migrate.head_revision()
+        current = self.revision()
+        if current == head:
+            return
+        if auto_upgrade or (current is not None and current not in migrate.known_revisions()):
+            self.upgrade()
+            return
+        state = "has no fleetdx schema" if current is None else f"has schema revision {current}"
+        raise SchemaOutdated(
+            f"database {self.url} {state}; fleetdx needs {head}: run `fleetdx db upgrade --db URL`"
+        )
+
+    # -- writing -----------------------------------------------------------------------------------------
+    def save_report(self, report: RunReport, raw: Mapping[str, Mapping[str, str]] | None = None) -> bool:
+        """Store one run and its raw outputs (``raw``: host -> bundle file name -> raw text) in one
+        transaction. Returns False, storing nothing, when a run with this ``run_id`` is already stored
+        (saving is idempotent, so re-importing a spool file never duplicates a run).
+
+        Raises :class:`StoreError` when ``raw`` names a host that is not a node of the report, and
+        :class:`DatabaseUnreachable` when the database goes away.
+        """
+        raw = raw or {}
+        hosts = [n.host for n in report.nodes]
+        if len(set(hosts)) != len(hosts):
+            raise StoreError(f"run {report.run_id}: a host appears twice in its nodes")
+        unknown = sorted(set(raw) - set(hosts))
+        if unknown:
+            raise StoreError(f"run {report.run_id}: raw outputs for hosts that are not its nodes: {unknown}")
+        try:
+            return self._write(lambda session: _insert_run(session, report, raw))
+        except _Conflict:
+            # another writer stored the same run_id between our check and our insert
+            if self._run_exists(report.run_id):
+                return False
+            raise StoreError(f"run {report.run_id}: rejected by a constraint of {self.url}") from None
+
+    def _run_exists(self, run_id: str) -> bool:
+        with self._errors(), Session(self.engine) as session:
+            return session.scalar(select(RunRow.id).where(RunRow.run_id == run_id)) is not None
+
+    def _write(self, work: Callable[[Session], T]) -> T:
+        """Run ``work`` in a write transaction, retrying when SQLite is still locked after busy_timeout."""
+        engine = self.engine.execution_options(**{WRITE_OPTION: True})
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                with self._errors(retryable=attempt < WRITE_ATTEMPTS):
+                    try:
+                        with Session(engine) as session, session.begin():
+                            return work(session)
+                    except IntegrityError as e:
+                        raise _Conflict(_reason(e)) from e
+            except _Locked:
+                time.sleep(random.uniform(0.05, 0.2) * 2**attempt)
+        raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
+
+    # -- reading -----------------------------------------------------------------------------------------
+    def get_run(self, run_id: str) -> RunReport:
+        """The stored report of ``run_id``, equal to the one saved. Raises :class:`RunNotFound`."""
+        with self._errors(), Session(self.engine) as session:
+            row = session.scalars(
+                select(RunRow)
+                .where(RunRow.run_id == run_id)
+                .options(
+                    selectinload(RunRow.nodes).selectinload(NodeRow.probes),
+                    selectinload(RunRow.findings),
+                    selectinload(RunRow.recommendations),
+                    selectinload(RunRow.curves),
+                )
+            ).one_or_none()
+            if row is None:
+                raise RunNotFound(f"no stored run with run_id {run_id!r} in {self.url}")
+            return _report_of(row)
+
+    def get_raw(self, run_id: str, host: str) -> dict[str, str]:
+        """The raw outputs of ``host`` in ``run_id``: file name -> text, decompressed and checked against the
+        stored size and sha256 (a mismatch raises :class:`StoreError`)."""
+        with self._errors(), Session(self.engine) as session:
+            rows = session.scalars(
+                select(RawOutputRow)
+                .join(NodeRow)
+                .join(RunRow)
+                .where(RunRow.run_id == run_id, NodeRow.host == host)
+                .order_by(RawOutputRow.file_name)
+            ).all()
+            return {r.file_name: _decompress(r) for r in rows}
+
+    def list_runs(self, limit: int = 50) -> list[RunSummary]:
+        """The ``limit`` newest runs (by ``started_at``), newest first."""
+        n_nodes = select(func.count(NodeRow.id)).where(NodeRow.run_pk == RunRow.id).scalar_subquery()
+        n_findings = select(func.count(FindingRow.id)).where(FindingRow.run_pk == RunRow.id).scalar_subquery()
+        stmt = (
+            select(RunRow, n_nodes, n_findings)
+            .order_by(RunRow.started_at.desc(), RunRow.id.desc())
+            .limit(limit)
+        )
+        with self._errors(), Session(self.engine) as session:
+            return [_summary_of(run, nodes, findings) for run, nodes, findings in session.execute(stmt)]
+
+    def node_history(self, host: str, limit: int = 20) -> list[NodeHistoryEntry]:
+        """``host``'s verdict and findings in its ``limit`` newest runs, newest first."""
+        stmt = (
+            select(NodeRow, RunRow)
+            .join(RunRow)
+            .where(NodeRow.host == host)
+            .order_by(RunRow.started_at.desc(), RunRow.id.desc())
+            .limit(limit)
+        )
+        with self._errors(), Session(self.engine) as session:
+            rows = session.execute(stmt).all()
+            run_pks = [run.id for _, run in rows]
+            by_run: dict[int, list[Finding]] = {pk: [] for pk in run_pks}
+            if run_pks:
+                findings = session.scalars(
+                    select(FindingRow)
+                    .where(FindingRow.run_pk.in_(run_pks), FindingRow.node == host)
+                    .order_by(FindingRow.run_pk, FindingRow.position)
+                )
+                for f in findings:
+                    by_run[f.run_pk].append(_finding_of(f))
+            return [
+                NodeHistoryEntry(
+                    run_id=run.run_id,
+                    kind=run.kind,
+                    level=run.level,
+                    started_at=run.started_at,
+                    verdict=node.verdict,
+                    findings=by_run[run.id],
+                )
+                for node, run in rows
+            ]
+
+    def find_findings(
+        self,
+        code: FindingCode | None = None,
+        severity: Severity | None = None,
+        host: str | None = None,
+        limit: int = 100,
+    ) -> list[FindingRecord]:
+        """Stored findings matching every given filter, newest run first."""
+        stmt = select(FindingRow, RunRow.run_id, RunRow.started_at).join(RunRow)
+        if code is not None:
+            stmt = stmt.where(FindingRow.code == code)
+        if severity is not None:
+            stmt = stmt.where(FindingRow.severity == severity)
+        if host is not None:
+            stmt = stmt.where(FindingRow.node == host)
+        stmt = stmt.order_by(RunRow.started_at.desc(), RunRow.id.desc(), FindingRow.position).limit(limit)
+        with self._errors(), Session(self.engine) as session:
+            return [
+                FindingRecord(run_id=run_id, started_at=started, finding=_finding_of(f))
+                for f, run_id, started in session.execute(stmt)
+            ]
+
+    def recent_busbw(self, host: str, collective: str | Enum, limit: int = 20) -> list[BusbwHistoryPoint]:
+        """The peak busbw of each stored ``collective`` curve that ran on ``host`` (alone or with other
+        nodes), newest run first: the node's own history for bandwidth regression detection."""
+        name = collective.value if isinstance(collective, Enum) else collective
+        stmt = (
+            select(CurveRow, RunRow.run_id, RunRow.started_at)
+            .join(RunRow)
+            .join(CurveNodeRow)
+            .where(CurveNodeRow.host == host, CurveRow.collective == name)
+            .order_by(RunRow.started_at.desc(), RunRow.id.desc(), CurveRow.position)
+            .limit(limit)
+        )
+        with self._errors(), Session(self.engine) as session:
+            return [
+                BusbwHistoryPoint(
+                    run_id=run_id,
+                    started_at=started,
+                    collective=c.collective,
+                    backend=c.backend,
+                    nodes=list(c.nodes),
+                    nranks=c.nranks,
+                    peak_busbw_gbps=c.peak_busbw_gbps,
+                    peak_size=c.peak_size,
+                )
+                for c, run_id, started in session.execute(stmt)
+            ]
+
+    # -- errors ------------------------------------------------------------------------------------------
+    @contextmanager
+    def _errors(self, retryable: bool = False) -> Iterator[None]:
+        """Turn driver errors into store errors: unreachable/locked -> :class:`DatabaseUnreachable` (or
+        :class:`_Locked` to retry), anything else -> :class:`StoreError`; never a bare driver traceback."""
+        try:
+            yield
+        except OperationalError as e:
+            reason = _reason(e)
+            if retryable and is_sqlite(self.engine.url) and "locked" in reason:
+                raise _Locked(reason) from e
+            raise DatabaseUnreachable(f"cannot reach database {self.url}: {reason}") from None
+        except (DBAPIError, SQLAlchemyError) as e:
+            raise StoreError(f"database error on {self.url}: {_reason(e)}") from None
+
+
+class _Conflict(Exception):
+    """A write broke a unique constraint (e.g. a concurrent save of the same run_id)."""
+
+
+class _Locked(Exception):
+    """SQLite was still locked after busy_timeout; the write is retried."""
+
+
+def _reason(e: SQLAlchemyError) -> str:
+    """The driver's own message, on one line."""
+    orig = getattr(e, "orig", None)
+    text = str(orig if orig is not None else e)
+    return " ".join(line.strip() for line in text.splitlines() if line.strip()) or type(e).__name__
+
+
+# -- report <-> rows -------------------------------------------------------------------------------------
+def _insert_run(session: Session, report: RunReport, raw: Mapping[str, Mapping[str, str]]) -> bool:
+    if session.scalar(select(RunRow.id).where(RunRow.run_id == report.run_id)) is not None:
+        return False
+    run = RunRow(
+        run_id=report.run_id,
+        schema_version=report.schema_version,
+        kind=report.kind,
+        started_at=report.started_at,
+        finished_at=report.finished_at,
+        level=report.level,
+        verdict=report.verdict,
+        exit_code=report.exit_code,
+        simulated=report.simulated,
+        exclude=report.exclude,
+    )
+    run.nodes = [_node_row(i, n, raw.get(n.host, {})) for i, n in enumerate(report.nodes)]
+    run.findings = [_finding_row(i, f) for i, f in enumerate(report.findings)]
+    run.recommendations = [_recommendation_row(i, r) for i, r in enumerate(report.recommendations)]
+    run.curves = [_curve_row(i, c) for i, c in enumerate(report.curves)]
+    session.add(run)
+    session.flush()
+    return True
+
+
+def _node_row(position: int, node: NodeReport, raw: Mapping[str, str]) -> NodeRow:
+    row = NodeRow(position=position, host=node.host, verdict=node.verdict)
+    row.probes = [
+        ProbeResultRow(position=i, name=p.name, status=p.status, duration_s=p.duration_s, error=p.error)
+        for i, p in enumerate(node.probes)
+    ]
+    row.raw_outputs = [_raw_row(name, text) for name, text in sorted(raw.items())]
+    return row
+
+
+def _raw_row(file_name: str, text: str) -> RawOutputRow:
+    data = text.encode("utf-8")
+    return RawOutputRow(
+        file_name=file_name,
+        encoding=RAW_ENCODING,
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        data=zlib.compress(data, 6),
+    )
+
+
+def _decompress(row: RawOutputRow) -> str:
+    if row.encoding != RAW_ENCODING:
+        raise StoreError(f"raw output {row.file_name}: unknown encoding {row.encoding!r}")
+    data = zlib.decompress(row.data)
+    if len(data) != row.size or hashlib.sha256(data).hexdigest() != row.sha256:
+        raise StoreError(f"raw output {row.file_name}: size or sha256 does not match the stored one")
+    return data.decode("utf-8")
+
+
+def _finding_row(position: int, f: Finding) -> FindingRow:
+    return FindingRow(
+        position=position,
+        code=f.code,
+        severity=f.severity,
+        node=f.node,
+        subject=f.subject,
+        message=f.message,
+        evidence=f.model_dump(mode="json")["evidence"],
+    )
+
+
+def _recommendation_row(position: int, r: Recommendation) -> RecommendationRow:
+    return RecommendationRow(
+        position=position,
+        node=r.node,
+        kind=r.kind,
+        subject=r.subject,
+        message=r.message,
+        data=r.model_dump(mode="json")["data"],
+    )
+
+
+def _curve_row(position: int, c: BusbwCurve) -> CurveRow:
+    peak = max(c.points, key=lambda p: p.busbw_gbps, default=None)
+    row = CurveRow(
+        position=position,
+        collective=c.collective,
+        nranks=c.nranks,
+        backend=c.backend,
+        nodes=list(c.nodes),
+        points=[p.model_dump(mode="json") for p in c.points],
+        peak_busbw_gbps=None if peak is None else peak.busbw_gbps,
+        peak_size=None if peak is None else peak.size,
+    )
+    row.hosts = [CurveNodeRow(host=h) for h in dict.fromkeys(c.nodes)]
+    return row
+
+
+def _finding_of(row: FindingRow) -> Finding:
+    return Finding(
+        code=row.code,
+        severity=row.severity,
+        node=row.node,
+        subject=row.subject,
+        message=row.message,
+        evidence=row.evidence,
+    )
+
+
+def _report_of(run: RunRow) -> RunReport:
+    return RunReport(
+        schema_version=run.schema_version,
+        run_id=run.run_id,
+        kind=run.kind,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        level=run.level,
+        verdict=run.verdict,
+        exit_code=run.exit_code,
+        simulated=run.simulated,
+        nodes=[
+            NodeReport(
+                host=n.host,
+                verdict=n.verdict,
+                probes=[
+                    ProbeSummary(name=p.name, status=p.status, duration_s=p.duration_s, error=p.error)
+                    for p in n.probes
+                ],
+            )
+            for n in run.nodes
+        ],
+        findings=[_finding_of(f) for f in run.findings],
+        exclude=run.exclude,
+        recommendations=[
+            Recommendation(node=r.node, kind=r.kind, subject=r.subject, message=r.message, data=r.data)
+            for r in run.recommendations
+        ],
+        curves=[
+            BusbwCurve(
+                collective=c.collective,
+                nodes=list(c.nodes),
+                nranks=c.nranks,
+                backend=c.backend,
+                points=[BusbwPoint.model_validate(p) for p in c.points],
+            )
+            for c in run.curves
+        ],
+    )
+
+
+def _summary_of(run: RunRow, node_count: int, finding_count: int) -> RunSummary:
+    return RunSummary(
+        run_id=run.run_id,
+        kind=run.kind,
+        level=run.level,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        verdict=run.verdict,
+        exit_code=run.exit_code,
+        simulated=run.simulated,
+        exclude=run.exclude,
+        node_count=node_count,
+        finding_count=finding_count,
+    )

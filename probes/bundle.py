@@ -1,0 +1,310 @@
+"""The node bundle: one raw file per command plus ``meta.json``; the unit of evidence every analysis reads.
+
+Layout of a bundle directory::
+
+    meta.json                          # BundleData without the file contents (host, time, version, commands)
+    nvidia-smi_topo_-m.txt             # stdout of the command, bytes as printed (decoded UTF-8, bad bytes U+FFFD)
+    lscpu_-J.json
+    sysfs_infiniband.txt               # sysfs facts (probes.sysfs), "PATH:VALUE" lines
+    ...
+
+A command that was skipped (binary missing, not permitted, no GPU) has no file, but its entry in ``meta.json``
+says why. A command that failed or timed out keeps whatever stdout it printed (partial nccl-tests output is
+evidence). A directory of raw files **without** ``meta.json`` (e.g. outputs captured by hand, named as in
+``tests/fixtures/hosts/``) is a valid bundle: every file counts as ``ok`` and the host is the directory name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+
+from probes import __version__
+from probes.commands import (
+    XID_LINE_RE,
+    Level,
+    NodeCommand,
+    OutputFilter,
+    command_for_argv,
+    file_name_for_argv,
+    microbench_command,
+    nccl_sweep_command,
+    quick_commands,
+)
+from probes.contracts import SCHEMA_VERSION, Contract
+from probes.errors import BundleError
+from probes.runner import Runner, RunResult, RunStatus
+from probes.sysfs import COLLECTORS, SysfsSource, SysfsText
+
+META_FILE = "meta.json"
+#: threads running quick-level commands at once; the runner is thread-safe and the commands are short
+DEFAULT_WORKERS = 6
+#: characters of stderr kept in meta.json per command
+STDERR_TAIL_CHARS = 2000
+#: extensions tried by find_raw_file for an argv with no registry entry
+RAW_EXTENSIONS = (".txt", ".json", ".xml", ".csv")
+
+
+class ProbeSource(str, Enum):
+    """Where a bundle file came from."""
+
+    COMMAND = "command"  #: a process run through the runner
+    SYSFS = "sysfs"  #: read from /sys by probes.sysfs
+    FILE = "file"  #: a raw file found in a bundle without meta.json
+
+
+class CommandMeta(Contract):
+    """How one bundle entry was produced. ``file`` is its bundle file name (present unless ``skipped``);
+    ``duration_s`` wall seconds; ``started_at`` Unix time; ``stderr_tail`` the last characters of stderr."""
+
+    file: str
+    argv: list[str] = Field(default_factory=list)
+    source: ProbeSource = ProbeSource.COMMAND
+    status: RunStatus
+    returncode: int | None = None
+    duration_s: float | None = None
+    started_at: float | None = None
+    reason: str | None = None
+    stderr_tail: str | None = None
+
+
+class BundleData(Contract):
+    """A bundle in memory: ``files`` maps bundle file name -> raw text; ``commands`` is the meta of every
+    entry, skipped ones included. ``created_at`` is ``None`` for a bundle without meta.json."""
+
+    schema_version: int = SCHEMA_VERSION
+    host: str
+    created_at: datetime | None = None
+    fleetdx_version: str = __version__
+    level: Level | None = None
+    replayed: bool = False
+    files: dict[str, str] = Field(default_factory=dict)
+    commands: list[CommandMeta] = Field(default_factory=list)
+
+    def meta_for(self, file: str) -> CommandMeta | None:
+        return next((c for c in self.commands if c.file == file), None)
+
+
+class _Meta(Contract):
+    """The on-disk shape of meta.json: BundleData without the file contents."""
+
+    schema_version: int
+    host: str
+    created_at: datetime | None = None
+    fleetdx_version: str
+    level: Level | None = None
+    replayed: bool = False
+    commands: list[CommandMeta]
+
+
+def _filter(text: str, output_filter: OutputFilter | None) -> str:
+    if output_filter is OutputFilter.XID_LINES:
+        return "".join(ln for ln in text.splitlines(keepends=True) if XID_LINE_RE.search(ln))
+    return text
+
+
+def _not_permitted(res: RunResult) -> bool:
+    err = res.stderr.lower()
+    return res.status is RunStatus.FAILED and ("not permitted" in err or "permission denied" in err)
+
+
+def _record(cmd: NodeCommand, res: RunResult) -> tuple[CommandMeta, str | None]:
+    """Meta for one command run and the text to write (``None``: no file)."""
+    status, reason = res.status, res.reason
+    if cmd.skip_exit_code is not None and res.returncode == cmd.skip_exit_code:
+        status = RunStatus.SKIPPED
+        reason = _skip_reason(res.stdout) or f"exit code {res.returncode} (not applicable on this node)"
+    elif _not_permitted(res):
+        status, reason = RunStatus.SKIPPED, f"not permitted: {res.stderr.strip()[:200]}"
+    text: str | None = None
+    if status is not RunStatus.SKIPPED and (res.stdout or status is RunStatus.OK):
+        text = _filter(res.stdout, cmd.output_filter)
+    meta = CommandMeta(
+        file=cmd.file, argv=res.argv, source=ProbeSource.COMMAND, status=status, returncode=res.returncode,
+        duration_s=res.duration_s, started_at=res.started_at or None, reason=reason,
+        stderr_tail=res.stderr[-STDERR_TAIL_CHARS:] or None,
+    )
+    return meta, text
+
+
+def _skip_reason(stdout: str) -> str | None:
+    """The ``reason`` (or ``status``) of a JSON skip message such as ``{"status": "skipped", "reason": ...}``."""
+    try:
+        doc = json.loads(stdout)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if isinstance(doc, dict):
+        r = doc.get("reason") or doc.get("status")
+        return str(r) if r is not None else None
+    return None
+
+
+class _ReplayWatch:
+    """Passes runs through to ``runner`` and remembers whether any result was replayed."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.replayed = False
+
+    def run(self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None) -> RunResult:
+        res = self.runner.run(argv, timeout_s=timeout_s, env=env)
+        self.replayed = self.replayed or res.replayed
+        return res
+
+
+def _run_command(runner: Runner, cmd: NodeCommand) -> tuple[CommandMeta, str | None]:
+    return _record(cmd, runner.run(cmd.argv, timeout_s=cmd.timeout_s))
+
+
+def _run_sysfs(collector: Callable[[Path], SysfsText], root: Path) -> tuple[CommandMeta, str | None]:
+    t0, started = time.monotonic(), time.time()
+    got = collector(root)
+    status = RunStatus.OK if got.text is not None else RunStatus.SKIPPED
+    meta = CommandMeta(file=got.source.value, source=ProbeSource.SYSFS, status=status,
+                       duration_s=time.monotonic() - t0, started_at=started, reason=got.reason)
+    return meta, got.text
+
+
+def _gpu_count(nvidia_smi_l: str | None) -> int:
+    """GPUs listed by ``nvidia-smi -L`` (lines ``GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)``)."""
+    if not nvidia_smi_l:
+        return 0
+    return sum(1 for ln in nvidia_smi_l.splitlines() if ln.startswith("GPU ") and "UUID" in ln)
+
+
+def _standard(runner: Runner, gpus: int, nccl_binary: str | None,
+              python: str) -> list[tuple[CommandMeta, str | None]]:
+    """Micro-benchmark then nccl-tests sweep, one after the other (they must not share the GPUs)."""
+    out = [_run_command(runner, microbench_command(python))]
+    if gpus == 0:
+        out.append((CommandMeta(file="all_reduce_perf.txt", argv=["all_reduce_perf"], status=RunStatus.SKIPPED,
+                                reason="no GPU listed by nvidia-smi -L"), None))
+        return out
+    probe = nccl_sweep_command(nccl_binary or "all_reduce_perf", gpus)
+    if nccl_binary is None:
+        out.append((CommandMeta(file=probe.file, argv=probe.argv, status=RunStatus.SKIPPED,
+                                reason="all_reduce_perf not found (PATH, $NCCL_TESTS_HOME)"), None))
+    else:
+        out.append(_run_command(runner, probe))
+    return out
+
+
+def collect(
+    runner: Runner,
+    level: Level,
+    host: str | None = None,
+    *,
+    sysfs_root: Path | None = Path("/"),
+    nccl_binary: str | None = None,
+    python: str = sys.executable,
+    workers: int = DEFAULT_WORKERS,
+) -> BundleData:
+    """Run the node commands of ``level`` through ``runner`` and return the bundle (nothing is written).
+
+    Quick-level commands and sysfs collectors run concurrently on ``workers`` threads; the standard-level
+    GPU work then runs sequentially. ``sysfs_root=None`` skips the sysfs collectors (replayed nodes);
+    ``nccl_binary`` is the path of ``all_reduce_perf`` (found by the caller, e.g. with
+    :func:`probes.nccl_tests_runner.find_binary`), ``None`` records the sweep as skipped. Never raises for a
+    command that fails: every outcome is in ``commands``.
+    """
+    created = datetime.now(timezone.utc)
+    watch = _ReplayWatch(runner)
+    runner = watch
+    results: list[tuple[CommandMeta, str | None]] = []
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="fleetdx-collect") as pool:
+        futures = [pool.submit(_run_command, runner, c) for c in quick_commands()]
+        if sysfs_root is not None:
+            futures += [pool.submit(_run_sysfs, c, sysfs_root) for c in COLLECTORS]
+        results = [f.result() for f in futures]
+    if sysfs_root is None:
+        results += [(CommandMeta(file=src.value, source=ProbeSource.SYSFS, status=RunStatus.SKIPPED,
+                                 reason="sysfs not read (no sysfs root given)"), None) for src in SysfsSource]
+    if level in (Level.STANDARD, Level.FULL):
+        smi_l = next((t for m, t in results if m.file == "nvidia-smi_-L.txt"), None)
+        results += _standard(runner, _gpu_count(smi_l), nccl_binary, python)
+    replayed = watch.replayed
+    return BundleData(
+        host=host or socket.gethostname(), created_at=created, level=level, replayed=replayed,
+        files={m.file: t for m, t in results if t is not None}, commands=[m for m, _ in results],
+    )
+
+
+def write_bundle(data: BundleData, directory: Path) -> Path:
+    """Write ``data`` as a bundle directory (created if needed; existing files of the same names are replaced).
+
+    Returns the directory. Raises ``BundleError`` when a file name would escape the directory.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in data.files.items():
+        if name == META_FILE or os.sep in name or name in ("", ".", ".."):
+            raise BundleError(f"bad bundle file name {name!r}")
+        (directory / name).write_text(text, encoding="utf-8")
+    meta = _Meta(**data.model_dump(exclude={"files"}))
+    (directory / META_FILE).write_text(meta.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return directory
+
+
+def read_bundle(directory: Path) -> BundleData:
+    """Read a bundle directory (with or without ``meta.json``).
+
+    Raises:
+        BundleError: the directory does not exist, is not a directory, holds no file, or has a meta.json that
+            is not valid.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise BundleError(f"{directory}: not a bundle directory")
+    files = {
+        p.name: p.read_text(encoding="utf-8", errors="replace")
+        for p in sorted(directory.iterdir())
+        if p.is_file() and p.name != META_FILE and not p.name.startswith(".")
+    }
+    meta_path = directory / META_FILE
+    if meta_path.is_file():
+        try:
+            meta = _Meta.model_validate_json(meta_path.read_text(encoding="utf-8"))
+        except (ValidationError, UnicodeDecodeError) as e:
+            raise BundleError(f"{meta_path}: invalid meta.json: {str(e).splitlines()[0]}") from None
+        return BundleData(**meta.model_dump(), files=files)
+    if not files:
+        raise BundleError(f"{directory}: no raw files and no meta.json")
+    commands = [CommandMeta(file=name, source=ProbeSource.FILE, status=RunStatus.OK) for name in files]
+    return BundleData(host=directory.resolve().name, files=files, commands=commands)
+
+
+def find_raw_file(bundle_dir: Path, argv: Sequence[str]) -> Path | None:
+    """The raw file holding the output of ``argv`` in ``bundle_dir``, or ``None``.
+
+    Looked up in order: the ``meta.json`` entry with this exact argv; the registry's file name for it; the
+    name derived by :func:`probes.commands.file_name_for_argv` with any of :data:`RAW_EXTENSIONS`.
+    """
+    bundle_dir = Path(bundle_dir)
+    argv = [str(a) for a in argv]
+    meta_path = bundle_dir / META_FILE
+    if meta_path.is_file():
+        try:
+            meta = _Meta.model_validate_json(meta_path.read_text(encoding="utf-8"))
+        except (ValidationError, UnicodeDecodeError):
+            meta = None
+        for c in meta.commands if meta else []:
+            if c.argv == argv and c.status is not RunStatus.SKIPPED and (bundle_dir / c.file).is_file():
+                return bundle_dir / c.file
+    cmd = command_for_argv(argv)
+    if cmd is not None and (bundle_dir / cmd.file).is_file():
+        return bundle_dir / cmd.file
+    stem = file_name_for_argv(argv)
+    for ext in RAW_EXTENSIONS:
+        if (p := bundle_dir / (stem + ext)).is_file():
+            return p
+    return None

@@ -1,0 +1,42 @@
+"""The explicit map from parser kind (``fleetdx parse KIND``) to parser function. Every parser is pure
+``text -> model`` and raises only :class:`probes.errors.ParseError`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from probes.commands import ParserKind
+from probes.parsers.ibstat import parse_ibstat
+from probes.parsers.lscpu import parse_lscpu
+from probes.parsers.microbench import parse_microbench
+from probes.parsers.nccl_log import parse_nccl_log
+from probes.parsers.nccl_tests import parse_nccl_tests
+from probes.parsers.numactl import parse_numactl
+from probes.parsers.p2p import parse_p2p
+from probes.parsers.smi_csv import parse_smi_csv
+from probes.parsers.smi_xml import parse_smi_xml
+from probes.parsers.topo import parse_topo
+from probes.parsers.xid import parse_xid
+
+Parser = Callable[[str], BaseModel]
+
+PARSERS: dict[ParserKind, Parser] = {
+    ParserKind.TOPO: parse_topo,
+    ParserKind.P2P: parse_p2p,
+    ParserKind.SMI_XML: parse_smi_xml,
+    ParserKind.SMI_CSV: parse_smi_csv,
+    ParserKind.NCCL_TESTS: parse_nccl_tests,
+    ParserKind.NCCL_LOG: parse_nccl_log,
+    ParserKind.NUMACTL: parse_numactl,
+    ParserKind.LSCPU: parse_lscpu,
+    ParserKind.IBSTAT: parse_ibstat,
+    ParserKind.XID: parse_xid,
+    ParserKind.MICROBENCH: parse_microbench,
+}
+
+
+def parser_for(kind: ParserKind) -> Parser:
+    """The parser function of ``kind``."""
+    return PARSERS[kind]

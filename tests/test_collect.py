@@ -1,0 +1,183 @@
+"""``collect``: live on this machine (no GPU), with stand-in tools on PATH (real child processes), and replayed
+from a captured bundle."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from probes.bundle import collect, read_bundle, write_bundle
+from probes.commands import QUICK_COMMANDS, Level
+from probes.facts import node_facts
+from probes.runner import ReplayRunner, RunStatus, SubprocessRunner
+from probes.sysfs import SysfsSource, read_infiniband, read_numa, read_pci
+
+FIX = Path(__file__).parent / "fixtures"
+IDLE = FIX / "hosts" / "h100-vm-idle"
+pytestmark = pytest.mark.timeout(120)
+
+
+def _tool(bindir: Path, name: str, script: str) -> Path:
+    """An executable shell script ``name`` in ``bindir``."""
+    bindir.mkdir(exist_ok=True)
+    p = bindir / name
+    p.write_text("#!/bin/sh\n" + script)
+    p.chmod(p.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return p
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this test is for a machine without a GPU")
+@pytest.mark.skipif(shutil.which("lscpu") is None, reason="needs lscpu")
+def test_live_quick_collect_without_gpu(tmp_path: Path) -> None:
+    data = collect(SubprocessRunner(), Level.QUICK, host="this-node")
+    by_file = {c.file: c for c in data.commands}
+    assert set(by_file) == {c.file for c in QUICK_COMMANDS} | {s.value for s in SysfsSource}
+    for c in QUICK_COMMANDS:
+        if c.argv[0] == "nvidia-smi":
+            assert by_file[c.file].status is RunStatus.SKIPPED
+            assert "nvidia-smi: not found" in (by_file[c.file].reason or "")
+            assert c.file not in data.files
+    assert by_file["lscpu_-J.json"].status is RunStatus.OK
+    assert by_file[SysfsSource.NUMA.value].status is RunStatus.OK
+    out = write_bundle(data, tmp_path / "bundle")
+    facts = node_facts(read_bundle(out))
+    assert facts.host == "this-node" and not facts.replayed
+    assert facts.cpu is not None and facts.cpu.cpus == os.cpu_count()
+    assert facts.numa is not None
+    assert sorted(c for n in facts.numa.nodes for c in n.cpus) == sorted(os.sched_getaffinity(0)) or \
+        len([c for n in facts.numa.nodes for c in n.cpus]) == os.cpu_count()
+    assert facts.topo is None and facts.smi is None
+
+
+def test_dmesg_lines_filtered_and_not_permitted_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = tmp_path / "bin"
+    _tool(bindir, "dmesg", (
+        "echo '[    1.0] usb 1-1: new device'\n"
+        "echo '[    2.0] NVRM: Xid (PCI:0000:1b:00): 79, pid=0, GPU has fallen off the bus.'\n"
+        "echo '[    3.0] pcieport 0000:00:01.0: AER: Corrected error received'\n"
+        "echo '[    4.0] EXT4-fs (sda1): mounted'\n"))
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    data = collect(SubprocessRunner(), Level.QUICK, host="n", sysfs_root=None)
+    assert data.files["dmesg_nvrm.txt"] == (
+        "[    2.0] NVRM: Xid (PCI:0000:1b:00): 79, pid=0, GPU has fallen off the bus.\n"
+        "[    3.0] pcieport 0000:00:01.0: AER: Corrected error received\n")
+    assert all(data.meta_for(s.value).status is RunStatus.SKIPPED for s in SysfsSource)  # type: ignore[union-attr]
+
+    _tool(bindir, "dmesg", "echo 'dmesg: read kernel buffer failed: Operation not permitted' >&2\nexit 1\n")
+    data = collect(SubprocessRunner(), Level.QUICK, host="n", sysfs_root=None)
+    meta = data.meta_for("dmesg_nvrm.txt")
+    assert meta is not None and meta.status is RunStatus.SKIPPED
+    assert "Operation not permitted" in (meta.reason or "")
+    assert "dmesg_nvrm.txt" not in data.files
+
+
+def test_failed_command_keeps_output_and_exit_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = tmp_path / "bin"
+    _tool(bindir, "numactl", "echo 'available: 1 nodes (0)'\necho 'libnuma: Warning: /sys not mounted' >&2\nexit 1\n")
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    data = collect(SubprocessRunner(), Level.QUICK, host="n", sysfs_root=None)
+    meta = data.meta_for("numactl_-H.txt")
+    assert meta is not None
+    assert (meta.status, meta.returncode, meta.reason) == (RunStatus.FAILED, 1, "exit code 1")
+    assert meta.stderr_tail == "libnuma: Warning: /sys not mounted\n"
+    assert data.files["numactl_-H.txt"] == "available: 1 nodes (0)\n"
+
+
+def test_standard_level_microbench_skip_exit_code(tmp_path: Path) -> None:
+    # stands in for the interpreter: `python -m probes.microbench` on a node without CUDA exits 4
+    fake_python = _tool(tmp_path / "bin", "python-nocuda",
+                        "echo '{\"status\": \"skipped\", \"reason\": \"no CUDA device\"}'\nexit 4\n")
+    data = collect(SubprocessRunner(), Level.STANDARD, host="n", sysfs_root=None, python=str(fake_python))
+    meta = data.meta_for("torch_microbench.json")
+    assert meta is not None and meta.status is RunStatus.SKIPPED and meta.reason == "no CUDA device"
+    assert meta.argv == [str(fake_python), "-m", "probes.microbench"]
+    assert "torch_microbench.json" not in data.files
+    if shutil.which("nvidia-smi") is None:
+        sweep = data.meta_for("all_reduce_perf.txt")
+        assert sweep is not None and sweep.status is RunStatus.SKIPPED
+        assert sweep.reason == "no GPU listed by nvidia-smi -L"
+
+
+def test_replayed_collect_reproduces_the_captured_bundle(tmp_path: Path) -> None:
+    data = collect(ReplayRunner(IDLE), Level.STANDARD, host="h100-vm-idle", sysfs_root=None,
+                   nccl_binary="/opt/nccl-tests/build/all_reduce_perf", python="/usr/bin/python3")
+    assert data.replayed
+    for c in QUICK_COMMANDS:
+        if (IDLE / c.file).exists() and c.file != "dmesg_nvrm.txt":
+            assert data.files[c.file] == (IDLE / c.file).read_text(), c.file
+    # dmesg_nvrm.txt holds only NVRM lines already: the filter keeps all of them
+    assert data.files["dmesg_nvrm.txt"] == (IDLE / "dmesg_nvrm.txt").read_text()
+    assert data.files["torch_microbench.json"] == (IDLE / "torch_microbench.json").read_text()
+    # one GPU in nvidia-smi -L -> the sweep asks for -g 1; the capture has no such file
+    sweep = data.meta_for("all_reduce_perf_-b8_-e1G_-f2_-g1.txt")
+    assert sweep is not None and sweep.argv[-2:] == ["-g", "1"]
+    assert sweep.status is RunStatus.SKIPPED and "not in bundle" in (sweep.reason or "")
+    assert data.meta_for("numactl_-H.txt").status is RunStatus.OK  # type: ignore[union-attr]
+    assert data.meta_for("ibstat.txt").status is RunStatus.SKIPPED  # type: ignore[union-attr]
+    facts = node_facts(read_bundle(write_bundle(data, tmp_path / "b")))
+    assert facts.replayed
+    assert facts.topo is not None and facts.topo.gpu_names == ["GPU0"]
+    assert facts.microbench[0].gemm_fp32_tflops == pytest.approx(51.17160799714658)
+
+
+# ------------------------------------------------------------------------------------------------ sysfs
+
+
+def _write(p: Path, text: str) -> None:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+
+
+def test_sysfs_collectors_on_a_fake_tree(tmp_path: Path) -> None:
+    gpu = tmp_path / "sys/bus/pci/devices/0000:1b:00.0"
+    for attr, v in {"vendor": "0x10de", "device": "0x2330", "class": "0x030200", "current_link_speed":
+                    "16.0 GT/s PCIe", "current_link_width": "8", "max_link_speed": "32.0 GT/s PCIe",
+                    "max_link_width": "16", "numa_node": "0"}.items():
+        _write(gpu / attr, v + "\n")
+    _write(tmp_path / "sys/bus/pci/devices/0000:00:1f.0/vendor", "0x8086\n")  # not a GPU or NIC
+    _write(tmp_path / "sys/bus/pci/devices/0000:00:1f.0/class", "0x060100\n")
+    ib = tmp_path / "sys/class/infiniband/mlx5_0"
+    _write(ib / "fw_ver", "28.39.1002\n")
+    _write(ib / "ports/1/state", "1: DOWN\n")
+    _write(ib / "ports/1/phys_state", "3: Disabled\n")
+    _write(ib / "ports/1/rate", "40 Gb/sec (4X QDR)\n")
+    _write(ib / "ports/1/link_layer", "InfiniBand\n")
+    _write(tmp_path / "sys/devices/system/node/node0/cpulist", "0-3\n")
+    _write(tmp_path / "sys/devices/system/node/node0/distance", "10\n")
+    _write(tmp_path / "sys/devices/system/node/node0/meminfo",
+           "Node 0 MemTotal:        8192000 kB\nNode 0 MemFree:         4096000 kB\nNode 0 MemUsed: 1 kB\n")
+
+    pci = read_pci(tmp_path).text
+    assert pci is not None
+    assert "/sys/bus/pci/devices/0000:1b:00.0/current_link_width:8\n" in pci
+    assert "/sys/bus/pci/devices/0000:1b:00.0/max_link_speed:32.0 GT/s PCIe\n" in pci
+    assert "0000:00:1f.0" not in pci
+
+    from probes.parsers.ibstat import PhysState, PortState, parse_ibstat
+    from probes.parsers.numactl import parse_numactl
+
+    port = parse_ibstat(read_infiniband(tmp_path).text or "").ca("mlx5_0").ports[0]
+    assert (port.state, port.phys_state, port.rate_gbps) == (PortState.DOWN, PhysState.DISABLED, 40.0)
+    numa = parse_numactl(read_numa(tmp_path).text or "")
+    assert numa.nodes[0].cpus == [0, 1, 2, 3]
+    assert (numa.nodes[0].size_mb, numa.nodes[0].free_mb) == (8000, 4000)
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for got in (read_pci(empty), read_infiniband(empty), read_numa(empty)):
+        assert got.text is None and got.reason
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="needs Linux sysfs")
+def test_sysfs_numa_of_this_machine_parses() -> None:
+    from probes.parsers.numactl import parse_numactl
+
+    got = read_numa(Path("/"))
+    assert got.text is not None
+    numa = parse_numactl(got.text)
+    assert sum(len(n.cpus) for n in numa.nodes) == os.cpu_count()

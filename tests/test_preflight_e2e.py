@@ -1,0 +1,115 @@
+"""The whole pre-flight path on simulated Ray clusters: fan-out -> replayed bundles -> facts -> diagnosis.
+
+Every simulated node replays a real bundle from tests/fixtures/bundles/ (README there says where each file
+comes from). Reports are labelled ``simulated``. Deadline checks use generous margins.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from orchestrator.fanout import match_hosts, ray_node_hosts
+from orchestrator.preflight import NodeJob, PreflightResult, run_preflight
+from orchestrator.simulate import SimCluster, SimNode, sim_nodes, simulated_cluster
+from probes.commands import Level
+from probes.contracts import FindingCode, Severity, Verdict
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
+
+BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
+SIM_BUNDLES = ["h100-idle", "h100-busy", "topo-01", "topo-03", "topo-06", "topo-11", "topo-21"]
+HANG_MARK = "3599.25"  # the stand-in nvidia-smi's child is `sleep 3599.25`: unique, findable with psutil
+
+
+def _jobs(nodes: list[SimNode], level: Level = Level.QUICK, delay: dict[str, float] | None = None) -> dict[str, NodeJob]:
+    delay = delay or {}
+    return {n.host: NodeJob(host=n.host, level=level, bundle_dir=n.bundle_dir, delay_s=delay.get(n.host, 0.0))
+            for n in nodes}
+
+
+def _run(jobs: dict[str, NodeJob], timeout_s: float, **kw: object) -> PreflightResult:
+    nodes = match_hosts(list(jobs), ray_node_hosts(include_real=False))
+    return run_preflight(jobs, nodes, run_timeout_s=timeout_s, simulated=True, **kw)  # type: ignore[arg-type]
+
+
+def test_hung_probe_is_killed_with_no_orphan(tmp_path: Path) -> None:
+    """A live node whose nvidia-smi hangs (a stand-in script that sleeps in a child): every nvidia-smi probe
+    times out at the per-probe cap, is reported PROBE_TIMEOUT, and no process of it survives."""
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\nsleep {HANG_MARK} &\nwait\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    env = {"env_vars": {"PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"}}
+    with simulated_cluster([SimNode(host="hang1", bundle_dir=tmp_path)]):
+        jobs = {"hang1": NodeJob(host="hang1", level=Level.QUICK, probe_timeout_s=1.0)}
+        result = _run(jobs, 90.0, runtime_env=env)
+    report = result.report
+    timeouts = {f.subject for f in report.findings if f.code is FindingCode.PROBE_TIMEOUT}
+    assert {"nvidia-smi_-L.txt", "nvidia-smi_-q_-x.xml", "nvidia-smi_topo_-m.txt"} <= timeouts
+    assert report.nodes[0].verdict is Verdict.UNKNOWN or report.nodes[0].verdict is Verdict.WARNING
+    assert report.verdict is Verdict.WARNING  # PROBE_TIMEOUT is a warning (issue 4)
+    survivors = [p for p in psutil.process_iter(["cmdline"]) if HANG_MARK in " ".join(p.info["cmdline"] or [])]
+    assert survivors == []
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[SimCluster]:
+    with simulated_cluster(sim_nodes([BUNDLES / b for b in SIM_BUNDLES])) as sim:
+        yield sim
+
+
+def test_seven_node_simulated_preflight(cluster: SimCluster) -> None:
+    result = _run(_jobs(cluster.nodes), 120.0)
+    report = result.report
+    assert report.simulated and report.kind.value == "preflight"
+    by_host = {n.host: n for n in report.nodes}
+    assert sorted(by_host) == sorted(SIM_BUNDLES)
+    assert set(result.bundles) == set(SIM_BUNDLES) and all(b.replayed for b in result.bundles.values())
+    # the idle H100 replays every quick-level file it holds: OK
+    assert by_host["h100-idle"].verdict is Verdict.OK
+    # topo-only nodes: no GPU inventory in the bundle, so never OK; the DGX-1 (topo-01) has SYS GPU pairs
+    # (e.g. GPU0-GPU5 is SYS in its matrix) and the P40 node's NIC is SOC from every GPU
+    for host in ("topo-06", "topo-21"):
+        assert by_host[host].verdict is not Verdict.OK
+    codes = {(f.node, f.code) for f in report.findings}
+    assert ("topo-01", FindingCode.TOPO_GPU_PAIR_SYS) in codes
+    assert ("topo-11", FindingCode.TOPO_GPU_NIC_REMOTE) in codes
+    skipped = {p.name: p.error for p in by_host["topo-11"].probes if p.status.value == "skipped"}
+    assert "not in bundle" in (skipped["nvidia-smi_-q_-x.xml"] or "")
+    assert report.exit_code == int(report.verdict)
+    assert report.verdict in (Verdict.WARNING, Verdict.CRITICAL)
+    crit = sorted({f.node for f in report.findings if f.severity is Severity.CRITICAL and f.node})
+    assert report.exclude == (",".join(crit) if len(crit) <= 1 else report.exclude)
+    assert "topo-11" not in report.exclude  # warnings only: not excluded
+
+
+def test_busy_h100_is_flagged_in_the_simulated_run(cluster: SimCluster) -> None:
+    pytest.importorskip("orchestrator.diagnosis.rules_gpu", reason="rules_gpu (GPU engineer) not landed yet")
+    report = _run(_jobs([n for n in cluster.nodes if n.host.startswith("h100")]), 120.0).report
+    assert any(f.node == "h100-busy" and f.code is FindingCode.GPU_FOREIGN_PROCESS for f in report.findings)
+
+
+def test_node_killed_mid_run_is_unreachable_and_excluded(cluster: SimCluster) -> None:
+    """Runs last: removes topo-06's Ray node while its (slowed) replay runs."""
+    jobs = _jobs(cluster.nodes, delay={"topo-06": 5.0})
+    killer = threading.Timer(2.0, cluster.kill, args=("topo-06",))
+    killer.start()
+    t0 = time.monotonic()
+    report = _run(jobs, 60.0).report
+    elapsed = time.monotonic() - t0
+    killer.join()
+    lost = [f for f in report.findings if f.code is FindingCode.NODE_UNREACHABLE]
+    assert [f.node for f in lost] == ["topo-06"]
+    assert lost[0].severity is Severity.CRITICAL and lost[0].evidence["ray_state"] == "DEAD"
+    assert report.verdict is Verdict.CRITICAL and report.exit_code == 2
+    assert "topo-06" in report.exclude.split(",") or report.exclude == "topo-06"
+    assert {n.host for n in report.nodes} == set(SIM_BUNDLES)
+    assert elapsed < 60.0  # ended on the node's death, well before the run deadline

@@ -1,0 +1,179 @@
+"""The one process runner, exercised with real child processes (and grandchildren)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+import pytest
+
+from probes import runner as runner_mod
+from probes.runner import ReplayRunner, RunStatus, SubprocessRunner
+
+PY = sys.executable
+pytestmark = pytest.mark.timeout(60)
+
+
+def _gone(pid: int, within_s: float = 5.0) -> bool:
+    """True once ``pid`` no longer exists or is a zombie (killed, waiting for its reaper)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _spawn_grandchild_script(pid_file: Path, *, then: str, trap_term: bool = False) -> str:
+    """A child that starts a sleeping grandchild, records its pid, then runs ``then``."""
+    trap = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if trap_term else ""
+    return (
+        "import subprocess, sys, time\n"
+        + trap
+        + f"g = subprocess.Popen([{PY!r}, '-c', {trap!r} + 'import time; time.sleep(120)'])\n"
+        + f"open({str(pid_file)!r}, 'w').write(str(g.pid))\n"
+        + "print('started', flush=True)\n"
+        + then
+    )
+
+
+def _read_pid(pid_file: Path) -> int:
+    return int(pid_file.read_text())
+
+
+def test_ok_keeps_stdout_argv_and_duration() -> None:
+    res = SubprocessRunner().run([PY, "-c", "print('hello')"], timeout_s=20)
+    assert res.status is RunStatus.OK
+    assert res.returncode == 0
+    assert res.stdout == "hello\n"
+    assert res.argv == [PY, "-c", "print('hello')"]
+    assert res.duration_s > 0
+    assert res.started_at > 0
+    assert res.reason is None
+    assert not res.replayed
+
+
+def test_nonzero_exit_is_failed_with_stderr_kept() -> None:
+    code = "import sys; print('partial'); sys.stderr.write('boom: bad thing\\n'); sys.exit(3)"
+    res = SubprocessRunner().run([PY, "-c", code], timeout_s=20)
+    assert res.status is RunStatus.FAILED
+    assert res.returncode == 3
+    assert res.stdout == "partial\n"
+    assert res.stderr == "boom: bad thing\n"
+    assert res.reason == "exit code 3"
+
+
+def test_killed_by_signal_is_failed_with_negative_returncode() -> None:
+    res = SubprocessRunner().run([PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+                                 timeout_s=20)
+    assert res.status is RunStatus.FAILED
+    assert res.returncode == -9
+
+
+def test_missing_binary_on_path_is_skipped() -> None:
+    res = SubprocessRunner().run(["fleetdx-no-such-tool-3f9a", "-x"], timeout_s=5)
+    assert res.status is RunStatus.SKIPPED
+    assert res.returncode is None
+    assert res.reason is not None and "fleetdx-no-such-tool-3f9a" in res.reason and "not found" in res.reason
+
+
+def test_missing_binary_by_path_is_skipped(tmp_path: Path) -> None:
+    res = SubprocessRunner().run([str(tmp_path / "nope")], timeout_s=5)
+    assert res.status is RunStatus.SKIPPED
+    assert "not found" in (res.reason or "")
+
+
+def test_non_executable_file_is_skipped(tmp_path: Path) -> None:
+    f = tmp_path / "tool"
+    f.write_text("#!/bin/sh\necho hi\n")
+    f.chmod(0o644)
+    res = SubprocessRunner().run([str(f)], timeout_s=5)
+    assert res.status is RunStatus.SKIPPED
+    assert res.reason is not None and "denied" in res.reason.lower()
+
+
+def test_empty_argv_is_a_programming_error() -> None:
+    with pytest.raises(ValueError):
+        SubprocessRunner().run([], timeout_s=1)
+
+
+def test_timeout_kills_whole_process_group_including_grandchild(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    script = _spawn_grandchild_script(pid_file, then="time.sleep(120)\n")
+    t0 = time.monotonic()
+    res = SubprocessRunner().run([PY, "-c", script], timeout_s=1)
+    elapsed = time.monotonic() - t0
+    assert res.status is RunStatus.TIMEOUT
+    assert res.returncode is None
+    assert "process group killed" in (res.reason or "")
+    assert res.stdout == "started\n"  # output printed before the deadline is kept
+    assert elapsed < 30  # the runner returned; it did not wait for the 120 s sleepers
+    assert _gone(_read_pid(pid_file)), "grandchild survived the timeout"
+
+
+def test_timeout_escalates_to_sigkill_when_sigterm_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner_mod, "KILL_GRACE_S", 0.3)
+    pid_file = tmp_path / "grandchild.pid"
+    script = _spawn_grandchild_script(pid_file, then="time.sleep(120)\n", trap_term=True)
+    res = SubprocessRunner().run([PY, "-c", script], timeout_s=1)
+    assert res.status is RunStatus.TIMEOUT
+    assert _gone(_read_pid(pid_file)), "SIGTERM-ignoring grandchild survived"
+
+
+def test_leader_exit_does_not_leave_group_members_behind(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    script = _spawn_grandchild_script(pid_file, then="sys.exit(0)\n")
+    res = SubprocessRunner().run([PY, "-c", script], timeout_s=20)
+    # the grandchild inherits stdout: the runner must not wait for it until the deadline, and must kill it
+    assert res.status is RunStatus.OK
+    assert res.returncode == 0
+    assert res.stdout == "started\n"
+    assert _gone(_read_pid(pid_file)), "background grandchild survived its leader"
+
+
+def test_env_is_added_to_the_environment() -> None:
+    code = "import os; print(os.environ['FLEETDX_T'], bool(os.environ.get('PATH')))"
+    res = SubprocessRunner().run([PY, "-c", code], timeout_s=20, env={"FLEETDX_T": "v1"})
+    assert res.stdout == "v1 True\n"
+
+
+def test_invalid_utf8_output_is_replaced_not_raised() -> None:
+    code = "import sys; sys.stdout.buffer.write(b'ok \\xff\\xfe end\\n')"
+    res = SubprocessRunner().run([PY, "-c", code], timeout_s=20)
+    assert res.status is RunStatus.OK
+    assert res.stdout == "ok \ufffd\ufffd end\n"
+
+
+def test_runner_is_thread_safe() -> None:
+    r = SubprocessRunner()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda i: r.run([PY, "-c", f"print({i} * 7)"], timeout_s=30), range(8)))
+    assert [x.stdout for x in results] == [f"{i * 7}\n" for i in range(8)]
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs sh")
+def test_argv_is_never_shell_interpreted(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    res = SubprocessRunner().run(["echo", f"; touch {marker}"], timeout_s=10)
+    assert res.stdout == f"; touch {marker}\n"
+    assert not marker.exists()
+
+
+def test_replay_runner_answers_from_bundle_files(tmp_path: Path) -> None:
+    (tmp_path / "nvidia-smi_topo_-m.txt").write_text("\tGPU0\nGPU0\t X \n")
+    (tmp_path / "all_reduce_perf_-b8_-e1G_-f2_-g8.txt").write_text("# nccl-tests\n")
+    rr = ReplayRunner(tmp_path)
+    res = rr.run(["nvidia-smi", "topo", "-m"], timeout_s=1)
+    assert res.status is RunStatus.OK and res.replayed
+    assert res.stdout == "\tGPU0\nGPU0\t X \n"
+    res = rr.run(["/opt/nccl-tests/build/all_reduce_perf", "-b", "8", "-e", "1G", "-f", "2", "-g", "8"], 1)
+    assert res.stdout == "# nccl-tests\n"
+    missing = rr.run(["nvidia-smi", "-L"], timeout_s=1)
+    assert missing.status is RunStatus.SKIPPED and missing.replayed
