@@ -38,7 +38,6 @@ import argparse
 import json
 import math
 import random
-import re
 import statistics
 import sys
 import time
@@ -49,6 +48,7 @@ from typing import Any
 from orchestrator.bandwidth import screen_and_localise
 from orchestrator.detection import DetectionPolicy, Measurement
 from orchestrator.schedules import Group, Schedule, localisation_round_bound
+from probes.parsers.nccl_tests import parse_nccl_tests
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 if not FIXTURES.exists():  # run from a checkout next to shared/
@@ -56,11 +56,6 @@ if not FIXTURES.exists():  # run from a checkout next to shared/
 PER_ITER_JSON = FIXTURES / "hosts" / "h100-vm-idle" / "all_reduce_perf_-I1_-J.json"
 SPREAD_FILES = ["01_", "02_", "05_", "08_", "15_", "17_", "25_"]
 TIMING_FILE = "17_"
-#: a data row of nccl-tests text output (>= 2.13 format, optional root column, optional srun prefix)
-ROW = re.compile(
-    r"^(?:\S+:\s+)?\s*(\d+)\s+(\d+)\s+\w+\s+\w+\s+(?:-?\d+\s+)?"
-    r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
-)
 NOMINAL_GBPS = 360.0  #: fixture 17, 64 MB all_reduce busbw on 2 x 8 B200 (the scale cancels out)
 DECISION_SIZE = 64 << 20
 
@@ -76,26 +71,28 @@ class NoiseModel:
 
     @staticmethod
     def _per_iteration() -> list[float]:
-        data = json.loads(PER_ITER_JSON.read_text())
+        report = parse_nccl_tests(PER_ITER_JSON.read_text())
         devs: list[float] = []
-        for row in data["results"]:
-            per = row.get("out_of_place_per_iter")
-            if row["size"] >= 32 << 20 and per and per.get("times_us"):
-                med = statistics.median(per["times_us"])
-                devs.extend(t - med for t in per["times_us"])
+        for run in report.runs:
+            for row in run.rows:
+                per = row.out_of_place.per_iter
+                if row.size >= 32 << 20 and per and per.times_us:
+                    med = statistics.median(per.times_us)
+                    devs.extend(t - med for t in per.times_us)
         if not devs:
             raise SystemExit(f"{PER_ITER_JSON}: no per-iteration timings")
         return devs
 
     @staticmethod
     def _rows(prefix: str) -> list[tuple[int, float, float, float]]:
-        """(size, oop time µs, oop busbw, ip busbw) rows of one fixture."""
+        """(size, oop time µs, oop busbw, ip busbw) rows of one fixture, read with fleetdx's parser."""
         (path,) = sorted((FIXTURES / "nccl").glob(prefix + "*"))
         out = []
-        for line in path.read_text(errors="replace").splitlines():
-            m = ROW.match(line)
-            if m:
-                out.append((int(m.group(1)), float(m.group(3)), float(m.group(5)), float(m.group(9))))
+        for run in parse_nccl_tests(path.read_text(errors="replace")).runs:
+            for row in run.rows:
+                oop, ip = row.out_of_place, row.in_place
+                if oop.time_us and oop.busbw_gbps and ip and ip.busbw_gbps:
+                    out.append((row.size, oop.time_us, oop.busbw_gbps, ip.busbw_gbps))
         return out
 
     def _run_to_run(self) -> list[float]:

@@ -46,6 +46,7 @@ class RayNode:
     node_id: str
     host: str
     simulated: bool
+    gpus: float = 0.0  #: the node's Ray ``GPU`` resource
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,16 @@ def ray_node_hosts(include_simulated: bool = True, include_real: bool = True) ->
             continue
         host, sim = _host_of(entry)
         if host and ((sim and include_simulated) or (not sim and include_real)):
-            out.setdefault(host, RayNode(node_id=entry["NodeID"], host=host, simulated=sim))
+            gpus = float(entry.get("Resources", {}).get("GPU", 0.0))
+            out.setdefault(host, RayNode(node_id=entry["NodeID"], host=host, simulated=sim, gpus=gpus))
     return out
+
+
+def gpu_nodes_if_any(nodes: Mapping[str, RayNode]) -> dict[str, RayNode]:
+    """The nodes with a ``GPU`` resource when the cluster has any (a KubeRay head pod without GPUs is then not a
+    target), else all of them (a CPU-only machine is still probed, and says its GPU probes were skipped)."""
+    gpu = {h: n for h, n in nodes.items() if n.gpus > 0}
+    return gpu or dict(nodes)
 
 
 def match_hosts(wanted: Sequence[str], nodes: Mapping[str, RayNode]) -> dict[str, RayNode | None]:

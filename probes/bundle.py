@@ -3,7 +3,8 @@
 Layout of a bundle directory::
 
     meta.json                          # BundleData without the file contents (host, time, version, commands)
-    nvidia-smi_topo_-m.txt             # stdout of the command, bytes as printed (decoded UTF-8, bad bytes U+FFFD)
+    nvidia-smi_topo_-m.txt             # stdout of the command, bytes as printed (decoded UTF-8, bad bytes
+    U+FFFD)
     lscpu_-J.json
     sysfs_infiniband.txt               # sysfs facts (probes.sysfs), "PATH:VALUE" lines
     ...
@@ -130,15 +131,21 @@ def _record(cmd: NodeCommand, res: RunResult) -> tuple[CommandMeta, str | None]:
     if status is not RunStatus.SKIPPED and (res.stdout or status is RunStatus.OK):
         text = _filter(res.stdout, cmd.output_filter)
     meta = CommandMeta(
-        file=cmd.file, argv=res.argv, source=ProbeSource.COMMAND, status=status, returncode=res.returncode,
-        duration_s=res.duration_s, started_at=res.started_at or None, reason=reason,
+        file=cmd.file,
+        argv=res.argv,
+        source=ProbeSource.COMMAND,
+        status=status,
+        returncode=res.returncode,
+        duration_s=res.duration_s,
+        started_at=res.started_at or None,
+        reason=reason,
         stderr_tail=res.stderr[-STDERR_TAIL_CHARS:] or None,
     )
     return meta, text
 
 
 def _skip_reason(stdout: str) -> str | None:
-    """The ``reason`` (or ``status``) of a JSON skip message such as ``{"status": "skipped", "reason": ...}``."""
+    """The ``reason`` (or ``status``) of a JSON skip message (``{"status": "skipped", "reason": ...}``)."""
     try:
         doc = json.loads(stdout)
     except (json.JSONDecodeError, RecursionError):
@@ -170,8 +177,14 @@ def _run_sysfs(collector: Callable[[Path], SysfsText], root: Path) -> tuple[Comm
     t0, started = time.monotonic(), time.time()
     got = collector(root)
     status = RunStatus.OK if got.text is not None else RunStatus.SKIPPED
-    meta = CommandMeta(file=got.source.value, source=ProbeSource.SYSFS, status=status,
-                       duration_s=time.monotonic() - t0, started_at=started, reason=got.reason)
+    meta = CommandMeta(
+        file=got.source.value,
+        source=ProbeSource.SYSFS,
+        status=status,
+        duration_s=time.monotonic() - t0,
+        started_at=started,
+        reason=got.reason,
+    )
     return meta, got.text
 
 
@@ -182,18 +195,37 @@ def _gpu_count(nvidia_smi_l: str | None) -> int:
     return sum(1 for ln in nvidia_smi_l.splitlines() if ln.startswith("GPU ") and "UUID" in ln)
 
 
-def _standard(runner: Runner, gpus: int, nccl_binary: str | None,
-              python: str) -> list[tuple[CommandMeta, str | None]]:
+def _standard(
+    runner: Runner, gpus: int, nccl_binary: str | None, python: str
+) -> list[tuple[CommandMeta, str | None]]:
     """Micro-benchmark then nccl-tests sweep, one after the other (they must not share the GPUs)."""
     out = [_run_command(runner, microbench_command(python))]
     if gpus == 0:
-        out.append((CommandMeta(file="all_reduce_perf.txt", argv=["all_reduce_perf"], status=RunStatus.SKIPPED,
-                                reason="no GPU listed by nvidia-smi -L"), None))
+        out.append(
+            (
+                CommandMeta(
+                    file="all_reduce_perf.txt",
+                    argv=["all_reduce_perf"],
+                    status=RunStatus.SKIPPED,
+                    reason="no GPU listed by nvidia-smi -L",
+                ),
+                None,
+            )
+        )
         return out
     probe = nccl_sweep_command(nccl_binary or "all_reduce_perf", gpus)
     if nccl_binary is None:
-        out.append((CommandMeta(file=probe.file, argv=probe.argv, status=RunStatus.SKIPPED,
-                                reason="all_reduce_perf not found (PATH, $NCCL_TESTS_HOME)"), None))
+        out.append(
+            (
+                CommandMeta(
+                    file=probe.file,
+                    argv=probe.argv,
+                    status=RunStatus.SKIPPED,
+                    reason="all_reduce_perf not found (PATH, $NCCL_TESTS_HOME)",
+                ),
+                None,
+            )
+        )
     else:
         out.append(_run_command(runner, probe))
     return out
@@ -227,20 +259,35 @@ def collect(
             futures += [pool.submit(_run_sysfs, c, sysfs_root) for c in COLLECTORS]
         results = [f.result() for f in futures]
     if sysfs_root is None:
-        results += [(CommandMeta(file=src.value, source=ProbeSource.SYSFS, status=RunStatus.SKIPPED,
-                                 reason="sysfs not read (no sysfs root given)"), None) for src in SysfsSource]
+        results += [
+            (
+                CommandMeta(
+                    file=src.value,
+                    source=ProbeSource.SYSFS,
+                    status=RunStatus.SKIPPED,
+                    reason="sysfs not read (no sysfs root given)",
+                ),
+                None,
+            )
+            for src in SysfsSource
+        ]
     if level in (Level.STANDARD, Level.FULL):
         smi_l = next((t for m, t in results if m.file == "nvidia-smi_-L.txt"), None)
         results += _standard(runner, _gpu_count(smi_l), nccl_binary, python)
     replayed = watch.replayed
     return BundleData(
-        host=host or socket.gethostname(), created_at=created, level=level, replayed=replayed,
-        files={m.file: t for m, t in results if t is not None}, commands=[m for m, _ in results],
+        host=host or socket.gethostname(),
+        created_at=created,
+        level=level,
+        replayed=replayed,
+        files={m.file: t for m, t in results if t is not None},
+        commands=[m for m, _ in results],
     )
 
 
 def write_bundle(data: BundleData, directory: Path) -> Path:
-    """Write ``data`` as a bundle directory (created if needed; existing files of the same names are replaced).
+    """Write ``data`` as a bundle directory (created if needed; existing files of the same names are
+    replaced).
 
     Returns the directory. Raises ``BundleError`` when a file name would escape the directory.
     """
@@ -305,6 +352,8 @@ def find_raw_file(bundle_dir: Path, argv: Sequence[str]) -> Path | None:
         return bundle_dir / cmd.file
     stem = file_name_for_argv(argv)
     for ext in RAW_EXTENSIONS:
-        if (p := bundle_dir / (stem + ext)).is_file():
+        name = stem + ext
+        # a name over NAME_MAX (255 bytes) cannot exist, and stat() on it raises ENAMETOOLONG
+        if len(name.encode()) <= 255 and (p := bundle_dir / name).is_file():
             return p
     return None

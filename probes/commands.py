@@ -1,8 +1,12 @@
-"""The explicit registry of node commands: what ``fleetdx collect`` runs on a node and the bundle file each writes.
+"""The explicit registry of node commands: what ``fleetdx collect`` runs on a node and the bundle file each
+writes.
 
-File names follow the captured bundles in ``tests/fixtures/hosts/`` (the command with spaces turned into ``_``;
-long ``--query-*`` commands shortened to ``nvidia-smi_query-<what>.csv``). Timeouts are per command, in seconds,
-about 20-100x the times measured on an H100 node (PLATFORM.md: ``nvidia-smi -q -x`` 0.12 s, ``topo -m`` 0.05 s,
+File names follow the captured bundles in ``tests/fixtures/hosts/`` (the command with spaces turned into
+``_``;
+long ``--query-*`` commands shortened to ``nvidia-smi_query-<what>.csv``). Timeouts are per command, in
+seconds,
+about 20-100x the times measured on an H100 node (PLATFORM.md: ``nvidia-smi -q -x`` 0.12 s, ``topo -m`` 0.05
+s,
 ``lscpu -J`` 0.006 s) because a wedged driver makes ``nvidia-smi`` hang for tens of seconds, which is itself
 the finding (``PROBE_TIMEOUT``).
 
@@ -78,7 +82,8 @@ QUERY_GPU_FIELDS = (
 )
 QUERY_APPS_FIELDS = "pid,process_name,used_memory,gpu_bus_id"
 QUERY_REMAP_FIELDS = (
-    "gpu_bus_id,remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,remapped_rows.failure"
+    "gpu_bus_id,remapped_rows.correctable,remapped_rows.uncorrectable,remapped_rows.pending,"
+    "remapped_rows.failure"
 )
 
 #: the micro-benchmark's "not applicable" exit code (no CUDA device), agreed with probes/microbench.py
@@ -91,25 +96,61 @@ NCCL_SWEEP_TIMEOUT_S = 300.0
 _Q = Level.QUICK
 QUICK_COMMANDS: tuple[NodeCommand, ...] = (
     NodeCommand(file="nvidia-smi_-L.txt", argv=["nvidia-smi", "-L"], level=_Q, timeout_s=15),
-    NodeCommand(file="nvidia-smi_-q_-x.xml", argv=["nvidia-smi", "-q", "-x"], level=_Q,
-                kind=ParserKind.SMI_XML, timeout_s=30),
-    NodeCommand(file="nvidia-smi_query-gpu.csv", argv=["nvidia-smi", f"--query-gpu={QUERY_GPU_FIELDS}",
-                "--format=csv"], level=_Q, kind=ParserKind.SMI_CSV, timeout_s=15),
-    NodeCommand(file="nvidia-smi_query-compute-apps.csv", argv=["nvidia-smi",
-                f"--query-compute-apps={QUERY_APPS_FIELDS}", "--format=csv"], level=_Q,
-                kind=ParserKind.SMI_CSV, timeout_s=15),
-    NodeCommand(file="nvidia-smi_query-remapped-rows.csv", argv=["nvidia-smi",
-                f"--query-remapped-rows={QUERY_REMAP_FIELDS}", "--format=csv"], level=_Q,
-                kind=ParserKind.SMI_CSV, timeout_s=15),
-    NodeCommand(file="nvidia-smi_topo_-m.txt", argv=["nvidia-smi", "topo", "-m"], level=_Q,
-                kind=ParserKind.TOPO, timeout_s=15),
-    NodeCommand(file="nvidia-smi_topo_-p2p_r.txt", argv=["nvidia-smi", "topo", "-p2p", "r"], level=_Q,
-                kind=ParserKind.P2P, timeout_s=15),
+    NodeCommand(
+        file="nvidia-smi_-q_-x.xml",
+        argv=["nvidia-smi", "-q", "-x"],
+        level=_Q,
+        kind=ParserKind.SMI_XML,
+        timeout_s=30,
+    ),
+    NodeCommand(
+        file="nvidia-smi_query-gpu.csv",
+        argv=["nvidia-smi", f"--query-gpu={QUERY_GPU_FIELDS}", "--format=csv"],
+        level=_Q,
+        kind=ParserKind.SMI_CSV,
+        timeout_s=15,
+    ),
+    NodeCommand(
+        file="nvidia-smi_query-compute-apps.csv",
+        argv=["nvidia-smi", f"--query-compute-apps={QUERY_APPS_FIELDS}", "--format=csv"],
+        level=_Q,
+        kind=ParserKind.SMI_CSV,
+        timeout_s=15,
+    ),
+    NodeCommand(
+        file="nvidia-smi_query-remapped-rows.csv",
+        argv=["nvidia-smi", f"--query-remapped-rows={QUERY_REMAP_FIELDS}", "--format=csv"],
+        level=_Q,
+        kind=ParserKind.SMI_CSV,
+        timeout_s=15,
+    ),
+    NodeCommand(
+        file="nvidia-smi_topo_-m.txt",
+        argv=["nvidia-smi", "topo", "-m"],
+        level=_Q,
+        kind=ParserKind.TOPO,
+        timeout_s=15,
+    ),
+    NodeCommand(
+        file="nvidia-smi_topo_-p2p_r.txt",
+        argv=["nvidia-smi", "topo", "-p2p", "r"],
+        level=_Q,
+        kind=ParserKind.P2P,
+        timeout_s=15,
+    ),
     NodeCommand(file="lscpu_-J.json", argv=["lscpu", "-J"], level=_Q, kind=ParserKind.LSCPU, timeout_s=10),
-    NodeCommand(file="numactl_-H.txt", argv=["numactl", "-H"], level=_Q, kind=ParserKind.NUMACTL, timeout_s=10),
+    NodeCommand(
+        file="numactl_-H.txt", argv=["numactl", "-H"], level=_Q, kind=ParserKind.NUMACTL, timeout_s=10
+    ),
     NodeCommand(file="ibstat.txt", argv=["ibstat"], level=_Q, kind=ParserKind.IBSTAT, timeout_s=15),
-    NodeCommand(file="dmesg_nvrm.txt", argv=["dmesg"], level=_Q, kind=ParserKind.XID, timeout_s=10,
-                output_filter=OutputFilter.XID_LINES),
+    NodeCommand(
+        file="dmesg_nvrm.txt",
+        argv=["dmesg"],
+        level=_Q,
+        kind=ParserKind.XID,
+        timeout_s=10,
+        output_filter=OutputFilter.XID_LINES,
+    ),
     NodeCommand(file="uname_-a.txt", argv=["uname", "-a"], level=_Q, timeout_s=5),
 )
 
@@ -117,9 +158,14 @@ QUICK_COMMANDS: tuple[NodeCommand, ...] = (
 def microbench_command(python: str) -> NodeCommand:
     """The GPU micro-benchmark, run as ``python -m probes.microbench`` in a child process so torch (3.4 s to
     import, PLATFORM.md) never loads in the collecting process."""
-    return NodeCommand(file=MICROBENCH_FILE, argv=[python, "-m", "probes.microbench"], level=Level.STANDARD,
-                       kind=ParserKind.MICROBENCH, timeout_s=MICROBENCH_TIMEOUT_S,
-                       skip_exit_code=MICROBENCH_SKIP_EXIT)
+    return NodeCommand(
+        file=MICROBENCH_FILE,
+        argv=[python, "-m", "probes.microbench"],
+        level=Level.STANDARD,
+        kind=ParserKind.MICROBENCH,
+        timeout_s=MICROBENCH_TIMEOUT_S,
+        skip_exit_code=MICROBENCH_SKIP_EXIT,
+    )
 
 
 def nccl_sweep_command(binary: str, gpus: int) -> NodeCommand:
@@ -127,9 +173,13 @@ def nccl_sweep_command(binary: str, gpus: int) -> NodeCommand:
     ``all_reduce_perf_-b8_-e1G_-f2_-g<gpus>.txt``."""
     if gpus < 1:
         raise ValueError(f"gpus must be >= 1, got {gpus}")
-    return NodeCommand(file=f"all_reduce_perf_-b8_-e1G_-f2_-g{gpus}.txt",
-                       argv=[binary, "-b", "8", "-e", "1G", "-f", "2", "-g", str(gpus)], level=Level.STANDARD,
-                       kind=ParserKind.NCCL_TESTS, timeout_s=NCCL_SWEEP_TIMEOUT_S)
+    return NodeCommand(
+        file=f"all_reduce_perf_-b8_-e1G_-f2_-g{gpus}.txt",
+        argv=[binary, "-b", "8", "-e", "1G", "-f", "2", "-g", str(gpus)],
+        level=Level.STANDARD,
+        kind=ParserKind.NCCL_TESTS,
+        timeout_s=NCCL_SWEEP_TIMEOUT_S,
+    )
 
 
 def quick_commands() -> list[NodeCommand]:

@@ -101,7 +101,8 @@ class FactSlot(str, Enum):
     MICROBENCH = "microbench"
 
 
-#: nccl-tests binaries' file names: ``<collective>_perf...`` (NVIDIA/nccl-tests src/*.cu); ``-h`` help is not a run
+#: nccl-tests binaries' file names: ``<collective>_perf...`` (NVIDIA/nccl-tests src/*.cu); ``-h`` help is not
+#: a run
 _NCCL_TESTS_FILE = re.compile(
     r"^(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|gather|scatter|hypercube)_perf"
     r"(?!.*_-h\.txt$).*\.(txt|json)$"
@@ -145,13 +146,16 @@ def classify(name: str) -> list[tuple[str, FactSlot]]:
 
 def _probe_records(data: BundleData) -> list[ProbeRecord]:
     return [
-        ProbeRecord(name=c.file, status=c.status, duration_s=c.duration_s, error=c.reason,
-                    argv=c.argv or None)
+        ProbeRecord(
+            name=c.file, status=c.status, duration_s=c.duration_s, error=c.reason, argv=c.argv or None
+        )
         for c in data.commands
     ]
 
 
-def _parse_one(parser: Callable[[str], BaseModel], kind: str, name: str, text: str) -> BaseModel | ParseFailure:
+def _parse_one(
+    parser: Callable[[str], BaseModel], kind: str, name: str, text: str
+) -> BaseModel | ParseFailure:
     from probes.errors import ParseError
 
     try:
@@ -202,6 +206,12 @@ def node_facts(data: BundleData) -> NodeFacts:
                 single[slot] = got
     single.pop(FactSlot.MICROBENCH, None)
     return NodeFacts(
-        host=data.host, replayed=data.replayed, probes=_probe_records(data), parse_failures=failures,
-        nccl_tests=tests, nccl_logs=logs, microbench=bench, **{slot.value: v for slot, v in single.items()},
+        host=data.host,
+        replayed=data.replayed,
+        probes=_probe_records(data),
+        parse_failures=failures,
+        nccl_tests=tests,
+        nccl_logs=logs,
+        microbench=bench,
+        **{slot.value: v for slot, v in single.items()},
     )

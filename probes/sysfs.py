@@ -8,7 +8,8 @@ tree). A collector whose sysfs directory does not exist returns ``None`` (the bu
 an attribute that cannot be read (absent, EACCES, EIO) is left out.
 
 Attributes (kernel ``Documentation/ABI/testing/sysfs-bus-pci`` and ``sysfs-class-infiniband``):
-PCI ``vendor``, ``device``, ``class``, ``current_link_speed`` (e.g. ``16.0 GT/s PCIe``), ``current_link_width``,
+PCI ``vendor``, ``device``, ``class``, ``current_link_speed`` (e.g. ``16.0 GT/s PCIe``),
+``current_link_width``,
 ``max_link_speed``, ``max_link_width``, ``numa_node`` (-1: none); InfiniBand CA ``hca_type``, ``fw_ver``,
 ``node_guid`` and per port ``state``, ``phys_state``, ``rate``, ``link_layer``, ``lid``, ``sm_lid``.
 """
@@ -25,11 +26,20 @@ from probes.contracts import Contract
 #: PCI vendor ids (pci.ids): NVIDIA, Mellanox (NVIDIA Networking)
 VENDOR_NVIDIA = "0x10de"
 VENDOR_MELLANOX = "0x15b3"
-#: PCI base class 0x02 = network controller (Ethernet 0x0200, InfiniBand 0x0207), PCI Code and ID Assignment spec
+#: PCI base class 0x02 = network controller (Ethernet 0x0200, InfiniBand 0x0207), PCI Code and ID Assignment
+#: spec
 CLASS_NETWORK_PREFIX = "0x02"
 
-PCI_ATTRS = ("vendor", "device", "class", "current_link_speed", "current_link_width", "max_link_speed",
-             "max_link_width", "numa_node")
+PCI_ATTRS = (
+    "vendor",
+    "device",
+    "class",
+    "current_link_speed",
+    "current_link_width",
+    "max_link_speed",
+    "max_link_width",
+    "numa_node",
+)
 IB_CA_ATTRS = ("hca_type", "fw_ver", "node_guid")
 NUMA_MEMINFO_RE = re.compile(r"^Node [0-9]+ (MemTotal|MemFree):")
 IB_PORT_ATTRS = ("state", "phys_state", "rate", "link_layer", "lid", "sm_lid")
@@ -81,7 +91,9 @@ def read_pci(root: Path) -> SysfsText:
     devs = sorted(d for d in base.iterdir() if _is_gpu_or_nic(d))
     lines = _lines(root, [d / a for d in devs for a in PCI_ATTRS])
     if not lines:
-        return SysfsText(source=SysfsSource.PCI, text=None, reason="no NVIDIA, Mellanox or network PCI device")
+        return SysfsText(
+            source=SysfsSource.PCI, text=None, reason="no NVIDIA, Mellanox or network PCI device"
+        )
     return SysfsText(source=SysfsSource.PCI, text="\n".join(lines) + "\n")
 
 
@@ -89,8 +101,9 @@ def read_infiniband(root: Path) -> SysfsText:
     """State, physical state, rate, link layer and LIDs of every RDMA port under /sys/class/infiniband."""
     base = root / "sys/class/infiniband"
     if not base.is_dir() or not any(base.iterdir()):
-        return SysfsText(source=SysfsSource.INFINIBAND, text=None,
-                         reason="/sys/class/infiniband: no RDMA device")
+        return SysfsText(
+            source=SysfsSource.INFINIBAND, text=None, reason="/sys/class/infiniband: no RDMA device"
+        )
     files: list[Path] = []
     for ca in sorted(base.iterdir()):
         files += [ca / a for a in IB_CA_ATTRS]

@@ -32,6 +32,9 @@ TOPO = STORE_FIXTURES / "h100-vm-idle_nvidia-smi_topo_-m.txt"
 SMI_XML = STORE_FIXTURES / "h100-vm-idle_nvidia-smi_-q_-x.xml"
 
 NODE_A, NODE_B = "nid005471", "nid005487"
+
+#: a TCP port where nothing listens (port 1, tcpmux, is never served here): "the database is down"
+DOWN_PG_URL = "postgresql+psycopg://fleetdx@127.0.0.1:1/fleetdx?connect_timeout=3"
 NCCL_FILE = "all_reduce_perf_-b8_-e128M_-f2_-g4.txt"
 
 #: (size B, time us, algbw GB/s, busbw GB/s): out-of-place columns of the last 4 rows, read off the files
@@ -146,3 +149,26 @@ def preflight_run(run_id: str, started_at: float, host: str = "h100-vm-idle") ->
 
 def preflight_raw(host: str = "h100-vm-idle") -> dict[str, dict[str, str]]:
     return {host: {"nvidia-smi_topo_-m.txt": read_text(TOPO), "nvidia-smi_-q_-x.xml": read_text(SMI_XML)}}
+
+
+def write_runs(url: str, prefix: str, count: int, same_run_id: bool = False) -> list[bool]:
+    """Save ``count`` degraded bandwidth runs (with raw output) to ``url``; a process or thread entry point.
+    Run ids are ``<prefix>-<i>``, or all ``shared-run`` when ``same_run_id``. Returns save_report's results.
+    """
+    from orchestrator.store import Store
+
+    out = []
+    with Store.open(url) as store:
+        for i in range(count):
+            run_id = "shared-run" if same_run_id else f"{prefix}-{i}"
+            out.append(store.save_report(bandwidth_run(run_id, 1.7e9 + i, True), bandwidth_raw(True)))
+    return out
+
+
+def migrated(url: str) -> str:
+    """Migrate ``url`` to the newest schema, as ``fleetdx db upgrade`` does; returns ``url``."""
+    from orchestrator.store import Store
+
+    with Store.open(url, check_schema=False) as store:
+        store.upgrade()
+    return url

@@ -21,8 +21,9 @@ IBSTAT = FIX / "host" / "ibstat_01_h100-node_8x-cx7-ib-400_4x-cx6dx-eth_some-dow
 
 
 def _bundle(tmp_path: Path, files: dict[str, str], commands: list[CommandMeta] | None = None) -> BundleData:
-    data = BundleData(host="n1", files=files, commands=commands or [
-        CommandMeta(file=f, status=RunStatus.OK) for f in files])
+    data = BundleData(
+        host="n1", files=files, commands=commands or [CommandMeta(file=f, status=RunStatus.OK) for f in files]
+    )
     return read_bundle(write_bundle(data, tmp_path / "b"))
 
 
@@ -34,13 +35,23 @@ def test_write_then_read_keeps_bytes_and_meta(tmp_path: Path) -> None:
     assert "\x1b[4m" in topo  # real ESC codes survive the round trip
     ib = IBSTAT.read_text()
     data = BundleData(
-        host="gpu-a1", files={"nvidia-smi_topo_-m.txt": topo, "ibstat.txt": ib},
+        host="gpu-a1",
+        files={"nvidia-smi_topo_-m.txt": topo, "ibstat.txt": ib},
         commands=[
-            CommandMeta(file="nvidia-smi_topo_-m.txt", argv=["nvidia-smi", "topo", "-m"], status=RunStatus.OK,
-                        returncode=0, duration_s=0.05),
+            CommandMeta(
+                file="nvidia-smi_topo_-m.txt",
+                argv=["nvidia-smi", "topo", "-m"],
+                status=RunStatus.OK,
+                returncode=0,
+                duration_s=0.05,
+            ),
             CommandMeta(file="ibstat.txt", argv=["ibstat"], status=RunStatus.OK, returncode=0),
-            CommandMeta(file="numactl_-H.txt", argv=["numactl", "-H"], status=RunStatus.SKIPPED,
-                        reason="numactl: not found on PATH"),
+            CommandMeta(
+                file="numactl_-H.txt",
+                argv=["numactl", "-H"],
+                status=RunStatus.SKIPPED,
+                reason="numactl: not found on PATH",
+            ),
         ],
     )
     out = write_bundle(data, tmp_path / "bundle")
@@ -87,12 +98,20 @@ def test_find_raw_file(tmp_path: Path) -> None:
     assert find_raw_file(d, ["lscpu", "-J"]) == d / "lscpu_-J.json"
     assert find_raw_file(d, ["uname", "-a"]) == d / "uname_-a.txt"
     assert find_raw_file(d, ["/usr/bin/python3", "-m", "probes.microbench"]) == d / "torch_microbench.json"
-    assert find_raw_file(d, ["all_reduce_perf", "-b", "8", "-e", "512M", "-f", "2", "-g", "1"]) == \
-        d / "all_reduce_perf_-b8_-e512M_-f2_-g1.txt"
+    assert (
+        find_raw_file(d, ["all_reduce_perf", "-b", "8", "-e", "512M", "-f", "2", "-g", "1"])
+        == d / "all_reduce_perf_-b8_-e512M_-f2_-g1.txt"
+    )
     assert find_raw_file(d, ["numactl", "--hardware"]) is None
     # meta.json names a file for an argv the registry does not know
-    write_bundle(BundleData(host="h", files={"custom.out": "x"}, commands=[
-        CommandMeta(file="custom.out", argv=["mytool", "--all"], status=RunStatus.OK)]), tmp_path / "c")
+    write_bundle(
+        BundleData(
+            host="h",
+            files={"custom.out": "x"},
+            commands=[CommandMeta(file="custom.out", argv=["mytool", "--all"], status=RunStatus.OK)],
+        ),
+        tmp_path / "c",
+    )
     assert find_raw_file(tmp_path / "c", ["mytool", "--all"]) == tmp_path / "c" / "custom.out"
 
 
@@ -126,42 +145,62 @@ def test_node_facts_of_the_captured_h100_bundle() -> None:
 
 
 def test_node_facts_turns_bad_content_into_parse_failures(tmp_path: Path) -> None:
-    b = _bundle(tmp_path, {
-        "lscpu_-J.json": '{"lscpu": [',
-        "numactl_-H.txt": "\x00\x01garbage\n",
-        "ibstat.txt": "CA 'mlx5_0'\n\tPort 1:\n\t\tState: Sleepy\n",
-        "uname_-a.txt": "Linux n1 6.1.0 x86_64 GNU/Linux\n",
-    })
+    b = _bundle(
+        tmp_path,
+        {
+            "lscpu_-J.json": '{"lscpu": [',
+            "numactl_-H.txt": "\x00\x01garbage\n",
+            "ibstat.txt": "CA 'mlx5_0'\n\tPort 1:\n\t\tState: Sleepy\n",
+            "uname_-a.txt": "Linux n1 6.1.0 x86_64 GNU/Linux\n",
+        },
+    )
     f = node_facts(b)
     assert f.cpu is None and f.numa is None and f.ib is None
     assert sorted((p.file, p.kind) for p in f.parse_failures) == [
-        ("ibstat.txt", "ibstat"), ("lscpu_-J.json", "lscpu"), ("numactl_-H.txt", "numactl")]
+        ("ibstat.txt", "ibstat"),
+        ("lscpu_-J.json", "lscpu"),
+        ("numactl_-H.txt", "numactl"),
+    ]
     ib_fail = next(p for p in f.parse_failures if p.kind == "ibstat")
     assert ib_fail.line == 3 and "Sleepy" in ib_fail.message
 
 
 def test_node_facts_does_not_parse_output_of_failed_commands(tmp_path: Path) -> None:
-    b = _bundle(tmp_path, {"numactl_-H.txt": "partial"}, [
-        CommandMeta(file="numactl_-H.txt", argv=["numactl", "-H"], status=RunStatus.FAILED, returncode=1,
-                    reason="exit code 1")])
+    b = _bundle(
+        tmp_path,
+        {"numactl_-H.txt": "partial"},
+        [
+            CommandMeta(
+                file="numactl_-H.txt",
+                argv=["numactl", "-H"],
+                status=RunStatus.FAILED,
+                returncode=1,
+                reason="exit code 1",
+            )
+        ],
+    )
     f = node_facts(b)
     assert f.numa is None and f.parse_failures == []
     assert f.probes[0].status is RunStatus.FAILED and f.probes[0].error == "exit code 1"
 
 
 def test_node_facts_prefers_lscpu_json_then_numactl_over_sysfs(tmp_path: Path) -> None:
-    b = _bundle(tmp_path, {
-        "lscpu_-J.json": (IDLE / "lscpu_-J.json").read_text(),
-        "lscpu.txt": "Architecture: aarch64\nCPU(s): 2\n",
-        "numactl_-H.txt": (IDLE / "numactl_-H.txt").read_text(),
-        "sysfs_numa.txt": "/sys/devices/system/node/node0/cpulist:0-1\n",
-    })
+    b = _bundle(
+        tmp_path,
+        {
+            "lscpu_-J.json": (IDLE / "lscpu_-J.json").read_text(),
+            "lscpu.txt": "Architecture: aarch64\nCPU(s): 2\n",
+            "numactl_-H.txt": (IDLE / "numactl_-H.txt").read_text(),
+            "sysfs_numa.txt": "/sys/devices/system/node/node0/cpulist:0-1\n",
+        },
+    )
     f = node_facts(b)
     assert f.cpu is not None and f.cpu.architecture == "x86_64"
     assert f.numa is not None and f.numa.nodes[0].cpus == list(range(16))
 
 
-# ------------------------------------------------------------------------------------------------ IB_PORT_DOWN
+# ------------------------------------------------------------------------------------------------
+# IB_PORT_DOWN
 
 
 def _ib_findings(tmp_path: Path, name: str, text: str) -> list:  # type: ignore[type-arg]

@@ -9,6 +9,8 @@ tests/test_bandwidth_netns.py; this test is for machines where namespaces are no
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -207,13 +209,17 @@ def test_cli_sizes_read_like_nccl_tests() -> None:
 @pytest.mark.ray
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_cli_json_is_the_run_report(sim_cluster: list[str]) -> None:
+def test_cli_json_is_the_run_report_and_its_curves_go_to_the_store(
+    sim_cluster: list[str], tmp_path: Path
+) -> None:
     import json
 
     from typer.testing import CliRunner
 
     from orchestrator.cli.main import _register, app
+    from orchestrator.store import Store
 
+    url = f"sqlite:///{tmp_path / 'fleetdx.db'}"
     _register()
     res = CliRunner().invoke(
         app,
@@ -229,7 +235,8 @@ def test_cli_json_is_the_run_report(sim_cluster: list[str]) -> None:
             "2",
             "--backend",
             "gloo",
-            "--no-save",
+            "--db",
+            url,
             "--json",
         ],
     )
@@ -238,12 +245,37 @@ def test_cli_json_is_the_run_report(sim_cluster: list[str]) -> None:
     assert rep.kind.value == "bandwidth" and rep.level == "quick"
     assert sorted(tuple(c.nodes) for c in rep.curves) == [("sim0", "sim1"), ("sim2", "sim3")]
     assert [n.host for n in rep.nodes] == ["sim0", "sim1", "sim2", "sim3"]
+    with Store.open(url) as store:
+        (past,) = store.recent_busbw("sim2", "all_reduce")
+    assert past.run_id == rep.run_id and past.nodes == ["sim2", "sim3"] and past.backend == "gloo"
+    pair = next(c for c in rep.curves if c.nodes == ["sim2", "sim3"])
+    assert past.peak_busbw_gbps == pytest.approx(pair.points[-1].busbw_gbps)
+
+
+def test_history_keeps_only_comparable_measurements() -> None:
+    from orchestrator.cli.bandwidth_cmd import history_values
+    from orchestrator.store import BusbwHistoryPoint
+
+    def pt(backend: str, nranks: int, bw: float | None) -> BusbwHistoryPoint:
+        return BusbwHistoryPoint(
+            run_id="r",
+            started_at=0.0,
+            collective="all_reduce",
+            backend=backend,
+            nodes=["a", "b"][:nranks],
+            nranks=nranks,
+            peak_busbw_gbps=bw,
+            peak_size=1,
+        )
+
+    pts = [pt("nccl", 2, 40.0), pt("gloo", 2, 1.0), pt("nccl", 16, 300.0), pt("nccl", 2, None)]
+    assert history_values(pts, "nccl") == [40.0]
 
 
 def test_host_names_prefer_label_resource_unique_hostname_then_ip() -> None:
     from orchestrator.collective import host_names
 
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {"Labels": {"fleetdx.host": "sim0"}, "NodeManagerHostname": "box", "NodeManagerAddress": "10.0.0.1"},
         {
             "Resources": {"fleetdx-host:h1": 1.0, "CPU": 1.0},

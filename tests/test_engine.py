@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.diagnosis import engine, rules_nccl, rules_node, rules_topo
+from orchestrator.diagnosis import engine, rules_gpu, rules_nccl, rules_node, rules_topo
 from orchestrator.diagnosis.base import Fleet
 from orchestrator.diagnosis.engine import (
     diagnose,
@@ -36,7 +36,7 @@ def _probe(name: str, status: RunStatus, error: str | None = None) -> ProbeRecor
 
 
 def test_engine_runs_every_rules_module() -> None:
-    for module in (rules_node, rules_nccl, rules_topo):
+    for module in (rules_gpu, rules_node, rules_nccl, rules_topo):
         assert set(module.RULES) <= set(engine.RULES)
 
 
@@ -131,7 +131,6 @@ def test_topo_only_bundle_warns_and_is_not_called_healthy() -> None:
 
 
 def test_busy_h100_flags_the_foreign_process() -> None:
-    pytest.importorskip("orchestrator.diagnosis.rules_gpu", reason="rules_gpu (GPU engineer) not landed yet")
     # nvidia-smi_query-compute-apps.csv: "1929, python3, 19948 MiB, 00000000:00:06.0"
     report = analyze_bundles([BUNDLES / "h100-busy"]).report
     foreign = [f for f in report.findings if f.code is FindingCode.GPU_FOREIGN_PROCESS]
@@ -140,7 +139,6 @@ def test_busy_h100_flags_the_foreign_process() -> None:
 
 
 def test_gpu_count_mismatch_against_expected() -> None:
-    pytest.importorskip("orchestrator.diagnosis.rules_gpu", reason="rules_gpu (GPU engineer) not landed yet")
     # nvidia-smi -L of the H100 VM lists one GPU ("GPU 0: NVIDIA H100 80GB HBM3")
     report = analyze_bundles([BUNDLES / "h100-idle"], expected_gpus=8).report
     assert any(f.code is FindingCode.GPU_COUNT_MISMATCH and f.severity is Severity.CRITICAL for f in report.findings)

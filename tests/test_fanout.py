@@ -106,3 +106,12 @@ def test_node_removed_mid_run_is_unreachable(tmp_path: Path, cluster: SimCluster
     assert out["n3"].kind is OutcomeKind.UNREACHABLE
     assert out["n3"].ray_state == "DEAD"
     assert elapsed < 60.0  # noticed the death, did not wait for the run deadline
+
+
+def test_gpu_nodes_preferred_when_the_cluster_has_any() -> None:
+    from orchestrator.fanout import RayNode, gpu_nodes_if_any
+
+    head = RayNode(node_id="h", host="head", simulated=False)
+    worker = RayNode(node_id="w", host="gpu01", simulated=False, gpus=8)
+    assert list(gpu_nodes_if_any({"head": head, "gpu01": worker})) == ["gpu01"]
+    assert list(gpu_nodes_if_any({"head": head})) == ["head"]

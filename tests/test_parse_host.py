@@ -143,7 +143,8 @@ def test_lscpu_json_children_and_unknown_counts() -> None:
     text = (
         '{"lscpu": [{"field": "Architecture:", "data": "aarch64"}, {"field": "CPU(s):", "data": "72"},'
         ' {"field": "Vendor ID:", "data": "ARM", "children": [{"field": "Model name:", "data": "Neoverse-V2",'
-        ' "children": [{"field": "Socket(s):", "data": "-"}, {"field": "Core(s) per socket:", "data": "72"}]}]},'
+        ' "children": [{"field": "Socket(s):", "data": "-"},'
+        ' {"field": "Core(s) per socket:", "data": "72"}]}]},'
         ' {"field": "NUMA:", "data": null, "children": [{"field": "NUMA node(s):", "data": "9"},'
         ' {"field": "NUMA node0 CPU(s):", "data": "0-71"}, {"field": "NUMA node1 CPU(s):", "data": ""}]}]}'
     )
@@ -183,8 +184,18 @@ def test_ibstat_h100_node_cas_in_lexical_order() -> None:
     r = parse_ibstat(read(IBSTAT))
     assert r.source_format is IbFormat.IBSTAT
     assert [ca.name for ca in r.cas] == [
-        "mlx5_0", "mlx5_1", "mlx5_10", "mlx5_11", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7",
-        "mlx5_8", "mlx5_9",
+        "mlx5_0",
+        "mlx5_1",
+        "mlx5_10",
+        "mlx5_11",
+        "mlx5_2",
+        "mlx5_3",
+        "mlx5_4",
+        "mlx5_5",
+        "mlx5_6",
+        "mlx5_7",
+        "mlx5_8",
+        "mlx5_9",
     ]
     assert all(len(ca.ports) == 1 for ca in r.cas)
 
@@ -204,8 +215,12 @@ def test_ibstat_active_ib_port_facts() -> None:
 
 def test_ibstat_down_disabled_ethernet_ports_with_rate_40() -> None:
     r = parse_ibstat(read(IBSTAT))
-    down = [(ca.name, p.phys_state, p.rate_gbps, p.link_layer) for ca in r.cas for p in ca.ports
-            if p.state is PortState.DOWN]
+    down = [
+        (ca.name, p.phys_state, p.rate_gbps, p.link_layer)
+        for ca in r.cas
+        for p in ca.ports
+        if p.state is PortState.DOWN
+    ]
     assert down == [
         ("mlx5_2", PhysState.DISABLED, 40, LinkLayer.ETHERNET),
         ("mlx5_7", PhysState.DISABLED, 40, LinkLayer.ETHERNET),

@@ -35,7 +35,12 @@ GOLDEN: dict[str, Expect] = {
     # "NET/OFI Selected Provider is efa", "Using network AWS Libfabric",
     # "Channel 00 : 1[101d0] -> 8[101c0] [send] via NET/AWS Libfabric/1/GDRDMA", "... via P2P/IPC/read"
     "04_all_reduce_A100x16_p4d_2node_EFA_ncclinfo_tagged_oldfmt.txt": Expect(
-        ["2.9.9+cuda11.2"], ["AWS Libfabric"], ["NET/AWS Libfabric/GDRDMA", "P2P/IPC/read"], 320, 0, gdrdma=True
+        ["2.9.9+cuda11.2"],
+        ["AWS Libfabric"],
+        ["NET/AWS Libfabric/GDRDMA", "P2P/IPC/read"],
+        320,
+        0,
+        gdrdma=True,
     ),
     # two NCCL builds on the two nodes: 2.26.5 on gdr114, 2.26.2 on gdr116; RoCE devices, no connection
     "13_all_reduce_V100_2node_RoCE_nonMPI_build_nranks1_ncclinfo.txt": Expect(
@@ -48,9 +53,15 @@ GOLDEN: dict[str, Expect] = {
     "20_all_reduce_H100x16_2node_IB_bootstrap_WARN_TestNCCLfailure.txt": Expect(
         ["2.18.3+cuda12.2"], ["IBext_v6"], [], 0, 8
     ),
-    # "NCCL_NET_GDR_LEVEL set by environment to SYS", "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IBext_v8/0/GDRDMA"
+    # "NCCL_NET_GDR_LEVEL set by environment to SYS",
+    # "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IBext_v8/0/GDRDMA"
     "21_all_reduce_A100PCIe_2node_HDR_IB_GDRDMA_crosssocket_slow_ncclinfo.txt": Expect(
-        ["2.21.5+cuda12.4"], ["IBext_v8"], ["NET/IBext_v8/GDRDMA"], 8, 0, gdrdma=True,
+        ["2.21.5+cuda12.4"],
+        ["IBext_v8"],
+        ["NET/IBext_v8/GDRDMA"],
+        8,
+        0,
+        gdrdma=True,
         env={"NCCL_NET_GDR_LEVEL": "SYS"},
     ),
     # "NCCL_NET_GDR_LEVEL set by environment to PXB", "... [send] via NET/IBext_v8/0" (no GDRDMA)
@@ -62,13 +73,24 @@ GOLDEN: dict[str, Expect] = {
     ),
     # "CollNet 00/0 : 4 [receive] via COLLNET/SHARP/0/GDRDMA"; 4 WARN "SHARP ... Datatypes not supported"
     "28_all_reduce_A100x8_4node_IB_CollNet_SHARP_hang_no_results.txt": Expect(
-        ["2.23.4+cuda12.4"], ["IBext_v8"], ["COLLNET/SHARP/GDRDMA"], 4, 4, gdrdma=True,
+        ["2.23.4+cuda12.4"],
+        ["IBext_v8"],
+        ["COLLNET/SHARP/GDRDMA"],
+        4,
+        4,
+        gdrdma=True,
         env={"NCCL_COLLNET_ENABLE": "1"},
     ),
     # "via P2P/CUMEM/read", "via NET/IBext_v8/5(2)/GDRDMA" (PXN), "WARN Cannot initialize CollNet, ..."
     "31_all_reduce_A100x8_4node_IB_CollNet_fallback_P2P_CUMEM_GDRDMA_PXN_ncclinfo.txt": Expect(
-        ["2.23.4+cuda12.4"], ["IBext_v8"], ["COLLNET/SHARP/GDRDMA", "NET/IBext_v8/GDRDMA", "P2P/CUMEM/read"],
-        86, 8, gdrdma=True, pxn=True, collnet_fallback=True,
+        ["2.23.4+cuda12.4"],
+        ["IBext_v8"],
+        ["COLLNET/SHARP/GDRDMA", "NET/IBext_v8/GDRDMA", "P2P/CUMEM/read"],
+        86,
+        8,
+        gdrdma=True,
+        pxn=True,
+        collnet_fallback=True,
     ),
     "all_reduce_perf_NCCL_DEBUG_INFO.txt": Expect(["2.28.9+cuda13.0"], ["Socket"], [], 0, 0),
     "nccl_debug_info_1rank.txt": Expect(["2.28.9+cuda13.0"], ["Socket"], [], 0, 0),
@@ -126,11 +148,15 @@ def test_efa_plugin_and_p2p_ipc() -> None:
     assert log.ofi_provider == "efa"
     assert log.hosts == ["nccl-tests-efa-16-worker-0", "nccl-tests-efa-16-worker-1"]
     assert log.kinds() == {TransportKind.NET, TransportKind.P2P}
-    # "[1,1]<stdout>:nccl-tests-efa-16-worker-0:26:68 [1] NCCL INFO Channel 00 : 1[101d0] -> 8[101c0] [send] via
-    #  NET/AWS Libfabric/1/GDRDMA" is the first connection line of the file
+    # "[1,1]<stdout>:nccl-tests-efa-16-worker-0:26:68 [1] NCCL INFO Channel 00 : 1[101d0] -> 8[101c0] [send]
+    #  via NET/AWS Libfabric/1/GDRDMA" is the first connection line of the file
     first = log.connections[0]
     assert (first.host, first.channel, first.src_rank, first.dst_rank, first.direction) == (
-        "nccl-tests-efa-16-worker-0", 0, 1, 8, "send"
+        "nccl-tests-efa-16-worker-0",
+        0,
+        1,
+        8,
+        "send",
     )
     assert (first.net_name, first.nic, first.gdrdma) == ("AWS Libfabric", 1, True)
 
@@ -144,7 +170,8 @@ def test_roce_devices() -> None:
 
 
 def test_pxn_proxy_and_cumem() -> None:
-    """31: "gpu36:20776:20833 [1] NCCL INFO Channel 00/0 : 3[1] -> 4[0] [send] via NET/IBext_v8/5(2)/GDRDMA"."""
+    """31: "gpu36:20776:20833 [1] NCCL INFO Channel 00/0 : 3[1] -> 4[0] [send] via NET/IBext_v8/5(2)/GDRDMA"
+    (PXN: NIC 5 of local rank 2's GPU)."""
     log = parse_fixture("31_all_reduce_A100x8_4node_IB_CollNet_fallback_P2P_CUMEM_GDRDMA_PXN_ncclinfo.txt")
     pxn = next(c for c in log.connections if c.transport == "NET/IBext_v8/5(2)/GDRDMA")
     assert (pxn.host, pxn.src_rank, pxn.dst_rank, pxn.nic, pxn.pxn_proxy_rank) == ("gpu36", 3, 4, 5, 2)
@@ -167,5 +194,7 @@ def test_warn_lines_keep_host_and_line() -> None:
     log = parse_fixture("20_all_reduce_H100x16_2node_IB_bootstrap_WARN_TestNCCLfailure.txt")
     assert all(w.host == "h100-4" for w in log.warnings)
     assert all("neither AF_INET(2) nor AF_INET6(10)" in w.text for w in log.warnings)
-    lines = (FIX / "20_all_reduce_H100x16_2node_IB_bootstrap_WARN_TestNCCLfailure.txt").read_text().splitlines()
+    lines = (
+        (FIX / "20_all_reduce_H100x16_2node_IB_bootstrap_WARN_TestNCCLfailure.txt").read_text().splitlines()
+    )
     assert all("NCCL WARN" in lines[w.line - 1] for w in log.warnings)

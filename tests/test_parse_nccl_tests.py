@@ -56,7 +56,9 @@ GOLDEN: dict[str, Expect] = {
         [Run(AR, 16, True, 30, 43.81, 11.2432, 0)]
     ),
     # a pasted table without banner nor footer: n from busbw/algbw = 78.33/41.78 = 1.875 = 2(n-1)/n, n = 16
-    "05_all_reduce_A100x16_p4de_2node_EFA_srun_prefix.txt": Expect([Run(AR, 16, False, 29, 78.33, None, None)]),
+    "05_all_reduce_A100x16_p4de_2node_EFA_srun_prefix.txt": Expect(
+        [Run(AR, 16, False, 29, 78.33, None, None)]
+    ),
     "08_all_reduce_GH200x8_2node_slingshot_healthy.txt": Expect([Run(AR, 8, True, 25, 123.11, 19.7866, 0)]),
     "09_all_reduce_GH200x8_2node_slingshot_noCXIhook_degraded.txt": Expect(
         [Run(AR, 8, True, 25, 6.07, 1.58767, 0)]
@@ -183,7 +185,13 @@ def test_old_format_error_column_and_mpi_tag_prefix() -> None:
     """04: ``[1,0]<stdout>:`` prefixes, old ``error`` column; last row prints ``5e-07`` on both sides."""
     run = parse_fixture("04_all_reduce_A100x16_p4d_2node_EFA_ncclinfo_tagged_oldfmt.txt").runs[0]
     last = run.rows[-1]
-    assert (last.size, last.count, last.type, last.redop, last.root) == (4294967296, 1073741824, "float", "sum", None)
+    assert (last.size, last.count, last.type, last.redop, last.root) == (
+        4294967296,
+        1073741824,
+        "float",
+        "sum",
+        None,
+    )
     assert last.out_of_place.time_us == 183834
     assert last.out_of_place.error == pytest.approx(5e-07)
     assert last.out_of_place.wrong is None
@@ -277,7 +285,9 @@ def test_sendrecv_in_place_unchecked() -> None:
 def test_nranks_from_ratio_only_without_devices() -> None:
     run = parse_fixture("17_all_reduce_B200x16_2node_IB_dstack_docs_hash_stripped.txt").runs[0]
     assert run.nranks_source == "busbw_ratio" and run.devices == []
-    assert parse_fixture("08_all_reduce_GH200x8_2node_slingshot_healthy.txt").runs[0].nranks_source == "devices"
+    assert (
+        parse_fixture("08_all_reduce_GH200x8_2node_slingshot_healthy.txt").runs[0].nranks_source == "devices"
+    )
 
 
 def test_timestamp_column() -> None:

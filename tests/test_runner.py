@@ -71,8 +71,9 @@ def test_nonzero_exit_is_failed_with_stderr_kept() -> None:
 
 
 def test_killed_by_signal_is_failed_with_negative_returncode() -> None:
-    res = SubprocessRunner().run([PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
-                                 timeout_s=20)
+    res = SubprocessRunner().run(
+        [PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], timeout_s=20
+    )
     assert res.status is RunStatus.FAILED
     assert res.returncode == -9
 
@@ -118,7 +119,9 @@ def test_timeout_kills_whole_process_group_including_grandchild(tmp_path: Path) 
     assert _gone(_read_pid(pid_file)), "grandchild survived the timeout"
 
 
-def test_timeout_escalates_to_sigkill_when_sigterm_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_timeout_escalates_to_sigkill_when_sigterm_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(runner_mod, "KILL_GRACE_S", 0.3)
     pid_file = tmp_path / "grandchild.pid"
     script = _spawn_grandchild_script(pid_file, then="time.sleep(120)\n", trap_term=True)

@@ -7,11 +7,11 @@ The report (with its busbw-vs-size curves) is saved to the store unless ``--no-s
 
 from __future__ import annotations
 
-import importlib
 import logging
 import re
 import statistics
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -19,6 +19,9 @@ from rich.table import Table
 from orchestrator.cli.common import console, err_console, handle_errors, print_json
 from orchestrator.report import RunReport
 from probes.errors import ConfigError
+
+if TYPE_CHECKING:
+    from orchestrator.store import BusbwHistoryPoint
 
 _SIZE = re.compile(r"^(\d+)([KMG]?)B?$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -98,28 +101,32 @@ def _heat_map(report: RunReport) -> Table | None:
     return t
 
 
-def _history(db_url: str | None, hosts: list[str], collective: str) -> dict[str, list[float]]:
-    """Each host's recent busbw (GB/s) for ``collective`` from the store; empty when the store is
-    unavailable."""
+def history_values(points: Sequence[BusbwHistoryPoint], backend: str, nranks: int = 2) -> list[float]:
+    """The past busbw figures (GB/s) comparable with this run's: same backend, same group size, measured."""
+    return [
+        p.peak_busbw_gbps
+        for p in points
+        if p.backend == backend and p.nranks == nranks and p.peak_busbw_gbps is not None
+    ]
+
+
+def _history(db_url: str | None, hosts: list[str], collective: str, backend: str) -> dict[str, list[float]]:
+    """Each host's recent busbw (GB/s) for ``collective``; empty when the store is unavailable."""
+    from orchestrator.store import Store, StoreError
+
     try:
-        store_mod: Any = importlib.import_module("orchestrator.store")  # the store engineer's package
-        store = store_mod.Store.open(db_url)
-        return {h: list(store.recent_busbw(h, collective)) for h in hosts}
-    except Exception as e:  # edge: history is optional; say why it is missing
-        err_console.print(
-            f"[yellow]note:[/] no history from the store ({type(e).__name__}: {e})", highlight=False
-        )
+        with Store.open(db_url) as store:
+            return {h: history_values(store.recent_busbw(h, collective), backend) for h in hosts}
+    except StoreError as e:  # edge: history is optional; say why it is missing
+        err_console.print(f"[yellow]note:[/] no history from the store ({e})", highlight=False)
         return {}
 
 
 def _save(db_url: str | None, report: RunReport) -> None:
     """Save the report (curves included) through the store, spooling when the database is unreachable."""
-    try:
-        store_mod: Any = importlib.import_module("orchestrator.store")
-        outcome = store_mod.save_or_spool(db_url, report, None)
-        err_console.print(f"saved: {outcome}", highlight=False)
-    except Exception as e:  # edge: a run's verdict must not be lost to a database problem
-        err_console.print(f"[yellow]note:[/] report not saved ({type(e).__name__}: {e})", highlight=False)
+    from orchestrator.store import save_or_spool
+
+    err_console.print(save_or_spool(db_url, report, None).message, highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -160,7 +167,7 @@ def register(app: typer.Typer) -> None:
         import ray
 
         from orchestrator.bandwidth import run_bandwidth
-        from orchestrator.collective import Backend, Collective
+        from orchestrator.collective import Backend, Collective, ray_hosts
         from orchestrator.schedules import Schedule
 
         try:
@@ -184,7 +191,10 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"no Ray cluster to measure on: {e}") from None
             started_ray = True
         try:
-            history = _history(db, hosts or [], colls[0].value) if (save or db) else {}
+            known = ray_hosts()
+            names = hosts or [h.name for h in known]
+            be_name = (be or (Backend.NCCL if all(h.gpus for h in known) else Backend.GLOO)).value
+            history = _history(db, names, colls[0].value, be_name) if (save or db) else {}
             report = run_bandwidth(
                 hosts,
                 schedule=sched,

@@ -1,8 +1,11 @@
 """``fleetdx collect --out DIR [--level quick|standard|full]``: write this node's bundle.
 
-Runs the registered node commands (probes/commands.py) through the one runner, reads the sysfs facts, and writes
-one raw file per command plus ``meta.json``. Commands that cannot run here (no GPU, no ``numactl``, ``dmesg`` not
-permitted) are recorded ``skipped`` with the reason. Prints a table of what ran (``--json``: the meta as JSON).
+Runs the registered node commands (probes/commands.py) through the one runner, reads the sysfs facts, and
+writes
+one raw file per command plus ``meta.json``. Commands that cannot run here (no GPU, no ``numactl``, ``dmesg``
+not
+permitted) are recorded ``skipped`` with the reason. Prints a table of what ran (``--json``: the meta as
+JSON).
 Exit code 0 when the bundle was written, whatever the commands did (judging them is ``analyze``'s job).
 """
 
@@ -20,8 +23,12 @@ from probes.bundle import BundleData, collect, write_bundle
 from probes.commands import Level
 from probes.runner import RunStatus, SubprocessRunner
 
-STATUS_STYLE = {RunStatus.OK: "green", RunStatus.FAILED: "red", RunStatus.TIMEOUT: "bold red",
-                RunStatus.SKIPPED: "yellow"}
+STATUS_STYLE = {
+    RunStatus.OK: "green",
+    RunStatus.FAILED: "red",
+    RunStatus.TIMEOUT: "bold red",
+    RunStatus.SKIPPED: "yellow",
+}
 
 
 def _nccl_binary(nccl_tests_dir: Path | None) -> str | None:
@@ -45,12 +52,25 @@ def register(app: typer.Typer) -> None:
     @app.command("collect")
     @handle_errors
     def collect_command(
-        out: Annotated[Path, typer.Option("--out", "-o", help="Bundle directory to write (created if needed).")],
-        level: Annotated[Level, typer.Option("--level", help="quick: state only; standard/full: + GPU "
-                                             "micro-benchmark and intra-node nccl-tests.")] = Level.QUICK,
-        host: Annotated[str | None, typer.Option("--host", help="Host name to record (default: hostname).")] = None,
-        nccl_tests_dir: Annotated[Path | None, typer.Option(
-            "--nccl-tests-dir", help="Where all_reduce_perf is (default: $NCCL_TESTS_HOME, then PATH).")] = None,
+        out: Annotated[
+            Path, typer.Option("--out", "-o", help="Bundle directory to write (created if needed).")
+        ],
+        level: Annotated[
+            Level,
+            typer.Option(
+                "--level",
+                help="quick: state only; standard/full: + GPU micro-benchmark and intra-node nccl-tests.",
+            ),
+        ] = Level.QUICK,
+        host: Annotated[
+            str | None, typer.Option("--host", help="Host name to record (default: hostname).")
+        ] = None,
+        nccl_tests_dir: Annotated[
+            Path | None,
+            typer.Option(
+                "--nccl-tests-dir", help="Where all_reduce_perf is (default: $NCCL_TESTS_HOME, then PATH)."
+            ),
+        ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print the bundle meta as JSON only.")] = False,
     ) -> None:
         """Write a bundle of this node's raw command outputs and sysfs facts to --out."""

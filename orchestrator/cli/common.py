@@ -39,7 +39,7 @@ def print_json(model: BaseModel | dict[str, Any] | list[Any]) -> None:
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     """Print ``message`` on stderr and return a ``typer.Exit`` to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import console, err_console, fail, handle_errors, print_json
+from orchestrator.cli.common import console, fail, handle_errors, print_json
 
 DB_HELP = "Database URL (default: $FLEETDX_DB_URL, else an SQLite file in the user's data directory)."
 DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
@@ -37,9 +37,9 @@ def upgrade(db: DbOption = None) -> None:
     with Store.open(db, check_schema=False) as store:
         before, after = store.upgrade()
         if before == after:
-            console.print(f"{store.url}: already at schema revision {after}", highlight=False)
+            typer.echo(f"{store.url}: already at schema revision {after}")
         else:
-            console.print(f"{store.url}: schema {before or 'empty'} -> {after}", highlight=False)
+            typer.echo(f"{store.url}: schema {before or 'empty'} -> {after}")
 
 
 @db_app.command("current")
@@ -53,7 +53,7 @@ def current(db: DbOption = None) -> None:
         rev = store.revision()
         head = head_revision()
         state = "up to date" if rev == head else "run `fleetdx db upgrade`"
-        console.print(f"{store.url}: revision {rev or 'none'} (head {head}; {state})", highlight=False)
+        typer.echo(f"{store.url}: revision {rev or 'none'} (head {head}; {state})")
 
 
 @db_app.command("import")
@@ -81,14 +81,14 @@ def import_(
                 results.append(import_spool_file(store, path, keep=keep))
             except (SpoolError, FileNotFoundError, IsADirectoryError) as e:
                 failed += 1
-                err_console.print(f"[bold red]error:[/] {e}", highlight=False)
+                typer.echo(f"error: {e}", err=True)
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])
     else:
         for r in results:
             what = "imported" if r.inserted else "already stored"
-            console.print(f"{r.path}: run {r.run_id} {what}", highlight=False)
-        console.print(f"{len(results)} of {len(paths)} spool files loaded into {store.url}", highlight=False)
+            typer.echo(f"{r.path}: run {r.run_id} {what}")
+        typer.echo(f"{len(results)} of {len(paths)} spool files loaded into {store.url}")
     if failed or not paths:
         raise fail("no spool files found" if not paths else f"{failed} spool files could not be imported")
 
@@ -109,7 +109,7 @@ def history(
         print_json(result)
         return
     if not result.entries:
-        console.print(f"no stored runs include {host}", highlight=False)
+        typer.echo(f"no stored runs include {host}")
         return
     table = Table(title=f"{host}: {len(result.entries)} newest runs")
     for col in ("started (UTC)", "run", "kind", "verdict", "findings"):

@@ -1,9 +1,11 @@
 """``fleetdx parse KIND FILE [--json]`` and ``fleetdx parse bundle DIR [--json]``.
 
-KIND is one of ``topo``, ``p2p``, ``smi-xml``, ``smi-csv``, ``nccl-tests``, ``nccl-log``, ``numactl``, ``lscpu``,
+KIND is one of ``topo``, ``p2p``, ``smi-xml``, ``smi-csv``, ``nccl-tests``, ``nccl-log``, ``numactl``,
+``lscpu``,
 ``ibstat``, ``xid``, ``microbench`` (probes/parsers/registry.py). ``--json`` prints exactly the parser's model
 dump (its fields are the contract documented on each model; ``parse bundle --json`` prints
-:class:`probes.facts.NodeFacts`). Without ``--json`` a readable view: a link matrix for ``topo`` and ``p2p``, a
+:class:`probes.facts.NodeFacts`). Without ``--json`` a readable view: a link matrix for ``topo`` and ``p2p``,
+a
 rows table for ``nccl-tests``, a field table for the others, a probe table plus a summary for ``bundle``.
 A ParseError (or a missing file) prints one line on stderr and exits 2.
 """
@@ -124,25 +126,65 @@ def render_nccl_tests(model: Any) -> None:
     """One rows table per run: size, count, type, out-of-place and in-place time/algbw/busbw/#wrong."""
     for i, run in enumerate(model.runs):
         coll = run.collective.value if run.collective else "?"
-        table = Table(title=f"run {i}: {coll}, {run.nranks or '?'} ranks, avg busbw "
-                            f"{_short(run.avg_busbw_gbps)} GB/s", header_style="bold")
-        for col in ("size (B)", "count", "type", "oop time (us)", "oop algbw", "oop busbw", "oop #wrong",
-                    "ip time (us)", "ip algbw", "ip busbw", "ip #wrong"):
+        table = Table(
+            title=f"run {i}: {coll}, {run.nranks or '?'} ranks, avg busbw {_short(run.avg_busbw_gbps)} GB/s",
+            header_style="bold",
+        )
+        for col in (
+            "size (B)",
+            "count",
+            "type",
+            "oop time (us)",
+            "oop algbw",
+            "oop busbw",
+            "oop #wrong",
+            "ip time (us)",
+            "ip algbw",
+            "ip busbw",
+            "ip #wrong",
+        ):
             table.add_column(col, justify="right")
         for r in run.rows:
             sides = []
             for t in (r.out_of_place, r.in_place):
-                sides += [_short(t.time_us), _short(t.algbw_gbps), _short(t.busbw_gbps), _short(t.wrong)] if t \
+                sides += (
+                    [_short(t.time_us), _short(t.algbw_gbps), _short(t.busbw_gbps), _short(t.wrong)]
+                    if t
                     else ["-"] * 4
+                )
             table.add_row(str(r.size), str(r.count), r.type, *sides)
         console.print(table)
     for e in model.errors:
         console.print(f"[red]error:[/] {e}")
 
 
+def render_ibstat(model: Any, title: str) -> None:
+    """One row per port: CA, type, firmware, port, state, physical state, rate, link layer, LID."""
+    table = Table(title=f"{title} ({model.source_format.value})", header_style="bold")
+    for col in ("CA", "type", "firmware", "port", "state", "phys state", "rate (Gb/s)", "link layer", "LID"):
+        table.add_column(col, justify="right" if col in ("port", "rate (Gb/s)", "LID") else "left")
+    for ca in model.cas:
+        for p in ca.ports:
+            style = "green" if p.state.value == "Active" else "red"
+            table.add_row(
+                ca.name,
+                _short(ca.ca_type),
+                _short(ca.firmware),
+                str(p.port),
+                f"[{style}]{p.state.value}[/]",
+                _short(p.phys_state),
+                _short(p.rate_gbps),
+                _short(p.link_layer),
+                _short(p.base_lid),
+            )
+    console.print(table)
+
+
 def _render(kind: ParserKind, model: BaseModel, title: str) -> None:
     if kind is ParserKind.TOPO:
         render_topo(model)
+    elif kind is ParserKind.IBSTAT:
+        render_ibstat(model, title)
     elif kind is ParserKind.NCCL_TESTS:
         render_nccl_tests(model)
     else:
@@ -152,8 +194,10 @@ def _render(kind: ParserKind, model: BaseModel, title: str) -> None:
 def render_bundle(facts: Any, bundle_dir: Path) -> None:
     """The bundle's probes (status, reason, parse result) and a summary of the facts read."""
     failed = {p.file: p for p in facts.parse_failures}
-    table = Table(title=f"bundle {bundle_dir} (host {facts.host}{', replayed' if facts.replayed else ''})",
-                  header_style="bold")
+    table = Table(
+        title=f"bundle {bundle_dir} (host {facts.host}{', replayed' if facts.replayed else ''})",
+        header_style="bold",
+    )
     for col in ("file", "status", "reason / parse"):
         table.add_column(col)
     for p in facts.probes:
@@ -168,12 +212,17 @@ def render_bundle(facts: Any, bundle_dir: Path) -> None:
     summary.add_column("value")
     rows = {
         "GPUs (topo -m)": _short(facts.topo.gpu_names) if facts.topo else "-",
-        "CPU": f"{facts.cpu.model_name or '?'}, {facts.cpu.cpus} CPUs ({facts.cpu.architecture})" if facts.cpu
+        "CPU": f"{facts.cpu.model_name or '?'}, {facts.cpu.cpus} CPUs ({facts.cpu.architecture})"
+        if facts.cpu
         else "-",
-        "NUMA nodes": _short([f"node{n.node}: {len(n.cpus)} CPUs" for n in facts.numa.nodes]) if facts.numa
+        "NUMA nodes": _short([f"node{n.node}: {len(n.cpus)} CPUs" for n in facts.numa.nodes])
+        if facts.numa
         else "-",
-        "IB/RoCE ports": _short([f"{ca.name}/{p.port} {p.state.value}" for ca in facts.ib.cas for p in ca.ports])
-        if facts.ib else "-",
+        "IB/RoCE ports": _short(
+            [f"{ca.name}/{p.port} {p.state.value}" for ca in facts.ib.cas for p in ca.ports]
+        )
+        if facts.ib
+        else "-",
         "nccl-tests files": _short([t.file for t in facts.nccl_tests]),
         "micro-benchmarks": str(len(facts.microbench)),
     }

@@ -96,7 +96,7 @@ def _live(nodes: str | None, level: Level, gpus_per_node: int | None, timeout: f
           ray_address: str | None, show_progress: bool) -> PreflightResult:
     import ray
 
-    from orchestrator.fanout import match_hosts, ray_node_hosts
+    from orchestrator.fanout import gpu_nodes_if_any, match_hosts, ray_node_hosts
     from orchestrator.preflight import NodeJob, run_preflight
     from orchestrator.targets import resolve_targets
 
@@ -104,7 +104,7 @@ def _live(nodes: str | None, level: Level, gpus_per_node: int | None, timeout: f
     _connect(ray_address)
     try:
         alive = ray_node_hosts(include_simulated=False)
-        hosts = targets.hosts if targets.hosts is not None else sorted(alive)
+        hosts = targets.hosts if targets.hosts is not None else sorted(gpu_nodes_if_any(alive))
         jobs = {h: NodeJob(host=h, level=level, probe_timeout_s=probe_timeout) for h in hosts}
         with _progress(show_progress) as progress:
             return run_preflight(jobs, match_hosts(hosts, alive), run_timeout_s=timeout,

@@ -20,22 +20,15 @@ from collections.abc import Iterable, Sequence
 
 import hostlist
 
-from orchestrator.diagnosis import rules_nccl, rules_node, rules_topo
+from orchestrator.diagnosis import rules_gpu, rules_nccl, rules_node, rules_topo
 from orchestrator.diagnosis.base import Fleet, Rule
 from orchestrator.report import NodeReport, ProbeSummary
 from probes.contracts import Contract, Finding, FindingCode, Severity, Verdict, VerdictName
 from probes.facts import NodeFacts, ProbeRecord
 from probes.runner import RunStatus
 
-try:  # being written concurrently (GPU engineer); becomes a plain import once they land
-    from orchestrator.diagnosis import rules_gpu as _rules_gpu
-
-    _GPU_RULES: list[Rule] = list(_rules_gpu.RULES)
-except ImportError:  # pragma: no cover - transitional
-    _GPU_RULES = []
-
 #: every rule the engine runs, in this order; each rules module exports ``RULES``
-RULES: list[Rule] = [*_GPU_RULES, *rules_node.RULES, *rules_nccl.RULES, *rules_topo.RULES]
+RULES: list[Rule] = [*rules_gpu.RULES, *rules_node.RULES, *rules_nccl.RULES, *rules_topo.RULES]
 
 #: bundle files holding the GPU inventory; a node with none of them parsed cannot be judged (UNKNOWN)
 GPU_INVENTORY_FILES = ("nvidia-smi_-q_-x.xml", "nvidia-smi_query-gpu.csv")

@@ -80,8 +80,15 @@ class Expected(Contract):
 
 
 REFERENCES: tuple[GpuSpec, ...] = (
-    GpuSpec(name="NVIDIA H100 80GB HBM3", bf16_tflops=989.4, mem_gbps=3350, pcie_gbps=GEN5_X16_GBPS,
-            measured_bf16_tflops=773, measured_d2d_gbps=3006, measured_h2d_gbps=54.6),
+    GpuSpec(
+        name="NVIDIA H100 80GB HBM3",
+        bf16_tflops=989.4,
+        mem_gbps=3350,
+        pcie_gbps=GEN5_X16_GBPS,
+        measured_bf16_tflops=773,
+        measured_d2d_gbps=3006,
+        measured_h2d_gbps=54.6,
+    ),
     GpuSpec(name="NVIDIA H100 PCIe", bf16_tflops=756, mem_gbps=2000, pcie_gbps=GEN5_X16_GBPS),
     GpuSpec(name="NVIDIA H100 NVL", bf16_tflops=835, mem_gbps=3900, pcie_gbps=GEN5_X16_GBPS),
     GpuSpec(name="NVIDIA H200", bf16_tflops=989, mem_gbps=4800, pcie_gbps=GEN5_X16_GBPS),
@@ -102,7 +109,7 @@ _BY_NAME = {_norm(s.name): s for s in REFERENCES}
 
 
 def spec_for(gpu_name: str | None) -> GpuSpec | None:
-    """The reference of a GPU model by its exact printed name (case and spacing ignored); ``None`` if unknown."""
+    """The reference of a GPU model by its exact printed name (case, spacing ignored); ``None`` if unknown."""
     return None if gpu_name is None else _BY_NAME.get(_norm(gpu_name))
 
 

@@ -1,4 +1,4 @@
-"""Diagnosis rules over a node's GPUs: inventory, health counters, clocks, PCIe link, XIDs and micro-benchmarks.
+"""Diagnosis rules over a node's GPUs: inventory, health counters, clocks, PCIe link, XIDs, micro-benchmarks.
 
 ``RULES`` (in order):
 
@@ -66,10 +66,17 @@ def _gpu_of(node: NodeFacts, bus_id: str | None) -> str:
     return _subject(idx) if idx is not None else f"PCI:{bus_id}"
 
 
-def _finding(node: NodeFacts, code: FindingCode, severity: Severity, subject: str, message: str,
-             evidence: dict[str, EvidenceValue]) -> Finding:
-    return Finding(code=code, severity=severity, node=node.host, subject=subject, message=message,
-                   evidence=evidence)
+def _finding(
+    node: NodeFacts,
+    code: FindingCode,
+    severity: Severity,
+    subject: str,
+    message: str,
+    evidence: dict[str, EvidenceValue],
+) -> Finding:
+    return Finding(
+        code=code, severity=severity, node=node.host, subject=subject, message=message, evidence=evidence
+    )
 
 
 # --- GPU count ------------------------------------------------------------------------------------------
@@ -115,9 +122,16 @@ def gpu_count_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
         expected, basis = majority, f"majority of {len(counts)} nodes"
     if count == expected:
         return []
-    return [_finding(node, FindingCode.GPU_COUNT_MISMATCH, Severity.CRITICAL, "node",
-                     f"{count} GPUs visible, {expected} expected ({basis})",
-                     {"gpus": count, "expected": expected, "expected_from": basis, "file": source})]
+    return [
+        _finding(
+            node,
+            FindingCode.GPU_COUNT_MISMATCH,
+            Severity.CRITICAL,
+            "node",
+            f"{count} GPUs visible, {expected} expected ({basis})",
+            {"gpus": count, "expected": expected, "expected_from": basis, "file": source},
+        )
+    ]
 
 
 # --- foreign processes ----------------------------------------------------------------------------------
@@ -133,23 +147,46 @@ def foreign_process_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
         for g in node.smi.gpus:
             for p in g.processes:
                 mem = None if p.used_memory_bytes is None else p.used_memory_bytes // MIB
-                out.append(_finding(
-                    node, FindingCode.GPU_FOREIGN_PROCESS, Severity.CRITICAL, _subject(g.index),
-                    f"pid {p.pid} ({p.name or '?'}) holds {_subject(g.index)}"
-                    + (f" with {mem} MiB" if mem is not None else ""),
-                    {"pid": p.pid, "process_name": p.name, "type": p.type, "used_memory_mib": mem,
-                     "bus_id": g.bus_id, "file": SMI_XML}))
+                out.append(
+                    _finding(
+                        node,
+                        FindingCode.GPU_FOREIGN_PROCESS,
+                        Severity.CRITICAL,
+                        _subject(g.index),
+                        f"pid {p.pid} ({p.name or '?'}) holds {_subject(g.index)}"
+                        + (f" with {mem} MiB" if mem is not None else ""),
+                        {
+                            "pid": p.pid,
+                            "process_name": p.name,
+                            "type": p.type,
+                            "used_memory_mib": mem,
+                            "bus_id": g.bus_id,
+                            "file": SMI_XML,
+                        },
+                    )
+                )
         return out
     if node.compute_apps is not None:
         for app in node.compute_apps.compute_apps():
             mem = None if app.used_memory_bytes is None else app.used_memory_bytes // MIB
             subject = _gpu_of(node, app.bus_id) if app.bus_id else "GPU"
-            out.append(_finding(
-                node, FindingCode.GPU_FOREIGN_PROCESS, Severity.CRITICAL, subject,
-                f"pid {app.pid} ({app.process_name or '?'}) holds {subject}"
-                + (f" with {mem} MiB" if mem is not None else ""),
-                {"pid": app.pid, "process_name": app.process_name, "used_memory_mib": mem,
-                 "bus_id": app.bus_id, "file": COMPUTE_APPS}))
+            out.append(
+                _finding(
+                    node,
+                    FindingCode.GPU_FOREIGN_PROCESS,
+                    Severity.CRITICAL,
+                    subject,
+                    f"pid {app.pid} ({app.process_name or '?'}) holds {subject}"
+                    + (f" with {mem} MiB" if mem is not None else ""),
+                    {
+                        "pid": app.pid,
+                        "process_name": app.process_name,
+                        "used_memory_mib": mem,
+                        "bus_id": app.bus_id,
+                        "file": COMPUTE_APPS,
+                    },
+                )
+            )
     return out
 
 
@@ -171,37 +208,86 @@ def ecc_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
             v = g.ecc_volatile
             unc = v.uncorrectable
             if unc:
-                out.append(_finding(
-                    node, FindingCode.GPU_ECC_UNCORRECTABLE, Severity.CRITICAL, _subject(g.index),
-                    f"{unc} uncorrectable ECC errors since the driver loaded",
-                    {"volatile_sram_uncorrectable": v.sram_uncorrectable,
-                     "volatile_dram_uncorrectable": v.dram_uncorrectable,
-                     "volatile_double_bit_total": v.uncorrectable_total,
-                     "aggregate_uncorrectable": g.ecc_aggregate.uncorrectable, "bus_id": g.bus_id,
-                     "file": SMI_XML}))
+                out.append(
+                    _finding(
+                        node,
+                        FindingCode.GPU_ECC_UNCORRECTABLE,
+                        Severity.CRITICAL,
+                        _subject(g.index),
+                        f"{unc} uncorrectable ECC errors since the driver loaded",
+                        {
+                            "volatile_sram_uncorrectable": v.sram_uncorrectable,
+                            "volatile_dram_uncorrectable": v.dram_uncorrectable,
+                            "volatile_double_bit_total": v.uncorrectable_total,
+                            "aggregate_uncorrectable": g.ecc_aggregate.uncorrectable,
+                            "bus_id": g.bus_id,
+                            "file": SMI_XML,
+                        },
+                    )
+                )
         return out
     if node.query_gpu is not None:
         for row in node.query_gpu.gpus():
             if row.ecc_uncorrected_volatile_total:
-                out.append(_finding(
-                    node, FindingCode.GPU_ECC_UNCORRECTABLE, Severity.CRITICAL, _subject(row.index),
-                    f"{row.ecc_uncorrected_volatile_total} uncorrectable ECC errors since the driver loaded",
-                    {"ecc.errors.uncorrected.volatile.total": row.ecc_uncorrected_volatile_total,
-                     "bus_id": row.bus_id, "file": QUERY_GPU}))
+                out.append(
+                    _finding(
+                        node,
+                        FindingCode.GPU_ECC_UNCORRECTABLE,
+                        Severity.CRITICAL,
+                        _subject(row.index),
+                        f"{row.ecc_uncorrected_volatile_total} uncorrectable ECC errors since the driver "
+                        "loaded",
+                        {
+                            "ecc.errors.uncorrected.volatile.total": row.ecc_uncorrected_volatile_total,
+                            "bus_id": row.bus_id,
+                            "file": QUERY_GPU,
+                        },
+                    )
+                )
     return out
 
 
-def _remap_findings(node: NodeFacts, subject: str, bus_id: str | None, pending: bool | None,
-                    failure: bool | None, corr: int | None, unc: int | None, source: str) -> list[Finding]:
-    ev: dict[str, EvidenceValue] = {"remapped_rows_correctable": corr, "remapped_rows_uncorrectable": unc,
-                                    "pending": pending, "failure": failure, "bus_id": bus_id, "file": source}
+def _remap_findings(
+    node: NodeFacts,
+    subject: str,
+    bus_id: str | None,
+    pending: bool | None,
+    failure: bool | None,
+    corr: int | None,
+    unc: int | None,
+    source: str,
+) -> list[Finding]:
+    ev: dict[str, EvidenceValue] = {
+        "remapped_rows_correctable": corr,
+        "remapped_rows_uncorrectable": unc,
+        "pending": pending,
+        "failure": failure,
+        "bus_id": bus_id,
+        "file": source,
+    }
     out = []
     if failure:
-        out.append(_finding(node, FindingCode.GPU_ROW_REMAP_FAILURE, Severity.CRITICAL, subject,
-                            "row remapping failed: no spare row left for a failing memory row (RMA)", ev))
+        out.append(
+            _finding(
+                node,
+                FindingCode.GPU_ROW_REMAP_FAILURE,
+                Severity.CRITICAL,
+                subject,
+                "row remapping failed: no spare row left for a failing memory row (RMA)",
+                ev,
+            )
+        )
     if pending:
-        out.append(_finding(node, FindingCode.GPU_ROW_REMAP_PENDING, Severity.WARNING, subject,
-                            "a row remap is pending: reset the GPU to apply it", ev))
+        out.append(
+            _finding(
+                node,
+                FindingCode.GPU_ROW_REMAP_PENDING,
+                Severity.WARNING,
+                subject,
+                "a row remap is pending: reset the GPU to apply it",
+                ev,
+            )
+        )
     return out
 
 
@@ -216,13 +302,29 @@ def row_remap_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
         for g in node.smi.gpus:
             r = g.remapped_rows
             if r is not None:
-                out += _remap_findings(node, _subject(g.index), g.bus_id, r.pending, r.failure, r.correctable,
-                                       r.uncorrectable, SMI_XML)
+                out += _remap_findings(
+                    node,
+                    _subject(g.index),
+                    g.bus_id,
+                    r.pending,
+                    r.failure,
+                    r.correctable,
+                    r.uncorrectable,
+                    SMI_XML,
+                )
         return out
     if node.remapped_rows is not None:
         for row in node.remapped_rows.remapped_rows():
-            out += _remap_findings(node, _gpu_of(node, row.bus_id), row.bus_id, row.pending, row.failure,
-                                   row.correctable, row.uncorrectable, REMAPPED_ROWS)
+            out += _remap_findings(
+                node,
+                _gpu_of(node, row.bus_id),
+                row.bus_id,
+                row.pending,
+                row.failure,
+                row.correctable,
+                row.uncorrectable,
+                REMAPPED_ROWS,
+            )
     return out
 
 
@@ -245,47 +347,84 @@ def clocks_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     """GPU_CLOCKS_THROTTLED.
 
     * CRITICAL when a hardware or thermal slowdown is active (:data:`CRITICAL_REASONS`).
-    * SW power cap (NVML: "the clocks have been optimized to ensure not to go over the TDP settings") is what a
-      GPU at full load does by design (h100-vm-busy: 697.7 W of a 700 W limit, clocks 1395 of 1980 MHz). It is
-      a WARNING only when the enforced power limit is below the default limit (someone lowered it, so the GPU
-      caps earlier than its peers); otherwise INFO (the GPU is busy: GPU_FOREIGN_PROCESS says by whom).
+    * SW power cap (NVML: "the clocks have been optimized to ensure not to go over the TDP settings") is
+      what a GPU at full load does by design (h100-vm-busy: 697.7 W of a 700 W limit, clocks 1395 of 1980
+      MHz). It is a WARNING only when the enforced power limit is below the default limit (someone lowered
+      it, so the GPU caps earlier than its peers); otherwise INFO (the GPU is busy: GPU_FOREIGN_PROCESS says
+      by whom).
     * GPU idle, application/display clock settings and sync boost are not findings.
     """
     out = []
-    rows: list[tuple[int | None, list[ClockEventReason], dict[str, EvidenceValue], float | None, float | None]]
+    rows: list[
+        tuple[int | None, list[ClockEventReason], dict[str, EvidenceValue], float | None, float | None]
+    ]
     rows = []
     if node.smi is not None:
         for g in node.smi.gpus:
             ev: dict[str, EvidenceValue] = {
-                "sm_clock_mhz": g.clocks.sm_mhz, "max_sm_clock_mhz": g.clocks.max_sm_mhz,
-                "power_draw_w": g.power_draw_w, "power_limit_w": g.power_limit_w,
-                "default_power_limit_w": g.default_power_limit_w, "temperature_c": g.temperature_c,
-                "memory_temperature_c": g.memory_temperature_c, "file": SMI_XML}
+                "sm_clock_mhz": g.clocks.sm_mhz,
+                "max_sm_clock_mhz": g.clocks.max_sm_mhz,
+                "power_draw_w": g.power_draw_w,
+                "power_limit_w": g.power_limit_w,
+                "default_power_limit_w": g.default_power_limit_w,
+                "temperature_c": g.temperature_c,
+                "memory_temperature_c": g.memory_temperature_c,
+                "file": SMI_XML,
+            }
             rows.append((g.index, g.active_clock_reasons, ev, g.power_limit_w, g.default_power_limit_w))
     elif node.query_gpu is not None:
         for r in node.query_gpu.gpus():
-            ev = {"sm_clock_mhz": r.sm_clock_mhz, "max_sm_clock_mhz": r.max_sm_clock_mhz,
-                  "power_draw_w": r.power_draw_w, "power_limit_w": r.power_limit_w,
-                  "temperature_c": r.temperature_c,
-                  "clocks_event_reasons.active": hex(r.clock_event_mask) if r.clock_event_mask is not None
-                  else None, "file": QUERY_GPU}
+            ev = {
+                "sm_clock_mhz": r.sm_clock_mhz,
+                "max_sm_clock_mhz": r.max_sm_clock_mhz,
+                "power_draw_w": r.power_draw_w,
+                "power_limit_w": r.power_limit_w,
+                "temperature_c": r.temperature_c,
+                "clocks_event_reasons.active": hex(r.clock_event_mask)
+                if r.clock_event_mask is not None
+                else None,
+                "file": QUERY_GPU,
+            }
             rows.append((r.index, r.clock_event_reasons, ev, r.power_limit_w, None))
     for index, reasons, ev, limit, default in rows:
         ev = {**ev, "active_reasons": [x.value for x in reasons]}
         severe = [x for x in reasons if x in CRITICAL_REASONS]
         if severe:
-            out.append(_finding(node, FindingCode.GPU_CLOCKS_THROTTLED, Severity.CRITICAL, _subject(index),
-                                "clocks slowed by " + ", ".join(x.value for x in severe), ev))
+            out.append(
+                _finding(
+                    node,
+                    FindingCode.GPU_CLOCKS_THROTTLED,
+                    Severity.CRITICAL,
+                    _subject(index),
+                    "clocks slowed by " + ", ".join(x.value for x in severe),
+                    ev,
+                )
+            )
         elif ClockEventReason.SW_POWER_CAP in reasons:
             lowered = limit is not None and default is not None and limit < default
-            msg = (f"power capped at a lowered limit ({limit} W, default {default} W)" if lowered
-                   else f"at its power limit ({ev.get('power_draw_w')} of {limit} W): the GPU is busy")
-            out.append(_finding(node, FindingCode.GPU_CLOCKS_THROTTLED,
-                                Severity.WARNING if lowered else Severity.INFO, _subject(index), msg, ev))
+            msg = (
+                f"power capped at a lowered limit ({limit} W, default {default} W)"
+                if lowered
+                else f"at its power limit ({ev.get('power_draw_w')} of {limit} W): the GPU is busy"
+            )
+            out.append(
+                _finding(
+                    node,
+                    FindingCode.GPU_CLOCKS_THROTTLED,
+                    Severity.WARNING if lowered else Severity.INFO,
+                    _subject(index),
+                    msg,
+                    ev,
+                )
+            )
     return out
 
 
 # --- PCIe link ------------------------------------------------------------------------------------------
+
+
+#: (index, bus id, gen, max gen, width, max width, under load, file)
+_LinkView = tuple[int | None, str | None, int | None, int | None, int | None, int | None, bool | None, str]
 
 
 def pcie_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
@@ -299,26 +438,63 @@ def pcie_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
       event reason not active.
     """
     out = []
+    views: list[_LinkView]
     if node.smi is not None:
-        views = [(g.index, g.bus_id, g.pcie.gen_current, g.pcie.gen_max, g.pcie.width_current, g.pcie.width_max,
-                  _busy(g.utilization_gpu_pct, g.active_clock_reasons), SMI_XML) for g in node.smi.gpus]
+        views = [
+            (
+                g.index,
+                g.bus_id,
+                g.pcie.gen_current,
+                g.pcie.gen_max,
+                g.pcie.width_current,
+                g.pcie.width_max,
+                _busy(g.utilization_gpu_pct, g.active_clock_reasons),
+                SMI_XML,
+            )
+            for g in node.smi.gpus
+        ]
     elif node.query_gpu is not None:
-        views = [(r.index, r.bus_id, r.pcie_gen_current, r.pcie_gen_max, r.pcie_width_current, r.pcie_width_max,
-                  _busy(r.utilization_gpu_pct, r.clock_event_reasons), QUERY_GPU) for r in node.query_gpu.gpus()]
+        views = [
+            (
+                r.index,
+                r.bus_id,
+                r.pcie_gen_current,
+                r.pcie_gen_max,
+                r.pcie_width_current,
+                r.pcie_width_max,
+                _busy(r.utilization_gpu_pct, r.clock_event_reasons),
+                QUERY_GPU,
+            )
+            for r in node.query_gpu.gpus()
+        ]
     else:
         return []
     for index, bus_id, gen, gen_max, width, width_max, busy, source in views:
-        ev: dict[str, EvidenceValue] = {"gen_current": gen, "gen_max": gen_max, "width_current": width,
-                                        "width_max": width_max, "under_load": busy, "bus_id": bus_id,
-                                        "file": source}
+        ev: dict[str, EvidenceValue] = {
+            "gen_current": gen,
+            "gen_max": gen_max,
+            "width_current": width,
+            "width_max": width_max,
+            "under_load": busy,
+            "bus_id": bus_id,
+            "file": source,
+        }
         problems = []
         if width is not None and width_max is not None and width < width_max:
             problems.append(f"x{width} of x{width_max}")
         if busy and gen is not None and gen_max is not None and gen < gen_max:
             problems.append(f"Gen{gen} of Gen{gen_max} under load")
         if problems:
-            out.append(_finding(node, FindingCode.PCIE_LINK_DEGRADED, Severity.WARNING, _subject(index),
-                                "PCIe link degraded: " + ", ".join(problems), ev))
+            out.append(
+                _finding(
+                    node,
+                    FindingCode.PCIE_LINK_DEGRADED,
+                    Severity.WARNING,
+                    _subject(index),
+                    "PCIe link degraded: " + ", ".join(problems),
+                    ev,
+                )
+            )
     return out
 
 
@@ -335,8 +511,9 @@ _MAX_LINES = 10
 
 def xid_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     """GPU_XID: one finding per (GPU, XID code), severity from the class in :mod:`xid_table` (application XIDs
-    such as 13, 31, 43 are INFO and never condemn the node; repeated "escalates if repeats" codes and XID 154's
-    recovery action are honoured). Events are grouped so a storm of one code is one finding with a count."""
+    such as 13, 31, 43 are INFO and never condemn the node; repeated "escalates if repeats" codes and XID
+    154's recovery action are honoured). Events are grouped so a storm of one code is one finding with a
+    count."""
     if node.xids is None:
         return []
     groups: dict[tuple[str, int], list[XidEvent]] = defaultdict(list)
@@ -350,12 +527,27 @@ def xid_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
         info = xid_table.lookup(code)
         idx = _index_by_bus(node).get(events[0].pci_key) if events[0].pci_key is not None else None
         subject = _subject(idx) if idx is not None else f"PCI:{pci}"
-        out.append(_finding(
-            node, FindingCode.GPU_XID, cls.severity, subject,
-            f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}; {info.action}",
-            {"xid": code, "mnemonic": info.mnemonic, "class": cls.value, "count": len(events), "pci": pci,
-             "lines": [e.line for e in events[:_MAX_LINES]], "first_message": events[0].message,
-             "last_uptime_s": events[-1].uptime_s, "last_time": events[-1].time, "file": DMESG}))
+        out.append(
+            _finding(
+                node,
+                FindingCode.GPU_XID,
+                cls.severity,
+                subject,
+                f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}; {info.action}",
+                {
+                    "xid": code,
+                    "mnemonic": info.mnemonic,
+                    "class": cls.value,
+                    "count": len(events),
+                    "pci": pci,
+                    "lines": [e.line for e in events[:_MAX_LINES]],
+                    "first_message": events[0].message,
+                    "last_uptime_s": events[-1].uptime_s,
+                    "last_time": events[-1].time,
+                    "file": DMESG,
+                },
+            )
+        )
     return out
 
 
@@ -374,16 +566,22 @@ def _value(m: Microbench, metric: ref.Metric) -> float | None:
     return v if isinstance(v, float) else None
 
 
-def _peer_median(node: NodeFacts, fleet: Fleet, name: str | None, metric: ref.Metric) -> tuple[float, int] | None:
+def _peer_median(
+    node: NodeFacts, fleet: Fleet, name: str | None, metric: ref.Metric
+) -> tuple[float, int] | None:
     if name is None:
         return None
-    values = [v for p in fleet.peers_of(node.host) for m in p.microbench
-              if m.gpu_name == name and (v := _value(m, metric)) is not None]
+    values = [
+        v
+        for p in fleet.peers_of(node.host)
+        for m in p.microbench
+        if m.gpu_name == name and (v := _value(m, metric)) is not None
+    ]
     return (statistics.median(values), len(values)) if values else None
 
 
 def _bench_subject(node: NodeFacts, m: Microbench) -> str:
-    """``GPU<index>``; the flat one-GPU JSON names no index, which is then the node's only GPU if it has one."""
+    """``GPU<index>``; the flat one-GPU JSON names no index: then the node's only GPU, if it has one."""
     if m.gpu_index is not None:
         return _subject(m.gpu_index)
     if node.smi is not None and len(node.smi.gpus) == 1 and len(node.microbench) == 1:
@@ -411,19 +609,40 @@ def microbench_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
             slow_peers = peers is not None and value < peers[0] * (1 - ref.PEER_TOLERANCE)
             if not (slow_ref or slow_peers):
                 continue
-            ev: dict[str, EvidenceValue] = {"metric": metric.value, "measured": round(value, 2), "unit": unit,
-                                            "gpu_name": m.gpu_name, "file": MICROBENCH}
+            ev: dict[str, EvidenceValue] = {
+                "metric": metric.value,
+                "measured": round(value, 2),
+                "unit": unit,
+                "gpu_name": m.gpu_name,
+                "file": MICROBENCH,
+            }
             parts = []
             if exp is not None:
-                ev |= {"expected": round(exp.value, 2), "basis": exp.basis.value, "tolerance": exp.tolerance,
-                       "below_expected": slow_ref}
+                ev |= {
+                    "expected": round(exp.value, 2),
+                    "basis": exp.basis.value,
+                    "tolerance": exp.tolerance,
+                    "below_expected": slow_ref,
+                }
                 parts.append(f"expected {exp.value:.0f} ({exp.basis.value})")
             if peers is not None:
-                ev |= {"peer_median": round(peers[0], 2), "peer_gpus": peers[1],
-                       "peer_tolerance": ref.PEER_TOLERANCE, "below_peers": slow_peers}
+                ev |= {
+                    "peer_median": round(peers[0], 2),
+                    "peer_gpus": peers[1],
+                    "peer_tolerance": ref.PEER_TOLERANCE,
+                    "below_peers": slow_peers,
+                }
                 parts.append(f"peer median {peers[0]:.0f} over {peers[1]} GPUs")
-            out.append(_finding(node, code, Severity.WARNING, _bench_subject(node, m),
-                                f"{what} {value:.1f} {unit} is slow: " + "; ".join(parts), ev))
+            out.append(
+                _finding(
+                    node,
+                    code,
+                    Severity.WARNING,
+                    _bench_subject(node, m),
+                    f"{what} {value:.1f} {unit} is slow: " + "; ".join(parts),
+                    ev,
+                )
+            )
     return out
 
 

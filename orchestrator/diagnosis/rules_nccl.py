@@ -12,9 +12,10 @@
 * :func:`not_mpi_rule` NCCL_TESTS_NOT_MPI (critical): a build without MPI ran one-rank tables, one per
   process, so its figures measure no traffic between GPUs or nodes (nccl-tests README: multi-process runs
   need ``MPI=1``);
-* :func:`transport_fallback_rule` NCCL_TRANSPORT_FALLBACK (warning): NCCL used TCP sockets although it
-  listed IB/RoCE devices; NET connections without GPU Direct RDMA although IB devices are present;
-  CollNet (SHARP) requested but NCCL fell back to point-to-point.
+* :func:`transport_fallback_rule` NCCL_TRANSPORT_FALLBACK (warning): NCCL used TCP sockets (or was told
+  ``NCCL_IB_DISABLE=1``) although its log lists IB/RoCE devices or the node's ``ibstat`` facts show Active
+  RDMA ports; NET connections without GPU Direct RDMA although IB devices are present; CollNet (SHARP)
+  requested but NCCL fell back to point-to-point.
 
 A node without nccl-tests files or NCCL logs gives no finding. Rules never raise on odd facts.
 """
@@ -26,6 +27,7 @@ from collections.abc import Iterable
 from orchestrator.diagnosis.base import Fleet, Rule
 from probes.contracts import EvidenceValue, Finding, FindingCode, JsonScalar, Severity
 from probes.facts import NamedNcclLog, NamedNcclTests, NodeFacts
+from probes.parsers.ibstat import IbReport, PortState
 from probes.parsers.nccl_log import Connection, NcclLog, TransportKind
 from probes.parsers.nccl_tests import NcclTestsRun, Row
 
@@ -213,21 +215,40 @@ def _is_net(c: Connection, socket: bool) -> bool:
     return c.kind is TransportKind.NET and c.net_name is not None and (c.net_name == "Socket") == socket
 
 
+def _active_rdma_ports(ib: IbReport | None) -> list[str]:
+    """``ca/port`` of every Active port (InfiniBand or RoCE) in the node's ibstat facts."""
+    if ib is None:
+        return []
+    return [f"{ca.name}/{p.port}" for ca in ib.cas for p in ca.ports if p.state is PortState.ACTIVE]
+
+
+def _socket_fallback(node: NodeFacts, named: NamedNcclLog) -> Finding | None:
+    log = named.log
+    socket_conns = [c for c in log.connections if _is_net(c, socket=True)]
+    on_sockets = bool(socket_conns) or "Socket" in log.networks or log.env.get("NCCL_IB_DISABLE") == "1"
+    ib = _ib_devices(log)
+    active = _active_rdma_ports(node.ib)
+    if not on_sockets or not (ib or active):
+        return None
+    seen = f"IB/RoCE devices {', '.join(ib)}" if ib else f"{len(active)} Active RDMA port(s) in ibstat"
+    return _fallback(
+        node,
+        named,
+        "NET/Socket",
+        f"NCCL used TCP sockets although the node has {seen}",
+        {
+            "socket_connections": len(socket_conns),
+            "NCCL_IB_DISABLE": log.env.get("NCCL_IB_DISABLE"),
+            "active_rdma_ports": _scalars(active[:EVIDENCE_LINES]),
+        },
+    )
+
+
 def _log_fallbacks(node: NodeFacts, named: NamedNcclLog) -> list[Finding]:
     log = named.log
-    out = []
+    socket = _socket_fallback(node, named)
+    out = [] if socket is None else [socket]
     ib = _ib_devices(log)
-    socket_conns = [c for c in log.connections if _is_net(c, socket=True)]
-    if ib and (socket_conns or "Socket" in log.networks):
-        out.append(
-            _fallback(
-                node,
-                named,
-                "NET/Socket",
-                f"NCCL used TCP sockets although it found IB/RoCE devices {', '.join(ib)}",
-                {"socket_connections": len(socket_conns), "NCCL_IB_DISABLE": log.env.get("NCCL_IB_DISABLE")},
-            )
-        )
     net_ib = [c for c in log.connections if _is_net(c, socket=False)]
     if ib and net_ib and not any(c.gdrdma for c in net_ib):
         out.append(

@@ -48,8 +48,14 @@ def _finding(node: NodeFacts, ca: IbCa, port: IbPort, severity: Severity) -> Fin
         message=f"{ca.name} port {port.port} ({layer}) is {port.state.value}"
         + (f", physical state {phys}" if phys else ""),
         evidence={
-            "ca": ca.name, "port": port.port, "state": port.state.value, "phys_state": phys,
-            "rate_gbps": port.rate_gbps, "link_layer": layer, "ca_type": ca.ca_type, "file": _source_file(node),
+            "ca": ca.name,
+            "port": port.port,
+            "state": port.state.value,
+            "phys_state": phys,
+            "rate_gbps": port.rate_gbps,
+            "link_layer": layer,
+            "ca_type": ca.ca_type,
+            "file": _source_file(node),
         },
     )
 

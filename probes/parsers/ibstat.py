@@ -2,7 +2,8 @@
 
 The three formats carry the same per-port facts (state, physical state, rate, link layer, LID):
 
-* ``ibstat`` (infiniband-diags): ``CA 'mlx5_0'`` blocks, tab-indented ``Key: value`` lines, ``Port N:`` sub-blocks;
+* ``ibstat`` (infiniband-diags): ``CA 'mlx5_0'`` blocks, tab-indented ``Key: value`` lines, ``Port N:``
+sub-blocks;
   ``State: Active``, ``Physical state: LinkUp``, ``Rate: 400`` (Gb/s), ``Base lid: 75`` (decimal).
 * ``ibstatus`` (infiniband-diags script over sysfs): ``Infiniband device 'mlx4_0' port 1 status:`` blocks with
   ``state: 4: ACTIVE``, ``phys state: 5: LinkUp``, ``rate: 40 Gb/sec (4X QDR)``, ``base lid: 0x3`` (hex).
@@ -10,11 +11,14 @@ The three formats carry the same per-port facts (state, physical state, rate, li
   file, as ``grep -H . FILES`` prints it, e.g. ``/sys/class/infiniband/mlx5_0/ports/1/state:4: ACTIVE``; the
   values are the kernel's (``drivers/infiniband/core/sysfs.c``), the same strings ``ibstatus`` shows.
 
-Port states are the IBTA logical states (1 Down, 2 Initializing, 3 Armed, 4 Active, 5 ActiveDefer) and physical
-states (1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest),
+Port states are the IBTA logical states (1 Down, 2 Initializing, 3 Armed, 4 Active, 5 ActiveDefer) and
+physical
+states (1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7
+PhyTest),
 as the kernel names them in ``drivers/infiniband/core/sysfs.c`` (``state_show``, ``phys_state_show``).
 
-Quirks seen in real output (tests/fixtures/host/): CAs in lexical order (``mlx5_1, mlx5_10, mlx5_11, mlx5_2``),
+Quirks seen in real output (tests/fixtures/host/): CAs in lexical order (``mlx5_1, mlx5_10, mlx5_11,
+mlx5_2``),
 ``Rate: 40`` on a Down port, Ethernet (RoCE) ports listed beside InfiniBand ones, no final newline.
 """
 
@@ -71,13 +75,22 @@ class LinkLayer(str, Enum):
 
 #: lower-cased, space-free spellings -> state (ibstat words, kernel words)
 _STATE_WORDS = {
-    "down": PortState.DOWN, "initializing": PortState.INIT, "init": PortState.INIT, "armed": PortState.ARMED,
-    "active": PortState.ACTIVE, "activedefer": PortState.ACTIVE_DEFER, "active_defer": PortState.ACTIVE_DEFER,
+    "down": PortState.DOWN,
+    "initializing": PortState.INIT,
+    "init": PortState.INIT,
+    "armed": PortState.ARMED,
+    "active": PortState.ACTIVE,
+    "activedefer": PortState.ACTIVE_DEFER,
+    "active_defer": PortState.ACTIVE_DEFER,
 }
 _PHYS_WORDS = {
-    "sleep": PhysState.SLEEP, "polling": PhysState.POLLING, "disabled": PhysState.DISABLED,
-    "portconfigurationtraining": PhysState.TRAINING, "linkup": PhysState.LINK_UP,
-    "linkerrorrecovery": PhysState.ERROR_RECOVERY, "phytest": PhysState.PHY_TEST,
+    "sleep": PhysState.SLEEP,
+    "polling": PhysState.POLLING,
+    "disabled": PhysState.DISABLED,
+    "portconfigurationtraining": PhysState.TRAINING,
+    "linkup": PhysState.LINK_UP,
+    "linkerrorrecovery": PhysState.ERROR_RECOVERY,
+    "phytest": PhysState.PHY_TEST,
 }
 _LAYER_WORDS = {"infiniband": LinkLayer.INFINIBAND, "ethernet": LinkLayer.ETHERNET}
 
@@ -85,9 +98,7 @@ _CA = re.compile(r"^CA '([^'\s]+)'\s*$")
 _PORT = re.compile(r"^\s+Port ([0-9]{1,3}):\s*$")
 _KV = re.compile(r"^\s+([A-Za-z][A-Za-z _]*?):\s*(.*?)\s*$")
 _IBSTATUS_HEAD = re.compile(r"^Infiniband device '([^'\s]+)' port ([0-9]{1,3}) status:\s*$")
-_SYSFS_LINE = re.compile(
-    r"^/sys/class/infiniband/([^/\s]+)/(?:ports/([0-9]{1,3})/)?([a-z_]+):(.*)$"
-)
+_SYSFS_LINE = re.compile(r"^/sys/class/infiniband/([^/\s]+)/(?:ports/([0-9]{1,3})/)?([a-z_]+):(.*)$")
 _RATE = re.compile(r"^([0-9]{1,4}(?:\.[0-9]{1,3})?)(?:\s*Gb/sec.*)?$")
 _NUM_PREFIX = re.compile(r"^[0-9]:\s*")
 _LID = re.compile(r"^(0x[0-9a-fA-F]{1,8}|[0-9]{1,10})$")
@@ -153,12 +164,27 @@ def _lid(value: str, line: int | None) -> int:
 
 #: port attribute key (lower-cased, as each format names it) -> IbPort field
 _PORT_KEYS = {
-    "state": "state", "physical state": "phys_state", "phys state": "phys_state", "phys_state": "phys_state",
-    "rate": "rate", "link layer": "link_layer", "link_layer": "link_layer", "base lid": "base_lid",
-    "lid": "base_lid", "sm lid": "sm_lid", "sm_lid": "sm_lid", "port guid": "port_guid",
+    "state": "state",
+    "physical state": "phys_state",
+    "phys state": "phys_state",
+    "phys_state": "phys_state",
+    "rate": "rate",
+    "link layer": "link_layer",
+    "link_layer": "link_layer",
+    "base lid": "base_lid",
+    "lid": "base_lid",
+    "sm lid": "sm_lid",
+    "sm_lid": "sm_lid",
+    "port guid": "port_guid",
 }
-_CA_KEYS = {"ca type": "ca_type", "hca_type": "ca_type", "firmware version": "firmware", "fw_ver": "firmware",
-            "node guid": "node_guid", "node_guid": "node_guid"}
+_CA_KEYS = {
+    "ca type": "ca_type",
+    "hca_type": "ca_type",
+    "firmware version": "firmware",
+    "fw_ver": "firmware",
+    "node guid": "node_guid",
+    "node_guid": "node_guid",
+}
 
 
 class _PortAcc:
@@ -238,7 +264,9 @@ def _parse_ibstatus(lines: list[str]) -> list[IbCa]:
         elif cur is not None and (m := _KV.match(line)):
             cur.set(m.group(1), m.group(2), i)
         else:
-            raise ParseError(FMT, i, "\"Infiniband device 'X' port N status:\" or an indented 'key: value'", line)
+            raise ParseError(
+                FMT, i, "\"Infiniband device 'X' port N status:\" or an indented 'key: value'", line
+            )
     return [IbCa(name=ca, ports=[p.build() for p in ports]) for ca, ports in by_ca.items()]
 
 
@@ -280,8 +308,9 @@ def detect_format(text: str) -> IbFormat:
         return IbFormat.IBSTATUS
     if _SYSFS_LINE.match(first):
         return IbFormat.SYSFS
-    raise ParseError(FMT, 1, "CA 'name', \"Infiniband device 'X' port N status:\" or a /sys/class/infiniband line",
-                     first)
+    raise ParseError(
+        FMT, 1, "CA 'name', \"Infiniband device 'X' port N status:\" or a /sys/class/infiniband line", first
+    )
 
 
 def parse_ibstat(text: str) -> IbReport:
@@ -293,7 +322,11 @@ def parse_ibstat(text: str) -> IbReport:
     """
     fmt = detect_format(text)
     lines = text.splitlines()
-    parsers = {IbFormat.IBSTAT: _parse_ibstat, IbFormat.IBSTATUS: _parse_ibstatus, IbFormat.SYSFS: _parse_sysfs}
+    parsers = {
+        IbFormat.IBSTAT: _parse_ibstat,
+        IbFormat.IBSTATUS: _parse_ibstatus,
+        IbFormat.SYSFS: _parse_sysfs,
+    }
     cas = parsers[fmt](lines)
     names = [ca.name for ca in cas]
     if len(set(names)) != len(names):

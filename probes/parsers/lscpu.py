@@ -1,6 +1,7 @@
 """Parser for ``lscpu`` (text) and ``lscpu -J`` (JSON), autodetected.
 
-Both are ``field: value`` lists (util-linux ``sys-utils/lscpu.c``). The text comes in two layouts: the old flat
+Both are ``field: value`` lists (util-linux ``sys-utils/lscpu.c``). The text comes in two layouts: the old
+flat
 one (every line ``Field:   value``) and the sectioned one of util-linux >= 2.37 (indented lines under headings
 such as ``Caches (sum of all):`` or ``NUMA:``); indentation and headings are ignored. ``-J`` gives
 ``{"lscpu": [{"field": "CPU(s):", "data": "16", "children": [...]}]}``; ``children`` (util-linux >= 2.37) are

@@ -325,7 +325,7 @@ def parse_nccl_log(text: str) -> NcclLog:
     state = _State()
     launch_env: dict[str, str] = {}
     for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = _PREFIX_RE.sub("", raw, count=1).strip()
+        line = " ".join(_PREFIX_RE.sub("", raw, count=1).split())  # pasted logs re-space lines at will
         m = _LINE_RE.match(line)
         if m is None:
             bare = _BARE_VERSION_RE.match(line)

@@ -111,8 +111,9 @@ class Timing(Contract):
 
     ``time_us``: mean time per operation (µs); ``algbw_gbps`` = size / time and ``busbw_gbps`` = algbw x
     factor, GB/s (1e9 B/s). ``wrong``: the 2.13+ ``#wrong`` element count (``None`` for ``N/A``, i.e.
-    unchecked, and in the old format); ``error``: the pre-2.13 float max deviation. A value printed as
-    ``nan``/``inf`` reads as ``None``: no number was measured.
+    unchecked, and in the old format); ``error``: the pre-2.13 float max deviation. With ``-C`` the time
+    column is ``cputime`` (CPU time per operation): ``time_us`` holds it and ``cputime_us`` says so. A value
+    printed as ``nan``/``inf`` reads as ``None``: no number was measured.
     """
 
     time_us: float | None
@@ -451,7 +452,7 @@ class _TextParser:
         return b
 
     def feed(self, lineno: int, raw_line: str) -> None:
-        body = _strip_prefix(raw_line).strip()
+        body = " ".join(_strip_prefix(raw_line).split())  # pasted output re-spaces lines at will
         if not body:
             return
         if _NOISE_RE.search(body):
@@ -548,6 +549,8 @@ class _TextParser:
     def _row(self, lineno: int, body: str) -> None:
         tables = [b for b in self._open() if b.layout is not None and not b.complete]
         if not tables:
+            if not self._open():
+                return  # numbers outside any run: launcher or shell noise
             raise ParseError(FMT_TEXT, lineno, "a column header (size count type ...) before data rows", body)
         target = _row_owner(tables, _integer(body.split()[0], lineno, "size", body))
         assert target.layout is not None

@@ -1,4 +1,5 @@
-"""Parser for ``numactl -H`` / ``numactl --hardware`` (the NUMA nodes, their CPUs and memory, the distance matrix).
+"""Parser for ``numactl -H`` / ``numactl --hardware`` (the NUMA nodes, their CPUs and memory, the distance
+matrix).
 
 The format, as numactl's ``hardware()`` prints it (numactl.c, ``print_node_cpus`` / ``print_distances``)::
 
@@ -13,15 +14,20 @@ The format, as numactl's ``hardware()`` prints it (numactl.c, ``print_node_cpus`
       0:  10  20
       1:  20  10
 
-Quirks seen in real outputs (tests/fixtures/host/): distance lines ending with a trailing space, interleaved CPU
-numbering (node 0 = even CPUs), a node with no CPUs (``node 2 cpus:`` with nothing after it: a memory-only node,
-e.g. CXL or GPU memory exposed as NUMA), no final newline. Distances are the ACPI SLIT relative costs (10 = local).
+Quirks seen in real outputs (tests/fixtures/host/): distance lines ending with a trailing space, interleaved
+CPU
+numbering (node 0 = even CPUs), a node with no CPUs (``node 2 cpus:`` with nothing after it: a memory-only
+node,
+e.g. CXL or GPU memory exposed as NUMA), no final newline. Distances are the ACPI SLIT relative costs (10 =
+local).
 
-The same facts read from sysfs (``sysfs_numa.txt``, written by :func:`probes.sysfs.read_numa` for nodes without
+The same facts read from sysfs (``sysfs_numa.txt``, written by :func:`probes.sysfs.read_numa` for nodes
+without
 numactl) are accepted too, autodetected: ``PATH:VALUE`` lines for ``/sys/devices/system/node/nodeN/cpulist``
 (a cpulist such as ``0-31,64-95``), ``.../distance`` (the SLIT row, space-separated, in node order) and
 ``.../meminfo`` (``Node N MemTotal:  7301336 kB``, ``MemFree``; sizes converted kB -> MiB by floor division,
-as numactl prints ``size >> 20`` of the same figure). Kernel ABI: ``Documentation/ABI/stable/sysfs-devices-node``.
+as numactl prints ``size >> 20`` of the same figure). Kernel ABI:
+``Documentation/ABI/stable/sysfs-devices-node``.
 """
 
 from __future__ import annotations
@@ -89,7 +95,8 @@ class NumaTopology(Contract):
         return next((n.node for n in self.nodes if cpu in n.cpus), None)
 
     def distance(self, a: int, b: int) -> int:
-        """SLIT distance between node ids ``a`` and ``b``. Raises ``KeyError`` if either is unknown or the output
+        """SLIT distance between node ids ``a`` and ``b``. Raises ``KeyError`` if either is unknown or the
+        output
         had no distance table."""
         ids = self.node_ids
         if a not in ids or b not in ids or not self.distances:
@@ -121,7 +128,9 @@ def _check_node(node: int, lineno: int, line: str) -> int:
 def _distances(lines: list[str], start: int, ids: list[int]) -> list[list[int]]:
     """Read the distance table after ``node distances:`` (``lines[start]`` is its header, 0-based index)."""
     if start >= len(lines) or (hm := _DIST_HEADER.match(lines[start])) is None:
-        raise ParseError(FMT, start + 1, "the distance header 'node   0   1'", lines[start] if start < len(lines) else "")
+        raise ParseError(
+            FMT, start + 1, "the distance header 'node   0   1'", lines[start] if start < len(lines) else ""
+        )
     cols = [int(x) for x in hm.group(1).split()]
     if cols != ids:
         raise ParseError(FMT, start + 1, f"distance columns for nodes {ids}", lines[start])
@@ -130,7 +139,9 @@ def _distances(lines: list[str], start: int, ids: list[int]) -> list[list[int]]:
         i = start + 1 + k
         m = _DIST_ROW.match(lines[i]) if i < len(lines) else None
         if m is None or int(m.group(1)) != node:
-            raise ParseError(FMT, i + 1, f"the distance row '{node}: ...'", lines[i] if i < len(lines) else "")
+            raise ParseError(
+                FMT, i + 1, f"the distance row '{node}: ...'", lines[i] if i < len(lines) else ""
+            )
         vals = [int(x) for x in m.group(2).split()]
         if len(vals) != len(ids):
             raise ParseError(FMT, i + 1, f"{len(ids)} distances", lines[i])
@@ -169,10 +180,13 @@ def _parse_sysfs(lines: list[str]) -> NumaTopology:
         raise ParseError(FMT, None, f"a cpulist line for every node (missing {missing})")
     if dist and (sorted(dist) != ids or any(len(row) != len(ids) for row in dist.values())):
         raise ParseError(FMT, None, f"a distance row of {len(ids)} entries for each of nodes {ids}")
-    nodes = [NumaNode(node=n, cpus=cpus[n], size_mb=mem.get((n, "size")), free_mb=mem.get((n, "free")))
-             for n in ids]
-    return NumaTopology(nodes=nodes, distances=[dist[n] for n in ids] if dist else [],
-                        source_format=NumaFormat.SYSFS)
+    nodes = [
+        NumaNode(node=n, cpus=cpus[n], size_mb=mem.get((n, "size")), free_mb=mem.get((n, "free")))
+        for n in ids
+    ]
+    return NumaTopology(
+        nodes=nodes, distances=[dist[n] for n in ids] if dist else [], source_format=NumaFormat.SYSFS
+    )
 
 
 def parse_numactl(text: str) -> NumaTopology:
@@ -180,7 +194,8 @@ def parse_numactl(text: str) -> NumaTopology:
     (nodes in the order of the ``available:`` line; ascending ids for sysfs).
 
     Raises:
-        ParseError: no ``available: N nodes`` line or a count that disagrees with its list; a line that is none
+        ParseError: no ``available: N nodes`` line or a count that disagrees with its list; a line that is
+        none
             of the known shapes; a node without its ``cpus`` line; a CPU listed by two nodes; a distance table
             whose columns or rows do not match the nodes.
     """
@@ -189,8 +204,12 @@ def parse_numactl(text: str) -> NumaTopology:
     if idx is not None and lines[idx].startswith("/sys/"):
         return _parse_sysfs(lines)
     if idx is None or (am := _AVAILABLE.match(lines[idx])) is None:
-        raise ParseError(FMT, None if idx is None else idx + 1, "'available: N nodes (...)'",
-                         "" if idx is None else lines[idx])
+        raise ParseError(
+            FMT,
+            None if idx is None else idx + 1,
+            "'available: N nodes (...)'",
+            "" if idx is None else lines[idx],
+        )
     count = int(am.group(1))
     ids = _node_range(am.group(2), idx + 1) if am.group(2) else list(range(count))
     if len(ids) != count or len(set(ids)) != count:
@@ -227,6 +246,7 @@ def parse_numactl(text: str) -> NumaTopology:
             raise ParseError(FMT, None, "each CPU on one node", f"node {n}: {sorted(seen & set(cpus[n]))}")
         seen.update(cpus[n])
     nodes = [
-        NumaNode(node=n, cpus=cpus[n], size_mb=mem.get((n, "size")), free_mb=mem.get((n, "free"))) for n in ids
+        NumaNode(node=n, cpus=cpus[n], size_mb=mem.get((n, "size")), free_mb=mem.get((n, "free")))
+        for n in ids
     ]
     return NumaTopology(nodes=nodes, distances=distances)

@@ -124,7 +124,8 @@ class SmiCsv(Contract):
         return any(n in names for n in (field, *_ALIASES.get(field, ())))
 
     def gpus(self) -> list[QueryGpuRow]:
-        """Rows of a ``--query-gpu`` table. Raises :class:`ParseError` for a cell that is not a valid value."""
+        """Rows of a ``--query-gpu`` table. Raises :class:`ParseError` for a cell that is not a valid value.
+        """
         return [self._gpu_row(i, r) for i, r in enumerate(self.rows)]
 
     def _gpu_row(self, i: int, r: dict[str, str]) -> QueryGpuRow:
@@ -258,7 +259,7 @@ def parse_smi_csv(text: str, fields: Sequence[str] | None = None) -> SmiCsv:
         cells = _split(ln)
         if len(cells) != len(names):
             raise ParseError(FMT, n, f"{len(names)} cells", ln)
-        rows.append(dict(zip(names, cells)))
+        rows.append(dict(zip(names, cells, strict=True)))
     table = SmiCsv(query=_query_of(names), columns=columns, rows=rows, header=header)
     _validate(table)
     return table
@@ -288,7 +289,7 @@ def _looks_like_data(line: str, fields: Sequence[str]) -> bool:
     cols = _header(_split(line))
     if cols is None or len(cols) != len(fields):
         return True
-    for col, f in zip(cols, fields):
+    for col, f in zip(cols, fields, strict=True):
         f = f.strip()
         group = {f, *_ALIASES.get(f, ())}
         for canon, alts in _ALIASES.items():

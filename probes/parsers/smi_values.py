@@ -96,7 +96,8 @@ def bus_key(bus_id: str) -> tuple[int, int, int] | None:
     """(domain, bus, device) of a PCI address, so that the forms printed by different tools compare equal.
 
     ``"00000000:00:06.0"`` (nvidia-smi), ``"0000:00:06.0"`` (lspci, sysfs) and ``"PCI:0000:00:06"`` (the
-    kernel's XID lines, which omit the function) all give ``(0, 0, 6)``. ``None`` when it is not a PCI address.
+    kernel's XID lines, which omit the function) all give ``(0, 0, 6)``. ``None`` when it is not a PCI
+    address.
     """
     m = _BUS_RE.match(bus_id.strip())
     if m is None:

@@ -13,7 +13,8 @@ Units: memory in bytes (nvidia-smi prints MiB = 2**20 B), clocks in MHz, power i
 utilisation in percent.
 
 The input is untrusted text: a document type with an internal subset or any ``<!ENTITY`` declaration is
-rejected before parsing (entity expansion "billion laughs"); the stdlib expat parser never fetches the external
+rejected before parsing (entity expansion "billion laughs"); the stdlib expat parser never fetches the
+external
 ``nvsmi_device_v*.dtd`` that real output names. Every failure raises :class:`~probes.errors.ParseError`.
 """
 
@@ -93,7 +94,7 @@ class GpuProcess(Contract):
 
 
 class SmiGpu(Contract):
-    """One ``<gpu>`` element. ``index`` is its position in the document (nvidia-smi lists GPUs in index order)."""
+    """One ``<gpu>`` element; ``index`` is its position in the document (nvidia-smi lists GPUs by index)."""
 
     index: int
     bus_id: str
@@ -247,17 +248,36 @@ def _processes(gpu: ET.Element) -> list[GpuProcess]:
 
 
 def _power(gpu: ET.Element) -> tuple[float | None, float | None, float | None]:
-    """(draw, current limit, default limit) in W from ``gpu_power_readings`` or the older ``power_readings``."""
+    """(draw, current limit, default limit) in W, from ``gpu_power_readings`` or older ``power_readings``."""
     w = ("W",)
-    draw = V.number(FMT, _first(gpu, "gpu_power_readings/average_power_draw",
-                                "gpu_power_readings/instant_power_draw", "gpu_power_readings/power_draw",
-                                "power_readings/average_power_draw", "power_readings/power_draw",
-                                "power_readings/instant_power_draw"), w)
-    limit = V.number(FMT, _first(gpu, "gpu_power_readings/current_power_limit",
-                                 "gpu_power_readings/enforced_power_limit", "power_readings/current_power_limit",
-                                 "power_readings/enforced_power_limit", "power_readings/power_limit"), w)
-    default = V.number(FMT, _first(gpu, "gpu_power_readings/default_power_limit",
-                                   "power_readings/default_power_limit"), w)
+    draw = V.number(
+        FMT,
+        _first(
+            gpu,
+            "gpu_power_readings/average_power_draw",
+            "gpu_power_readings/instant_power_draw",
+            "gpu_power_readings/power_draw",
+            "power_readings/average_power_draw",
+            "power_readings/power_draw",
+            "power_readings/instant_power_draw",
+        ),
+        w,
+    )
+    limit = V.number(
+        FMT,
+        _first(
+            gpu,
+            "gpu_power_readings/current_power_limit",
+            "gpu_power_readings/enforced_power_limit",
+            "power_readings/current_power_limit",
+            "power_readings/enforced_power_limit",
+            "power_readings/power_limit",
+        ),
+        w,
+    )
+    default = V.number(
+        FMT, _first(gpu, "gpu_power_readings/default_power_limit", "power_readings/default_power_limit"), w
+    )
     return draw, limit, default
 
 

@@ -6,7 +6,8 @@ The driver prints one line per event (NVIDIA "Xid Errors", and /work/shared/xid.
     [Sun Nov 22 10:58:12 2026] NVRM: Xid (PCI:0000:3b:00): 13, pid='<unknown>', name=<unknown>, Graphics ...
     Nov 22 10:58:12 node01 kernel: NVRM: Xid (PCI:0000:86:00): 31, pid=3208, Ch 00000008, intr 10000000 ...
 
-The regex follows Meta GCM's ``NVRM: Xid \\(([^)]+)\\): (\\d+)``; lines without ``NVRM: Xid`` (other NVRM or AER
+The regex follows Meta GCM's ``NVRM: Xid \\(([^)]+)\\): (\\d+)``; lines without ``NVRM: Xid`` (other NVRM or
+AER
 messages) are not events and are ignored. A line that names ``NVRM: Xid`` but cannot be read raises
 :class:`~probes.errors.ParseError`, as does binary input: an unreadable log never reads as "no XIDs".
 """

@@ -1,0 +1,135 @@
+"""The read-only HTTP API over a store filled with runs read off the fixture files."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from orchestrator.api import create_app
+from orchestrator.store import Store
+from orchestrator.store.engine import make_engine, parse_url
+from tests.store_samples import (
+    DOWN_PG_URL,
+    NODE_A,
+    bandwidth_raw,
+    bandwidth_run,
+    migrated,
+    preflight_raw,
+    preflight_run,
+)
+
+T0 = 1_763_800_000.0
+
+
+@pytest.fixture
+def client(sqlite_url: str) -> Iterator[TestClient]:
+    with Store.open(migrated(sqlite_url)) as store:
+        store.save_report(bandwidth_run("bw-healthy", T0, degraded=False), bandwidth_raw(False))
+        store.save_report(preflight_run("pf-1", T0 + 60), preflight_raw())
+        store.save_report(bandwidth_run("bw-degraded", T0 + 3600, degraded=True), bandwidth_raw(True))
+        yield TestClient(create_app(store))
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: object) -> str:
+    return f"sqlite:///{tmp_path}/api.db"
+
+
+def test_healthz(client: TestClient) -> None:
+    r = client.get("/healthz")
+    assert r.status_code == 200 and r.json() == {"status": "ok", "revision": "0001", "error": None}
+
+
+def test_runs_newest_first(client: TestClient) -> None:
+    r = client.get("/runs", params={"limit": 2})
+    assert r.status_code == 200
+    assert [(x["run_id"], x["verdict"], x["finding_count"]) for x in r.json()] == [
+        ("bw-degraded", "CRITICAL", 2),
+        ("pf-1", "WARNING", 1),
+    ]
+
+
+def test_one_run_is_the_stored_report(client: TestClient) -> None:
+    r = client.get("/runs/bw-degraded")
+    assert r.status_code == 200
+    assert r.json() == bandwidth_run("bw-degraded", T0 + 3600, degraded=True).model_dump(mode="json")
+    assert r.json()["curves"][0]["points"][0] == {
+        "size": 16777216,
+        "time_us": 5036.9,
+        "algbw_gbps": 3.33,
+        "busbw_gbps": 5.83,
+    }
+
+
+def test_unknown_run_is_404(client: TestClient) -> None:
+    r = client.get("/runs/nope")
+    assert r.status_code == 404 and "nope" in r.json()["detail"]
+
+
+def test_node_history(client: TestClient) -> None:
+    r = client.get(f"/nodes/{NODE_A}/history")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["host"] == NODE_A
+    assert [(e["run_id"], e["verdict"]) for e in body["entries"]] == [
+        ("bw-degraded", "CRITICAL"),
+        ("bw-healthy", "OK"),
+    ]
+    assert [f["code"] for f in body["entries"][0]["findings"]] == ["NCCL_BUSBW_LOW"]
+
+
+def test_findings_filters(client: TestClient) -> None:
+    low = client.get("/findings", params={"code": "NCCL_BUSBW_LOW"}).json()
+    assert len(low) == 2 and {x["run_id"] for x in low} == {"bw-degraded"}
+    warn = client.get("/findings", params={"severity": "warning"}).json()
+    assert [(x["run_id"], x["finding"]["subject"]) for x in warn] == [("pf-1", "GPU0")]
+    assert client.get("/findings", params={"code": "NO_SUCH_CODE"}).status_code == 422
+    assert client.get("/runs", params={"limit": 0}).status_code == 422
+
+
+def test_unreachable_database_is_503_with_the_reason() -> None:
+    store = Store(make_engine(parse_url(DOWN_PG_URL)))  # opened without the reachability check
+    client = TestClient(create_app(store))
+    health = client.get("/healthz")
+    assert health.status_code == 503 and health.json()["status"] == "error"
+    assert "Connection refused" in health.json()["error"]
+    runs = client.get("/runs")
+    assert runs.status_code == 503 and "cannot reach database" in runs.json()["detail"]
+    store.close()
+
+
+def test_api_is_read_only(client: TestClient) -> None:
+    assert client.post("/runs", json={}).status_code == 405
+    assert client.delete("/runs/pf-1").status_code == 405
+
+
+@pytest.mark.timeout(60)
+def test_fleetdx_serve_answers_over_http(sqlite_url: str) -> None:
+    """`fleetdx serve` as a real process on a free loopback port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with Store.open(migrated(sqlite_url)) as store:
+        store.save_report(preflight_run("pf-1", T0), preflight_raw())
+    cmd = [sys.executable, "-m", "orchestrator.cli.main", "serve", "--port", str(port), "--db", sqlite_url]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        body = None
+        for _ in range(200):  # up to 40 s for the interpreter and uvicorn to start on a busy machine
+            try:
+                body = httpx.get(f"http://127.0.0.1:{port}/runs", timeout=2).json()
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                time.sleep(0.2)
+        assert body is not None and [r["run_id"] for r in body] == ["pf-1"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

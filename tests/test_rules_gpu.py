@@ -1,0 +1,303 @@
+"""GPU diagnosis rules on NodeFacts built from the parsed fixtures (tests/fixtures/hosts/), plus modified
+copies
+for faults the fixtures do not show (named ``*_modified_*`` and saying what was changed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.diagnosis import references as ref
+from orchestrator.diagnosis import rules_gpu as R
+from orchestrator.diagnosis import xid_table
+from orchestrator.diagnosis.base import Fleet
+from probes.contracts import FindingCode, Severity
+from probes.facts import NodeFacts
+from probes.parsers.microbench import Microbench, parse_microbench
+from probes.parsers.smi_csv import parse_smi_csv
+from probes.parsers.smi_xml import parse_smi_xml
+from probes.parsers.xid import parse_xid
+
+HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+
+
+def xml_text(bundle: str) -> str:
+    return (HOSTS / bundle / "nvidia-smi_-q_-x.xml").read_text()
+
+
+def facts(
+    bundle: str, host: str, *, xml: str | None = None, with_xml: bool = True, **extra: object
+) -> NodeFacts:
+    d = HOSTS / bundle
+    kw: dict[str, object] = {}
+    if with_xml:
+        kw["smi"] = parse_smi_xml(xml if xml is not None else xml_text(bundle))
+    kw["query_gpu"] = parse_smi_csv((d / "nvidia-smi_query-gpu.csv").read_text())
+    for name, slot in (
+        ("nvidia-smi_query-compute-apps.csv", "compute_apps"),
+        ("nvidia-smi_query-remapped-rows.csv", "remapped_rows"),
+    ):
+        if (d / name).exists():
+            kw[slot] = parse_smi_csv((d / name).read_text())
+    if (d / "dmesg_nvrm.txt").exists():
+        kw["xids"] = parse_xid((d / "dmesg_nvrm.txt").read_text())
+    kw["microbench"] = parse_microbench((d / "torch_microbench.json").read_text()).gpus
+    kw.update(extra)
+    return NodeFacts(host=host, **kw)  # type: ignore[arg-type]
+
+
+IDLE = facts("h100-vm-idle", "idle")
+BUSY = facts("h100-vm-busy", "busy")
+
+
+def run_all(node: NodeFacts, fleet: Fleet) -> list:  # type: ignore[type-arg]
+    return [f for rule in R.RULES for f in rule(node, fleet)]
+
+
+def test_idle_node_is_clean() -> None:
+    assert run_all(IDLE, Fleet(nodes=[IDLE], expected_gpus_per_node=1)) == []
+
+
+def test_busy_node_foreign_process() -> None:
+    (f,) = R.foreign_process_rule(BUSY, Fleet(nodes=[BUSY]))
+    assert (f.code, f.severity, f.node, f.subject) == (
+        FindingCode.GPU_FOREIGN_PROCESS,
+        Severity.CRITICAL,
+        "busy",
+        "GPU0",
+    )
+    assert f.evidence["pid"] == 1929 and f.evidence["process_name"] == "python3"
+    assert f.evidence["used_memory_mib"] == 19948
+    assert f.evidence["file"] == "nvidia-smi_-q_-x.xml"
+
+
+def test_busy_node_foreign_process_from_csv_when_xml_missing() -> None:
+    node = facts("h100-vm-busy", "busy", with_xml=False)
+    (f,) = R.foreign_process_rule(node, Fleet(nodes=[node]))
+    # the busy query-gpu CSV has no pci.bus_id column, so the GPU is named by its bus id, not guessed
+    assert f.subject == "PCI:00000000:00:06.0"
+    assert f.evidence["file"] == "nvidia-smi_query-compute-apps.csv" and f.evidence["pid"] == 1929
+
+
+def test_busy_node_power_cap_is_info_only() -> None:
+    (f,) = R.clocks_rule(BUSY, Fleet(nodes=[BUSY]))
+    assert (f.code, f.severity, f.subject) == (FindingCode.GPU_CLOCKS_THROTTLED, Severity.INFO, "GPU0")
+    assert f.evidence["active_reasons"] == ["sw_power_cap"]
+    assert (f.evidence["sm_clock_mhz"], f.evidence["power_draw_w"]) == (1395, 697.7)
+
+
+def test_modified_lowered_power_limit_power_cap_is_warning() -> None:
+    """Modified copy of the busy XML: the enforced power limit lowered to 500 W (default stays 700 W)."""
+    text = xml_text("h100-vm-busy").replace(
+        "<current_power_limit>700.00 W</current_power_limit>",
+        "<current_power_limit>500.00 W</current_power_limit>",
+        1,
+    )
+    node = facts("h100-vm-busy", "busy", xml=text)
+    (f,) = R.clocks_rule(node, Fleet(nodes=[node]))
+    assert f.severity is Severity.WARNING
+    assert (f.evidence["power_limit_w"], f.evidence["default_power_limit_w"]) == (500.0, 700.0)
+
+
+@pytest.mark.parametrize(
+    "reason", ["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown"]
+)
+def test_modified_hw_slowdown_is_critical(reason: str) -> None:
+    """Modified copy of the busy XML: one hardware/thermal slowdown reason set Active."""
+    tag = f"clocks_event_reason_{reason}"
+    text = xml_text("h100-vm-busy").replace(f"<{tag}>Not Active</{tag}>", f"<{tag}>Active</{tag}>")
+    node = facts("h100-vm-busy", "busy", xml=text)
+    (f,) = R.clocks_rule(node, Fleet(nodes=[node]))
+    assert (f.code, f.severity, f.subject) == (FindingCode.GPU_CLOCKS_THROTTLED, Severity.CRITICAL, "GPU0")
+    assert reason in f.message and set(f.evidence["active_reasons"]) == {reason, "sw_power_cap"}  # type: ignore
+
+
+def test_idle_gpu_reason_is_not_a_finding() -> None:
+    assert R.clocks_rule(IDLE, Fleet(nodes=[IDLE])) == []
+
+
+def test_modified_ecc_uncorrectable_volatile() -> None:
+    """Modified copy of the idle XML: 2 volatile DRAM uncorrectable errors (first <dram_uncorrectable> is the
+    volatile block)."""
+    text = xml_text("h100-vm-idle").replace(
+        "<dram_uncorrectable>0</dram_uncorrectable>", "<dram_uncorrectable>2</dram_uncorrectable>", 1
+    )
+    node = facts("h100-vm-idle", "idle", xml=text)
+    (f,) = R.ecc_rule(node, Fleet(nodes=[node]))
+    assert (f.code, f.severity, f.subject) == (FindingCode.GPU_ECC_UNCORRECTABLE, Severity.CRITICAL, "GPU0")
+    assert f.evidence["volatile_dram_uncorrectable"] == 2 and f.evidence["aggregate_uncorrectable"] == 0
+
+
+def test_modified_ecc_aggregate_only_is_history_not_a_finding() -> None:
+    """Modified copy: only the aggregate (lifetime) counter is non-zero."""
+    text = xml_text("h100-vm-idle")
+    first = text.index("<dram_uncorrectable>0</dram_uncorrectable>")
+    second = text.index("<dram_uncorrectable>0</dram_uncorrectable>", first + 1)
+    text = text[:second] + "<dram_uncorrectable>5</dram_uncorrectable>" + text[second + 41 :]
+    node = facts("h100-vm-idle", "idle", xml=text)
+    assert node.smi is not None and node.smi.gpus[0].ecc_aggregate.dram_uncorrectable == 5
+    assert R.ecc_rule(node, Fleet(nodes=[node])) == []
+
+
+def test_modified_ecc_from_csv_when_xml_missing() -> None:
+    """Modified copy of the idle query-gpu CSV: ecc.errors.uncorrected.volatile.total 0 -> 3."""
+    text = (
+        (HOSTS / "h100-vm-idle" / "nvidia-smi_query-gpu.csv")
+        .read_text()
+        .replace(", 0, [N/A],", ", 3, [N/A],")
+    )
+    node = facts("h100-vm-idle", "idle", with_xml=False, query_gpu=parse_smi_csv(text))
+    (f,) = R.ecc_rule(node, Fleet(nodes=[node]))
+    assert f.subject == "GPU0" and f.evidence["ecc.errors.uncorrected.volatile.total"] == 3
+
+
+def test_modified_row_remap_pending_and_failure_xml() -> None:
+    """Modified copy of the idle XML: remapped_row_pending and remapped_row_failure Yes."""
+    text = xml_text("h100-vm-idle").replace("<remapped_row_pending>No<", "<remapped_row_pending>Yes<")
+    text = text.replace("<remapped_row_failure>No<", "<remapped_row_failure>Yes<")
+    node = facts("h100-vm-idle", "idle", xml=text)
+    got = {f.code: f for f in R.row_remap_rule(node, Fleet(nodes=[node]))}
+    assert got[FindingCode.GPU_ROW_REMAP_FAILURE].severity is Severity.CRITICAL
+    assert got[FindingCode.GPU_ROW_REMAP_PENDING].severity is Severity.WARNING
+    assert got[FindingCode.GPU_ROW_REMAP_PENDING].subject == "GPU0"
+
+
+def test_modified_row_remap_pending_csv() -> None:
+    """Modified copy of the remapped-rows CSV (pending No -> Yes), no XML: subject from the bus id."""
+    text = (HOSTS / "h100-vm-idle" / "nvidia-smi_query-remapped-rows.csv").read_text()
+    text = text.replace("0, 0, No, No", "0, 1, Yes, No")
+    node = facts("h100-vm-idle", "idle", with_xml=False, remapped_rows=parse_smi_csv(text))
+    (f,) = R.row_remap_rule(node, Fleet(nodes=[node]))
+    assert (f.code, f.subject) == (FindingCode.GPU_ROW_REMAP_PENDING, "GPU0")
+    assert f.evidence["remapped_rows_uncorrectable"] == 1
+
+
+def test_modified_pcie_width_degraded() -> None:
+    """Modified copy of the idle XML: current link width 16x -> 8x."""
+    text = xml_text("h100-vm-idle").replace("<current_link_width>16x<", "<current_link_width>8x<")
+    node = facts("h100-vm-idle", "idle", xml=text)
+    (f,) = R.pcie_rule(node, Fleet(nodes=[node]))
+    assert (f.code, f.severity, f.subject) == (FindingCode.PCIE_LINK_DEGRADED, Severity.WARNING, "GPU0")
+    assert (f.evidence["width_current"], f.evidence["width_max"]) == (8, 16)
+
+
+def test_modified_pcie_gen_low_judged_only_under_load() -> None:
+    """Modified copies: current link gen 5 -> 3 on the idle XML (no finding) and on the busy XML (finding)."""
+    idle = facts(
+        "h100-vm-idle",
+        "idle",
+        xml=xml_text("h100-vm-idle").replace("<current_link_gen>5<", "<current_link_gen>3<"),
+    )
+    assert R.pcie_rule(idle, Fleet(nodes=[idle])) == []
+    busy = facts(
+        "h100-vm-busy",
+        "busy",
+        xml=xml_text("h100-vm-busy").replace("<current_link_gen>5<", "<current_link_gen>3<"),
+    )
+    (f,) = R.pcie_rule(busy, Fleet(nodes=[busy]))
+    assert "Gen3 of Gen5" in f.message and f.evidence["under_load"] is True
+
+
+def test_gpu_count_vs_expected() -> None:
+    (f,) = R.gpu_count_rule(
+        IDLE, Fleet(nodes=[IDLE], expected_gpus_per_node=8, expected_gpus_source="--gpus")
+    )
+    assert (f.code, f.severity, f.subject) == (FindingCode.GPU_COUNT_MISMATCH, Severity.CRITICAL, "node")
+    assert (f.evidence["gpus"], f.evidence["expected"], f.evidence["expected_from"]) == (1, 8, "--gpus")
+
+
+def test_modified_gpu_count_vs_majority() -> None:
+    """Modified copies: three nodes show the fixture's 1 GPU, a fourth has the GPU missing from its XML."""
+    text = xml_text("h100-vm-idle")
+    empty = text[: text.index("<gpu id=")] + "</nvidia_smi_log>\n"
+    empty = empty.replace("<attached_gpus>1</attached_gpus>", "<attached_gpus>0</attached_gpus>")
+    lost = facts("h100-vm-idle", "lost", xml=empty)
+    peers = [IDLE.model_copy(update={"host": f"n{i}"}) for i in range(3)]
+    fleet = Fleet(nodes=[*peers, lost])
+    (f,) = R.gpu_count_rule(lost, fleet)
+    assert (f.evidence["gpus"], f.evidence["expected"]) == (0, 1)
+    assert f.evidence["expected_from"] == "majority of 4 nodes"
+    assert R.gpu_count_rule(peers[0], fleet) == []
+    two = Fleet(nodes=[peers[0], lost])  # 1 vs 0: no majority, no judgement
+    assert R.gpu_count_rule(lost, two) == []
+
+
+def test_modified_xid_fallen_off_bus_is_critical_on_gpu0() -> None:
+    """Modified copy of the idle dmesg: an XID 79 line for the fixture GPU's bus (00:06) appended."""
+    text = (HOSTS / "h100-vm-idle" / "dmesg_nvrm.txt").read_text()
+    text += "\n[ 5000.000001] NVRM: Xid (PCI:0000:00:06): 79, pid=1929, name=python3, "
+    text += "GPU has fallen off the bus."
+    node = facts("h100-vm-idle", "idle", xids=parse_xid(text))
+    (f,) = R.xid_rule(node, Fleet(nodes=[node]))
+    assert (f.code, f.severity, f.subject) == (FindingCode.GPU_XID, Severity.CRITICAL, "GPU0")
+    assert (f.evidence["xid"], f.evidence["class"], f.evidence["count"]) == (79, "NODE", 1)
+    assert f.evidence["lines"] == [5]
+
+
+def test_modified_application_xids_never_condemn() -> None:
+    """Modified dmesg: XIDs 13, 31, 43 (application faults) on the fixture GPU, and 45 (teardown)."""
+    lines = [
+        f"[ {100 + i}.0] NVRM: Xid (PCI:0000:00:06): {c}, pid=7, name=a.out, app fault"
+        for i, c in enumerate((13, 31, 43, 13))
+    ]
+    node = facts("h100-vm-idle", "idle", xids=parse_xid("\n".join(lines)))
+    got = {f.evidence["xid"]: f for f in R.xid_rule(node, Fleet(nodes=[node]))}
+    assert set(got) == {13, 31, 43}
+    assert all(f.severity is Severity.INFO for f in got.values())
+    assert got[13].evidence["count"] == 2
+
+
+def test_xid_table_classes_follow_xid_md() -> None:
+    assert xid_table.lookup(48).xid_class is xid_table.XidClass.RESET
+    assert xid_table.lookup(63).xid_class is xid_table.XidClass.INFO
+    assert xid_table.lookup(79).xid_class is xid_table.XidClass.NODE
+    assert xid_table.lookup(32).xid_class is xid_table.XidClass.HW_INVESTIGATE
+    assert xid_table.lookup(3).xid_class is xid_table.XidClass.HW_INVESTIGATE  # "unused" on A100/H100
+    assert xid_table.classify(8, 1) is xid_table.XidClass.APP
+    assert xid_table.classify(8, 2) is xid_table.XidClass.RESET  # "APP -> RESET if repeats"
+    msg = "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
+    assert xid_table.classify(154, 1, msg) is xid_table.XidClass.NODE
+
+
+def test_busy_microbench_slow_vs_reference_and_peer() -> None:
+    fleet = Fleet(nodes=[IDLE, BUSY])
+    got = {f.code: f for f in R.microbench_rule(BUSY, fleet)}
+    assert set(got) == {FindingCode.GEMM_SLOW, FindingCode.HBM_SLOW}  # pinned H2D 54.96 is not slow
+    gemm = got[FindingCode.GEMM_SLOW]
+    assert gemm.severity is Severity.WARNING and gemm.subject == "GPU0"
+    assert gemm.evidence["measured"] == 671.51 and gemm.evidence["expected"] == 773
+    assert gemm.evidence["basis"] == "measured" and gemm.evidence["peer_median"] == 772.65
+    assert got[FindingCode.HBM_SLOW].evidence["measured"] == 1605.54
+    assert R.microbench_rule(IDLE, fleet) == []
+
+
+def test_modified_h2d_slow_vs_spec_scaled_reference() -> None:
+    """Modified figures: an A100-SXM4-80GB (no measured reference) at 10 GB/s pinned H2D (Gen4 x16 expected
+    32 GB/s x 0.85 = 27.3; threshold at 25% tolerance 20.5)."""
+    m = Microbench(gpu_index=3, gpu_name="NVIDIA A100-SXM4-80GB", h2d_pinned_gbps=10.0, d2h_pinned_gbps=24.0)
+    node = NodeFacts(host="a100", microbench=[m])
+    (f,) = R.microbench_rule(node, Fleet(nodes=[node]))
+    assert (f.code, f.subject, f.evidence["basis"]) == (FindingCode.H2D_SLOW, "GPU3", "spec_scaled")
+    assert f.evidence["metric"] == "h2d_pinned_gbps"
+    exp = ref.expected(ref.spec_for("NVIDIA A100-SXM4-80GB"), ref.Metric.H2D_PINNED)  # type: ignore[arg-type]
+    assert exp.threshold == pytest.approx(32 * 54.6 / 64 * 0.75)
+
+
+def test_unknown_model_without_peers_is_not_judged() -> None:
+    node = NodeFacts(
+        host="x", microbench=[Microbench(gpu_index=0, gpu_name="Some Future GPU", gemm_bf16_tflops=1.0)]
+    )
+    assert R.microbench_rule(node, Fleet(nodes=[node])) == []
+
+
+def test_rules_without_facts_give_no_finding() -> None:
+    """Missing facts mean "cannot judge": no rule raises or reports on an empty node."""
+    empty = NodeFacts(host="empty")
+    fleet = Fleet(nodes=[empty, IDLE, BUSY])
+    assert run_all(empty, fleet) == []
+
+
+def test_registry_lists_every_rule() -> None:
+    public = {n for n in dir(R) if n.endswith("_rule") and callable(getattr(R, n))}
+    assert {r.__name__ for r in R.RULES} == public

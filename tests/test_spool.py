@@ -1,0 +1,175 @@
+"""The database is down: the run's report goes to a spool file, and `fleetdx db import` loads it later
+without losing or duplicating anything (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from orchestrator.cli import db_cmd
+from orchestrator.store import SpoolError, Store, import_spool_file, read_spool, save_or_spool, write_spool
+from orchestrator.store.spool import SPOOL_SUFFIX, spool_name
+from tests.store_samples import (
+    DOWN_PG_URL,
+    NCCL_FILE,
+    NODE_A,
+    SMI_XML,
+    TOPO,
+    bandwidth_raw,
+    bandwidth_run,
+    preflight_raw,
+    preflight_run,
+)
+
+pytest_plugins = ["tests.pgfixtures"]
+
+T0 = 1_763_800_000.0
+
+
+def cli() -> typer.Typer:
+    app = typer.Typer()
+    db_cmd.register(app)
+    return app
+
+
+def spool_while_down(spool_dir: Path) -> list[Path]:
+    """Two runs finished while the database was down; returns their spool files."""
+    paths = []
+    for report, raw in [
+        (preflight_run("pf-down", T0), preflight_raw()),
+        (bandwidth_run("bw-down", T0 + 60, degraded=True), bandwidth_raw(True)),
+    ]:
+        outcome = save_or_spool(DOWN_PG_URL, report, raw, spool_dir=spool_dir)
+        assert not outcome.saved and outcome.spool_path is not None
+        paths.append(outcome.spool_path)
+    return paths
+
+
+def test_unreachable_database_spools_the_report(tmp_path: Path) -> None:
+    outcome = save_or_spool(DOWN_PG_URL, preflight_run("pf-down", T0), preflight_raw(), spool_dir=tmp_path)
+    assert outcome.saved is False
+    assert outcome.spool_path == tmp_path / f"pf-down{SPOOL_SUFFIX}"
+    assert outcome.error is not None and "Connection refused" in outcome.error and "port 1" in outcome.error
+    assert f"fleetdx db import {outcome.spool_path}" in outcome.message
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"pf-down{SPOOL_SUFFIX}"]  # no temporary file left
+    doc = json.loads(gzip.decompress(outcome.spool_path.read_bytes()))
+    assert doc["format"] == "fleetdx-spool" and doc["report"]["run_id"] == "pf-down"
+    assert doc["raw"]["h100-vm-idle"]["nvidia-smi_-q_-x.xml"].encode() == SMI_XML.read_bytes()
+
+
+def test_unusable_sqlite_path_spools_too(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    url = f"sqlite:///{tmp_path / 'a-file' / 'fleetdx.db'}"
+    outcome = save_or_spool(url, preflight_run("pf-1", T0), spool_dir=tmp_path / "spool")
+    assert not outcome.saved and outcome.spool_path is not None and outcome.spool_path.is_file()
+    assert outcome.error is not None and "cannot create" in outcome.error
+
+
+def test_reachable_database_saves_and_writes_no_spool(migrated_url: str, tmp_path: Path) -> None:
+    spool_dir = tmp_path / "spool"
+    outcome = save_or_spool(migrated_url, preflight_run("pf-1", T0), preflight_raw(), spool_dir=spool_dir)
+    assert outcome.saved and outcome.spool_path is None and outcome.error is None
+    assert not spool_dir.exists()
+
+
+def test_spool_and_import_lose_nothing(migrated_url: str, tmp_path: Path) -> None:
+    paths = spool_while_down(tmp_path / "spool")
+    with Store.open(migrated_url) as store:
+        results = [import_spool_file(store, p) for p in paths]
+        assert [(r.run_id, r.inserted, r.removed) for r in results] == [
+            ("pf-down", True, True),
+            ("bw-down", True, True),
+        ]
+        assert not any(p.exists() for p in paths)  # removed after the commit
+        assert store.get_run("pf-down") == preflight_run("pf-down", T0)
+        assert store.get_run("bw-down") == bandwidth_run("bw-down", T0 + 60, degraded=True)
+        raw = store.get_raw("pf-down", "h100-vm-idle")
+        assert raw["nvidia-smi_topo_-m.txt"].encode() == TOPO.read_bytes()
+        assert raw["nvidia-smi_-q_-x.xml"].encode() == SMI_XML.read_bytes()
+        assert store.get_raw("bw-down", NODE_A) == bandwidth_raw(True)[NODE_A]
+        assert NCCL_FILE in store.get_raw("bw-down", NODE_A)
+
+
+def test_importing_twice_does_not_duplicate(migrated_url: str, tmp_path: Path) -> None:
+    (path,) = spool_while_down(tmp_path / "spool")[:1]
+    copy = tmp_path / "copy" / path.name
+    copy.parent.mkdir()
+    shutil.copy(path, copy)
+    with Store.open(migrated_url) as store:
+        assert import_spool_file(store, path).inserted is True
+        again = import_spool_file(store, copy)
+        assert again.inserted is False and again.removed is True
+        assert [r.run_id for r in store.list_runs()] == ["pf-down"]
+
+
+def test_cli_import_loads_a_spool_directory(migrated_url: str, tmp_path: Path) -> None:
+    spool_dir = tmp_path / "spool"
+    spool_while_down(spool_dir)
+    result = CliRunner().invoke(cli(), ["db", "import", str(spool_dir), "--db", migrated_url])
+    assert result.exit_code == 0, result.output
+    assert "run pf-down imported" in result.output and "run bw-down imported" in result.output
+    assert "2 of 2 spool files loaded" in result.output
+    assert list(spool_dir.iterdir()) == []
+    again = CliRunner().invoke(cli(), ["db", "import", str(spool_dir), "--db", migrated_url])
+    assert again.exit_code == 2 and "no spool files found" in again.output
+
+
+def test_cli_import_reports_a_bad_file_and_keeps_it(migrated_url: str, tmp_path: Path) -> None:
+    (good,) = spool_while_down(tmp_path / "spool")[:1]
+    bad = tmp_path / "spool" / f"broken{SPOOL_SUFFIX}"
+    bad.write_bytes(b"not gzip")
+    result = CliRunner().invoke(cli(), ["db", "import", str(bad), str(good), "--db", migrated_url, "--json"])
+    assert result.exit_code == 2
+    assert "broken" in result.output and "not a gzip-compressed spool file" in result.output
+    assert bad.exists() and not good.exists()
+    with Store.open(migrated_url) as store:
+        assert [r.run_id for r in store.list_runs()] == ["pf-down"]
+
+
+def test_cli_import_with_the_database_down_keeps_the_files(tmp_path: Path) -> None:
+    paths = spool_while_down(tmp_path / "spool")
+    result = CliRunner().invoke(cli(), ["db", "import", *map(str, paths), "--db", DOWN_PG_URL])
+    assert result.exit_code == 2
+    assert "cannot reach database" in result.output and "Traceback" not in result.output
+    assert all(p.exists() for p in paths)
+
+
+def test_read_spool_rejects_what_is_not_a_spool_file(tmp_path: Path) -> None:
+    not_gzip = tmp_path / "a.json.gz"
+    not_gzip.write_text("{}")
+    with pytest.raises(SpoolError, match="not a gzip-compressed"):
+        read_spool(not_gzip)
+    wrong_json = tmp_path / "b.json.gz"
+    wrong_json.write_bytes(gzip.compress(b'{"format": "something-else"}'))
+    with pytest.raises(SpoolError, match="not a fleetdx spool file"):
+        read_spool(wrong_json)
+
+
+def test_failed_spool_write_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_fsync(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="No space left"):
+        write_spool(preflight_run("pf-1", T0), None, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_when_the_spool_fails_too_the_outcome_says_both(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    outcome = save_or_spool(DOWN_PG_URL, preflight_run("pf-1", T0), spool_dir=blocker)
+    assert not outcome.saved and outcome.spool_path is None
+    assert outcome.error is not None and "Connection refused" in outcome.error and "spool" in outcome.error
+    assert outcome.message.startswith("report neither saved nor spooled")
+
+
+def test_spool_names_are_safe_file_names() -> None:
+    assert spool_name("pf-2026-11-23T08:00:00Z/job 42") == f"pf-2026-11-23T08_00_00Z_job_42{SPOOL_SUFFIX}"
