@@ -86,7 +86,8 @@ def main() -> None:
                 jobs = {s.host: NodeJob(host=s.host, level=Level.QUICK, bundle_dir=s.bundle_dir) for s in nodes[:n]}
                 runs = [_one(jobs) for _ in range(args.repeat)]
                 med = {c: statistics.median(r[c] for r in runs) for c in cols}
-                print(f"{n:>5} " + " ".join(f"{med[c]:>20.3f}" for c in cols))
+                print(f"{n:>5} " + " ".join(f"{med[c]:>20.3f}" for c in cols)
+                      + f"   (first run: wall {runs[0]['wall_s']:.3f} s)")
 
 
 if __name__ == "__main__":

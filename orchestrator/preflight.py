@@ -158,12 +158,10 @@ def analyze_bundles(bundle_dirs: Sequence[Path], expected_gpus: int | None = Non
 
 
 def save(url: str | None, result: PreflightResult) -> str:
-    """Save the report and its raw bundles (store engineer's ``save_or_spool``); returns one line saying where.
-
-    The store is imported here (SQLAlchemy is heavy; the CLI must start fast).
+    """Save the report and its raw bundles (``orchestrator.store.save_or_spool``: the database at ``url``,
+    else ``FLEETDX_DB_URL``, else SQLite; a spool file when the database cannot be reached); returns one line
+    saying where. Never raises for a database failure. The store is imported here: SQLAlchemy is heavy.
     """
-    try:
-        from orchestrator.store import save_or_spool
-    except ImportError as e:  # transitional: the store is being written concurrently
-        return f"not saved: the store is not available ({e})"
-    return str(save_or_spool(url, result.report, result.raw()))
+    from orchestrator.store import save_or_spool
+
+    return save_or_spool(url, result.report, result.raw()).message

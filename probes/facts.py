@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from probes.commands import ParserKind
 from probes.contracts import Contract
+from probes.errors import ParseError
 from probes.parsers.ibstat import IbReport
 from probes.parsers.lscpu import CpuInfo
 from probes.parsers.microbench import Microbench
@@ -110,37 +112,37 @@ _NCCL_TESTS_FILE = re.compile(
 _NCCL_LOG_FILE = re.compile(r"(nccl_debug|NCCL_DEBUG).*\.(txt|log)$")
 
 #: exact file names -> (parser kind, slot), in priority order per slot (the first present file fills it)
-FILE_SLOTS: tuple[tuple[str, str, FactSlot], ...] = (
-    ("nvidia-smi_topo_-m.txt", "topo", FactSlot.TOPO),
-    ("nvidia-smi_topo_-p2p_r.txt", "p2p", FactSlot.P2P),
-    ("nvidia-smi_-q_-x.xml", "smi-xml", FactSlot.SMI),
-    ("nvidia-smi_query-gpu.csv", "smi-csv", FactSlot.QUERY_GPU),
-    ("nvidia-smi_query-compute-apps.csv", "smi-csv", FactSlot.COMPUTE_APPS),
-    ("nvidia-smi_query-remapped-rows.csv", "smi-csv", FactSlot.REMAPPED_ROWS),
-    ("numactl_-H.txt", "numactl", FactSlot.NUMA),
-    ("sysfs_numa.txt", "numactl", FactSlot.NUMA),
-    ("lscpu_-J.json", "lscpu", FactSlot.CPU),
-    ("lscpu.txt", "lscpu", FactSlot.CPU),
-    ("ibstat.txt", "ibstat", FactSlot.IB),
-    ("ibstatus.txt", "ibstat", FactSlot.IB),
-    ("sysfs_infiniband.txt", "ibstat", FactSlot.IB),
-    ("dmesg_nvrm.txt", "xid", FactSlot.XIDS),
-    ("torch_microbench.json", "microbench", FactSlot.MICROBENCH),
+FILE_SLOTS: tuple[tuple[str, ParserKind, FactSlot], ...] = (
+    ("nvidia-smi_topo_-m.txt", ParserKind.TOPO, FactSlot.TOPO),
+    ("nvidia-smi_topo_-p2p_r.txt", ParserKind.P2P, FactSlot.P2P),
+    ("nvidia-smi_-q_-x.xml", ParserKind.SMI_XML, FactSlot.SMI),
+    ("nvidia-smi_query-gpu.csv", ParserKind.SMI_CSV, FactSlot.QUERY_GPU),
+    ("nvidia-smi_query-compute-apps.csv", ParserKind.SMI_CSV, FactSlot.COMPUTE_APPS),
+    ("nvidia-smi_query-remapped-rows.csv", ParserKind.SMI_CSV, FactSlot.REMAPPED_ROWS),
+    ("numactl_-H.txt", ParserKind.NUMACTL, FactSlot.NUMA),
+    ("sysfs_numa.txt", ParserKind.NUMACTL, FactSlot.NUMA),
+    ("lscpu_-J.json", ParserKind.LSCPU, FactSlot.CPU),
+    ("lscpu.txt", ParserKind.LSCPU, FactSlot.CPU),
+    ("ibstat.txt", ParserKind.IBSTAT, FactSlot.IB),
+    ("ibstatus.txt", ParserKind.IBSTAT, FactSlot.IB),
+    ("sysfs_infiniband.txt", ParserKind.IBSTAT, FactSlot.IB),
+    ("dmesg_nvrm.txt", ParserKind.XID, FactSlot.XIDS),
+    ("torch_microbench.json", ParserKind.MICROBENCH, FactSlot.MICROBENCH),
 )
 
 
-def classify(name: str) -> list[tuple[str, FactSlot]]:
+def classify(name: str) -> list[tuple[ParserKind, FactSlot]]:
     """The (parser kind, slot) pairs a bundle file name feeds; ``[]`` for a file fleetdx does not parse
     (``uname_-a.txt``, ``nvidia-smi.txt``, NCCL XML dumps). A nccl-tests run with ``NCCL_DEBUG`` in its name
     feeds both the nccl-tests and the nccl-log slots."""
     exact = [(kind, slot) for fname, kind, slot in FILE_SLOTS if fname == name]
     if exact:
         return exact
-    out: list[tuple[str, FactSlot]] = []
+    out: list[tuple[ParserKind, FactSlot]] = []
     if _NCCL_TESTS_FILE.match(name):
-        out.append(("nccl-tests", FactSlot.NCCL_TESTS))
+        out.append((ParserKind.NCCL_TESTS, FactSlot.NCCL_TESTS))
     if _NCCL_LOG_FILE.search(name):
-        out.append(("nccl-log", FactSlot.NCCL_LOGS))
+        out.append((ParserKind.NCCL_LOG, FactSlot.NCCL_LOGS))
     return out
 
 
@@ -154,16 +156,13 @@ def _probe_records(data: BundleData) -> list[ProbeRecord]:
 
 
 def _parse_one(
-    parser: Callable[[str], BaseModel], kind: str, name: str, text: str
+    parser: Callable[[str], BaseModel], kind: ParserKind, name: str, text: str
 ) -> BaseModel | ParseFailure:
-    from probes.errors import ParseError
-
+    """The parsed model, or a ParseFailure for a ParseError (the only exception a parser may raise)."""
     try:
         return parser(text)
     except ParseError as e:
-        return ParseFailure(file=name, kind=kind, line=e.line, message=str(e))
-    except NotImplementedError:
-        return ParseFailure(file=name, kind=kind, line=None, message=f"{kind}: parser not implemented yet")
+        return ParseFailure(file=name, kind=kind.value, line=e.line, message=str(e))
 
 
 def node_facts(data: BundleData) -> NodeFacts:
@@ -174,7 +173,6 @@ def node_facts(data: BundleData) -> NodeFacts:
     :class:`ParseFailure`; this function never raises for bad content. When two files feed one slot (e.g.
     ``lscpu_-J.json`` and ``lscpu.txt``) the first in :data:`FILE_SLOTS` order that parses wins.
     """
-    from probes.commands import ParserKind
     from probes.parsers.microbench import MicrobenchReport
     from probes.parsers.registry import parser_for
 
@@ -191,7 +189,7 @@ def node_facts(data: BundleData) -> NodeFacts:
                 continue
             if slot in single:
                 continue
-            got = _parse_one(parser_for(ParserKind(kind)), kind, name, data.files[name])
+            got = _parse_one(parser_for(kind), kind, name, data.files[name])
             if isinstance(got, ParseFailure):
                 failures.append(got)
             elif slot is FactSlot.NCCL_TESTS:

@@ -257,3 +257,26 @@ def test_sysfs_init_ib_port_critical_and_polling_roce_warning(tmp_path: Path) ->
 def test_no_ib_facts_no_finding() -> None:
     f = node_facts(read_bundle(IDLE))
     assert ib_port_down(f, Fleet(nodes=[f])) == []
+
+
+# ------------------------------------------------------------------------------------------------ registries
+
+
+def test_every_parser_kind_has_a_parser_and_every_command_file_is_classified() -> None:
+    from probes.commands import QUICK_COMMANDS, ParserKind, microbench_command, nccl_sweep_command
+    from probes.parsers.registry import PARSERS
+
+    assert set(PARSERS) == set(ParserKind)
+    commands = [*QUICK_COMMANDS, microbench_command("python3"), nccl_sweep_command("all_reduce_perf", 8)]
+    for c in commands:
+        kinds = [k for k, _ in classify(c.file)]
+        assert kinds == ([c.kind] if c.kind else []), c.file
+    assert [k for k, _ in classify("sysfs_infiniband.txt")] == [ParserKind.IBSTAT]
+    assert [k for k, _ in classify("sysfs_numa.txt")] == [ParserKind.NUMACTL]
+
+
+@pytest.mark.parametrize("bundle", ["h100-vm-idle", "h100-vm-busy"])
+def test_every_captured_host_file_parses(bundle: str) -> None:
+    f = node_facts(read_bundle(FIX / "hosts" / bundle))
+    assert f.parse_failures == []
+    assert f.smi is not None and f.query_gpu is not None

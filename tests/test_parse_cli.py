@@ -144,3 +144,45 @@ def test_collect_then_parse_bundle_as_real_processes(tmp_path: Path) -> None:
     assert facts["host"] == "node-x"
     assert facts["cpu"]["cpus"] >= 1
     assert facts["numa"] is not None and facts["numa"]["nodes"]
+
+
+KIND_FILES = {
+    "topo": IDLE / "nvidia-smi_topo_-m.txt",
+    "p2p": IDLE / "nvidia-smi_topo_-p2p_r.txt",
+    "smi-xml": IDLE / "nvidia-smi_-q_-x.xml",
+    "smi-csv": IDLE / "nvidia-smi_query-gpu.csv",
+    "nccl-tests": IDLE / "all_reduce_perf_-b8_-e512M_-f2_-g1.txt",
+    "nccl-log": IDLE / "nccl_debug_info_1rank.txt",
+    "numactl": IDLE / "numactl_-H.txt",
+    "lscpu": IDLE / "lscpu_-J.json",
+    "ibstat": IBSTAT,
+    "xid": IDLE / "dmesg_nvrm.txt",
+    "microbench": IDLE / "torch_microbench.json",
+}
+
+
+def test_every_kind_is_covered_here() -> None:
+    assert set(KIND_FILES) == {k.value for k in parse_cmd.ParseTarget} - {"bundle"}
+
+
+@pytest.mark.parametrize("kind", sorted(KIND_FILES))
+def test_every_kind_json_is_exactly_the_parser_model_dump(kind: str) -> None:
+    from probes.commands import ParserKind
+    from probes.parsers.registry import parser_for
+
+    path = KIND_FILES[kind]
+    code, out, err = invoke("parse", kind, str(path), "--json")
+    assert code == 0, err
+    expected = parser_for(ParserKind(kind))(path.read_text(encoding="utf-8", errors="replace"))
+    assert json.loads(out) == json.loads(expected.model_dump_json())
+    code, out, err = invoke("parse", kind, str(path))
+    assert code == 0, err
+    assert out.strip()
+
+
+def test_nccl_tests_human_rows_table() -> None:
+    code, out, _ = invoke("parse", "nccl-tests", str(KIND_FILES["nccl-tests"]))
+    assert code == 0
+    # first and last rows of the capture: 8 B (2 floats) and 536870912 B (134217728 floats)
+    assert "536870912" in out and "134217728" in out
+    assert "all_reduce" in out

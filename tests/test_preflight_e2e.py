@@ -112,3 +112,39 @@ def test_node_killed_mid_run_is_unreachable_and_excluded(cluster: SimCluster) ->
     assert report.exclude == "h100-busy,h100-idle,topo-06"
     assert {n.host for n in report.nodes} == set(SIM_BUNDLES)
     assert elapsed < 60.0  # ended on the node's death, well before the run deadline
+
+
+def test_cli_analyze_json_exit_code_and_exclude_file(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import _register, app
+
+    _register()
+    exclude = tmp_path / "exclude.txt"
+    res = CliRunner().invoke(app, ["analyze", str(BUNDLES / "nccl-h100x16-fail"), str(BUNDLES / "h100-idle"),
+                                   "--json", "--exclude-file", str(exclude)])
+    assert res.exit_code == 2, res.output
+    doc = json.loads(res.stdout)
+    assert {"verdict", "exit_code", "simulated", "nodes", "findings", "exclude"} <= set(doc)
+    assert (doc["verdict"], doc["exit_code"], doc["simulated"]) == ("CRITICAL", 2, False)
+    assert {"name", "status", "duration_s", "error"} <= set(doc["nodes"][0]["probes"][0])
+    assert {"code", "severity", "node", "subject", "message", "evidence"} <= set(doc["findings"][0])
+    assert exclude.read_text() == "nccl-h100x16-fail\n"
+
+
+def test_cli_preflight_simulate_is_labelled(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    exe = Path(sys.executable).with_name("fleetdx")
+    res = subprocess.run([str(exe), "preflight", "--simulate", str(BUNDLES / "h100-idle"),
+                          str(BUNDLES / "topo-11"), "--json", "--no-save", "--timeout", "60"],
+                         capture_output=True, text=True, timeout=180)
+    doc = json.loads(res.stdout)
+    assert doc["simulated"] is True and doc["kind"] == "preflight"
+    # h100-idle: OK; topo-11: warnings (remote NIC), and no GPU inventory -> run WARNING
+    assert {n["host"]: n["verdict"] for n in doc["nodes"]} == {"h100-idle": "OK", "topo-11": "WARNING"}
+    assert res.returncode == doc["exit_code"] == 1

@@ -4,6 +4,7 @@ idempotence, history queries, raw output compression, concurrent writers, and cl
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from orchestrator.store import (
     Store,
     StoreError,
 )
+from orchestrator.store import engine as engine_mod
+from orchestrator.store import store as store_mod
 from orchestrator.store.migrate import head_revision
 from orchestrator.store.models import FindingRow, NodeRow, RawOutputRow, RunRow
 from orchestrator.store.settings import resolve_db_url, resolve_spool_dir, user_data_dir
@@ -284,3 +287,42 @@ def test_cli_history_with_the_database_down_is_one_line() -> None:
     result = CliRunner().invoke(history_cli(), ["history", NODE_A, "--db", DOWN_PG_URL])
     assert result.exit_code == 2
     assert "cannot reach database" in result.output and "Traceback" not in result.output
+
+
+# -- SQLite lock contention: wait, retry, then say so ----------------------------------------------------
+@pytest.fixture
+def short_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine_mod, "SQLITE_BUSY_TIMEOUT_MS", 100)
+    monkeypatch.setattr(store_mod, "RETRY_BACKOFF_S", 0.01)
+
+
+def hold_write_lock(url: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None, check_same_thread=False)
+    conn.execute("BEGIN IMMEDIATE")
+    return conn
+
+
+def test_sqlite_write_retries_while_another_writer_holds_the_lock(
+    sqlite_url: str, short_busy_timeout: None
+) -> None:
+    with Store.open(sqlite_url) as store:
+        holder = hold_write_lock(sqlite_url)
+        # released after 0.3 s; the retries (5 x 0.1 s busy_timeout plus >= 0.3 s backoff) outlast it
+        timer = threading.Timer(0.3, holder.rollback)
+        timer.start()
+        try:
+            assert store.save_report(preflight_run("pf-1", T0), preflight_raw()) is True
+        finally:
+            timer.join()
+            holder.close()
+        assert [r.run_id for r in store.list_runs()] == ["pf-1"]
+
+
+def test_sqlite_lock_never_released_is_reported(sqlite_url: str, short_busy_timeout: None) -> None:
+    with Store.open(sqlite_url) as store:
+        holder = hold_write_lock(sqlite_url)
+        try:
+            with pytest.raises(DatabaseUnreachable, match="stayed locked by other writers"):
+                store.save_report(preflight_run("pf-1", T0))
+        finally:
+            holder.close()

@@ -61,6 +61,11 @@ def _print_report(report: RunReport, saved: str | None) -> None:
         nodes.add_row(n.host, f"[{_VERDICT_STYLE[n.verdict]}]{n.verdict.name}[/]", f"{ok}/{len(ran)}",
                       str(len(n.probes) - len(ran)))
     console.print(nodes)
+    for n in report.nodes:
+        if n.verdict is Verdict.UNKNOWN:
+            why = sorted({p.error or p.status.value for p in n.probes if p.status.value != "ok"})
+            console.print(f"{n.host}: cannot be judged; probes not run or failed: " + ("; ".join(why) or
+                          "no answer"), highlight=False)
     if report.findings:
         table = Table("severity", "node", "code", "subject", "message", title="findings")
         for f in report.findings:
@@ -149,8 +154,10 @@ def preflight(
     probe_timeout: float | None = typer.Option(None, "--probe-timeout", help="Cap on each command's timeout, s."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster to use; default "
                                            "RAY_ADDRESS, else a local Ray started for this run."),
-    simulate: list[Path] | None = typer.Option(None, "--simulate", help="Simulate one node per BUNDLE_DIR on a "
-                                               "local Ray cluster; probes replay the bundles (labelled simulated)."),
+    simulate: bool = typer.Option(False, "--simulate", help="Simulate one node per BUNDLE_DIR on a local Ray "
+                                  "cluster; probes replay the bundles (the report says simulated)."),
+    bundles: list[Path] | None = typer.Argument(None, help="With --simulate: the "
+                                                "bundles to replay, one simulated node each."),
     no_save: bool = typer.Option(False, "--no-save", help="Do not store the report."),
 ) -> None:
     """Probe every node of the allocation and print a verdict (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)."""
@@ -159,10 +166,12 @@ def preflight(
     run_timeout = timeout if timeout is not None else DEFAULT_RUN_TIMEOUT_S[level]
     if run_timeout <= 0:
         raise fail("--timeout must be > 0")
-    if simulate:
+    if simulate != bool(bundles):
+        raise fail("--simulate takes one or more BUNDLE_DIR arguments, and BUNDLE_DIR needs --simulate")
+    if simulate and bundles:
         if nodes is not None:
             raise fail("--simulate and --nodes exclude each other (the bundles name the nodes)")
-        result = _simulated(list(simulate), level, gpus_per_node, run_timeout, probe_timeout, not as_json)
+        result = _simulated(list(bundles), level, gpus_per_node, run_timeout, probe_timeout, not as_json)
     else:
         result = _live(nodes, level, gpus_per_node, run_timeout, probe_timeout, ray_address, not as_json)
     saved = None if no_save else save(db, result)

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from orchestrator.diagnosis import references as ref
 from orchestrator.diagnosis import xid_table
 from orchestrator.diagnosis.base import Fleet, Rule
-from probes.contracts import EvidenceValue, Finding, FindingCode, Severity
+from probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity
 from probes.facts import NodeFacts
 from probes.parsers.microbench import Microbench
 from probes.parsers.smi_values import ClockEventReason, bus_key
@@ -328,6 +328,85 @@ def row_remap_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     return out
 
 
+# --- GPU state: one view over the XML or the query-gpu CSV ----------------------------------------------
+
+
+class GpuState(Contract):
+    """What the clock and PCIe rules read about one GPU, from ``nvidia-smi -q -x`` or else the query-gpu CSV
+    (``None`` where the source does not say). Power in W, clocks in MHz, temperature in °C."""
+
+    index: int | None
+    bus_id: str | None
+    reasons: list[ClockEventReason]
+    reasons_mask: str | None = None  #: the CSV's ``clocks_event_reasons.active`` cell, e.g. "0x4"
+    sm_clock_mhz: int | None
+    max_sm_clock_mhz: int | None
+    power_draw_w: float | None
+    power_limit_w: float | None
+    default_power_limit_w: float | None = None
+    temperature_c: float | None
+    utilization_gpu_pct: float | None
+    gen_current: int | None
+    gen_max: int | None
+    width_current: int | None
+    width_max: int | None
+    file: str
+
+    @property
+    def under_load(self) -> bool | None:
+        """Utilisation above 0 % and the "GPU idle" reason not active; ``None`` if utilisation is unknown."""
+        if self.utilization_gpu_pct is None:
+            return None
+        return self.utilization_gpu_pct > 0 and ClockEventReason.GPU_IDLE not in self.reasons
+
+
+def gpu_states(node: NodeFacts) -> list[GpuState]:
+    """One :class:`GpuState` per GPU, from the XML when parsed, else the query-gpu CSV, else none."""
+    if node.smi is not None:
+        return [
+            GpuState(
+                index=g.index,
+                bus_id=g.bus_id,
+                reasons=g.active_clock_reasons,
+                sm_clock_mhz=g.clocks.sm_mhz,
+                max_sm_clock_mhz=g.clocks.max_sm_mhz,
+                power_draw_w=g.power_draw_w,
+                power_limit_w=g.power_limit_w,
+                default_power_limit_w=g.default_power_limit_w,
+                temperature_c=g.temperature_c,
+                utilization_gpu_pct=g.utilization_gpu_pct,
+                gen_current=g.pcie.gen_current,
+                gen_max=g.pcie.gen_max,
+                width_current=g.pcie.width_current,
+                width_max=g.pcie.width_max,
+                file=SMI_XML,
+            )
+            for g in node.smi.gpus
+        ]
+    if node.query_gpu is not None:
+        return [
+            GpuState(
+                index=r.index,
+                bus_id=r.bus_id,
+                reasons=r.clock_event_reasons,
+                reasons_mask=None if r.clock_event_mask is None else hex(r.clock_event_mask),
+                sm_clock_mhz=r.sm_clock_mhz,
+                max_sm_clock_mhz=r.max_sm_clock_mhz,
+                power_draw_w=r.power_draw_w,
+                power_limit_w=r.power_limit_w,
+                temperature_c=r.temperature_c,
+                utilization_gpu_pct=r.utilization_gpu_pct,
+                gen_current=r.pcie_gen_current,
+                gen_max=r.pcie_gen_max,
+                width_current=r.pcie_width_current,
+                width_max=r.pcie_width_max,
+                file=QUERY_GPU,
+            )
+            for r in node.query_gpu.gpus()
+        ]
+    return []
+
+
 # --- clocks ---------------------------------------------------------------------------------------------
 
 #: clock event reasons that mean the GPU is being slowed to protect itself (NVML nvmlClocksEventReasons:
@@ -343,6 +422,22 @@ CRITICAL_REASONS = (
 )
 
 
+def _clock_evidence(g: GpuState) -> dict[str, EvidenceValue]:
+    ev: dict[str, EvidenceValue] = {
+        "active_reasons": [x.value for x in g.reasons],
+        "sm_clock_mhz": g.sm_clock_mhz,
+        "max_sm_clock_mhz": g.max_sm_clock_mhz,
+        "power_draw_w": g.power_draw_w,
+        "power_limit_w": g.power_limit_w,
+        "default_power_limit_w": g.default_power_limit_w,
+        "temperature_c": g.temperature_c,
+        "file": g.file,
+    }
+    if g.reasons_mask is not None:
+        ev["clocks_event_reasons.active"] = g.reasons_mask
+    return ev
+
+
 def clocks_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     """GPU_CLOCKS_THROTTLED.
 
@@ -355,76 +450,29 @@ def clocks_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     * GPU idle, application/display clock settings and sync boost are not findings.
     """
     out = []
-    rows: list[
-        tuple[int | None, list[ClockEventReason], dict[str, EvidenceValue], float | None, float | None]
-    ]
-    rows = []
-    if node.smi is not None:
-        for g in node.smi.gpus:
-            ev: dict[str, EvidenceValue] = {
-                "sm_clock_mhz": g.clocks.sm_mhz,
-                "max_sm_clock_mhz": g.clocks.max_sm_mhz,
-                "power_draw_w": g.power_draw_w,
-                "power_limit_w": g.power_limit_w,
-                "default_power_limit_w": g.default_power_limit_w,
-                "temperature_c": g.temperature_c,
-                "memory_temperature_c": g.memory_temperature_c,
-                "file": SMI_XML,
-            }
-            rows.append((g.index, g.active_clock_reasons, ev, g.power_limit_w, g.default_power_limit_w))
-    elif node.query_gpu is not None:
-        for r in node.query_gpu.gpus():
-            ev = {
-                "sm_clock_mhz": r.sm_clock_mhz,
-                "max_sm_clock_mhz": r.max_sm_clock_mhz,
-                "power_draw_w": r.power_draw_w,
-                "power_limit_w": r.power_limit_w,
-                "temperature_c": r.temperature_c,
-                "clocks_event_reasons.active": hex(r.clock_event_mask)
-                if r.clock_event_mask is not None
-                else None,
-                "file": QUERY_GPU,
-            }
-            rows.append((r.index, r.clock_event_reasons, ev, r.power_limit_w, None))
-    for index, reasons, ev, limit, default in rows:
-        ev = {**ev, "active_reasons": [x.value for x in reasons]}
-        severe = [x for x in reasons if x in CRITICAL_REASONS]
+    for g in gpu_states(node):
+        severe = [x.value for x in g.reasons if x in CRITICAL_REASONS]
+        code, subject = FindingCode.GPU_CLOCKS_THROTTLED, _subject(g.index)
         if severe:
-            out.append(
-                _finding(
-                    node,
-                    FindingCode.GPU_CLOCKS_THROTTLED,
-                    Severity.CRITICAL,
-                    _subject(index),
-                    "clocks slowed by " + ", ".join(x.value for x in severe),
-                    ev,
+            msg = "clocks slowed by " + ", ".join(severe)
+            out.append(_finding(node, code, Severity.CRITICAL, subject, msg, _clock_evidence(g)))
+        elif ClockEventReason.SW_POWER_CAP in g.reasons:
+            limit, default = g.power_limit_w, g.default_power_limit_w
+            if limit is not None and default is not None and limit < default:
+                sev, msg = (
+                    Severity.WARNING,
+                    f"power capped at a lowered limit ({limit} W, default {default} W)",
                 )
-            )
-        elif ClockEventReason.SW_POWER_CAP in reasons:
-            lowered = limit is not None and default is not None and limit < default
-            msg = (
-                f"power capped at a lowered limit ({limit} W, default {default} W)"
-                if lowered
-                else f"at its power limit ({ev.get('power_draw_w')} of {limit} W): the GPU is busy"
-            )
-            out.append(
-                _finding(
-                    node,
-                    FindingCode.GPU_CLOCKS_THROTTLED,
-                    Severity.WARNING if lowered else Severity.INFO,
-                    _subject(index),
-                    msg,
-                    ev,
+            else:
+                sev, msg = (
+                    Severity.INFO,
+                    f"at its power limit ({g.power_draw_w} of {limit} W): the GPU is busy",
                 )
-            )
+            out.append(_finding(node, code, sev, subject, msg, _clock_evidence(g)))
     return out
 
 
 # --- PCIe link ------------------------------------------------------------------------------------------
-
-
-#: (index, bus id, gen, max gen, width, max width, under load, file)
-_LinkView = tuple[int | None, str | None, int | None, int | None, int | None, int | None, bool | None, str]
 
 
 def pcie_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
@@ -432,76 +480,39 @@ def pcie_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
 
     * Width: current lanes below the maximum, at any load (a x16 GPU training at x8 has half its host
       bandwidth: a bad riser, slot or seating).
-    * Generation: judged only under load, because GPUs lower their link generation when idle to save power
-      (``nvidia-smi --help-query-gpu``, pcie.link.gen.current: "The current link generation. These may be
-      reduced when the GPU is not in use."). Under load = GPU utilisation above 0 % and the "GPU idle" clock
-      event reason not active.
+    * Generation: judged only under load (:attr:`GpuState.under_load`), because GPUs lower their link
+      generation when idle to save power (``nvidia-smi --help-query-gpu``, pcie.link.gen.current: "The current
+      link generation. These may be reduced when the GPU is not in use.").
     """
     out = []
-    views: list[_LinkView]
-    if node.smi is not None:
-        views = [
-            (
-                g.index,
-                g.bus_id,
-                g.pcie.gen_current,
-                g.pcie.gen_max,
-                g.pcie.width_current,
-                g.pcie.width_max,
-                _busy(g.utilization_gpu_pct, g.active_clock_reasons),
-                SMI_XML,
-            )
-            for g in node.smi.gpus
-        ]
-    elif node.query_gpu is not None:
-        views = [
-            (
-                r.index,
-                r.bus_id,
-                r.pcie_gen_current,
-                r.pcie_gen_max,
-                r.pcie_width_current,
-                r.pcie_width_max,
-                _busy(r.utilization_gpu_pct, r.clock_event_reasons),
-                QUERY_GPU,
-            )
-            for r in node.query_gpu.gpus()
-        ]
-    else:
-        return []
-    for index, bus_id, gen, gen_max, width, width_max, busy, source in views:
-        ev: dict[str, EvidenceValue] = {
-            "gen_current": gen,
-            "gen_max": gen_max,
-            "width_current": width,
-            "width_max": width_max,
-            "under_load": busy,
-            "bus_id": bus_id,
-            "file": source,
-        }
+    for g in gpu_states(node):
         problems = []
-        if width is not None and width_max is not None and width < width_max:
-            problems.append(f"x{width} of x{width_max}")
-        if busy and gen is not None and gen_max is not None and gen < gen_max:
-            problems.append(f"Gen{gen} of Gen{gen_max} under load")
+        if g.width_current is not None and g.width_max is not None and g.width_current < g.width_max:
+            problems.append(f"x{g.width_current} of x{g.width_max}")
+        busy = g.under_load
+        if busy and g.gen_current is not None and g.gen_max is not None and g.gen_current < g.gen_max:
+            problems.append(f"Gen{g.gen_current} of Gen{g.gen_max} under load")
         if problems:
+            ev: dict[str, EvidenceValue] = {
+                "gen_current": g.gen_current,
+                "gen_max": g.gen_max,
+                "width_current": g.width_current,
+                "width_max": g.width_max,
+                "under_load": busy,
+                "bus_id": g.bus_id,
+                "file": g.file,
+            }
             out.append(
                 _finding(
                     node,
                     FindingCode.PCIE_LINK_DEGRADED,
                     Severity.WARNING,
-                    _subject(index),
+                    _subject(g.index),
                     "PCIe link degraded: " + ", ".join(problems),
                     ev,
                 )
             )
     return out
-
-
-def _busy(util_pct: float | None, reasons: list[ClockEventReason]) -> bool | None:
-    if util_pct is None:
-        return None
-    return util_pct > 0 and ClockEventReason.GPU_IDLE not in reasons
 
 
 # --- XIDs -----------------------------------------------------------------------------------------------

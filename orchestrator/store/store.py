@@ -62,6 +62,8 @@ T = TypeVar("T")
 RAW_ENCODING = "zlib"
 #: attempts of one write when SQLite still reports "database is locked" after busy_timeout
 WRITE_ATTEMPTS = 5
+#: base of the randomised exponential backoff between those attempts (s): attempt k waits 1-4 x base x 2^k
+RETRY_BACKOFF_S = 0.05
 
 
 class RunNotFound(StoreError):
@@ -194,7 +196,7 @@ class Store:
                     except IntegrityError as e:
                         raise _Conflict(_reason(e)) from e
             except _Locked:
-                time.sleep(random.uniform(0.05, 0.2) * 2**attempt)
+                time.sleep(random.uniform(1.0, 4.0) * RETRY_BACKOFF_S * 2**attempt)
         raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
 
     # -- reading -----------------------------------------------------------------------------------------
@@ -331,8 +333,12 @@ class Store:
             yield
         except OperationalError as e:
             reason = _reason(e)
-            if retryable and is_sqlite(self.engine.url) and "locked" in reason:
+            locked = is_sqlite(self.engine.url) and "locked" in reason
+            if locked and retryable:
                 raise _Locked(reason) from e
+            if locked:
+                msg = f"database {self.url} stayed locked by other writers: {reason}"
+                raise DatabaseUnreachable(msg) from None
             raise DatabaseUnreachable(f"cannot reach database {self.url}: {reason}") from None
         except (DBAPIError, SQLAlchemyError) as e:
             raise StoreError(f"database error on {self.url}: {_reason(e)}") from None

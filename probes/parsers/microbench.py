@@ -6,13 +6,15 @@ Two shapes are read:
 
     {"gemm_bfloat16": 772.6, "gemm_float16": 738.4, "gemm_float32": 51.2, "d2d_copy_GBps_rw": 2992.1,
      "h2d_GBps_pinnedTrue": 54.7, "d2h_GBps_pinnedTrue": 55.0, "h2d_GBps_pinnedFalse": 18.2,
-     "d2h_GBps_pinnedFalse": 13.8, "device": "NVIDIA H100 80GB HBM3", "sm_count": 132, "total_mem": 85017493504}
+     "d2h_GBps_pinnedFalse": 13.8, "device": "NVIDIA H100 80GB HBM3", "sm_count": 132,
+     "total_mem": 85017493504}
 
 * the probe's own output: ``{"status": "ok", ..., "gpus": [<the flat object plus "index">, ...]}``.
 
 Units: GEMM in TFLOP/s (1e12 FLOP/s), copies in GB/s (1e9 B/s); ``d2d_copy_GBps_rw`` counts bytes read plus
 bytes written. A ``{"status": "skipped"|"failed", "reason": ...}`` document holds no measurement and raises
-:class:`~probes.errors.ParseError`, as do malformed JSON, a non-number figure and a negative or non-finite one.
+:class:`~probes.errors.ParseError`, as do malformed JSON, a non-number figure and a negative or non-finite
+one.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class MicrobenchReport(Contract):
     cuda_version: str | None = None
     gemm_n: int | None = None
     iters: int | None = None
+
 
 #: JSON key -> Microbench field
 KEYS: dict[str, str] = {
