@@ -4,12 +4,13 @@ the orchestrator's own overhead per node.
 One simulated cluster of 8 nodes (``ray.cluster_utils.Cluster``); each node replays a copy of the real idle
 H100 bundle (tests/fixtures/bundles/h100-idle), so the probes themselves cost almost nothing and what is timed
 is fleetdx: Ray task submission and pinning, the in-node ``collect`` over the replay runner, moving the raw
-bundle back, parsing (``node_facts``) and the diagnosis. Runs on the first N nodes of the cluster, ``--repeat``
-times each (median reported, the first run of each size included: Ray starts workers lazily).
+bundle back, parsing (``node_facts``) and the diagnosis. Runs on the first N nodes of the cluster,
+``--repeat``times each (median reported, the first run of each size included: Ray starts workers lazily).
 
 Columns: ``wall_s`` run_preflight end to end; ``fanout_s`` Ray fan-out until the last bundle is back;
 ``collect_s`` slowest node's in-task collect time (from its bundle's command timestamps); ``diagnose_s``
-parse + rules; ``overhead_ms_per_node`` = (wall_s - collect_s) / N * 1000, the orchestrator's own cost per node.
+parse + rules; ``overhead_ms_per_node`` = (wall_s - collect_s) / N * 1000, the orchestrator's own cost
+per node.
 
 This measures the orchestration on this machine (2 cores shared by every simulated node), not a real GPU
 node's probe time (quick-level commands take about 0.3 s on an H100 node, shared/PLATFORM.md).
@@ -59,8 +60,13 @@ def _one(jobs: dict[str, NodeJob]) -> dict[str, float]:
     diagnose(Fleet(nodes=[node_facts(b) for b in bundles]))
     t2 = time.perf_counter()
     collect = max(_collect_s(b) for b in bundles)
-    return {"wall_s": t2 - t0, "fanout_s": t1 - t0, "collect_s": collect, "diagnose_s": t2 - t1,
-            "overhead_ms_per_node": (t2 - t0 - collect) / len(jobs) * 1000}
+    return {
+        "wall_s": t2 - t0,
+        "fanout_s": t1 - t0,
+        "collect_s": collect,
+        "diagnose_s": t2 - t1,
+        "overhead_ms_per_node": (t2 - t0 - collect) / len(jobs) * 1000,
+    }
 
 
 def main() -> None:
@@ -78,16 +84,24 @@ def main() -> None:
         t0 = time.perf_counter()
         nodes = sim_nodes(dirs)
         with simulated_cluster(nodes):
-            print(f"simulated cluster of {len(nodes)} nodes up in {time.perf_counter() - t0:.1f} s "
-                  f"(replaying {BUNDLE.name}; level quick; median of {args.repeat})")
+            print(
+                f"simulated cluster of {len(nodes)} nodes up in {time.perf_counter() - t0:.1f} s "
+                f"(replaying {BUNDLE.name}; level quick; median of {args.repeat})"
+            )
             cols = ["wall_s", "fanout_s", "collect_s", "diagnose_s", "overhead_ms_per_node"]
             print(f"{'nodes':>5} " + " ".join(f"{c:>20}" for c in cols))
             for n in sizes:
-                jobs = {s.host: NodeJob(host=s.host, level=Level.QUICK, bundle_dir=s.bundle_dir) for s in nodes[:n]}
+                jobs = {
+                    s.host: NodeJob(host=s.host, level=Level.QUICK, bundle_dir=s.bundle_dir)
+                    for s in nodes[:n]
+                }
                 runs = [_one(jobs) for _ in range(args.repeat)]
                 med = {c: statistics.median(r[c] for r in runs) for c in cols}
-                print(f"{n:>5} " + " ".join(f"{med[c]:>20.3f}" for c in cols)
-                      + f"   (first run: wall {runs[0]['wall_s']:.3f} s)")
+                print(
+                    f"{n:>5} "
+                    + " ".join(f"{med[c]:>20.3f}" for c in cols)
+                    + f"   (first run: wall {runs[0]['wall_s']:.3f} s)"
+                )
 
 
 if __name__ == "__main__":

@@ -349,8 +349,9 @@ def ray_hosts() -> list[RayHost]:
 
 
 class RayCollectiveProbe:
-    """Runs rounds of group sweeps on pinned actors. ``timeout_s`` bounds each round (a group still running
-    then is a hang: its actors are killed and recreated). ``inject_delay_s`` maps host -> seconds of injected
+    """Runs rounds of group sweeps on pinned actors. ``timeout_s`` bounds each round's collectives (a group still
+    running then is a hang: its actors are killed and recreated); ``setup_timeout_s`` bounds starting the actors
+    (a node whose actor does not answer is a failed group). ``inject_delay_s`` maps host -> seconds of injected
     delay per operation (tests only)."""
 
     def __init__(
@@ -360,8 +361,10 @@ class RayCollectiveProbe:
         spec: SweepSpec,
         timeout_s: float = 120.0,
         inject_delay_s: dict[str, float] | None = None,
+        setup_timeout_s: float = 120.0,
     ) -> None:
         self.hosts = {h.name: h for h in hosts}
+        self.setup_timeout_s = setup_timeout_s
         self.backend = backend
         self.spec = spec
         self.timeout_s = timeout_s
@@ -396,22 +399,43 @@ class RayCollectiveProbe:
         failure."""
         import ray
 
-        t0 = time.monotonic()
+        ready = self._ready([n for g in groups for n in g])
+        t0 = time.monotonic()  # the deadline covers the collectives, not Ray starting actors
         launched: list[tuple[list[str], list[Any] | None, str | None]] = []
         for group in groups:
             nodes = list(group)
-            try:
-                addr, port = ray.get(self._actor(nodes[0]).address.remote(), timeout=self.timeout_s)
-                refs = [
-                    self._actor(n).run.remote(r, len(nodes), addr, port, self.spec, self.timeout_s)
-                    for r, n in enumerate(nodes)
-                ]
-                launched.append((nodes, refs, None))
-            except Exception as e:  # edge: a node we cannot reach is a failed group, not a crash
-                launched.append((nodes, None, f"{type(e).__name__}: {e}"))
+            missing = [n for n in nodes if n not in ready]
+            if missing:
+                err = f"actor not ready within {self.setup_timeout_s:g} s on {', '.join(missing)}"
+                launched.append((nodes, None, err))
+                continue
+            addr, port = ready[nodes[0]]
+            refs = [
+                self._actor(n).run.remote(r, len(nodes), addr, port, self.spec, self.timeout_s)
+                for r, n in enumerate(nodes)
+            ]
+            launched.append((nodes, refs, None))
         all_refs = [r for _, refs, _ in launched if refs for r in refs]
         ray.wait(all_refs, num_returns=len(all_refs), timeout=self.timeout_s + 5.0)
         return [self._collect(nodes, refs, err, time.monotonic() - t0) for nodes, refs, err in launched]
+
+    def _ready(self, hosts: Sequence[str]) -> dict[str, tuple[str, int]]:
+        """Start (or reuse) the actors of ``hosts`` and wait up to ``setup_timeout_s`` for each to answer with
+        its node IP and a free port; returns the hosts that answered. Never raises."""
+        import ray
+
+        refs = {h: self._actor(h).address.remote() for h in hosts}
+        done, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=self.setup_timeout_s)
+        done_set = set(done)
+        out: dict[str, tuple[str, int]] = {}
+        for h, ref in refs.items():
+            if ref in done_set:
+                try:
+                    addr, port = ray.get(ref)
+                except Exception:  # edge: a dead actor or node is a failed group, reported by the caller
+                    continue
+                out[h] = (str(addr), int(port))
+        return out
 
     def _collect(self, nodes: list[str], refs: list[Any] | None, err: str | None, dur: float) -> GroupResult:
         import ray

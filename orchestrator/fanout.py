@@ -8,8 +8,8 @@ silently re-run elsewhere or twice).
 Deadlines are enforced here, never left to Ray: under a network partition an in-flight ``ray.get`` did not
 raise within 240 s even after the node was marked dead (``shared/PLATFORM.md``). :func:`fan_out` loops on
 ``ray.wait(timeout=...)`` and polls ``ray.nodes()`` for liveness; a node that is marked dead, whose task dies
-with it, or that has not answered by its deadline becomes an :attr:`OutcomeKind.UNREACHABLE` outcome (its task is
-cancelled with ``force=True``), and the call returns by the run deadline plus one poll interval.
+with it, or that has not answered by its deadline becomes an :attr:`OutcomeKind.UNREACHABLE` outcome (its task
+is cancelled with ``force=True``), and the call returns by the run deadline plus one poll interval.
 
 ``import ray`` happens inside the functions: the CLI must start fast.
 """
@@ -51,9 +51,9 @@ class RayNode:
 
 @dataclass(frozen=True)
 class NodeOutcome(Generic[T]):
-    """The driver's view of one node: ``value`` when DONE; ``error`` (one line) otherwise; ``elapsed_s`` seconds
-    from submission to the outcome; ``ray_state`` the last liveness Ray reported (``ALIVE``, ``DEAD``, or
-    ``absent`` when no Ray node matched the host)."""
+    """The driver's view of one node: ``value`` when DONE; ``error`` (one line) otherwise; ``elapsed_s``
+    seconds from submission to the outcome; ``ray_state`` the last liveness Ray reported (``ALIVE``,
+    ``DEAD``, or ``absent`` when no Ray node matched the host)."""
 
     host: str
     kind: OutcomeKind
@@ -66,7 +66,7 @@ class NodeOutcome(Generic[T]):
 def _host_of(entry: Mapping[str, Any]) -> tuple[str, bool]:
     for res in entry.get("Resources", {}):
         if res.startswith(SIM_RESOURCE_PREFIX):
-            return res[len(SIM_RESOURCE_PREFIX):], True
+            return res[len(SIM_RESOURCE_PREFIX) :], True
     return str(entry.get("NodeManagerHostname", "")), False
 
 
@@ -90,8 +90,9 @@ def ray_node_hosts(include_simulated: bool = True, include_real: bool = True) ->
 
 
 def gpu_nodes_if_any(nodes: Mapping[str, RayNode]) -> dict[str, RayNode]:
-    """The nodes with a ``GPU`` resource when the cluster has any (a KubeRay head pod without GPUs is then not a
-    target), else all of them (a CPU-only machine is still probed, and says its GPU probes were skipped)."""
+    """The nodes with a ``GPU`` resource when the cluster has any (a KubeRay head pod without GPUs is then
+    not a target), else all of them (a CPU-only machine is still probed, and says its GPU probes were
+    skipped)."""
     gpu = {h: n for h, n in nodes.items() if n.gpus > 0}
     return gpu or dict(nodes)
 
@@ -113,18 +114,31 @@ def _outcome_of_ready(host: str, ref: Any, elapsed: float) -> NodeOutcome[Any]:
     import ray
     from ray import exceptions as rex
 
-    lost = (rex.NodeDiedError, rex.WorkerCrashedError, rex.ObjectLostError, rex.OwnerDiedError,
-            rex.ActorUnavailableError)
+    lost = (
+        rex.NodeDiedError,
+        rex.WorkerCrashedError,
+        rex.ObjectLostError,
+        rex.OwnerDiedError,
+        rex.ActorUnavailableError,
+    )
     try:
         return NodeOutcome(host=host, kind=OutcomeKind.DONE, value=ray.get(ref, timeout=0), elapsed_s=elapsed)
     except lost as e:
-        return NodeOutcome(host=host, kind=OutcomeKind.UNREACHABLE, error=_first_line(e), elapsed_s=elapsed,
-                           ray_state="DEAD")
+        return NodeOutcome(
+            host=host, kind=OutcomeKind.UNREACHABLE, error=_first_line(e), elapsed_s=elapsed, ray_state="DEAD"
+        )
     except rex.RayTaskError as e:
-        return NodeOutcome(host=host, kind=OutcomeKind.FAILED, error=_first_line(e.cause or e), elapsed_s=elapsed)
+        return NodeOutcome(
+            host=host, kind=OutcomeKind.FAILED, error=_first_line(e.cause or e), elapsed_s=elapsed
+        )
     except rex.RayError as e:
-        return NodeOutcome(host=host, kind=OutcomeKind.UNREACHABLE, error=_first_line(e), elapsed_s=elapsed,
-                           ray_state="unknown")
+        return NodeOutcome(
+            host=host,
+            kind=OutcomeKind.UNREACHABLE,
+            error=_first_line(e),
+            elapsed_s=elapsed,
+            ray_state="unknown",
+        )
 
 
 def _first_line(e: BaseException) -> str:
@@ -169,10 +183,16 @@ def fan_out(
     for host, job in jobs.items():
         node = nodes.get(host)
         if node is None:
-            out[host] = NodeOutcome(host=host, kind=OutcomeKind.UNREACHABLE, ray_state="absent",
-                                    error="no alive Ray node for this host")
+            out[host] = NodeOutcome(
+                host=host,
+                kind=OutcomeKind.UNREACHABLE,
+                ray_state="absent",
+                error="no alive Ray node for this host",
+            )
             continue
-        opts: dict[str, Any] = {"scheduling_strategy": NodeAffinitySchedulingStrategy(node.node_id, soft=False)}
+        opts: dict[str, Any] = {
+            "scheduling_strategy": NodeAffinitySchedulingStrategy(node.node_id, soft=False)
+        }
         if runtime_env:
             opts["runtime_env"] = runtime_env
         pending[remote.options(**opts).remote(job)] = (host, node.node_id)
@@ -199,13 +219,22 @@ def fan_out(
                 if nid not in alive:
                     del pending[ref]
                     _cancel(ref)
-                    out[host] = NodeOutcome(host=host, kind=OutcomeKind.UNREACHABLE, ray_state="DEAD",
-                                            error="Ray marks the node dead", elapsed_s=clock() - start)
+                    out[host] = NodeOutcome(
+                        host=host,
+                        kind=OutcomeKind.UNREACHABLE,
+                        ray_state="DEAD",
+                        error="Ray marks the node dead",
+                        elapsed_s=clock() - start,
+                    )
                     report()
     for ref, (host, _nid) in pending.items():
         _cancel(ref)
-        out[host] = NodeOutcome(host=host, kind=OutcomeKind.UNREACHABLE, ray_state="ALIVE",
-                                error=f"no answer within the run deadline of {run_timeout_s:g} s",
-                                elapsed_s=clock() - start)
+        out[host] = NodeOutcome(
+            host=host,
+            kind=OutcomeKind.UNREACHABLE,
+            ray_state="ALIVE",
+            error=f"no answer within the run deadline of {run_timeout_s:g} s",
+            elapsed_s=clock() - start,
+        )
         report()
     return out

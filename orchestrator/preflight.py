@@ -1,10 +1,11 @@
-"""One pre-flight run, end to end: targets -> Ray fan-out -> bundles -> parsed facts -> diagnosis -> RunReport.
+"""One pre-flight run, end to end: targets -> Ray fan-out -> bundles -> facts -> diagnosis -> RunReport.
 
 On each node a Ray task (:func:`collect_on_node`) runs :func:`probes.bundle.collect` with a
-:class:`~probes.runner.SubprocessRunner` (live) or a :class:`~probes.runner.ReplayRunner` over the node's bundle
-(simulated), and returns the raw bundle (text, small). The driver parses (:func:`probes.facts.node_facts`) and
-diagnoses (:func:`orchestrator.diagnosis.engine.diagnose`), so parsers and rules run in one place and one
-version. :func:`analyze_bundles` is the same diagnosis offline, on bundle directories.
+:class:`~probes.runner.SubprocessRunner` (live) or a :class:`~probes.runner.ReplayRunner` over the node's
+bundle (simulated), and returns the raw bundle (text, small). The driver parses
+(:func:`probes.facts.node_facts`) and diagnoses (:func:`orchestrator.diagnosis.engine.diagnose`), so parsers
+and rules run in one place and one version. :func:`analyze_bundles` is the same diagnosis offline, on
+bundle directories.
 
 Deadlines: every command's own timeout (probes/commands.py) is capped at ``probe_timeout_s``; the whole run
 at ``run_timeout_s`` (a node without an answer by then is ``NODE_UNREACHABLE``).
@@ -24,12 +25,21 @@ from orchestrator.fanout import NodeOutcome, OutcomeKind, RayNode, fan_out
 from orchestrator.report import RunKind, RunReport
 from probes.bundle import BundleData, collect, read_bundle
 from probes.commands import Level
-from probes.contracts import Contract, Finding, FindingCode, Severity
+from probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity
 from probes.facts import NodeFacts, node_facts
-from probes.runner import ReplayRunner, RunResult, Runner, SubprocessRunner
+from probes.runner import ReplayRunner, Runner, RunResult, SubprocessRunner
 
-#: default run deadline, seconds: quick level is meant to take <= 10 s per node (issue 4), nodes run in parallel
-DEFAULT_RUN_TIMEOUT_S = {Level.QUICK: 60.0, Level.STANDARD: 600.0, Level.FULL: 900.0}
+#: default run deadline, seconds: quick level is meant to take <= 10 s per node (issue 4), nodes in parallel;
+#: standard leaves room for the micro-benchmark (180 s cap) then the nccl-tests sweep (300 s cap) in sequence
+DEFAULT_RUN_TIMEOUT_S = {Level.QUICK: 60.0, Level.STANDARD: 900.0, Level.FULL: 900.0}
+
+
+def default_probe_cap(run_timeout_s: float) -> float:
+    """Cap on each command's timeout when none is given: a third of the run deadline, so every command
+    (the quick ones run in at most two waves, then the standard ones) ends, and the runner kills its process
+    group, before the run deadline makes the driver cancel the node's task: a force-cancelled Ray worker could
+    not clean up its children."""
+    return run_timeout_s / 3
 
 
 class NodeJob(Contract):
@@ -44,8 +54,8 @@ class NodeJob(Contract):
 
 
 class CappedRunner:
-    """Wraps a runner: every command's timeout becomes ``min(its own, cap_s)``; with ``delay_s`` each call first
-    sleeps that long (used only to slow a simulated node's replay)."""
+    """Wraps a runner: every command's timeout becomes ``min(its own, cap_s)``; with ``delay_s`` each call
+    first     sleeps that long (used only to slow a simulated node's replay)."""
 
     def __init__(self, inner: Runner, cap_s: float | None = None, delay_s: float = 0.0) -> None:
         self.inner, self.cap_s, self.delay_s = inner, cap_s, delay_s
@@ -80,14 +90,29 @@ def collect_on_node(job: NodeJob) -> BundleData:
 def lost_finding(outcome: NodeOutcome[Any], run_timeout_s: float) -> Finding:
     """The finding for a node without a bundle: ``NODE_UNREACHABLE`` (critical) when it never answered,
     ``PROBE_FAILED`` (warning; the node is then UNKNOWN) when its collecting task raised."""
-    evidence = {"ray_state": outcome.ray_state, "elapsed_s": round(outcome.elapsed_s, 3),
-                "run_timeout_s": run_timeout_s, "error": outcome.error}
+    evidence: dict[str, EvidenceValue] = {
+        "ray_state": outcome.ray_state,
+        "elapsed_s": round(outcome.elapsed_s, 3),
+        "run_timeout_s": run_timeout_s,
+        "error": outcome.error,
+    }
     if outcome.kind is OutcomeKind.FAILED:
-        return Finding(code=FindingCode.PROBE_FAILED, severity=Severity.WARNING, node=outcome.host,
-                       subject="collect", message=f"the probe task failed on the node: {outcome.error}",
-                       evidence=evidence)
-    return Finding(code=FindingCode.NODE_UNREACHABLE, severity=Severity.CRITICAL, node=outcome.host,
-                   subject="node", message=f"no bundle from the node: {outcome.error}", evidence=evidence)
+        return Finding(
+            code=FindingCode.PROBE_FAILED,
+            severity=Severity.WARNING,
+            node=outcome.host,
+            subject="collect",
+            message=f"the probe task failed on the node: {outcome.error}",
+            evidence=evidence,
+        )
+    return Finding(
+        code=FindingCode.NODE_UNREACHABLE,
+        severity=Severity.CRITICAL,
+        node=outcome.host,
+        subject="node",
+        message=f"no bundle from the node: {outcome.error}",
+        evidence=evidence,
+    )
 
 
 class PreflightResult(Contract):
@@ -101,13 +126,23 @@ class PreflightResult(Contract):
         return {h: dict(b.files) for h, b in self.bundles.items()}
 
 
-def build_report(kind: RunKind, diagnosis: Diagnosis, *, started_at: float, level: Level | None,
-                 simulated: bool) -> RunReport:
+def build_report(
+    kind: RunKind, diagnosis: Diagnosis, *, started_at: float, level: Level | None, simulated: bool
+) -> RunReport:
     """Wrap a diagnosis as a :class:`RunReport` (exit code = the verdict's Nagios value)."""
-    return RunReport(run_id=uuid.uuid4().hex, kind=kind, started_at=started_at, finished_at=time.time(),
-                     level=level.value if level else None, verdict=diagnosis.verdict,
-                     exit_code=int(diagnosis.verdict), simulated=simulated, nodes=diagnosis.nodes,
-                     findings=diagnosis.findings, exclude=diagnosis.exclude)
+    return RunReport(
+        run_id=uuid.uuid4().hex,
+        kind=kind,
+        started_at=started_at,
+        finished_at=time.time(),
+        level=level.value if level else None,
+        verdict=diagnosis.verdict,
+        exit_code=int(diagnosis.verdict),
+        simulated=simulated,
+        nodes=diagnosis.nodes,
+        findings=diagnosis.findings,
+        exclude=diagnosis.exclude,
+    )
 
 
 def _fleet(facts: list[NodeFacts], gpus: int | None, gpus_source: str | None) -> Fleet:
@@ -131,8 +166,14 @@ def run_preflight(
     failure: every host of ``jobs`` has a node report.
     """
     started = time.time()
-    outcomes = fan_out(jobs, collect_on_node, nodes=nodes, run_timeout_s=run_timeout_s,
-                       on_progress=on_progress, runtime_env=runtime_env)
+    outcomes = fan_out(
+        jobs,
+        collect_on_node,
+        nodes=nodes,
+        run_timeout_s=run_timeout_s,
+        on_progress=on_progress,
+        runtime_env=runtime_env,
+    )
     bundles = {h: o.value for h, o in outcomes.items() if o.kind is OutcomeKind.DONE and o.value is not None}
     lost = [lost_finding(o, run_timeout_s) for o in outcomes.values() if o.kind is not OutcomeKind.DONE]
     facts = [node_facts(bundles[h]) for h in sorted(bundles)]

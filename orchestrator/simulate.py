@@ -50,8 +50,8 @@ def sim_nodes(bundle_dirs: Sequence[Path], delay_s: Mapping[str, float] | None =
 
 
 class SimCluster:
-    """A running simulated cluster: ``cluster`` is the ``ray.cluster_utils.Cluster``, ``ray_nodes`` maps host ->
-    its Ray ``node`` handle (for ``cluster.remove_node``)."""
+    """A running simulated cluster: ``cluster`` is the ``ray.cluster_utils.Cluster``, ``ray_nodes`` maps
+    host ->     its Ray ``node`` handle (for ``cluster.remove_node``)."""
 
     def __init__(self, cluster: Any, nodes: list[SimNode], ray_nodes: dict[str, Any]) -> None:
         self.cluster = cluster
@@ -76,8 +76,9 @@ def simulated_cluster(nodes: Sequence[SimNode]) -> Iterator[SimCluster]:
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     try:
-        handles = {n.host: cluster.add_node(num_cpus=1, resources={SIM_RESOURCE_PREFIX + n.host: 1})
-                   for n in nodes}
+        handles = {
+            n.host: cluster.add_node(num_cpus=1, resources={SIM_RESOURCE_PREFIX + n.host: 1}) for n in nodes
+        }
         ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
         cluster.wait_for_nodes()
         yield SimCluster(cluster, list(nodes), handles)

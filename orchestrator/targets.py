@@ -1,12 +1,13 @@
 """Which nodes a pre-flight targets, and how many GPUs each should have.
 
-Nodes, first match wins (issue 4): ``--nodes HOSTLIST`` (Slurm hostlist syntax, expanded with python-hostlist),
-else ``SLURM_JOB_NODELIST`` (set by Slurm in a job's environment), else every alive node of the Ray cluster
-(resolved later by the fan-out, :func:`orchestrator.fanout.ray_node_hosts`).
+Nodes, first match wins (issue 4): ``--nodes HOSTLIST`` (Slurm hostlist syntax, expanded with
+python-hostlist), else ``SLURM_JOB_NODELIST`` (set by Slurm in a job's environment), else every alive node of
+the Ray cluster (resolved later by the fan-out, :func:`orchestrator.fanout.ray_node_hosts`).
 
-Expected GPUs per node, first match wins: ``--gpus-per-node N``, else ``SLURM_GPUS_ON_NODE`` (GPUs allocated on
-this node), else ``SLURM_GPUS_PER_NODE`` (the ``--gpus-per-node`` request: ``N`` or ``TYPE:N``), else unknown
-(``None``: the GPU count is then checked against the node's peers only). Slurm sbatch(1) documents the variables.
+Expected GPUs per node, first match wins: ``--gpus-per-node N``, else ``SLURM_GPUS_ON_NODE`` (GPUs allocated
+on this node), else ``SLURM_GPUS_PER_NODE`` (the ``--gpus-per-node`` request: ``N`` or ``TYPE:N``), else
+unknown (``None``: the GPU count is then checked against the node's peers only). Slurm sbatch(1) documents
+the variables.
 
 Everything here is pure: the environment is passed in as a mapping.
 """
@@ -32,7 +33,8 @@ class TargetSource(str, Enum):
 
 
 class Targets(Contract):
-    """The nodes to probe. ``hosts`` is ``None`` when they are "every alive Ray node" (known only once connected)."""
+    """The nodes to probe. ``hosts`` is ``None`` when they are "every alive Ray node" (known only once
+    connected)."""
 
     hosts: list[str] | None
     source: TargetSource

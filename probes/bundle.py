@@ -2,11 +2,10 @@
 
 Layout of a bundle directory::
 
-    meta.json                          # BundleData without the file contents (host, time, version, commands)
-    nvidia-smi_topo_-m.txt             # stdout of the command, bytes as printed (decoded UTF-8, bad bytes
-    U+FFFD)
+    meta.json               # BundleData without the file contents (host, time, version, commands)
+    nvidia-smi_topo_-m.txt  # stdout of the command as printed (decoded as UTF-8, bad bytes U+FFFD)
     lscpu_-J.json
-    sysfs_infiniband.txt               # sysfs facts (probes.sysfs), "PATH:VALUE" lines
+    sysfs_infiniband.txt    # sysfs facts (probes.sysfs), "PATH:VALUE" lines
     ...
 
 A command that was skipped (binary missing, not permitted, no GPU) has no file, but its entry in ``meta.json``
@@ -45,7 +44,7 @@ from probes.commands import (
 from probes.contracts import SCHEMA_VERSION, Contract
 from probes.errors import BundleError
 from probes.runner import Runner, RunResult, RunStatus
-from probes.sysfs import COLLECTORS, SysfsSource, SysfsText
+from probes.sysfs import COLLECTOR_SOURCES, COLLECTORS, SysfsSource, SysfsText
 
 META_FILE = "meta.json"
 #: threads running quick-level commands at once; the runner is thread-safe and the commands are short
@@ -175,7 +174,19 @@ def _run_command(runner: Runner, cmd: NodeCommand) -> tuple[CommandMeta, str | N
 
 def _run_sysfs(collector: Callable[[Path], SysfsText], root: Path) -> tuple[CommandMeta, str | None]:
     t0, started = time.monotonic(), time.time()
-    got = collector(root)
+    try:
+        got = collector(root)
+    except OSError as e:  # a sysfs directory that vanished or cannot be listed: recorded, not raised
+        source = COLLECTOR_SOURCES[collector]
+        meta = CommandMeta(
+            file=source.value,
+            source=ProbeSource.SYSFS,
+            status=RunStatus.FAILED,
+            duration_s=time.monotonic() - t0,
+            started_at=started,
+            reason=f"{type(e).__name__}: {e}",
+        )
+        return meta, None
     status = RunStatus.OK if got.text is not None else RunStatus.SKIPPED
     meta = CommandMeta(
         file=got.source.value,
@@ -285,17 +296,45 @@ def collect(
     )
 
 
-def write_bundle(data: BundleData, directory: Path) -> Path:
-    """Write ``data`` as a bundle directory (created if needed; existing files of the same names are
-    replaced).
+def _check_names(data: BundleData) -> None:
+    for name in data.files:
+        if name == META_FILE or os.sep in name or name in ("", ".", "..") or name.startswith("."):
+            raise BundleError(f"bad bundle file name {name!r}")
 
-    Returns the directory. Raises ``BundleError`` when a file name would escape the directory.
+
+def _clear_previous(directory: Path) -> None:
+    """Remove the files a previous bundle's ``meta.json`` lists (and the meta itself); nothing else."""
+    meta_path = directory / META_FILE
+    try:
+        old = _Meta.model_validate_json(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValidationError, UnicodeDecodeError):
+        raise BundleError(
+            f"{directory}: not empty and holds no fleetdx meta.json; not replacing it"
+        ) from None
+    for c in old.commands:
+        if os.sep not in c.file and c.file not in ("", ".", ".."):
+            (directory / c.file).unlink(missing_ok=True)
+    meta_path.unlink()
+
+
+def write_bundle(data: BundleData, directory: Path, *, replace: bool = False) -> Path:
+    """Write ``data`` as a bundle directory (created if needed) and return the directory.
+
+    A non-empty directory is refused unless ``replace``: then the files of the previous bundle (those its
+    ``meta.json`` lists) are removed first, so no stale output of an earlier run is read as part of this one;
+    any other file is left alone, and a non-empty directory without a fleetdx ``meta.json`` is refused.
+
+    Raises:
+        BundleError: a file name that would escape the directory; a non-empty directory (see above).
     """
     directory = Path(directory)
+    _check_names(data)
+    if directory.is_dir() and any(directory.iterdir()):
+        if not replace:
+            raise BundleError(f"{directory}: not empty (use a new directory, or replace the bundle in it)")
+        _clear_previous(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in data.files.items():
-        if name == META_FILE or os.sep in name or name in ("", ".", ".."):
-            raise BundleError(f"bad bundle file name {name!r}")
         (directory / name).write_text(text, encoding="utf-8")
     meta = _Meta(**data.model_dump(exclude={"files"}))
     (directory / META_FILE).write_text(meta.model_dump_json(indent=2) + "\n", encoding="utf-8")

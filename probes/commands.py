@@ -2,13 +2,10 @@
 writes.
 
 File names follow the captured bundles in ``tests/fixtures/hosts/`` (the command with spaces turned into
-``_``;
-long ``--query-*`` commands shortened to ``nvidia-smi_query-<what>.csv``). Timeouts are per command, in
-seconds,
-about 20-100x the times measured on an H100 node (PLATFORM.md: ``nvidia-smi -q -x`` 0.12 s, ``topo -m`` 0.05
-s,
-``lscpu -J`` 0.006 s) because a wedged driver makes ``nvidia-smi`` hang for tens of seconds, which is itself
-the finding (``PROBE_TIMEOUT``).
+``_``; long ``--query-*`` commands shortened to ``nvidia-smi_query-<what>.csv``). Timeouts are per command, in
+seconds, about 20-100x the times measured on an H100 node (PLATFORM.md: ``nvidia-smi -q -x`` 0.12 s, ``topo
+-m`` 0.05 s, ``lscpu -J`` 0.006 s) because a wedged driver makes ``nvidia-smi`` hang for tens of seconds,
+which is itself the finding (``PROBE_TIMEOUT``).
 
 Levels: ``quick`` reads state only (no GPU work, target <= 10 s per node); ``standard`` adds the GPU
 micro-benchmark and the intra-node nccl-tests sweep; ``full`` is ``standard`` on a node (the cross-node

@@ -1,7 +1,10 @@
 """The parsed facts of one node, read from one bundle: what every diagnosis rule consumes.
 
-:func:`node_facts` (written with the bundle work) reads each raw file of a bundle with its parser; a file that
-fails to parse becomes a :class:`ParseFailure` (the raw text stays in the bundle), never an exception.
+:func:`node_facts` reads each raw file of a bundle with its parser (:func:`classify` maps file names to parser
+kinds and NodeFacts fields, :data:`FILE_SLOTS` is the explicit list); a file that fails to parse becomes a
+:class:`ParseFailure` (the raw text stays in the bundle), never an exception. ``numactl -H`` facts come from
+``numactl_-H.txt`` or, on nodes without numactl, from the sysfs dump ``sysfs_numa.txt``; InfiniBand facts from
+``ibstat.txt``, ``ibstatus.txt`` or ``sysfs_infiniband.txt``, first present wins.
 """
 
 from __future__ import annotations

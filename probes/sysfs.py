@@ -140,3 +140,9 @@ def read_numa(root: Path) -> SysfsText:
 
 #: the explicit list of collectors run by :func:`probes.bundle.collect`
 COLLECTORS: tuple[Callable[[Path], SysfsText], ...] = (read_pci, read_infiniband, read_numa)
+#: the bundle file each collector writes
+COLLECTOR_SOURCES: dict[Callable[[Path], SysfsText], SysfsSource] = {
+    read_pci: SysfsSource.PCI,
+    read_infiniband: SysfsSource.INFINIBAND,
+    read_numa: SysfsSource.NUMA,
+}

@@ -110,6 +110,7 @@ def test_api_is_read_only(client: TestClient) -> None:
     assert client.delete("/runs/pf-1").status_code == 405
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_fleetdx_serve_answers_over_http(sqlite_url: str) -> None:
     """`fleetdx serve` as a real process on a free loopback port."""

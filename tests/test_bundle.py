@@ -27,7 +27,7 @@ def _bundle(tmp_path: Path, files: dict[str, str], commands: list[CommandMeta] |
     return read_bundle(write_bundle(data, tmp_path / "b"))
 
 
-# ------------------------------------------------------------------------------------------------ on disk
+# --- on disk ------------------------------------------------------------------------------------------------
 
 
 def test_write_then_read_keeps_bytes_and_meta(tmp_path: Path) -> None:
@@ -85,6 +85,39 @@ def test_read_bundle_errors(tmp_path: Path) -> None:
         read_bundle(bad)
 
 
+def test_write_bundle_refuses_non_empty_dir_and_replace_removes_only_the_old_bundle(tmp_path: Path) -> None:
+    d = tmp_path / "b"
+    first = BundleData(
+        host="h",
+        files={"nvidia-smi_topo_-m.txt": "old", "numactl_-H.txt": "old"},
+        commands=[
+            CommandMeta(file="nvidia-smi_topo_-m.txt", status=RunStatus.OK),
+            CommandMeta(file="numactl_-H.txt", status=RunStatus.OK),
+        ],
+    )
+    write_bundle(first, d)
+    (d / "notes.md").write_text("kept")
+    second = BundleData(
+        host="h",
+        files={"numactl_-H.txt": "new"},
+        commands=[
+            CommandMeta(file="numactl_-H.txt", status=RunStatus.OK),
+            CommandMeta(file="nvidia-smi_topo_-m.txt", status=RunStatus.SKIPPED, reason="gone"),
+        ],
+    )
+    with pytest.raises(BundleError, match="not empty"):
+        write_bundle(second, d)
+    write_bundle(second, d, replace=True)
+    assert sorted(p.name for p in d.iterdir()) == ["meta.json", "notes.md", "numactl_-H.txt"]
+    assert (d / "numactl_-H.txt").read_text() == "new"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.txt").write_text("not a bundle")
+    with pytest.raises(BundleError, match="no fleetdx meta.json"):
+        write_bundle(second, other, replace=True)
+    assert (other / "x.txt").read_text() == "not a bundle"
+
+
 @pytest.mark.parametrize("name", ["meta.json", "../x.txt", "a/b.txt", ""])
 def test_write_bundle_refuses_bad_file_names(tmp_path: Path, name: str) -> None:
     with pytest.raises(BundleError):
@@ -115,7 +148,7 @@ def test_find_raw_file(tmp_path: Path) -> None:
     assert find_raw_file(tmp_path / "c", ["mytool", "--all"]) == tmp_path / "c" / "custom.out"
 
 
-# ------------------------------------------------------------------------------------------------ facts
+# --- facts --------------------------------------------------------------------------------------------------
 
 
 def test_classify_file_names() -> None:
@@ -199,8 +232,7 @@ def test_node_facts_prefers_lscpu_json_then_numactl_over_sysfs(tmp_path: Path) -
     assert f.numa is not None and f.numa.nodes[0].cpus == list(range(16))
 
 
-# ------------------------------------------------------------------------------------------------
-# IB_PORT_DOWN
+# --- IB_PORT_DOWN -------------------------------------------------------------------------------------------
 
 
 def _ib_findings(tmp_path: Path, name: str, text: str) -> list:  # type: ignore[type-arg]
@@ -259,7 +291,7 @@ def test_no_ib_facts_no_finding() -> None:
     assert ib_port_down(f, Fleet(nodes=[f])) == []
 
 
-# ------------------------------------------------------------------------------------------------ registries
+# --- registries ---------------------------------------------------------------------------------------------
 
 
 def test_every_parser_kind_has_a_parser_and_every_command_file_is_classified() -> None:

@@ -146,7 +146,7 @@ def test_replayed_collect_reproduces_the_captured_bundle(tmp_path: Path) -> None
     assert facts.microbench[0].gemm_fp32_tflops == pytest.approx(51.17160799714658)
 
 
-# ------------------------------------------------------------------------------------------------ sysfs
+# --- sysfs --------------------------------------------------------------------------------------------------
 
 
 def _write(p: Path, text: str) -> None:
@@ -211,3 +211,21 @@ def test_sysfs_numa_of_this_machine_parses() -> None:
     assert got.text is not None
     numa = parse_numactl(got.text)
     assert sum(len(n.cpus) for n in numa.nodes) == os.cpu_count()
+
+
+def test_sysfs_collector_os_error_is_recorded_not_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import probes.bundle as bundle_mod
+    from probes import sysfs
+
+    def unlistable(root: Path) -> sysfs.SysfsText:
+        raise PermissionError(13, "Permission denied", str(root / "sys/class/infiniband"))
+
+    monkeypatch.setattr(bundle_mod, "COLLECTORS", (unlistable, sysfs.read_numa))
+    monkeypatch.setitem(bundle_mod.COLLECTOR_SOURCES, unlistable, SysfsSource.INFINIBAND)
+    data = collect(SubprocessRunner(), Level.QUICK, host="n", sysfs_root=tmp_path)
+    meta = data.meta_for(SysfsSource.INFINIBAND.value)
+    assert meta is not None and meta.status is RunStatus.FAILED
+    assert meta.reason is not None and "Permission denied" in meta.reason
+    assert SysfsSource.INFINIBAND.value not in data.files

@@ -74,9 +74,13 @@ def sim_cluster() -> Iterator[list[str]]:
 
 
 def run_small(
-    nodes: list[str], schedule: Schedule, slow: str, policy: DetectionPolicy | None = None
+    nodes: list[str],
+    schedule: Schedule,
+    slow: str,
+    policy: DetectionPolicy | None = None,
+    delay_s: float = 0.2,
 ) -> RunReport:
-    """A short gloo sweep (1 and 8 MiB, 4 timed iterations) with ``slow``'s rank delayed 0.2 s per
+    """A short gloo sweep (1 and 8 MiB, 4 timed iterations) with ``slow``'s rank delayed ``delay_s`` per
     operation."""
     from orchestrator.bandwidth import run_bandwidth
 
@@ -87,7 +91,7 @@ def run_small(
         iters=4,
         warmup_iters=1,
         timeout_s=60.0,
-        inject_delay_s={slow: 0.2},
+        inject_delay_s={slow: delay_s},
         policy=policy,
     )
 
@@ -138,7 +142,7 @@ def test_localise_names_the_injected_straggler_among_eight(sim_cluster: list[str
     # 8 gloo ranks on 2 cores: healthy pairs of one round differ up to 3x, and 4 pairs give a wide MAD. The
     # default z cut (3.5) needs more pairs than that; this test lowers it and keeps gloo's 50% minimum drop.
     policy = DetectionPolicy(min_drop=0.5, noise_floor=0.15, z_threshold=2.0)
-    rep = run_small(sim_cluster, Schedule.LOCALISE, "sim5", policy)
+    rep = run_small(sim_cluster, Schedule.LOCALISE, "sim5", policy, delay_s=0.5)
     assert [f.node for f in rep.findings if f.code is FindingCode.STRAGGLER_NODE] == ["sim5"]
     assert rep.exclude == "sim5"
     assert ["sim4", "sim5"] == rep.curves[2].nodes  # the screen pair that flagged it
@@ -155,7 +159,7 @@ def test_a_group_that_does_not_finish_is_a_hang_and_its_actors_are_replaced(sim_
     hosts = {h.name: h for h in ray_hosts()}
     spec = SweepSpec(collective=Collective.ALL_REDUCE, sizes=[1 << 20], iters=1, warmup_iters=0, check=False)
     probe = RayCollectiveProbe(
-        [hosts["sim6"], hosts["sim7"]], Backend.GLOO, spec, timeout_s=4, inject_delay_s={"sim7": 60.0}
+        [hosts["sim6"], hosts["sim7"]], Backend.GLOO, spec, timeout_s=10, inject_delay_s={"sim7": 120.0}
     )
     try:
         (hung,) = probe.measure_round([("sim6", "sim7")])

@@ -43,27 +43,41 @@ def test_engine_runs_every_rules_module() -> None:
 def test_timeouts_failures_and_parse_failures_become_warnings() -> None:
     node = NodeFacts(
         host="n1",
-        probes=[_probe("nvidia-smi_-q_-x.xml", RunStatus.TIMEOUT, "no exit within 30 s; process group killed"),
-                _probe("numactl_-H.txt", RunStatus.FAILED, "exit code 1"),
-                _probe("ibstat.txt", RunStatus.SKIPPED, "ibstat: not found on PATH")],
-        parse_failures=[ParseFailure(file="lscpu_-J.json", kind="lscpu", line=3, message="lscpu: line 3: bad")],
+        probes=[
+            _probe("nvidia-smi_-q_-x.xml", RunStatus.TIMEOUT, "no exit within 30 s; process group killed"),
+            _probe("numactl_-H.txt", RunStatus.FAILED, "exit code 1"),
+            _probe("ibstat.txt", RunStatus.SKIPPED, "ibstat: not found on PATH"),
+        ],
+        parse_failures=[
+            ParseFailure(file="lscpu_-J.json", kind="lscpu", line=3, message="lscpu: line 3: bad")
+        ],
     )
     got = {(f.code, f.subject): f for f in probe_findings(node)}
-    assert set(got) == {(FindingCode.PROBE_TIMEOUT, "nvidia-smi_-q_-x.xml"),
-                        (FindingCode.PROBE_FAILED, "numactl_-H.txt"),
-                        (FindingCode.PARSE_FAILED, "lscpu_-J.json")}
+    assert set(got) == {
+        (FindingCode.PROBE_TIMEOUT, "nvidia-smi_-q_-x.xml"),
+        (FindingCode.PROBE_FAILED, "numactl_-H.txt"),
+        (FindingCode.PARSE_FAILED, "lscpu_-J.json"),
+    }
     assert all(f.severity is Severity.WARNING and f.node == "n1" for f in got.values())
-    assert got[(FindingCode.PROBE_TIMEOUT, "nvidia-smi_-q_-x.xml")].evidence["error"].startswith("no exit")
+    timeout = got[(FindingCode.PROBE_TIMEOUT, "nvidia-smi_-q_-x.xml")]
+    assert str(timeout.evidence["error"]).startswith("no exit")
 
 
 def test_node_with_nothing_parsed_is_unjudged() -> None:
-    node = NodeFacts(host="n1", probes=[_probe("nvidia-smi_-q_-x.xml", RunStatus.SKIPPED, "nvidia-smi: not found")])
+    node = NodeFacts(
+        host="n1", probes=[_probe("nvidia-smi_-q_-x.xml", RunStatus.SKIPPED, "nvidia-smi: not found")]
+    )
     assert unjudged_reason(node) == "no probe ran and parsed"
 
 
 def test_node_without_gpu_inventory_is_unjudged_and_says_why() -> None:
-    node = NodeFacts(host="n1", probes=[_probe("numactl_-H.txt", RunStatus.OK),
-                                        _probe("nvidia-smi_-q_-x.xml", RunStatus.SKIPPED, "nvidia-smi: not found")])
+    node = NodeFacts(
+        host="n1",
+        probes=[
+            _probe("numactl_-H.txt", RunStatus.OK),
+            _probe("nvidia-smi_-q_-x.xml", RunStatus.SKIPPED, "nvidia-smi: not found"),
+        ],
+    )
     reason = unjudged_reason(node)
     assert reason is not None and "nvidia-smi: not found" in reason
 
@@ -78,7 +92,9 @@ def test_node_without_gpu_inventory_is_unjudged_and_says_why() -> None:
         ([Severity.WARNING, Severity.CRITICAL], False, Verdict.CRITICAL),
     ],
 )
-def test_node_verdict_is_worst_severity(severities: list[Severity], unjudged: bool, expected: Verdict) -> None:
+def test_node_verdict_is_worst_severity(
+    severities: list[Severity], unjudged: bool, expected: Verdict
+) -> None:
     assert node_verdict([_finding("n", s) for s in severities], unjudged) is expected
 
 
@@ -95,8 +111,13 @@ def test_diagnose_with_injected_rule_and_a_lost_node() -> None:
     def rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
         return [_finding(node.host, Severity.INFO)]
 
-    lost = Finding(code=FindingCode.NODE_UNREACHABLE, severity=Severity.CRITICAL, node="a2", subject="node",
-                   message="no bundle")
+    lost = Finding(
+        code=FindingCode.NODE_UNREACHABLE,
+        severity=Severity.CRITICAL,
+        node="a2",
+        subject="node",
+        message="no bundle",
+    )
     d = diagnose(Fleet(nodes=[ok]), lost=[lost], rules=[rule])
     by_host = {n.host: n for n in d.nodes}
     assert by_host["a1"].verdict is Verdict.UNKNOWN  # no GPU inventory: cannot be called healthy
@@ -141,5 +162,7 @@ def test_busy_h100_flags_the_foreign_process() -> None:
 def test_gpu_count_mismatch_against_expected() -> None:
     # nvidia-smi -L of the H100 VM lists one GPU ("GPU 0: NVIDIA H100 80GB HBM3")
     report = analyze_bundles([BUNDLES / "h100-idle"], expected_gpus=8).report
-    assert any(f.code is FindingCode.GPU_COUNT_MISMATCH and f.severity is Severity.CRITICAL for f in report.findings)
+    assert any(
+        f.code is FindingCode.GPU_COUNT_MISMATCH and f.severity is Severity.CRITICAL for f in report.findings
+    )
     assert report.exclude == "h100-idle" and report.exit_code == 2

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.fanout import OutcomeKind, match_hosts, ray_node_hosts, fan_out
+from orchestrator.fanout import OutcomeKind, fan_out, match_hosts, ray_node_hosts
 from orchestrator.simulate import SimCluster, SimNode, simulated_cluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
@@ -88,7 +88,13 @@ def test_task_exception_is_failed_with_its_message(cluster: SimCluster) -> None:
 def test_progress_reports_every_outcome(cluster: SimCluster) -> None:
     nodes = ray_node_hosts(include_real=False)
     seen: list[tuple[int, int]] = []
-    fan_out({h: h for h in nodes}, whoami, nodes=nodes, run_timeout_s=60, on_progress=lambda d, t: seen.append((d, t)))
+    fan_out(
+        {h: h for h in nodes},
+        whoami,
+        nodes=nodes,
+        run_timeout_s=60,
+        on_progress=lambda d, t: seen.append((d, t)),
+    )
     assert seen[0] == (0, 3) and seen[-1] == (3, 3)
 
 

@@ -24,7 +24,7 @@ def read(p: Path) -> str:
     return p.read_text(encoding="utf-8")
 
 
-# ------------------------------------------------------------------------------------------------ numactl
+# --- numactl ------------------------------------------------------------------------------------------------
 
 
 def test_numactl_della_distance_32_with_trailing_spaces() -> None:
@@ -112,7 +112,7 @@ def test_numactl_reads_sysfs_dump() -> None:
     assert t.distances == [[10, 21], [21, 10]]
 
 
-# ------------------------------------------------------------------------------------------------ lscpu
+# --- lscpu --------------------------------------------------------------------------------------------------
 
 
 def test_lscpu_della_text_flat_layout_interleaved_numa() -> None:
@@ -177,7 +177,7 @@ def test_lscpu_bad_input_raises_parse_error(text: str) -> None:
     assert e.value.fmt == "lscpu"
 
 
-# ------------------------------------------------------------------------------------------------ ibstat
+# --- ibstat -------------------------------------------------------------------------------------------------
 
 
 def test_ibstat_h100_node_cas_in_lexical_order() -> None:

@@ -1,8 +1,8 @@
 """Property tests of the numactl, lscpu and ibstat parsers on mangled real outputs.
 
 Whatever the damage (lines cut, whitespace changed, tokens dropped, binary garbage) a parser returns a model
-or
-raises ParseError, nothing else; damage that keeps the meaning (whitespace, indentation) gives the same facts.
+or raises ParseError, nothing else; damage that keeps the meaning (whitespace, indentation) gives the same
+facts.
 """
 
 from __future__ import annotations

@@ -29,10 +29,14 @@ SIM_BUNDLES = ["h100-idle", "h100-busy", "topo-01", "topo-03", "topo-06", "topo-
 HANG_MARK = "3599.25"  # the stand-in nvidia-smi's child is `sleep 3599.25`: unique, findable with psutil
 
 
-def _jobs(nodes: list[SimNode], level: Level = Level.QUICK, delay: dict[str, float] | None = None) -> dict[str, NodeJob]:
+def _jobs(
+    nodes: list[SimNode], level: Level = Level.QUICK, delay: dict[str, float] | None = None
+) -> dict[str, NodeJob]:
     delay = delay or {}
-    return {n.host: NodeJob(host=n.host, level=level, bundle_dir=n.bundle_dir, delay_s=delay.get(n.host, 0.0))
-            for n in nodes}
+    return {
+        n.host: NodeJob(host=n.host, level=level, bundle_dir=n.bundle_dir, delay_s=delay.get(n.host, 0.0))
+        for n in nodes
+    }
 
 
 def _run(jobs: dict[str, NodeJob], timeout_s: float, **kw: object) -> PreflightResult:
@@ -56,7 +60,9 @@ def test_hung_probe_is_killed_with_no_orphan(tmp_path: Path) -> None:
     assert {"nvidia-smi_-L.txt", "nvidia-smi_-q_-x.xml", "nvidia-smi_topo_-m.txt"} <= timeouts
     assert report.nodes[0].verdict is Verdict.WARNING
     assert report.verdict is Verdict.WARNING  # PROBE_TIMEOUT is a warning (issue 4)
-    survivors = [p for p in psutil.process_iter(["cmdline"]) if HANG_MARK in " ".join(p.info["cmdline"] or [])]
+    survivors = [
+        p for p in psutil.process_iter(["cmdline"]) if HANG_MARK in " ".join(p.info["cmdline"] or [])
+    ]
     assert survivors == []
 
 
@@ -123,8 +129,17 @@ def test_cli_analyze_json_exit_code_and_exclude_file(tmp_path: Path) -> None:
 
     _register()
     exclude = tmp_path / "exclude.txt"
-    res = CliRunner().invoke(app, ["analyze", str(BUNDLES / "nccl-h100x16-fail"), str(BUNDLES / "h100-idle"),
-                                   "--json", "--exclude-file", str(exclude)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "analyze",
+            str(BUNDLES / "nccl-h100x16-fail"),
+            str(BUNDLES / "h100-idle"),
+            "--json",
+            "--exclude-file",
+            str(exclude),
+        ],
+    )
     assert res.exit_code == 2, res.output
     doc = json.loads(res.stdout)
     assert {"verdict", "exit_code", "simulated", "nodes", "findings", "exclude"} <= set(doc)
@@ -140,9 +155,22 @@ def test_cli_preflight_simulate_is_labelled(tmp_path: Path) -> None:
     import sys
 
     exe = Path(sys.executable).with_name("fleetdx")
-    res = subprocess.run([str(exe), "preflight", "--simulate", str(BUNDLES / "h100-idle"),
-                          str(BUNDLES / "topo-11"), "--json", "--no-save", "--timeout", "60"],
-                         capture_output=True, text=True, timeout=180)
+    res = subprocess.run(
+        [
+            str(exe),
+            "preflight",
+            "--simulate",
+            str(BUNDLES / "h100-idle"),
+            str(BUNDLES / "topo-11"),
+            "--json",
+            "--no-save",
+            "--timeout",
+            "60",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     doc = json.loads(res.stdout)
     assert doc["simulated"] is True and doc["kind"] == "preflight"
     # h100-idle: OK; topo-11: warnings (remote NIC), and no GPU inventory -> run WARNING

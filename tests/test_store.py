@@ -104,9 +104,19 @@ def test_saving_a_run_twice_stores_it_once(store: Store) -> None:
     assert count(store, FindingRow.id) == 2
 
 
-def test_raw_output_for_a_host_outside_the_run_is_rejected(store: Store) -> None:
-    with pytest.raises(StoreError, match="not its nodes"):
-        store.save_report(preflight_run("pf-1", T0), {"elsewhere": {"x.txt": "x"}})
+def test_raw_output_of_a_host_outside_the_nodes_is_kept(store: Store) -> None:
+    # a bundle collected from a host the report does not list (e.g. the head node) is evidence too
+    raw = {**preflight_raw(), "head-node": {"nvidia-smi_topo_-m.txt": TOPO.read_text()}}
+    assert store.save_report(preflight_run("pf-1", T0), raw) is True
+    assert store.get_raw("pf-1", "head-node") == raw["head-node"]
+    assert store.get_run("pf-1").nodes[0].host == "h100-vm-idle" and len(store.get_run("pf-1").nodes) == 1
+
+
+def test_a_host_twice_in_the_nodes_is_rejected(store: Store) -> None:
+    report = preflight_run("pf-1", T0)
+    twice = report.model_copy(update={"nodes": report.nodes * 2})
+    with pytest.raises(StoreError, match="appears twice"):
+        store.save_report(twice)
     assert count(store, RunRow.id) == 0
 
 
@@ -190,6 +200,7 @@ def test_concurrent_threads_lose_nothing(migrated_url: str) -> None:
         assert s.get_raw("t3-7", NODE_A)[NCCL_FILE] == bandwidth_raw(True)[NODE_A][NCCL_FILE]
 
 
+@pytest.mark.slow
 def test_concurrent_processes_lose_nothing(migrated_url: str, process_pool_context: Any) -> None:
     url = migrated_url
     procs, per_proc = 4, 8
@@ -204,6 +215,7 @@ def test_concurrent_processes_lose_nothing(migrated_url: str, process_pool_conte
         }
 
 
+@pytest.mark.slow
 def test_concurrent_saves_of_one_run_store_it_once(migrated_url: str, process_pool_context: Any) -> None:
     url = migrated_url
     procs = 4

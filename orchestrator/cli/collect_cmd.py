@@ -1,12 +1,11 @@
-"""``fleetdx collect --out DIR [--level quick|standard|full]``: write this node's bundle.
+"""``fleetdx collect --out DIR [--level quick|standard|full] [--replace]``: write this node's bundle.
 
 Runs the registered node commands (probes/commands.py) through the one runner, reads the sysfs facts, and
-writes
-one raw file per command plus ``meta.json``. Commands that cannot run here (no GPU, no ``numactl``, ``dmesg``
-not
-permitted) are recorded ``skipped`` with the reason. Prints a table of what ran (``--json``: the meta as
-JSON).
-Exit code 0 when the bundle was written, whatever the commands did (judging them is ``analyze``'s job).
+writes one raw file per command plus ``meta.json``. Commands that cannot run here (no GPU, no ``numactl``,
+``dmesg`` not permitted) are recorded ``skipped`` with the reason. Prints a table of what ran (``--json``: the
+meta as JSON). ``--out`` must be new or empty; ``--replace`` replaces a bundle written there before (only the
+files its meta.json lists are removed). Exit code 0 when the bundle was written, whatever the commands did
+(judging them is ``analyze``'s job); 2 when it could not be written.
 """
 
 from __future__ import annotations
@@ -71,12 +70,15 @@ def register(app: typer.Typer) -> None:
                 "--nccl-tests-dir", help="Where all_reduce_perf is (default: $NCCL_TESTS_HOME, then PATH)."
             ),
         ] = None,
+        replace: Annotated[
+            bool, typer.Option("--replace", help="Replace the fleetdx bundle already in --out.")
+        ] = False,
         json_out: Annotated[bool, typer.Option("--json", help="Print the bundle meta as JSON only.")] = False,
     ) -> None:
         """Write a bundle of this node's raw command outputs and sysfs facts to --out."""
         nccl = _nccl_binary(nccl_tests_dir) if level is not Level.QUICK else None
         data = collect(SubprocessRunner(), level, host, nccl_binary=nccl)
-        write_bundle(data, out)
+        write_bundle(data, out, replace=replace)
         if json_out:
             print_json(data.model_copy(update={"files": {}}))
         else:

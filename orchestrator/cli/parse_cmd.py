@@ -1,12 +1,10 @@
 """``fleetdx parse KIND FILE [--json]`` and ``fleetdx parse bundle DIR [--json]``.
 
 KIND is one of ``topo``, ``p2p``, ``smi-xml``, ``smi-csv``, ``nccl-tests``, ``nccl-log``, ``numactl``,
-``lscpu``,
-``ibstat``, ``xid``, ``microbench`` (probes/parsers/registry.py). ``--json`` prints exactly the parser's model
-dump (its fields are the contract documented on each model; ``parse bundle --json`` prints
+``lscpu``, ``ibstat``, ``xid``, ``microbench`` (probes/parsers/registry.py). ``--json`` prints exactly the
+parser's model dump (its fields are the contract documented on each model; ``parse bundle --json`` prints
 :class:`probes.facts.NodeFacts`). Without ``--json`` a readable view: a link matrix for ``topo`` and ``p2p``,
-a
-rows table for ``nccl-tests``, a field table for the others, a probe table plus a summary for ``bundle``.
+a rows table for ``nccl-tests``, a field table for the others, a probe table plus a summary for ``bundle``.
 A ParseError (or a missing file) prints one line on stderr and exits 2.
 """
 
@@ -180,9 +178,19 @@ def render_ibstat(model: Any, title: str) -> None:
     console.print(table)
 
 
+def render_p2p(model: Any, title: str) -> None:
+    render_matrix(model.gpus, lambda a, b: model.status.get(a, {}).get(b, "?"), title)
+    for code, text in model.legend.items():
+        console.print(f"  {code} = {text}", highlight=False)
+    for w in model.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+
+
 def _render(kind: ParserKind, model: BaseModel, title: str) -> None:
     if kind is ParserKind.TOPO:
         render_topo(model)
+    elif kind is ParserKind.P2P:
+        render_p2p(model, title)
     elif kind is ParserKind.IBSTAT:
         render_ibstat(model, title)
     elif kind is ParserKind.NCCL_TESTS:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -24,10 +24,18 @@ if TYPE_CHECKING:
     from orchestrator.preflight import PreflightResult
     from orchestrator.report import RunReport
 
-_VERDICT_STYLE = {Verdict.OK: "green", Verdict.WARNING: "yellow", Verdict.CRITICAL: "bold red",
-                  Verdict.UNKNOWN: "magenta"}
-_SEVERITY_STYLE = {Severity.INFO: "dim", Severity.WARNING: "yellow", Severity.CRITICAL: "bold red",
-                   Severity.UNKNOWN: "magenta"}
+_VERDICT_STYLE = {
+    Verdict.OK: "green",
+    Verdict.WARNING: "yellow",
+    Verdict.CRITICAL: "bold red",
+    Verdict.UNKNOWN: "magenta",
+}
+_SEVERITY_STYLE = {
+    Severity.INFO: "dim",
+    Severity.WARNING: "yellow",
+    Severity.CRITICAL: "bold red",
+    Severity.UNKNOWN: "magenta",
+}
 
 
 @contextmanager
@@ -38,8 +46,14 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("nodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as bar:
+    with Progress(
+        TextColumn("nodes"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
         task = bar.add_task("nodes", total=None)
 
         def update(done: int, total: int) -> None:
@@ -52,29 +66,47 @@ def _print_report(report: RunReport, saved: str | None) -> None:
     from rich.table import Table
 
     if report.simulated:
-        console.print("[bold magenta]SIMULATED[/]: nodes are local Ray nodes replaying bundles; "
-                      "no figure below was measured by this run.")
-    nodes = Table("host", "verdict", "probes ok/run", "not run", title=f"{report.kind.value}: {len(report.nodes)} nodes")
+        console.print(
+            "[bold magenta]SIMULATED[/]: nodes are local Ray nodes replaying bundles; "
+            "no figure below was measured by this run."
+        )
+    nodes = Table(
+        "host", "verdict", "probes ok/run", "not run", title=f"{report.kind.value}: {len(report.nodes)} nodes"
+    )
     for n in report.nodes:
         ran = [p for p in n.probes if p.status.value != "skipped"]
         ok = sum(1 for p in ran if p.status.value == "ok")
-        nodes.add_row(n.host, f"[{_VERDICT_STYLE[n.verdict]}]{n.verdict.name}[/]", f"{ok}/{len(ran)}",
-                      str(len(n.probes) - len(ran)))
+        nodes.add_row(
+            n.host,
+            f"[{_VERDICT_STYLE[n.verdict]}]{n.verdict.name}[/]",
+            f"{ok}/{len(ran)}",
+            str(len(n.probes) - len(ran)),
+        )
     console.print(nodes)
     for n in report.nodes:
         if n.verdict is Verdict.UNKNOWN:
             why = sorted({p.error or p.status.value for p in n.probes if p.status.value != "ok"})
-            console.print(f"{n.host}: cannot be judged; probes not run or failed: " + ("; ".join(why) or
-                          "no answer"), highlight=False)
+            console.print(
+                f"{n.host}: cannot be judged; probes not run or failed: " + ("; ".join(why) or "no answer"),
+                highlight=False,
+            )
     if report.findings:
         table = Table("severity", "node", "code", "subject", "message", title="findings")
         for f in report.findings:
-            table.add_row(f"[{_SEVERITY_STYLE[f.severity]}]{f.severity.value}[/]", f.node or "", f.code.value,
-                          f.subject, f.message)
+            table.add_row(
+                f"[{_SEVERITY_STYLE[f.severity]}]{f.severity.value}[/]",
+                f.node or "",
+                f.code.value,
+                f.subject,
+                f.message,
+            )
         console.print(table)
     style = _VERDICT_STYLE[report.verdict]
-    console.print(f"verdict: [{style}]{report.verdict.name}[/] (exit {report.exit_code})"
-                  + (f"; exclude: {report.exclude}" if report.exclude else ""), highlight=False)
+    console.print(
+        f"verdict: [{style}]{report.verdict.name}[/] (exit {report.exit_code})"
+        + (f"; exclude: {report.exclude}" if report.exclude else ""),
+        highlight=False,
+    )
     if saved:
         console.print(saved, style="dim", highlight=False)
 
@@ -97,8 +129,15 @@ def _connect(ray_address: str | None) -> None:
     ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
 
 
-def _live(nodes: str | None, level: Level, gpus_per_node: int | None, timeout: float, probe_timeout: float | None,
-          ray_address: str | None, show_progress: bool) -> PreflightResult:
+def _live(
+    nodes: str | None,
+    level: Level,
+    gpus_per_node: int | None,
+    timeout: float,
+    probe_timeout: float | None,
+    ray_address: str | None,
+    show_progress: bool,
+) -> PreflightResult:
     import ray
 
     from orchestrator.fanout import gpu_nodes_if_any, match_hosts, ray_node_hosts
@@ -112,60 +151,138 @@ def _live(nodes: str | None, level: Level, gpus_per_node: int | None, timeout: f
         hosts = targets.hosts if targets.hosts is not None else sorted(gpu_nodes_if_any(alive))
         jobs = {h: NodeJob(host=h, level=level, probe_timeout_s=probe_timeout) for h in hosts}
         with _progress(show_progress) as progress:
-            return run_preflight(jobs, match_hosts(hosts, alive), run_timeout_s=timeout,
-                                 expected_gpus=targets.expected_gpus_per_node,
-                                 expected_gpus_source=targets.expected_gpus_source, on_progress=progress)
+            return run_preflight(
+                jobs,
+                match_hosts(hosts, alive),
+                run_timeout_s=timeout,
+                expected_gpus=targets.expected_gpus_per_node,
+                expected_gpus_source=targets.expected_gpus_source,
+                on_progress=progress,
+            )
     finally:
         ray.shutdown()
 
 
-def _simulated(bundles: list[Path], level: Level, gpus_per_node: int | None, timeout: float,
-               probe_timeout: float | None, show_progress: bool) -> PreflightResult:
+def _simulated(
+    bundles: list[Path],
+    level: Level,
+    gpus_per_node: int | None,
+    timeout: float,
+    probe_timeout: float | None,
+    show_progress: bool,
+) -> PreflightResult:
     from orchestrator.fanout import match_hosts, ray_node_hosts
     from orchestrator.preflight import NodeJob, run_preflight
     from orchestrator.simulate import sim_nodes, simulated_cluster
 
     sims = sim_nodes(bundles)
-    jobs = {n.host: NodeJob(host=n.host, level=level, bundle_dir=n.bundle_dir, delay_s=n.delay_s,
-                            probe_timeout_s=probe_timeout) for n in sims}
+    jobs = {
+        n.host: NodeJob(
+            host=n.host,
+            level=level,
+            bundle_dir=n.bundle_dir,
+            delay_s=n.delay_s,
+            probe_timeout_s=probe_timeout,
+        )
+        for n in sims
+    }
     with simulated_cluster(sims):
         alive = ray_node_hosts(include_real=False)
         with _progress(show_progress) as progress:
-            return run_preflight(jobs, match_hosts(list(jobs), alive), run_timeout_s=timeout,
-                                 expected_gpus=gpus_per_node,
-                                 expected_gpus_source="--gpus-per-node" if gpus_per_node is not None else None,
-                                 simulated=True, on_progress=progress)
+            return run_preflight(
+                jobs,
+                match_hosts(list(jobs), alive),
+                run_timeout_s=timeout,
+                expected_gpus=gpus_per_node,
+                expected_gpus_source="--gpus-per-node" if gpus_per_node is not None else None,
+                simulated=True,
+                on_progress=progress,
+            )
+
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print only the report as JSON.")]
+GpusOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--gpus-per-node",
+        help="Expected GPUs per node; preflight defaults to SLURM_GPUS_ON_NODE, else SLURM_GPUS_PER_NODE.",
+    ),
+]
+ExcludeOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--exclude-file", help="Write the hostlist of nodes with critical findings (sbatch --exclude)."
+    ),
+]
 
 
 @handle_errors
 def preflight(
-    nodes: str | None = typer.Option(None, "--nodes", help="Slurm hostlist, e.g. gpu[01-04]; default "
-                                     "SLURM_JOB_NODELIST, else every alive Ray node."),
-    level: Level = typer.Option(Level.QUICK, "--level", help="quick: state only (<= 10 s/node); standard: adds "
-                                "GPU micro-benchmarks and the intra-node nccl-tests sweep."),
-    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="Expected GPUs per node; default "
-                                             "SLURM_GPUS_ON_NODE, else SLURM_GPUS_PER_NODE."),
-    as_json: bool = typer.Option(False, "--json", help="Print only the report as JSON."),
-    exclude_file: Path | None = typer.Option(None, "--exclude-file", help="Write the hostlist of nodes with "
-                                             "critical findings here (for sbatch --exclude)."),
-    db: str | None = typer.Option(None, "--db", help="Database URL; default FLEETDX_DB_URL, else SQLite."),
-    timeout: float | None = typer.Option(None, "--timeout", help="Run deadline in seconds (quick 60, "
-                                         "standard 600); nodes without an answer by then are NODE_UNREACHABLE."),
-    probe_timeout: float | None = typer.Option(None, "--probe-timeout", help="Cap on each command's timeout, s."),
-    ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster to use; default "
-                                           "RAY_ADDRESS, else a local Ray started for this run."),
-    simulate: bool = typer.Option(False, "--simulate", help="Simulate one node per BUNDLE_DIR on a local Ray "
-                                  "cluster; probes replay the bundles (the report says simulated)."),
-    bundles: list[Path] | None = typer.Argument(None, help="With --simulate: the "
-                                                "bundles to replay, one simulated node each."),
-    no_save: bool = typer.Option(False, "--no-save", help="Do not store the report."),
+    nodes: Annotated[
+        str | None,
+        typer.Option(
+            "--nodes",
+            help="Slurm hostlist, e.g. gpu[01-04]; default SLURM_JOB_NODELIST, else every Ray node.",
+        ),
+    ] = None,
+    level: Annotated[
+        Level,
+        typer.Option(
+            "--level",
+            help="quick: state only (<= 10 s/node); standard: adds GPU micro-benchmarks and the intra-node "
+            "nccl-tests sweep.",
+        ),
+    ] = Level.QUICK,
+    gpus_per_node: GpusOpt = None,
+    as_json: JsonFlag = False,
+    exclude_file: ExcludeOpt = None,
+    db: Annotated[
+        str | None, typer.Option("--db", help="Database URL; default FLEETDX_DB_URL, else SQLite.")
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            help="Run deadline, s (quick 60, standard 900); nodes without an answer by then are "
+            "NODE_UNREACHABLE.",
+        ),
+    ] = None,
+    probe_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--probe-timeout", help="Cap on each command's timeout, s (default: a third of --timeout)."
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address", help="Ray cluster; default RAY_ADDRESS, else a local Ray for this run."
+        ),
+    ] = None,
+    simulate: Annotated[
+        bool,
+        typer.Option(
+            "--simulate",
+            help="Simulate one node per BUNDLE_DIR on a local Ray cluster; probes replay the bundles (the "
+            "report says simulated).",
+        ),
+    ] = False,
+    bundles: Annotated[
+        list[Path] | None,
+        typer.Argument(metavar="BUNDLE_DIR", help="With --simulate: the bundles to replay, one node each."),
+    ] = None,
+    no_save: Annotated[bool, typer.Option("--no-save", help="Do not store the report.")] = False,
 ) -> None:
-    """Probe every node of the allocation and print a verdict (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)."""
-    from orchestrator.preflight import DEFAULT_RUN_TIMEOUT_S, save
+    """Probe every node of the allocation and print a verdict.
+
+    Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+    """
+    from orchestrator.preflight import DEFAULT_RUN_TIMEOUT_S, default_probe_cap, save
 
     run_timeout = timeout if timeout is not None else DEFAULT_RUN_TIMEOUT_S[level]
-    if run_timeout <= 0:
-        raise fail("--timeout must be > 0")
+    if run_timeout <= 0 or (probe_timeout is not None and probe_timeout <= 0):
+        raise fail("--timeout and --probe-timeout must be > 0")
+    probe_timeout = probe_timeout if probe_timeout is not None else default_probe_cap(run_timeout)
     if simulate != bool(bundles):
         raise fail("--simulate takes one or more BUNDLE_DIR arguments, and BUNDLE_DIR needs --simulate")
     if simulate and bundles:
@@ -182,14 +299,24 @@ def preflight(
 
 @handle_errors
 def analyze(
-    bundles: list[Path] = typer.Argument(..., help="Bundle directories (meta.json optional: a directory of raw "
-                                         "outputs named after their commands is a bundle)."),
-    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="Expected GPUs per node."),
-    as_json: bool = typer.Option(False, "--json", help="Print only the report as JSON."),
-    exclude_file: Path | None = typer.Option(None, "--exclude-file", help="Write the hostlist of nodes with "
-                                             "critical findings here."),
+    bundles: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="BUNDLE_DIR",
+            help="Bundle directories (meta.json optional: a directory of raw outputs named after their "
+            "commands is a bundle).",
+        ),
+    ],
+    gpus_per_node: Annotated[
+        int | None, typer.Option("--gpus-per-node", help="Expected GPUs per node.")
+    ] = None,
+    as_json: JsonFlag = False,
+    exclude_file: ExcludeOpt = None,
 ) -> None:
-    """Diagnose collected bundles offline, as pre-flight would (exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN)."""
+    """Diagnose collected bundles offline, as pre-flight would.
+
+    Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+    """
     from orchestrator.preflight import analyze_bundles
 
     _finish(analyze_bundles(bundles, gpus_per_node), as_json, exclude_file, None)
@@ -199,5 +326,3 @@ def register(app: typer.Typer) -> None:
     """Add ``preflight`` and ``analyze`` to ``app``."""
     app.command("preflight")(preflight)
     app.command("analyze")(analyze)
-
-

@@ -47,8 +47,9 @@ class Diagnosis(Contract):
 
 
 def probe_findings(node: NodeFacts) -> list[Finding]:
-    """``PROBE_TIMEOUT`` / ``PROBE_FAILED`` for each probe that timed out or failed, ``PARSE_FAILED`` for each raw
-    file its parser rejected; all ``warning`` (issue 4: a probe that could not run is not proof of a fault)."""
+    """``PROBE_TIMEOUT`` / ``PROBE_FAILED`` for each probe that timed out or failed, ``PARSE_FAILED`` for
+    each raw file its parser rejected; all ``warning`` (issue 4: a probe that could not run is not proof of
+    a fault)."""
     out: list[Finding] = []
     for p in node.probes:
         if p.status is RunStatus.TIMEOUT:
@@ -56,21 +57,34 @@ def probe_findings(node: NodeFacts) -> list[Finding]:
         elif p.status is RunStatus.FAILED:
             out.append(_probe_finding(node.host, p, FindingCode.PROBE_FAILED, "failed"))
     for f in node.parse_failures:
-        out.append(Finding(
-            code=FindingCode.PARSE_FAILED, severity=Severity.WARNING, node=node.host, subject=f.file,
-            message=f"{f.file} could not be parsed as {f.kind}: {f.message}",
-            evidence={"file": f.file, "kind": f.kind, "line": f.line, "error": f.message},
-        ))
+        out.append(
+            Finding(
+                code=FindingCode.PARSE_FAILED,
+                severity=Severity.WARNING,
+                node=node.host,
+                subject=f.file,
+                message=f"{f.file} could not be parsed as {f.kind}: {f.message}",
+                evidence={"file": f.file, "kind": f.kind, "line": f.line, "error": f.message},
+            )
+        )
     return out
 
 
 def _probe_finding(host: str, p: ProbeRecord, code: FindingCode, what: str) -> Finding:
     cmd = " ".join(p.argv) if p.argv else p.name
     return Finding(
-        code=code, severity=Severity.WARNING, node=host, subject=p.name,
+        code=code,
+        severity=Severity.WARNING,
+        node=host,
+        subject=p.name,
         message=f"probe {cmd!r} {what}: {p.error or p.status.value}",
-        evidence={"file": p.name, "argv": list(p.argv or []), "status": p.status.value,
-                  "duration_s": p.duration_s, "error": p.error},
+        evidence={
+            "file": p.name,
+            "argv": list(p.argv or []),
+            "status": p.status.value,
+            "duration_s": p.duration_s,
+            "error": p.error,
+        },
     )
 
 
@@ -84,8 +98,11 @@ def unjudged_reason(node: NodeFacts) -> str | None:
     if not usable:
         return "no probe ran and parsed"
     if node.smi is None and node.query_gpu is None:
-        why = [f"{p.name}: {p.status.value}" + (f" ({p.error})" if p.error else "")
-               for p in node.probes if p.name in GPU_INVENTORY_FILES]
+        why = [
+            f"{p.name}: {p.status.value}" + (f" ({p.error})" if p.error else "")
+            for p in node.probes
+            if p.name in GPU_INVENTORY_FILES
+        ]
         why += [f"{f}: parse failed" for f in failed if f in GPU_INVENTORY_FILES]
         return "no GPU inventory" + (": " + "; ".join(why) if why else " (nvidia-smi output absent)")
     return None
@@ -108,13 +125,17 @@ def node_verdict(findings: Iterable[Finding], unjudged: bool) -> Verdict:
 
 
 def exclude_hostlist(findings: Iterable[Finding]) -> str:
-    """Compressed Slurm hostlist of the nodes with a critical finding, e.g. ``"gpu[01-02,07]"``; "" for none."""
+    """Compressed Slurm hostlist of the nodes with a critical finding, e.g. ``"gpu[01-02,07]"``;
+    "" for none."""
     hosts = sorted({f.node for f in findings if f.severity is Severity.CRITICAL and f.node})
     return hostlist.collect_hostlist(hosts) if hosts else ""
 
 
 def _summaries(node: NodeFacts) -> list[ProbeSummary]:
-    return [ProbeSummary(name=p.name, status=p.status, duration_s=p.duration_s, error=p.error) for p in node.probes]
+    return [
+        ProbeSummary(name=p.name, status=p.status, duration_s=p.duration_s, error=p.error)
+        for p in node.probes
+    ]
 
 
 def diagnose(fleet: Fleet, lost: Sequence[Finding] = (), rules: Sequence[Rule] = RULES) -> Diagnosis:
@@ -130,8 +151,11 @@ def diagnose(fleet: Fleet, lost: Sequence[Finding] = (), rules: Sequence[Rule] =
         reason = unjudged_reason(node)
         mine = probe_findings(node) + run_rules(node, fleet, rules)
         findings += mine
-        reports.append(NodeReport(host=node.host, verdict=node_verdict(mine, reason is not None),
-                                  probes=_summaries(node)))
+        reports.append(
+            NodeReport(
+                host=node.host, verdict=node_verdict(mine, reason is not None), probes=_summaries(node)
+            )
+        )
     known = {n.host for n in fleet.nodes}
     for host in sorted({f.node for f in lost if f.node and f.node not in known}):
         mine = [f for f in lost if f.node == host]
@@ -139,5 +163,9 @@ def diagnose(fleet: Fleet, lost: Sequence[Finding] = (), rules: Sequence[Rule] =
         reports.append(NodeReport(host=host, verdict=node_verdict(mine, unjudged=True)))
     findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], f.node or "", f.code.value, f.subject))
     reports.sort(key=lambda r: r.host)
-    return Diagnosis(verdict=Verdict.worst(r.verdict for r in reports), nodes=reports, findings=findings,
-                     exclude=exclude_hostlist(findings))
+    return Diagnosis(
+        verdict=Verdict.worst(r.verdict for r in reports),
+        nodes=reports,
+        findings=findings,
+        exclude=exclude_hostlist(findings),
+    )

@@ -1,11 +1,11 @@
 """The relational schema of the store (SQLAlchemy 2 typed ORM). The Alembic migrations in ``migrations/``
 create exactly this schema; ``tests/test_migrations.py`` fails when the two drift apart.
 
-Tables (one run has many nodes, findings, recommendations and curves; one node has many probe results
-and raw outputs)::
+Tables (one run has many nodes, raw outputs, findings, recommendations and curves; one node has many
+probe results)::
 
-    runs ─┬─ nodes ─┬─ probe_results        status, duration of each probe on that node
-          │         └─ raw_outputs          the tool's raw text, zlib-compressed, with size and sha256
+    runs ─┬─ nodes ── probe_results         status, duration of each probe on that node
+          ├─ raw_outputs                    each node's raw tool output, zlib-compressed, size and sha256
           ├─ findings                       one diagnosed fact (code, severity, node, subject, evidence)
           ├─ recommendations                placement advice
           └─ busbw_curves ── busbw_curve_nodes   busbw-vs-size curves, indexed by the nodes they ran on
@@ -97,6 +97,7 @@ class RunRow(Base):
     curves: Mapped[list[CurveRow]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="CurveRow.position"
     )
+    raw_outputs: Mapped[list[RawOutputRow]] = relationship(back_populates="run", cascade="all, delete-orphan")
 
 
 class NodeRow(Base):
@@ -114,9 +115,6 @@ class NodeRow(Base):
     run: Mapped[RunRow] = relationship(back_populates="nodes")
     probes: Mapped[list[ProbeResultRow]] = relationship(
         back_populates="node", cascade="all, delete-orphan", order_by="ProbeResultRow.position"
-    )
-    raw_outputs: Mapped[list[RawOutputRow]] = relationship(
-        back_populates="node", cascade="all, delete-orphan", order_by="RawOutputRow.file_name"
     )
 
 
@@ -137,24 +135,28 @@ class ProbeResultRow(Base):
 
 
 class RawOutputRow(Base):
-    """One raw tool output of one node (a bundle file), zlib-compressed UTF-8.
+    """One raw tool output (a bundle file) of one host in one run, zlib-compressed UTF-8.
 
-    ``size`` is the length in bytes of the uncompressed UTF-8 text and ``sha256`` its hex digest, so a reader
-    can verify what it decompressed.
+    Keyed by host name rather than by node row, so a bundle is kept even for a host the report does not
+    list as a node. ``size`` is the length in bytes of the uncompressed UTF-8 text and ``sha256`` its hex
+    digest, so a reader can verify what it decompressed.
     """
 
     __tablename__ = "raw_outputs"
-    __table_args__ = (UniqueConstraint("node_pk", "file_name", name="uq_raw_outputs_node_pk_file_name"),)
+    __table_args__ = (
+        UniqueConstraint("run_pk", "host", "file_name", name="uq_raw_outputs_run_pk_host_file_name"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    node_pk: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    host: Mapped[str] = mapped_column(String(255), index=True)
     file_name: Mapped[str] = mapped_column(String(255))
     encoding: Mapped[str] = mapped_column(String(16))  #: "zlib" (RFC 1950) of UTF-8 text
     size: Mapped[int] = mapped_column(Integer)
     sha256: Mapped[str] = mapped_column(String(64))
     data: Mapped[bytes] = mapped_column(LargeBinary)
 
-    node: Mapped[NodeRow] = relationship(back_populates="raw_outputs")
+    run: Mapped[RunRow] = relationship(back_populates="raw_outputs")
 
 
 class FindingRow(Base):

@@ -158,20 +158,17 @@ class Store:
 
     # -- writing -----------------------------------------------------------------------------------------
     def save_report(self, report: RunReport, raw: Mapping[str, Mapping[str, str]] | None = None) -> bool:
-        """Store one run and its raw outputs (``raw``: host -> bundle file name -> raw text) in one
-        transaction. Returns False, storing nothing, when a run with this ``run_id`` is already stored
+        """Store one run and its raw outputs (``raw``: host -> bundle file name -> raw text, any host) in
+        one transaction. Returns False, storing nothing, when a run with this ``run_id`` is already stored
         (saving is idempotent, so re-importing a spool file never duplicates a run).
 
-        Raises :class:`StoreError` when ``raw`` names a host that is not a node of the report, and
+        Raises :class:`StoreError` when a host appears twice in ``report.nodes``, and
         :class:`DatabaseUnreachable` when the database goes away.
         """
         raw = raw or {}
         hosts = [n.host for n in report.nodes]
         if len(set(hosts)) != len(hosts):
             raise StoreError(f"run {report.run_id}: a host appears twice in its nodes")
-        unknown = sorted(set(raw) - set(hosts))
-        if unknown:
-            raise StoreError(f"run {report.run_id}: raw outputs for hosts that are not its nodes: {unknown}")
         try:
             return self._write(lambda session: _insert_run(session, report, raw))
         except _Conflict:
@@ -223,9 +220,8 @@ class Store:
         with self._errors(), Session(self.engine) as session:
             rows = session.scalars(
                 select(RawOutputRow)
-                .join(NodeRow)
                 .join(RunRow)
-                .where(RunRow.run_id == run_id, NodeRow.host == host)
+                .where(RunRow.run_id == run_id, RawOutputRow.host == host)
                 .order_by(RawOutputRow.file_name)
             ).all()
             return {r.file_name: _decompress(r) for r in rows}
@@ -375,7 +371,12 @@ def _insert_run(session: Session, report: RunReport, raw: Mapping[str, Mapping[s
         simulated=report.simulated,
         exclude=report.exclude,
     )
-    run.nodes = [_node_row(i, n, raw.get(n.host, {})) for i, n in enumerate(report.nodes)]
+    run.nodes = [_node_row(i, n) for i, n in enumerate(report.nodes)]
+    run.raw_outputs = [
+        _raw_row(host, name, text)
+        for host, files in sorted(raw.items())
+        for name, text in sorted(files.items())
+    ]
     run.findings = [_finding_row(i, f) for i, f in enumerate(report.findings)]
     run.recommendations = [_recommendation_row(i, r) for i, r in enumerate(report.recommendations)]
     run.curves = [_curve_row(i, c) for i, c in enumerate(report.curves)]
@@ -384,19 +385,19 @@ def _insert_run(session: Session, report: RunReport, raw: Mapping[str, Mapping[s
     return True
 
 
-def _node_row(position: int, node: NodeReport, raw: Mapping[str, str]) -> NodeRow:
+def _node_row(position: int, node: NodeReport) -> NodeRow:
     row = NodeRow(position=position, host=node.host, verdict=node.verdict)
     row.probes = [
         ProbeResultRow(position=i, name=p.name, status=p.status, duration_s=p.duration_s, error=p.error)
         for i, p in enumerate(node.probes)
     ]
-    row.raw_outputs = [_raw_row(name, text) for name, text in sorted(raw.items())]
     return row
 
 
-def _raw_row(file_name: str, text: str) -> RawOutputRow:
+def _raw_row(host: str, file_name: str, text: str) -> RawOutputRow:
     data = text.encode("utf-8")
     return RawOutputRow(
+        host=host,
         file_name=file_name,
         encoding=RAW_ENCODING,
         size=len(data),

@@ -3,8 +3,7 @@
 The three formats carry the same per-port facts (state, physical state, rate, link layer, LID):
 
 * ``ibstat`` (infiniband-diags): ``CA 'mlx5_0'`` blocks, tab-indented ``Key: value`` lines, ``Port N:``
-sub-blocks;
-  ``State: Active``, ``Physical state: LinkUp``, ``Rate: 400`` (Gb/s), ``Base lid: 75`` (decimal).
+  sub-blocks; ``State: Active``, ``Physical state: LinkUp``, ``Rate: 400`` (Gb/s), ``Base lid: 75`` (decimal).
 * ``ibstatus`` (infiniband-diags script over sysfs): ``Infiniband device 'mlx4_0' port 1 status:`` blocks with
   ``state: 4: ACTIVE``, ``phys state: 5: LinkUp``, ``rate: 40 Gb/sec (4X QDR)``, ``base lid: 0x3`` (hex).
 * fleetdx's sysfs dump (``sysfs_infiniband.txt``, written by :mod:`probes.sysfs`): one ``PATH:VALUE`` line per
@@ -12,14 +11,12 @@ sub-blocks;
   values are the kernel's (``drivers/infiniband/core/sysfs.c``), the same strings ``ibstatus`` shows.
 
 Port states are the IBTA logical states (1 Down, 2 Initializing, 3 Armed, 4 Active, 5 ActiveDefer) and
-physical
-states (1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7
-PhyTest),
-as the kernel names them in ``drivers/infiniband/core/sysfs.c`` (``state_show``, ``phys_state_show``).
+physical states (1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7
+PhyTest), as the kernel names them in ``drivers/infiniband/core/sysfs.c`` (``state_show``,
+``phys_state_show``).
 
 Quirks seen in real output (tests/fixtures/host/): CAs in lexical order (``mlx5_1, mlx5_10, mlx5_11,
-mlx5_2``),
-``Rate: 40`` on a Down port, Ethernet (RoCE) ports listed beside InfiniBand ones, no final newline.
+mlx5_2``), ``Rate: 40`` on a Down port, Ethernet (RoCE) ports listed beside InfiniBand ones, no final newline.
 """
 
 from __future__ import annotations

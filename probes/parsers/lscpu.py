@@ -1,9 +1,8 @@
 """Parser for ``lscpu`` (text) and ``lscpu -J`` (JSON), autodetected.
 
 Both are ``field: value`` lists (util-linux ``sys-utils/lscpu.c``). The text comes in two layouts: the old
-flat
-one (every line ``Field:   value``) and the sectioned one of util-linux >= 2.37 (indented lines under headings
-such as ``Caches (sum of all):`` or ``NUMA:``); indentation and headings are ignored. ``-J`` gives
+flat one (every line ``Field:   value``) and the sectioned one of util-linux >= 2.37 (indented lines under
+headings such as ``Caches (sum of all):`` or ``NUMA:``); indentation and headings are ignored. ``-J`` gives
 ``{"lscpu": [{"field": "CPU(s):", "data": "16", "children": [...]}]}``; ``children`` (util-linux >= 2.37) are
 walked depth-first. The first occurrence of a field wins (hybrid CPUs print one ``Model name`` per core type).
 

@@ -15,18 +15,15 @@ The format, as numactl's ``hardware()`` prints it (numactl.c, ``print_node_cpus`
       1:  20  10
 
 Quirks seen in real outputs (tests/fixtures/host/): distance lines ending with a trailing space, interleaved
-CPU
-numbering (node 0 = even CPUs), a node with no CPUs (``node 2 cpus:`` with nothing after it: a memory-only
-node,
-e.g. CXL or GPU memory exposed as NUMA), no final newline. Distances are the ACPI SLIT relative costs (10 =
-local).
+CPU numbering (node 0 = even CPUs), a node with no CPUs (``node 2 cpus:`` with nothing after it: a memory-only
+node, e.g. CXL or GPU memory exposed as NUMA), no final newline. Distances are the ACPI SLIT relative costs
+(10 = local).
 
 The same facts read from sysfs (``sysfs_numa.txt``, written by :func:`probes.sysfs.read_numa` for nodes
-without
-numactl) are accepted too, autodetected: ``PATH:VALUE`` lines for ``/sys/devices/system/node/nodeN/cpulist``
-(a cpulist such as ``0-31,64-95``), ``.../distance`` (the SLIT row, space-separated, in node order) and
-``.../meminfo`` (``Node N MemTotal:  7301336 kB``, ``MemFree``; sizes converted kB -> MiB by floor division,
-as numactl prints ``size >> 20`` of the same figure). Kernel ABI:
+without numactl) are accepted too, autodetected: ``PATH:VALUE`` lines for
+``/sys/devices/system/node/nodeN/cpulist`` (a cpulist such as ``0-31,64-95``), ``.../distance`` (the SLIT
+row, space-separated, in node order) and ``.../meminfo`` (``Node N MemTotal:  7301336 kB``, ``MemFree``;
+sizes converted kB -> MiB by floor division, as numactl prints ``size >> 20`` of the same figure). Kernel ABI:
 ``Documentation/ABI/stable/sysfs-devices-node``.
 """
 
@@ -96,8 +93,7 @@ class NumaTopology(Contract):
 
     def distance(self, a: int, b: int) -> int:
         """SLIT distance between node ids ``a`` and ``b``. Raises ``KeyError`` if either is unknown or the
-        output
-        had no distance table."""
+        output had no distance table."""
         ids = self.node_ids
         if a not in ids or b not in ids or not self.distances:
             raise KeyError((a, b))
@@ -195,9 +191,8 @@ def parse_numactl(text: str) -> NumaTopology:
 
     Raises:
         ParseError: no ``available: N nodes`` line or a count that disagrees with its list; a line that is
-        none
-            of the known shapes; a node without its ``cpus`` line; a CPU listed by two nodes; a distance table
-            whose columns or rows do not match the nodes.
+            none of the known shapes; a node without its ``cpus`` line; a CPU listed by two nodes; a
+            distance table whose columns or rows do not match the nodes.
     """
     lines = text.splitlines()
     idx = next((i for i, ln in enumerate(lines) if ln.strip()), None)

@@ -67,18 +67,20 @@ def upgrade() -> None:
     op.create_table(
         "raw_outputs",
         sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("node_pk", sa.Integer(), nullable=False),
+        sa.Column("run_pk", sa.Integer(), nullable=False),
+        sa.Column("host", sa.String(length=255), nullable=False),
         sa.Column("file_name", sa.String(length=255), nullable=False),
         sa.Column("encoding", sa.String(length=16), nullable=False),
         sa.Column("size", sa.Integer(), nullable=False),
         sa.Column("sha256", sa.String(length=64), nullable=False),
         sa.Column("data", sa.LargeBinary(), nullable=False),
         sa.ForeignKeyConstraint(
-            ["node_pk"], ["nodes.id"], name="fk_raw_outputs_node_pk_nodes", ondelete="CASCADE"
+            ["run_pk"], ["runs.id"], name="fk_raw_outputs_run_pk_runs", ondelete="CASCADE"
         ),
         sa.PrimaryKeyConstraint("id", name="pk_raw_outputs"),
-        sa.UniqueConstraint("node_pk", "file_name", name="uq_raw_outputs_node_pk_file_name"),
+        sa.UniqueConstraint("run_pk", "host", "file_name", name="uq_raw_outputs_run_pk_host_file_name"),
     )
+    op.create_index("ix_raw_outputs_host", "raw_outputs", ["host"])
 
     op.create_table(
         "findings",
