@@ -123,11 +123,13 @@ def test_node_killed_mid_run_is_unreachable_and_excluded(cluster: SimCluster) ->
 def test_cli_analyze_json_exit_code_and_exclude_file(tmp_path: Path) -> None:
     import json
 
+    import typer
     from typer.testing import CliRunner
 
-    from orchestrator.cli.main import _register, app
+    from orchestrator.cli import preflight_cmd
 
-    _register()
+    app = typer.Typer()
+    preflight_cmd.register(app)
     exclude = tmp_path / "exclude.txt"
     res = CliRunner().invoke(
         app,
