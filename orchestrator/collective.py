@@ -349,10 +349,10 @@ def ray_hosts() -> list[RayHost]:
 
 
 class RayCollectiveProbe:
-    """Runs rounds of group sweeps on pinned actors. ``timeout_s`` bounds each round's collectives (a group still
-    running then is a hang: its actors are killed and recreated); ``setup_timeout_s`` bounds starting the actors
-    (a node whose actor does not answer is a failed group). ``inject_delay_s`` maps host -> seconds of injected
-    delay per operation (tests only)."""
+    """Runs rounds of group sweeps on pinned actors. ``timeout_s`` bounds each round's collectives (a group
+    still running then is a hang: its actors are killed and recreated); ``setup_timeout_s`` bounds starting
+    the actors (a node whose actor does not answer is a failed group). ``inject_delay_s`` maps host -> seconds
+    of injected delay per operation (tests only)."""
 
     def __init__(
         self,
