@@ -192,7 +192,7 @@ def node_facts(data: BundleData) -> NodeFacts:
                 continue
             if slot in single:
                 continue
-            got = _parse_one(parser_for(kind), kind, name, data.files[name])
+            got = _parse_one(parser_for(kind, name), kind, name, data.files[name])
             if isinstance(got, ParseFailure):
                 failures.append(got)
             elif slot is FactSlot.NCCL_TESTS:

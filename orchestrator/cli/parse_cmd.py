@@ -260,5 +260,5 @@ def register(app: typer.Typer) -> None:
         from probes.parsers.registry import parser_for
 
         pkind = ParserKind(kind.value)
-        model = parser_for(pkind)(path.read_text(encoding="utf-8", errors="replace"))
+        model = parser_for(pkind, path.name)(path.read_text(encoding="utf-8", errors="replace"))
         print_json(model) if json_out else _render(pkind, model, f"{kind.value}: {path.name}")

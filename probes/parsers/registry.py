@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from pydantic import BaseModel
@@ -12,7 +13,7 @@ from probes.parsers.ibstat import parse_ibstat
 from probes.parsers.lscpu import parse_lscpu
 from probes.parsers.microbench import parse_microbench
 from probes.parsers.nccl_log import parse_nccl_log
-from probes.parsers.nccl_tests import parse_nccl_tests
+from probes.parsers.nccl_tests import collective_from_name, parse_nccl_tests
 from probes.parsers.numactl import parse_numactl
 from probes.parsers.p2p import parse_p2p
 from probes.parsers.smi_csv import parse_smi_csv
@@ -37,6 +38,14 @@ PARSERS: dict[ParserKind, Parser] = {
 }
 
 
-def parser_for(kind: ParserKind) -> Parser:
-    """The parser function of ``kind``."""
+def parser_for(kind: ParserKind, file_name: str | None = None) -> Parser:
+    """The parser function of ``kind``.
+
+    ``file_name`` is the raw file's name where known: older nccl-tests outputs never print which collective
+    they ran, so the binary name in the file name (``all_gather_perf_-b8.txt``) is passed as a hint.
+    """
+    if kind is ParserKind.NCCL_TESTS and file_name is not None:
+        hint = collective_from_name(file_name)
+        if hint is not None:
+            return functools.partial(parse_nccl_tests, collective_hint=hint)
     return PARSERS[kind]
