@@ -25,9 +25,14 @@ class ProbeSummary(Contract):
 
 
 class NodeReport(Contract):
+    """One node's verdict. ``unjudged`` says why the node could not be judged (verdict at least UNKNOWN),
+    e.g. "no GPU inventory: nvidia-smi_-q_-x.xml: skipped (nvidia-smi: not found on PATH)"; ``None`` when
+    it could."""
+
     host: str
     verdict: VerdictName
     probes: list[ProbeSummary] = Field(default_factory=list)
+    unjudged: str | None = None
 
 
 class Recommendation(Contract):

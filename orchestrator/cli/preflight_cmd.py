@@ -84,12 +84,8 @@ def _print_report(report: RunReport, saved: str | None) -> None:
         )
     console.print(nodes)
     for n in report.nodes:
-        if n.verdict is Verdict.UNKNOWN:
-            why = sorted({p.error or p.status.value for p in n.probes if p.status.value != "ok"})
-            console.print(
-                f"{n.host}: cannot be judged; probes not run or failed: " + ("; ".join(why) or "no answer"),
-                highlight=False,
-            )
+        if n.unjudged:
+            console.print(f"{n.host}: cannot be judged: {n.unjudged}", highlight=False)
     if report.findings:
         table = Table("severity", "node", "code", "subject", "message", title="findings")
         for f in report.findings:

@@ -153,14 +153,19 @@ def diagnose(fleet: Fleet, lost: Sequence[Finding] = (), rules: Sequence[Rule] =
         findings += mine
         reports.append(
             NodeReport(
-                host=node.host, verdict=node_verdict(mine, reason is not None), probes=_summaries(node)
+                host=node.host,
+                verdict=node_verdict(mine, reason is not None),
+                probes=_summaries(node),
+                unjudged=reason,
             )
         )
     known = {n.host for n in fleet.nodes}
     for host in sorted({f.node for f in lost if f.node and f.node not in known}):
         mine = [f for f in lost if f.node == host]
         findings += mine
-        reports.append(NodeReport(host=host, verdict=node_verdict(mine, unjudged=True)))
+        reports.append(
+            NodeReport(host=host, verdict=node_verdict(mine, unjudged=True), unjudged="no facts: node lost")
+        )
     findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], f.node or "", f.code.value, f.subject))
     reports.sort(key=lambda r: r.host)
     return Diagnosis(
