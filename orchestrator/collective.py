@@ -205,7 +205,7 @@ class CollectiveWorker:
         """This node's IP and a free TCP port on it (for the group's TCPStore when this actor is rank 0)."""
         import ray
 
-        return ray.util.get_node_ip_address(), _free_port()  # type: ignore[no-untyped-call]
+        return ray.util.get_node_ip_address(), _free_port()
 
     def run(
         self, rank: int, world: int, master_addr: str, master_port: int, spec: SweepSpec, timeout_s: float
@@ -256,7 +256,7 @@ class CollectiveWorker:
         dist.barrier()
         on_gpu = device.type == "cuda"
         if on_gpu:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize(device)
             start.record()
         t0 = time.perf_counter()
@@ -280,7 +280,7 @@ class CollectiveWorker:
 def _my_ip() -> str:
     import ray
 
-    return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+    return str(ray.util.get_node_ip_address())
 
 
 def worker_class() -> Any:
@@ -335,7 +335,7 @@ def ray_hosts() -> list[RayHost]:
     """The alive nodes of the connected Ray cluster, named by :func:`host_names`, sorted by name."""
     import ray
 
-    alive = [n for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call]
+    alive = [n for n in ray.nodes() if n.get("Alive")]
     out = [
         RayHost(
             name=name,

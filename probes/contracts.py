@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import Enum, IntEnum
-from typing import Annotated, Union
+from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 SCHEMA_VERSION = 1
 
-JsonScalar = Union[str, int, float, bool, None]
-EvidenceValue = Union[JsonScalar, list[JsonScalar], dict[str, JsonScalar]]
+JsonScalar = str | int | float | bool | None
+EvidenceValue = JsonScalar | list[JsonScalar] | dict[str, JsonScalar]
 
 
 class Contract(BaseModel):

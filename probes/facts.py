@@ -196,9 +196,9 @@ def node_facts(data: BundleData) -> NodeFacts:
             if isinstance(got, ParseFailure):
                 failures.append(got)
             elif slot is FactSlot.NCCL_TESTS:
-                tests.append(NamedNcclTests(file=name, report=got))  # type: ignore[arg-type]
+                tests.append(NamedNcclTests(file=name, report=got))
             elif slot is FactSlot.NCCL_LOGS:
-                logs.append(NamedNcclLog(file=name, log=got))  # type: ignore[arg-type]
+                logs.append(NamedNcclLog(file=name, log=got))
             elif slot is FactSlot.MICROBENCH:
                 assert isinstance(got, MicrobenchReport)
                 bench.extend(got.gpus)

@@ -204,7 +204,7 @@ def validate(topo: ClusterTopology) -> None:
     names = [s.name for s in topo.switches]
     if len(set(names)) != len(names):
         raise TopologyError("a switch name is defined twice")
-    g = nx.DiGraph()
+    g: nx.DiGraph[str] = nx.DiGraph()
     g.add_nodes_from(names)
     for s in topo.switches:
         for child in s.switches:
@@ -234,9 +234,9 @@ def render_topology_conf(topo: ClusterTopology) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cluster_graph(topo: ClusterTopology) -> nx.Graph:
+def cluster_graph(topo: ClusterTopology) -> nx.Graph[str]:
     """The cluster as a graph: switches (``kind="switch"``, ``level``), blocks, nodes (``kind="node"``)."""
-    g = nx.Graph()
+    g: nx.Graph[str] = nx.Graph()
     idx = ClusterIndex(topo)
     for s in topo.switches:
         g.add_node(s.name, kind="switch", level=idx.level[s.name])

@@ -40,11 +40,11 @@ def build_node_graph(
     gpu_model: str | None = None,
     smp_gbps: float | None = None,
     numa: NumaTopology | None = None,
-) -> nx.Graph:
+) -> nx.Graph[str]:
     """Build the node graph of ``topo``. ``gpu_model`` is nvidia-smi's product name (for nominal bandwidths);
     ``smp_gbps`` the socket interconnect's per-direction GB/s when known (bounds SYS edges)."""
     gen: GpuGeneration | None = generation_of(gpu_model)
-    g = nx.Graph(gpu_model=gpu_model, generation=gen.value if gen else None)
+    g: nx.Graph[str] = nx.Graph(gpu_model=gpu_model, generation=gen.value if gen else None)
     for gpu in topo.gpus:
         g.add_node(gpu.name, kind=DeviceKind.GPU, cpus=tuple(gpu.cpu_affinity))
     for n in topo.nics:
@@ -80,7 +80,7 @@ def build_node_graph(
     return g
 
 
-def _add_numa_facts(g: nx.Graph, numa: NumaTopology) -> None:
+def _add_numa_facts(g: nx.Graph[str], numa: NumaTopology) -> None:
     for node in numa.nodes:
         g.add_node(numa_vertex(node.node), kind=DeviceKind.NUMA, cpus=tuple(node.cpus))
     ids = numa.node_ids

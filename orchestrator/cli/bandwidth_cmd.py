@@ -163,7 +163,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print only the RunReport JSON."),
     ) -> None:
         """Measure collective bandwidth between nodes and name slow ones (exit code: Nagios verdict)."""
-        import hostlist  # type: ignore[import-untyped]
+        import hostlist
         import ray
 
         from orchestrator.bandwidth import run_bandwidth

@@ -121,9 +121,9 @@ def parse_microbench(text: str) -> MicrobenchReport:
             raise ParseError(FMT, None, "a non-empty 'gpus' list", repr(gpus)[:80])
         return MicrobenchReport(
             gpus=[_one(g) for g in gpus],
-            torch_version=_opt(doc, "torch", str),  # type: ignore[arg-type]
-            cuda_version=_opt(doc, "cuda", str),  # type: ignore[arg-type]
-            gemm_n=_opt(doc, "gemm_n", int),  # type: ignore[arg-type]
-            iters=_opt(doc, "iters", int),  # type: ignore[arg-type]
+            torch_version=_opt(doc, "torch", str),
+            cuda_version=_opt(doc, "cuda", str),
+            gemm_n=_opt(doc, "gemm_n", int),
+            iters=_opt(doc, "iters", int),
         )
     return MicrobenchReport(gpus=[_one(doc)])
