@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import typer
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 from typer.testing import CliRunner
 
 from orchestrator.cli import db_cmd
@@ -50,7 +50,7 @@ pytest_plugins = ["tests.pgfixtures"]
 T0 = 1_763_800_000.0  # 2025-11-22T08:26:40Z
 
 
-def count(store: Store, column: object) -> int:
+def count(store: Store, column: InstrumentedAttribute[int]) -> int:
     with Session(store.engine) as s:
         return int(s.scalar(select(func.count(column))) or 0)
 
@@ -314,9 +314,7 @@ def hold_write_lock(url: str) -> sqlite3.Connection:
     return conn
 
 
-def test_sqlite_write_retries_while_another_writer_holds_the_lock(
-    sqlite_url: str, short_busy_timeout: None
-) -> None:
+def test_sqlite_write_retries_while_another_writer_holds_the_lock(sqlite_url: str, short_busy_timeout: None) -> None:
     with Store.open(sqlite_url) as store:
         holder = hold_write_lock(sqlite_url)
         # released after 0.3 s; the retries (5 x 0.1 s busy_timeout plus >= 0.3 s backoff) outlast it

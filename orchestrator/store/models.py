@@ -143,9 +143,7 @@ class RawOutputRow(Base):
     """
 
     __tablename__ = "raw_outputs"
-    __table_args__ = (
-        UniqueConstraint("run_pk", "host", "file_name", name="uq_raw_outputs_run_pk_host_file_name"),
-    )
+    __table_args__ = (UniqueConstraint("run_pk", "host", "file_name", name="uq_raw_outputs_run_pk_host_file_name"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))

@@ -24,7 +24,7 @@ from enum import Enum
 from typing import TypeVar
 
 from sqlalchemy import Engine, func, select
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
 from orchestrator.report import (
@@ -79,9 +79,7 @@ class Store:
 
     # -- opening -----------------------------------------------------------------------------------------
     @classmethod
-    def open(
-        cls, url: str | None = None, *, auto_upgrade: bool | None = None, check_schema: bool = True
-    ) -> Store:
+    def open(cls, url: str | None = None, *, auto_upgrade: bool | None = None, check_schema: bool = True) -> Store:
         """Open the database at ``url`` (None: ``$FLEETDX_DB_URL``, else the user's SQLite file).
 
         ``auto_upgrade`` (default: true for SQLite, false otherwise) migrates an old schema to the newest;
@@ -152,9 +150,7 @@ class Store:
             self.upgrade()
             return
         state = "has no fleetdx schema" if current is None else f"has schema revision {current}"
-        raise SchemaOutdated(
-            f"database {self.url} {state}; fleetdx needs {head}: run `fleetdx db upgrade --db URL`"
-        )
+        raise SchemaOutdated(f"database {self.url} {state}; fleetdx needs {head}: run `fleetdx db upgrade --db URL`")
 
     # -- writing -----------------------------------------------------------------------------------------
     def save_report(self, report: RunReport, raw: Mapping[str, Mapping[str, str]] | None = None) -> bool:
@@ -230,11 +226,7 @@ class Store:
         """The ``limit`` newest runs (by ``started_at``), newest first."""
         n_nodes = select(func.count(NodeRow.id)).where(NodeRow.run_pk == RunRow.id).scalar_subquery()
         n_findings = select(func.count(FindingRow.id)).where(FindingRow.run_pk == RunRow.id).scalar_subquery()
-        stmt = (
-            select(RunRow, n_nodes, n_findings)
-            .order_by(RunRow.started_at.desc(), RunRow.id.desc())
-            .limit(limit)
-        )
+        stmt = select(RunRow, n_nodes, n_findings).order_by(RunRow.started_at.desc(), RunRow.id.desc()).limit(limit)
         with self._errors(), Session(self.engine) as session:
             return [_summary_of(run, nodes, findings) for run, nodes, findings in session.execute(stmt)]
 
@@ -336,7 +328,7 @@ class Store:
                 msg = f"database {self.url} stayed locked by other writers: {reason}"
                 raise DatabaseUnreachable(msg) from None
             raise DatabaseUnreachable(f"cannot reach database {self.url}: {reason}") from None
-        except (DBAPIError, SQLAlchemyError) as e:
+        except SQLAlchemyError as e:
             raise StoreError(f"database error on {self.url}: {_reason(e)}") from None
 
 
@@ -373,9 +365,7 @@ def _insert_run(session: Session, report: RunReport, raw: Mapping[str, Mapping[s
     )
     run.nodes = [_node_row(i, n) for i, n in enumerate(report.nodes)]
     run.raw_outputs = [
-        _raw_row(host, name, text)
-        for host, files in sorted(raw.items())
-        for name, text in sorted(files.items())
+        _raw_row(host, name, text) for host, files in sorted(raw.items()) for name, text in sorted(files.items())
     ]
     run.findings = [_finding_row(i, f) for i, f in enumerate(report.findings)]
     run.recommendations = [_recommendation_row(i, r) for i, r in enumerate(report.recommendations)]
@@ -481,8 +471,7 @@ def _report_of(run: RunRow) -> RunReport:
                 host=n.host,
                 verdict=n.verdict,
                 probes=[
-                    ProbeSummary(name=p.name, status=p.status, duration_s=p.duration_s, error=p.error)
-                    for p in n.probes
+                    ProbeSummary(name=p.name, status=p.status, duration_s=p.duration_s, error=p.error) for p in n.probes
                 ],
             )
             for n in run.nodes

@@ -57,9 +57,7 @@ def upgrade() -> None:
         sa.Column("status", sa.String(length=32), nullable=False),
         sa.Column("duration_s", sa.Float(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["node_pk"], ["nodes.id"], name="fk_probe_results_node_pk_nodes", ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["node_pk"], ["nodes.id"], name="fk_probe_results_node_pk_nodes", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name="pk_probe_results"),
     )
     op.create_index("ix_probe_results_node_pk", "probe_results", ["node_pk"])
@@ -74,9 +72,7 @@ def upgrade() -> None:
         sa.Column("size", sa.Integer(), nullable=False),
         sa.Column("sha256", sa.String(length=64), nullable=False),
         sa.Column("data", sa.LargeBinary(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["run_pk"], ["runs.id"], name="fk_raw_outputs_run_pk_runs", ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["run_pk"], ["runs.id"], name="fk_raw_outputs_run_pk_runs", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name="pk_raw_outputs"),
         sa.UniqueConstraint("run_pk", "host", "file_name", name="uq_raw_outputs_run_pk_host_file_name"),
     )
@@ -110,9 +106,7 @@ def upgrade() -> None:
         sa.Column("subject", sa.String(length=255), nullable=False),
         sa.Column("message", sa.Text(), nullable=False),
         sa.Column("data", sa.JSON(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["run_pk"], ["runs.id"], name="fk_recommendations_run_pk_runs", ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["run_pk"], ["runs.id"], name="fk_recommendations_run_pk_runs", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name="pk_recommendations"),
     )
     op.create_index("ix_recommendations_run_pk", "recommendations", ["run_pk"])
@@ -129,9 +123,7 @@ def upgrade() -> None:
         sa.Column("points", sa.JSON(), nullable=False),
         sa.Column("peak_busbw_gbps", sa.Float(), nullable=True),
         sa.Column("peak_size", sa.BigInteger(), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["run_pk"], ["runs.id"], name="fk_busbw_curves_run_pk_runs", ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["run_pk"], ["runs.id"], name="fk_busbw_curves_run_pk_runs", ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name="pk_busbw_curves"),
     )
     op.create_index("ix_busbw_curves_run_pk", "busbw_curves", ["run_pk"])
