@@ -28,6 +28,8 @@ from pydantic import Field
 
 from orchestrator.report import BusbwCurve, BusbwPoint
 from probes.contracts import Contract
+from probes.parsers.nccl_tests import Collective as NcclCollective
+from probes.parsers.nccl_tests import busbw_factor
 
 #: element size of the float32 buffers the probe moves, bytes
 ELEM_BYTES = 4
@@ -37,12 +39,18 @@ HOST_RESOURCE_PREFIX = "fleetdx-host:"
 
 
 class Collective(str, Enum):
-    """The collectives the probe measures (nccl-tests binary names without ``_perf``)."""
+    """The collectives the probe measures: a subset of the nccl-tests parser's
+    :class:`probes.parsers.nccl_tests.Collective`, with the same values (binary names without ``_perf``)."""
 
-    ALL_REDUCE = "all_reduce"
-    ALL_GATHER = "all_gather"
-    REDUCE_SCATTER = "reduce_scatter"
-    SENDRECV = "sendrecv"
+    ALL_REDUCE = NcclCollective.ALL_REDUCE.value
+    ALL_GATHER = NcclCollective.ALL_GATHER.value
+    REDUCE_SCATTER = NcclCollective.REDUCE_SCATTER.value
+    SENDRECV = NcclCollective.SENDRECV.value
+
+    @property
+    def nccl(self) -> NcclCollective:
+        """The same collective as the nccl-tests parser names it (for :func:`busbw_factor`)."""
+        return NcclCollective(self.value)
 
 
 class Backend(str, Enum):
@@ -50,22 +58,10 @@ class Backend(str, Enum):
     GLOO = "gloo"
 
 
-def bus_factor(collective: Collective, nranks: int) -> float:
-    """busbw / algbw for ``collective`` on ``nranks`` ranks (nccl-tests doc/PERFORMANCE.md)."""
-    if nranks < 1:
-        raise ValueError("nranks must be >= 1")
-    if collective is Collective.ALL_REDUCE:
-        return 2.0 * (nranks - 1) / nranks
-    if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
-        return (nranks - 1) / nranks
-    return 1.0
-
-
 def effective_size(collective: Collective, size: int, nranks: int) -> int:
     """The size (bytes) actually moved for a requested ``size``: the element count is rounded down to a
-    multiple
-    of ``nranks`` for all_gather and reduce_scatter, whose buffers are split per rank (nccl-tests does the
-    same)."""
+    multiple of ``nranks`` for all_gather and reduce_scatter, whose buffers are split per rank (nccl-tests
+    does the same)."""
     count = size // ELEM_BYTES
     if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
         count -= count % nranks
@@ -76,7 +72,7 @@ def point(collective: Collective, size: int, nranks: int, time_us: float) -> Bus
     """One curve point from a size (bytes) and a per-operation time (µs)."""
     algbw = size / (time_us * 1e-6) / 1e9 if time_us > 0 else 0.0
     return BusbwPoint(
-        size=size, time_us=time_us, algbw_gbps=algbw, busbw_gbps=algbw * bus_factor(collective, nranks)
+        size=size, time_us=time_us, algbw_gbps=algbw, busbw_gbps=algbw * busbw_factor(collective.nccl, nranks)
     )
 
 

@@ -19,7 +19,6 @@ from orchestrator.collective import (
     Collective,
     RayCollectiveProbe,
     SweepSpec,
-    bus_factor,
     effective_size,
     point,
     ray_hosts,
@@ -28,16 +27,17 @@ from orchestrator.detection import DetectionPolicy
 from orchestrator.report import RunReport
 from orchestrator.schedules import Schedule, localisation_round_bound
 from probes.contracts import FindingCode, Verdict
+from probes.parsers.nccl_tests import busbw_factor
 
 
 def test_bus_factors_are_nccl_tests_ones() -> None:
     # nccl-tests doc/PERFORMANCE.md; fixture 01 (8 ranks): busbw/algbw = 235.26/134.44 = 1.75 = 2*7/8
-    assert bus_factor(Collective.ALL_REDUCE, 8) == pytest.approx(235.26 / 134.44, rel=1e-3)
+    assert busbw_factor(Collective.ALL_REDUCE.nccl, 8) == pytest.approx(235.26 / 134.44, rel=1e-3)
     # fixture 02 reduce_scatter (8 ranks): 231.52/264.60 = 0.875 = 7/8
-    assert bus_factor(Collective.REDUCE_SCATTER, 8) == pytest.approx(231.52 / 264.60, rel=1e-3)
-    assert bus_factor(Collective.ALL_GATHER, 2) == 0.5
-    assert bus_factor(Collective.SENDRECV, 2) == 1.0
-    assert bus_factor(Collective.ALL_REDUCE, 1) == 0.0
+    assert busbw_factor(Collective.REDUCE_SCATTER.nccl, 8) == pytest.approx(231.52 / 264.60, rel=1e-3)
+    assert busbw_factor(Collective.ALL_GATHER.nccl, 2) == 0.5
+    assert busbw_factor(Collective.SENDRECV.nccl, 2) == 1.0
+    assert busbw_factor(Collective.ALL_REDUCE.nccl, 1) == 0.0
 
 
 def test_point_reproduces_a_real_nccl_tests_row() -> None:
@@ -116,7 +116,7 @@ def test_every_collective_validates_and_reports_nccl_tests_units(sim_cluster: li
         assert res.curve is not None and res.curve.nranks == 3 and res.curve.backend == "gloo"
         (p,) = res.curve.points
         assert p.size == effective_size(coll, 1 << 20, 3)
-        assert p.busbw_gbps == pytest.approx(p.algbw_gbps * bus_factor(coll, 3))
+        assert p.busbw_gbps == pytest.approx(p.algbw_gbps * busbw_factor(coll.nccl, 3))
         assert p.time_us > 0
 
 

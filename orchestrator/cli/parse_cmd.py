@@ -29,21 +29,12 @@ MAX_CELL = 60
 MAX_ITEMS = 12
 
 
-class ParseTarget(str, Enum):
-    """The first argument of ``fleetdx parse``: a parser kind, or ``bundle``."""
-
-    TOPO = "topo"
-    P2P = "p2p"
-    SMI_XML = "smi-xml"
-    SMI_CSV = "smi-csv"
-    NCCL_TESTS = "nccl-tests"
-    NCCL_LOG = "nccl-log"
-    NUMACTL = "numactl"
-    LSCPU = "lscpu"
-    IBSTAT = "ibstat"
-    XID = "xid"
-    MICROBENCH = "microbench"
-    BUNDLE = "bundle"
+#: ``fleetdx parse bundle DIR``: the target that reads a whole bundle rather than one file
+BUNDLE = "bundle"
+#: the first argument of ``fleetdx parse``: every :class:`ParserKind` (same names and values), or ``bundle``
+ParseTarget = Enum(  # type: ignore[misc]  # derived from ParserKind; mypy reads only literal member lists
+    "ParseTarget", [(k.name, k.value) for k in ParserKind] + [("BUNDLE", BUNDLE)], type=str
+)
 
 
 def _short(value: Any) -> str:
@@ -248,7 +239,7 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Print the JSON model only.")] = False,
     ) -> None:
         """Parse one tool output (or a whole bundle) and show the typed facts."""
-        if kind is ParseTarget.BUNDLE:
+        if kind.value == BUNDLE:
             from probes.bundle import read_bundle
             from probes.facts import node_facts
 
