@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.bandwidth import screen_and_localise
-from orchestrator.detection import DetectionPolicy, Measurement
+from orchestrator.detection import MAD_TO_SIGMA, DetectionPolicy, Measurement
 from orchestrator.schedules import Group, Schedule, localisation_round_bound
 from probes.parsers.nccl_tests import parse_nccl_tests
 
@@ -117,11 +117,11 @@ class NoiseModel:
         mad_run = statistics.median(abs(d) for d in self.run_devs)
         return {
             "per_iteration_samples": len(self.iter_devs),
-            "per_iteration_jitter_robust_sd_us": 1.4826 * statistics.median(abs(d) for d in self.iter_devs),
+            "per_iteration_jitter_robust_sd_us": MAD_TO_SIGMA * statistics.median(abs(d) for d in self.iter_devs),
             "per_iteration_jitter_max_us": max(self.iter_devs),
             "op_time_us_at_decision_size": self.op_time_us,
             "run_to_run_samples": len(self.run_devs),
-            "run_to_run_robust_sd": 1.4826 * mad_run,
+            "run_to_run_robust_sd": MAD_TO_SIGMA * mad_run,
             "run_to_run_max_abs": max(abs(d) for d in self.run_devs),
         }
 

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
-import hostlist  # type: ignore[import-untyped]
+import hostlist
 from pydantic import Field
 
 from orchestrator.collective import (
@@ -31,6 +31,7 @@ from orchestrator.collective import (
     GroupResult,
     GroupStatus,
     RayCollectiveProbe,
+    RayHost,
     SweepSpec,
     ray_hosts,
 )
@@ -439,6 +440,7 @@ def run_bandwidth(
     history: Mapping[str, Sequence[float]] | None = None,
     timeout_s: float = 120.0,
     inject_delay_s: dict[str, float] | None = None,
+    known: Mapping[str, RayHost] | None = None,
 ) -> RunReport:
     """Measure collective bandwidth across the nodes of the connected Ray cluster and judge it.
 
@@ -447,7 +449,8 @@ def run_bandwidth(
     nccl when every node has a GPU, else gloo. ``sizes`` in bytes (nccl-tests ``size``); the largest decides.
     ``reference_gbps`` is the SKU's expected busbw for the first collective; ``history`` maps host -> its
     recent busbw (GB/s) for it (``store.recent_busbw``). ``inject_delay_s`` (tests only) delays chosen hosts'
-    ranks.
+    ranks. ``known`` maps host name -> Ray node when the caller already matched them (the pre-flight's
+    fan-out does, simulated nodes included); default: :func:`~orchestrator.collective.ray_hosts`.
 
     Returns:
         ``RunReport(kind=bandwidth)`` with findings, one curve per measured group, and the exclude hostlist.
@@ -456,7 +459,7 @@ def run_bandwidth(
         ConfigError: a requested node is not in the Ray cluster, or fewer than 2 nodes.
     """
     started = time.time()
-    known = {h.name: h for h in ray_hosts()}
+    known = dict(known) if known is not None else {h.name: h for h in ray_hosts()}
     wanted = list(nodes) if nodes else sorted(known)
     missing = [n for n in wanted if n not in known]
     if missing:

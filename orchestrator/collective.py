@@ -395,14 +395,18 @@ class RayCollectiveProbe:
         failure."""
         import ray
 
-        ready = self._ready([n for g in groups for n in g])
+        ready, failed = self._ready([n for g in groups for n in g])
         t0 = time.monotonic()  # the deadline covers the collectives, not Ray starting actors
         launched: list[tuple[list[str], list[Any] | None, str | None]] = []
         for group in groups:
             nodes = list(group)
             missing = [n for n in nodes if n not in ready]
             if missing:
-                err = f"actor not ready within {self.setup_timeout_s:g} s on {', '.join(missing)}"
+                slow = [n for n in missing if n not in failed]
+                reasons = [f"actor on {n} failed: {failed[n]}" for n in missing if n in failed]
+                if slow:
+                    reasons.append(f"actor not ready within {self.setup_timeout_s:g} s on {', '.join(slow)}")
+                err = "; ".join(reasons)
                 launched.append((nodes, None, err))
                 continue
             addr, port = ready[nodes[0]]
@@ -415,23 +419,26 @@ class RayCollectiveProbe:
         ray.wait(all_refs, num_returns=len(all_refs), timeout=self.timeout_s + 5.0)
         return [self._collect(nodes, refs, err, time.monotonic() - t0) for nodes, refs, err in launched]
 
-    def _ready(self, hosts: Sequence[str]) -> dict[str, tuple[str, int]]:
+    def _ready(self, hosts: Sequence[str]) -> tuple[dict[str, tuple[str, int]], dict[str, str]]:
         """Start (or reuse) the actors of ``hosts`` and wait up to ``setup_timeout_s`` for each to answer with
-        its node IP and a free port; returns the hosts that answered. Never raises."""
+        its node IP and a free port. Returns (host -> (IP, port) for the hosts that answered, host -> the
+        error of those whose actor failed); a host in neither did not answer in time. Never raises."""
         import ray
 
         refs = {h: self._actor(h).address.remote() for h in hosts}
         done, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=self.setup_timeout_s)
         done_set = set(done)
         out: dict[str, tuple[str, int]] = {}
+        failed: dict[str, str] = {}
         for h, ref in refs.items():
             if ref in done_set:
                 try:
                     addr, port = ray.get(ref)
-                except Exception:  # edge: a dead actor or node is a failed group, reported by the caller
+                except Exception as e:  # edge: a dead actor or node is a failed group, reported by the caller
+                    failed[h] = f"{type(e).__name__}: {str(e)[:500]}"
                     continue
                 out[h] = (str(addr), int(port))
-        return out
+        return out, failed
 
     def _collect(self, nodes: list[str], refs: list[Any] | None, err: str | None, dur: float) -> GroupResult:
         import ray

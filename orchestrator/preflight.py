@@ -9,25 +9,40 @@ bundle directories.
 
 Deadlines: every command's own timeout (probes/commands.py) is capped at ``probe_timeout_s``; the whole run
 at ``run_timeout_s`` (a node without an answer by then is ``NODE_UNREACHABLE``).
+
+Levels: ``standard`` adds the micro-benchmark and the intra-node nccl-tests sweep on each node; the
+``all_reduce_perf`` binary is looked up *on the node* (``--nccl-tests-dir``, ``$NCCL_TESTS_HOME``, ``PATH``:
+paths differ per node). ``full`` then adds the cross-node bandwidth step (:func:`bandwidth_step`): the
+screen and localisation of :func:`orchestrator.bandwidth.run_bandwidth` over the nodes that answered and have
+no critical finding; its findings and curves join the report, and every node gets a ``cross-node-bandwidth``
+probe entry saying whether it was paired, and why not.
 """
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import hostlist
+from pydantic import Field
 
 from orchestrator.diagnosis.base import Fleet
-from orchestrator.diagnosis.engine import Diagnosis, diagnose
+from orchestrator.diagnosis.engine import Diagnosis, diagnose, exclude_hostlist
 from orchestrator.fanout import NodeOutcome, OutcomeKind, RayNode, fan_out
-from orchestrator.report import RunKind, RunReport
+from orchestrator.report import NodeReport, ProbeSummary, RunKind, RunReport
+from orchestrator.schedules import Schedule
 from probes.bundle import BundleData, collect, read_bundle
 from probes.commands import Level
-from probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity
+from probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity, Verdict
 from probes.facts import NodeFacts, node_facts
-from probes.runner import ReplayRunner, Runner, RunResult, SubprocessRunner
+from probes.runner import ReplayRunner, Runner, RunResult, RunStatus, SubprocessRunner
+
+if TYPE_CHECKING:
+    from orchestrator.collective import RayHost
 
 #: default run deadline, seconds: quick level is meant to take <= 10 s per node (issue 4), nodes in parallel;
 #: standard leaves room for the micro-benchmark (180 s cap) then the nccl-tests sweep (300 s cap) in sequence
@@ -44,13 +59,16 @@ def default_probe_cap(run_timeout_s: float) -> float:
 
 class NodeJob(Contract):
     """What one node's task does. ``bundle_dir`` set: replay it (simulation); ``delay_s``: sleep before each
-    replayed command (simulation only); ``probe_timeout_s``: cap on every command's timeout."""
+    replayed command (simulation only); ``probe_timeout_s``: cap on every command's timeout;
+    ``nccl_tests_dir``: where ``all_reduce_perf`` is *on the node* (``--nccl-tests-dir``; then the node's
+    ``$NCCL_TESTS_HOME`` and ``PATH`` are searched)."""
 
     host: str
     level: Level
     bundle_dir: Path | None = None
     delay_s: float = 0.0
     probe_timeout_s: float | None = None
+    nccl_tests_dir: str | None = None
 
 
 class CappedRunner:
@@ -67,12 +85,16 @@ class CappedRunner:
         return self.inner.run(argv, timeout_s=cap, env=env)
 
 
-def _nccl_binary(level: Level) -> str | None:
+def node_nccl_binary(level: Level, nccl_tests_dir: str | None = None) -> str | None:
+    """The path of ``all_reduce_perf`` for ``level`` on *this* machine (called inside the node's task: paths
+    and environments differ per node): ``nccl_tests_dir``, then ``$NCCL_TESTS_HOME``, then ``PATH``
+    (:func:`probes.nccl_tests_runner.find_binary`). ``None`` at quick level or when not found (the sweep is
+    then recorded ``skipped``)."""
     if level is Level.QUICK:
         return None
     from probes.nccl_tests_runner import NcclTest, find_binary
 
-    return find_binary(NcclTest.ALL_REDUCE).path
+    return find_binary(NcclTest.ALL_REDUCE, nccl_tests_dir, env=os.environ).path
 
 
 def collect_on_node(job: NodeJob) -> BundleData:
@@ -83,7 +105,7 @@ def collect_on_node(job: NodeJob) -> BundleData:
     if replay:  # the sweep's output is looked up in the bundle by its argv
         nccl = None if job.level is Level.QUICK else "all_reduce_perf"
     else:
-        nccl = _nccl_binary(job.level)
+        nccl = node_nccl_binary(job.level, job.nccl_tests_dir)
     return collect(runner, job.level, job.host, sysfs_root=None if replay else Path("/"), nccl_binary=nccl)
 
 
@@ -149,6 +171,150 @@ def _fleet(facts: list[NodeFacts], gpus: int | None, gpus_source: str | None) ->
     return Fleet(nodes=facts, expected_gpus_per_node=gpus, expected_gpus_source=gpus_source)
 
 
+#: the name of the cross-node bandwidth step in each node's probe list (``NodeReport.probes``)
+BANDWIDTH_PROBE = "cross-node-bandwidth"
+
+
+class BandwidthStep(Contract):
+    """How ``--level full`` measures bandwidth across nodes (:func:`orchestrator.bandwidth.run_bandwidth`).
+
+    ``sizes`` in bytes (``None``: the probe's default sweep, 4-64 MiB); ``timeout_s`` bounds each round's
+    collectives (a group still running then is ``NCCL_TEST_HANG``); ``inject_delay_s`` maps host -> seconds
+    of delay per operation of its rank (tests only: an injected straggler).
+    """
+
+    schedule: Schedule = Schedule.LOCALISE
+    sizes: list[int] | None = None
+    iters: int = Field(default=10, ge=1)
+    warmup_iters: int = Field(default=2, ge=0)
+    timeout_s: float = Field(default=120.0, gt=0)
+    inject_delay_s: dict[str, float] = Field(default_factory=dict)
+
+
+def bandwidth_candidates(
+    hosts: Sequence[str], answered: Sequence[str], exclude: str
+) -> tuple[list[str], dict[str, str]]:
+    """Split the run's ``hosts`` into those the bandwidth step pairs and, for the others, why not.
+
+    A host is paired when it answered the node probes (``answered``) and is not in ``exclude`` (the node
+    probes' hostlist of critical nodes: pairing a node already excluded would only blame its partners).
+    Returns (sorted hosts to pair, host -> reason it is not paired).
+    """
+    critical = set(hostlist.expand_hostlist(exclude)) if exclude else set()
+    done = set(answered)
+    why: dict[str, str] = {}
+    for h in hosts:
+        if h not in done:
+            why[h] = "not paired: no bundle from the node probes"
+        elif h in critical:
+            why[h] = "not paired: excluded by critical findings of the node probes"
+    return sorted(h for h in hosts if h not in why), why
+
+
+def _ray_hosts(pair: Sequence[str], nodes: Mapping[str, RayNode | None]) -> dict[str, RayHost]:
+    """host -> Ray node as the collective probe takes it, from the fan-out's match (simulated nodes are
+    named by their resource there, which :func:`orchestrator.collective.ray_hosts` does not read)."""
+    from orchestrator.collective import RayHost, ray_hosts
+
+    ips = {h.node_id: h.ip for h in ray_hosts()}
+    out: dict[str, RayHost] = {}
+    for h in pair:
+        n = nodes.get(h)
+        if n is not None:
+            out[h] = RayHost(name=h, node_id=n.node_id, ip=ips.get(n.node_id, ""), gpus=int(n.gpus))
+    return out
+
+
+def bandwidth_step(
+    report: RunReport, answered: Sequence[str], nodes: Mapping[str, RayNode | None], step: BandwidthStep
+) -> RunReport:
+    """Run the cross-node bandwidth step after the node probes and merge it into ``report``.
+
+    Pairs :func:`bandwidth_candidates`; with fewer than 2 the step is ``skipped`` with the reason (no
+    measurement, no number). Otherwise :func:`orchestrator.bandwidth.run_bandwidth` (nccl when every paired
+    node has a GPU, else gloo) and :func:`merge_bandwidth`. A step that raises (Ray itself failing) is
+    recorded ``failed`` on every paired node with a ``PROBE_FAILED`` warning; the node results stand.
+    """
+    from orchestrator.bandwidth import run_bandwidth
+
+    pair, why = bandwidth_candidates([n.host for n in report.nodes], answered, report.exclude)
+    t0 = time.monotonic()
+    if len(pair) < 2:
+        reason = f"{len(pair)} node(s) to pair after the node probes; a bandwidth screen needs at least 2"
+        return merge_bandwidth(
+            report,
+            None,
+            why,
+            {h: ProbeSummary(name=BANDWIDTH_PROBE, status=RunStatus.SKIPPED, error=reason) for h in pair},
+        )
+    try:
+        bw = run_bandwidth(
+            pair,
+            schedule=step.schedule,
+            sizes=step.sizes,
+            iters=step.iters,
+            warmup_iters=step.warmup_iters,
+            timeout_s=step.timeout_s,
+            inject_delay_s=step.inject_delay_s or None,
+            known=_ray_hosts(pair, nodes),
+        )
+    except Exception as e:  # noqa: BLE001 - edge: the node reports must survive a failed bandwidth step
+        err = f"{type(e).__name__}: {str(e).strip()[:300]}"
+        summary = ProbeSummary(
+            name=BANDWIDTH_PROBE, status=RunStatus.FAILED, duration_s=time.monotonic() - t0, error=err
+        )
+        failed = [
+            Finding(
+                code=FindingCode.PROBE_FAILED,
+                severity=Severity.WARNING,
+                node=h,
+                subject=BANDWIDTH_PROBE,
+                message=f"the cross-node bandwidth step failed: {err}",
+                evidence={"paired": list(pair), "error": err},
+            )
+            for h in pair
+        ]
+        return merge_bandwidth(report, None, why, dict.fromkeys(pair, summary), extra=failed)
+    done = ProbeSummary(name=BANDWIDTH_PROBE, status=RunStatus.OK, duration_s=time.monotonic() - t0)
+    return merge_bandwidth(report, bw, why, dict.fromkeys(pair, done))
+
+
+def merge_bandwidth(
+    report: RunReport,
+    bw: RunReport | None,
+    not_paired: Mapping[str, str],
+    paired: Mapping[str, ProbeSummary],
+    extra: Sequence[Finding] = (),
+) -> RunReport:
+    """``report`` with the bandwidth step merged in: ``bw``'s findings (after the node findings) and curves,
+    each node's verdict the worse of its two, one ``cross-node-bandwidth`` probe entry per node (``paired``'s,
+    or ``skipped`` with the ``not_paired`` reason), the run verdict the worst of both runs, and the exclude
+    hostlist recomputed from every critical finding (:func:`~orchestrator.diagnosis.engine.exclude_hostlist`).
+    """
+    bw_verdict = {n.host: n.verdict for n in bw.nodes} if bw else {}
+    nodes: list[NodeReport] = []
+    for n in report.nodes:
+        summary = paired.get(n.host) or ProbeSummary(
+            name=BANDWIDTH_PROBE, status=RunStatus.SKIPPED, error=not_paired.get(n.host, "not paired")
+        )
+        extra_verdicts = [f.severity.verdict for f in extra if f.node == n.host]
+        verdict = Verdict.worst([n.verdict, bw_verdict.get(n.host, Verdict.OK), *extra_verdicts])
+        nodes.append(n.model_copy(update={"verdict": verdict, "probes": [*n.probes, summary]}))
+    findings = [*report.findings, *(bw.findings if bw else []), *extra]
+    verdict = Verdict.worst([report.verdict, bw.verdict if bw else Verdict.OK, *(n.verdict for n in nodes)])
+    return report.model_copy(
+        update={
+            "nodes": nodes,
+            "findings": findings,
+            "verdict": verdict,
+            "exit_code": int(verdict),
+            "exclude": exclude_hostlist(findings),
+            "curves": [*report.curves, *(bw.curves if bw else [])],
+            "finished_at": time.time(),
+        }
+    )
+
+
 def run_preflight(
     jobs: Mapping[str, NodeJob],
     nodes: Mapping[str, RayNode | None],
@@ -159,11 +325,14 @@ def run_preflight(
     simulated: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
     runtime_env: dict[str, Any] | None = None,
+    bandwidth: BandwidthStep | None = None,
 ) -> PreflightResult:
     """Fan ``jobs`` out to ``nodes`` (host -> Ray node, ``None`` if absent) on a connected Ray, then diagnose.
 
-    Returns within about ``run_timeout_s`` plus parsing time, whatever the nodes do. Never raises for a node's
-    failure: every host of ``jobs`` has a node report.
+    At level ``full`` the cross-node bandwidth step follows (:func:`bandwidth_step`, options ``bandwidth``,
+    default :class:`BandwidthStep`). Returns within about ``run_timeout_s`` plus parsing time (plus, at
+    ``full``, the bandwidth step: at most ``bandwidth.timeout_s`` per round), whatever the nodes do. Never
+    raises for a node's failure: every host of ``jobs`` has a node report.
     """
     started = time.time()
     outcomes = fan_out(
@@ -180,6 +349,8 @@ def run_preflight(
     diagnosis = diagnose(_fleet(facts, expected_gpus, expected_gpus_source), lost=lost)
     level = next(iter(jobs.values())).level if jobs else None
     report = build_report(RunKind.PREFLIGHT, diagnosis, started_at=started, level=level, simulated=simulated)
+    if level is Level.FULL:
+        report = bandwidth_step(report, sorted(bundles), nodes, bandwidth or BandwidthStep())
     return PreflightResult(report=report, bundles=bundles)
 
 

@@ -23,7 +23,7 @@ from probes.parsers.ibstat import IbReport
 from probes.parsers.lscpu import CpuInfo
 from probes.parsers.microbench import Microbench
 from probes.parsers.nccl_log import NcclLog
-from probes.parsers.nccl_tests import NcclTestsReport
+from probes.parsers.nccl_tests import Collective, NcclTestsReport
 from probes.parsers.numactl import NumaTopology
 from probes.parsers.p2p import P2PMatrix
 from probes.parsers.smi_csv import SmiCsv
@@ -106,12 +106,9 @@ class FactSlot(str, Enum):
     MICROBENCH = "microbench"
 
 
-#: nccl-tests binaries' file names: ``<collective>_perf...`` (NVIDIA/nccl-tests src/*.cu); ``-h`` help is not
-#: a run
-_NCCL_TESTS_FILE = re.compile(
-    r"^(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|gather|scatter|hypercube)_perf"
-    r"(?!.*_-h\.txt$).*\.(txt|json)$"
-)
+#: nccl-tests binaries' file names: ``<collective>_perf...`` (NVIDIA/nccl-tests src/*.cu; the collectives of
+#: :class:`probes.parsers.nccl_tests.Collective`); ``-h`` help is not a run
+_NCCL_TESTS_FILE = re.compile(rf"^({'|'.join(c.value for c in Collective)})_perf(?!.*_-h\.txt$).*\.(txt|json)$")
 _NCCL_LOG_FILE = re.compile(r"(nccl_debug|NCCL_DEBUG).*\.(txt|log)$")
 
 #: exact file names -> (parser kind, slot), in priority order per slot (the first present file fills it)

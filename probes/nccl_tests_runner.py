@@ -29,6 +29,7 @@ from pathlib import Path
 from pydantic import Field
 
 from probes.contracts import Contract, EvidenceValue, Finding, FindingCode, JsonScalar, Severity
+from probes.parsers.nccl_tests import Collective
 from probes.runner import Runner, RunResult, RunStatus
 
 #: lines of output kept in a hang or failure finding
@@ -38,15 +39,15 @@ SELF_TIMEOUT_MARGIN_S = 10
 
 
 class NcclTest(str, Enum):
-    """nccl-tests binaries fleetdx runs."""
+    """nccl-tests binaries fleetdx runs: ``<collective>_perf`` for a :class:`Collective` of the parser."""
 
-    ALL_REDUCE = "all_reduce_perf"
-    ALL_GATHER = "all_gather_perf"
-    REDUCE_SCATTER = "reduce_scatter_perf"
-    SENDRECV = "sendrecv_perf"
-    ALLTOALL = "alltoall_perf"
-    BROADCAST = "broadcast_perf"
-    REDUCE = "reduce_perf"
+    ALL_REDUCE = f"{Collective.ALL_REDUCE.value}_perf"
+    ALL_GATHER = f"{Collective.ALL_GATHER.value}_perf"
+    REDUCE_SCATTER = f"{Collective.REDUCE_SCATTER.value}_perf"
+    SENDRECV = f"{Collective.SENDRECV.value}_perf"
+    ALLTOALL = f"{Collective.ALLTOALL.value}_perf"
+    BROADCAST = f"{Collective.BROADCAST.value}_perf"
+    REDUCE = f"{Collective.REDUCE.value}_perf"
 
 
 class Discovery(Contract):
@@ -213,8 +214,7 @@ def tail(text: str, n: int = TAIL_LINES) -> list[str]:
 
 class NcclTestsRun(Contract):
     """One nccl-tests run: how it ended, its raw outputs, and the findings about the run itself (hang,
-    failure,
-    non-MPI build). Bandwidth and ``#wrong`` findings come from parsing ``stdout``/``json_text``."""
+    failure, non-MPI build). Bandwidth and ``#wrong`` findings come from parsing ``stdout``/``json_text``."""
 
     test: NcclTest
     argv: list[str]
@@ -239,45 +239,26 @@ def judge_run(test: NcclTest, res: RunResult, host: str | None, launched_procs: 
         "tail": last_lines,
     }
     subject = test.value
+
+    def critical(code: FindingCode, message: str, evidence: dict[str, EvidenceValue]) -> Finding:
+        return Finding(
+            code=code, severity=Severity.CRITICAL, node=host, subject=subject, message=message, evidence=evidence
+        )
+
     findings: list[Finding] = []
     if res.status is RunStatus.TIMEOUT:
-        findings.append(
-            Finding(
-                code=FindingCode.NCCL_TEST_HANG,
-                severity=Severity.CRITICAL,
-                node=host,
-                subject=subject,
-                message=f"{subject}: {res.reason}",
-                evidence=ev,
-            )
-        )
+        findings.append(critical(FindingCode.NCCL_TEST_HANG, f"{subject}: {res.reason}", ev))
     elif res.status is RunStatus.FAILED:
         last = tail(out, 1)
-        findings.append(
-            Finding(
-                code=FindingCode.NCCL_TEST_FAILED,
-                severity=Severity.CRITICAL,
-                node=host,
-                subject=subject,
-                message=f"{subject}: {res.reason}: {last[0] if last else ''}",
-                evidence=ev,
-            )
-        )
+        message = f"{subject}: {res.reason}: {last[0] if last else ''}"
+        findings.append(critical(FindingCode.NCCL_TEST_FAILED, message, ev))
     nm = not_mpi_evidence(res.stdout, launched_procs)
     if nm:
-        findings.append(
-            Finding(
-                code=FindingCode.NCCL_TESTS_NOT_MPI,
-                severity=Severity.CRITICAL,
-                node=host,
-                subject=subject,
-                message=(
-                    f"{subject}: launched on {launched_procs} processes but each ran alone as rank 0 "
-                    f"(nccl-tests built without MPI=1)"
-                ),
-                evidence=nm,
-            )
+        message = (
+            f"{subject}: launched on {launched_procs} processes but each ran alone as rank 0 "
+            f"(nccl-tests built without MPI=1)"
         )
+        findings.append(critical(FindingCode.NCCL_TESTS_NOT_MPI, message, nm))
     return findings
 
 

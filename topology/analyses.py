@@ -44,18 +44,12 @@ def remote_gpu_pairs(topo: TopoMatrix) -> RemotePairs:
     complex (NODE) or across sockets (SYS), the slowest intra-node paths of the ``topo -m`` legend.
     """
     pairs: list[Cell] = []
-    n_sys = n_node = 0
     for a, b in gpu_pairs(topo):
         link = link_between(topo, a, b)
-        if link is None or not link.remote:
-            continue
-        pairs.append(Cell(a=a, b=b, link=str(link)))
-        if link.kind is LinkKind.SYS:
-            n_sys += 1
-        else:
-            n_node += 1
+        if link is not None and link.remote:
+            pairs.append(Cell(a=a, b=b, link=str(link)))
     n = len(topo.gpus)
-    return RemotePairs(pairs=pairs, sys_pairs=n_sys, node_pairs=n_node, total_pairs=n * (n - 1) // 2)
+    return RemotePairs(pairs=pairs, total_pairs=n * (n - 1) // 2)
 
 
 def asymmetric_cells(topo: TopoMatrix) -> list[AsymmetricCell]:

@@ -29,9 +29,19 @@ class RemotePairs(Contract):
     """GPU pairs with no NVLink whose PCIe path crosses NODE or SYS, and their share of all GPU pairs."""
 
     pairs: list[Cell]  #: ``a < b`` in GPU order
-    sys_pairs: int
-    node_pairs: int
     total_pairs: int  #: n(n-1)/2
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def sys_pairs(self) -> int:
+        """Pairs of ``pairs`` that cross the SMP interconnect (SYS)."""
+        return sum(1 for c in self.pairs if c.link == "SYS")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def node_pairs(self) -> int:
+        """Pairs of ``pairs`` that cross host bridges within a NUMA node (NODE)."""
+        return len(self.pairs) - self.sys_pairs
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -55,17 +55,6 @@ def nic_weights(topo: TopoMatrix) -> list[int]:
     return [parse_link(c.link).rank if (c := nearest.get(g)) and c.link else 0 for g in topo.gpu_names]
 
 
-def subset_key(
-    ranks: Sequence[Sequence[int]], weights: Sequence[int], subset: Sequence[int]
-) -> tuple[int, int, int]:
-    """The objective of one subset (higher is better): (weakest link rank, worst NIC rank, sum of NIC ranks).
-
-    The weakest link of a one-GPU subset is taken as ``10**6`` (no pair to be weak).
-    """
-    weakest = min((ranks[a][b] for i, a in enumerate(subset) for b in subset[i + 1 :]), default=10**6)
-    return (weakest, min(weights[i] for i in subset), sum(weights[i] for i in subset))
-
-
 class _Search:
     """Best NIC score over the ``k``-cliques of one threshold graph (adjacency as bitmasks)."""
 

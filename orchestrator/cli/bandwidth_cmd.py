@@ -163,20 +163,20 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print only the RunReport JSON."),
     ) -> None:
         """Measure collective bandwidth between nodes and name slow ones (exit code: Nagios verdict)."""
-        import hostlist
         import ray
 
         from orchestrator.bandwidth import run_bandwidth
         from orchestrator.collective import Backend, Collective, ray_hosts
         from orchestrator.schedules import Schedule
+        from orchestrator.targets import expand_hostlist
 
         try:
             sched = Schedule(schedule)
             colls = [Collective(c) for c in collective]
             be = Backend(backend) if backend else None
-            hosts = hostlist.expand_hostlist(nodes) if nodes else None
+            hosts = expand_hostlist(nodes) if nodes else None
             size_list = parse_sizes(sizes)
-        except (ValueError, hostlist.BadHostlist) as e:
+        except ValueError as e:
             raise ConfigError(str(e)) from None
         started_ray = False
         if not ray.is_initialized():

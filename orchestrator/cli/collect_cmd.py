@@ -1,4 +1,5 @@
-"""``fleetdx collect --out DIR [--level quick|standard|full] [--replace]``: write this node's bundle.
+"""``fleetdx collect --out DIR [--level quick|standard|full] [--nccl-tests-dir PATH] [--replace]``: write this
+node's bundle.
 
 Runs the registered node commands (probes/commands.py) through the one runner, reads the sysfs facts, and
 writes one raw file per command plus ``meta.json``. Commands that cannot run here (no GPU, no ``numactl``,
@@ -10,7 +11,6 @@ files its meta.json lists are removed). Exit code 0 when the bundle was written,
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -30,12 +30,6 @@ STATUS_STYLE = {
 }
 
 
-def _nccl_binary(nccl_tests_dir: Path | None) -> str | None:
-    from probes.nccl_tests_runner import NcclTest, find_binary
-
-    return find_binary(NcclTest.ALL_REDUCE, nccl_tests_dir, env=os.environ).path
-
-
 def render_collect(data: BundleData, out: Path) -> None:
     """A table of the bundle's commands: file, status, seconds, reason."""
     table = Table(title=f"bundle {out} (host {data.host}, level {data.level.value if data.level else '-'})")
@@ -51,9 +45,7 @@ def register(app: typer.Typer) -> None:
     @app.command("collect")
     @handle_errors
     def collect_command(
-        out: Annotated[
-            Path, typer.Option("--out", "-o", help="Bundle directory to write (created if needed).")
-        ],
+        out: Annotated[Path, typer.Option("--out", "-o", help="Bundle directory to write (created if needed).")],
         level: Annotated[
             Level,
             typer.Option(
@@ -61,14 +53,10 @@ def register(app: typer.Typer) -> None:
                 help="quick: state only; standard/full: + GPU micro-benchmark and intra-node nccl-tests.",
             ),
         ] = Level.QUICK,
-        host: Annotated[
-            str | None, typer.Option("--host", help="Host name to record (default: hostname).")
-        ] = None,
+        host: Annotated[str | None, typer.Option("--host", help="Host name to record (default: hostname).")] = None,
         nccl_tests_dir: Annotated[
             Path | None,
-            typer.Option(
-                "--nccl-tests-dir", help="Where all_reduce_perf is (default: $NCCL_TESTS_HOME, then PATH)."
-            ),
+            typer.Option("--nccl-tests-dir", help="Where all_reduce_perf is (default: $NCCL_TESTS_HOME, then PATH)."),
         ] = None,
         replace: Annotated[
             bool, typer.Option("--replace", help="Replace the fleetdx bundle already in --out.")
@@ -76,7 +64,9 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Print the bundle meta as JSON only.")] = False,
     ) -> None:
         """Write a bundle of this node's raw command outputs and sysfs facts to --out."""
-        nccl = _nccl_binary(nccl_tests_dir) if level is not Level.QUICK else None
+        from orchestrator.preflight import node_nccl_binary  # the same lookup as pre-flight's node task
+
+        nccl = node_nccl_binary(level, str(nccl_tests_dir) if nccl_tests_dir else None)
         data = collect(SubprocessRunner(), level, host, nccl_binary=nccl)
         write_bundle(data, out, replace=replace)
         if json_out:

@@ -65,10 +65,17 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
 def _print_report(report: RunReport, saved: str | None) -> None:
     from rich.table import Table
 
+    from orchestrator.preflight import BANDWIDTH_PROBE
+
     if report.simulated:
         console.print(
             "[bold magenta]SIMULATED[/]: nodes are local Ray nodes replaying bundles; "
-            "no figure below was measured by this run."
+            + (
+                "the node figures were replayed, and the bandwidth curves were measured between local Ray "
+                "nodes on this machine, not between the hosts named."
+                if report.curves
+                else "no figure below was measured by this run."
+            )
         )
     nodes = Table(
         "host", "verdict", "probes ok/run", "not run", title=f"{report.kind.value}: {len(report.nodes)} nodes"
@@ -86,6 +93,22 @@ def _print_report(report: RunReport, saved: str | None) -> None:
     for n in report.nodes:
         if n.unjudged:
             console.print(f"{n.host}: cannot be judged: {n.unjudged}", highlight=False)
+    for n in report.nodes:
+        for p in n.probes:
+            if p.name == BANDWIDTH_PROBE and p.status.value != "ok":
+                console.print(f"{n.host}: {BANDWIDTH_PROBE} {p.status.value}: {p.error}", highlight=False)
+    if report.curves:
+        curves = Table("nodes", "collective", "backend", "size (B)", "busbw (GB/s)", title="bandwidth curves")
+        for c in report.curves:
+            top = c.points[-1] if c.points else None
+            curves.add_row(
+                ",".join(c.nodes),
+                c.collective,
+                c.backend,
+                str(top.size) if top else "-",
+                f"{top.busbw_gbps:.3g}" if top else "-",
+            )
+        console.print(curves)
     if report.findings:
         table = Table("severity", "node", "code", "subject", "message", title="findings")
         for f in report.findings:
@@ -133,6 +156,7 @@ def _live(
     probe_timeout: float | None,
     ray_address: str | None,
     show_progress: bool,
+    nccl_tests_dir: str | None = None,
 ) -> PreflightResult:
     import ray
 
@@ -145,7 +169,9 @@ def _live(
     try:
         alive = ray_node_hosts(include_simulated=False)
         hosts = targets.hosts if targets.hosts is not None else sorted(gpu_nodes_if_any(alive))
-        jobs = {h: NodeJob(host=h, level=level, probe_timeout_s=probe_timeout) for h in hosts}
+        jobs = {
+            h: NodeJob(host=h, level=level, probe_timeout_s=probe_timeout, nccl_tests_dir=nccl_tests_dir) for h in hosts
+        }
         with _progress(show_progress) as progress:
             return run_preflight(
                 jobs,
@@ -206,9 +232,7 @@ GpusOpt = Annotated[
 ]
 ExcludeOpt = Annotated[
     Path | None,
-    typer.Option(
-        "--exclude-file", help="Write the hostlist of nodes with critical findings (sbatch --exclude)."
-    ),
+    typer.Option("--exclude-file", help="Write the hostlist of nodes with critical findings (sbatch --exclude)."),
 ]
 
 
@@ -226,34 +250,29 @@ def preflight(
         typer.Option(
             "--level",
             help="quick: state only (<= 10 s/node); standard: adds GPU micro-benchmarks and the intra-node "
-            "nccl-tests sweep.",
+            "nccl-tests sweep; full: then adds the cross-node bandwidth screen, and localisation of slow nodes, "
+            "over the nodes without critical findings.",
         ),
     ] = Level.QUICK,
     gpus_per_node: GpusOpt = None,
     as_json: JsonFlag = False,
     exclude_file: ExcludeOpt = None,
-    db: Annotated[
-        str | None, typer.Option("--db", help="Database URL; default FLEETDX_DB_URL, else SQLite.")
-    ] = None,
+    db: Annotated[str | None, typer.Option("--db", help="Database URL; default FLEETDX_DB_URL, else SQLite.")] = None,
     timeout: Annotated[
         float | None,
         typer.Option(
             "--timeout",
-            help="Run deadline, s (quick 60, standard 900); nodes without an answer by then are "
-            "NODE_UNREACHABLE.",
+            help="Deadline of the node probes, s (quick 60, standard and full 900); nodes without an answer by "
+            "then are NODE_UNREACHABLE. At full, the bandwidth step follows, bounded per round.",
         ),
     ] = None,
     probe_timeout: Annotated[
         float | None,
-        typer.Option(
-            "--probe-timeout", help="Cap on each command's timeout, s (default: a third of --timeout)."
-        ),
+        typer.Option("--probe-timeout", help="Cap on each command's timeout, s (default: a third of --timeout)."),
     ] = None,
     ray_address: Annotated[
         str | None,
-        typer.Option(
-            "--ray-address", help="Ray cluster; default RAY_ADDRESS, else a local Ray for this run."
-        ),
+        typer.Option("--ray-address", help="Ray cluster; default RAY_ADDRESS, else a local Ray for this run."),
     ] = None,
     simulate: Annotated[
         bool,
@@ -268,6 +287,14 @@ def preflight(
         typer.Argument(metavar="BUNDLE_DIR", help="With --simulate: the bundles to replay, one node each."),
     ] = None,
     no_save: Annotated[bool, typer.Option("--no-save", help="Do not store the report.")] = False,
+    nccl_tests_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--nccl-tests-dir",
+            help="Where all_reduce_perf is on the nodes (live runs at standard/full; looked up on each "
+            "node, then its $NCCL_TESTS_HOME and PATH).",
+        ),
+    ] = None,
 ) -> None:
     """Probe every node of the allocation and print a verdict.
 
@@ -286,7 +313,9 @@ def preflight(
             raise fail("--simulate and --nodes exclude each other (the bundles name the nodes)")
         result = _simulated(list(bundles), level, gpus_per_node, run_timeout, probe_timeout, not as_json)
     else:
-        result = _live(nodes, level, gpus_per_node, run_timeout, probe_timeout, ray_address, not as_json)
+        result = _live(
+            nodes, level, gpus_per_node, run_timeout, probe_timeout, ray_address, not as_json, nccl_tests_dir
+        )
     saved = None if no_save else save(db, result)
     if saved and as_json:
         err_console.print(saved, style="dim", highlight=False)
@@ -303,9 +332,7 @@ def analyze(
             "commands is a bundle).",
         ),
     ],
-    gpus_per_node: Annotated[
-        int | None, typer.Option("--gpus-per-node", help="Expected GPUs per node.")
-    ] = None,
+    gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node", help="Expected GPUs per node.")] = None,
     as_json: JsonFlag = False,
     exclude_file: ExcludeOpt = None,
 ) -> None:

@@ -31,7 +31,7 @@ from probes.runner import RunStatus
 RULES: list[Rule] = [*rules_gpu.RULES, *rules_node.RULES, *rules_nccl.RULES, *rules_topo.RULES]
 
 #: bundle files holding the GPU inventory; a node with none of them parsed cannot be judged (UNKNOWN)
-GPU_INVENTORY_FILES = ("nvidia-smi_-q_-x.xml", "nvidia-smi_query-gpu.csv")
+GPU_INVENTORY_FILES = (rules_gpu.SMI_XML, rules_gpu.QUERY_GPU)
 
 _SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.UNKNOWN: 2, Severity.INFO: 3}
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from orchestrator.diagnosis.base import Fleet, Rule
 from probes.contracts import Finding, FindingCode, Severity
-from probes.facts import NodeFacts
+from probes.facts import FILE_SLOTS, FactSlot, NodeFacts
 from probes.parsers.ibstat import IbCa, IbPort, LinkLayer, PhysState, PortState
 
 
@@ -30,8 +30,12 @@ def _severity(port: IbPort) -> Severity | None:
     return Severity.CRITICAL
 
 
+#: the bundle files that can fill the IB facts, in the order :func:`probes.facts.node_facts` tries them
+_IB_FILES = tuple(name for name, _, slot in FILE_SLOTS if slot is FactSlot.IB)
+
+
 def _source_file(node: NodeFacts) -> str | None:
-    for name in ("ibstat.txt", "ibstatus.txt", "sysfs_infiniband.txt"):
+    for name in _IB_FILES:
         if any(p.name == name for p in node.probes):
             return name
     return None

@@ -20,13 +20,10 @@ from pydantic import Field
 
 from probes.contracts import Contract
 from probes.errors import ParseError
-from probes.parsers.topo import expand_id_list
+from probes.parsers.numactl import MAX_NODE_ID
+from probes.parsers.topo import MAX_CPU_ID, expand_id_list
 
 FMT = "lscpu"
-
-#: see probes.parsers.numactl: generous bounds that reject garbage
-MAX_CPU_ID = 65535
-MAX_NODE_ID = 4095
 
 _NUMA_FIELD = re.compile(r"^NUMA node([0-9]{1,5}) CPU\(s\)$")
 _INT = re.compile(r"^[0-9]{1,7}$")

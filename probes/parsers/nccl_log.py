@@ -30,6 +30,7 @@ from pydantic import Field
 
 from probes.contracts import Contract
 from probes.errors import ParseError
+from probes.parsers.nccl_tests import clean_line
 
 FMT = "nccl-log"
 
@@ -119,7 +120,6 @@ class NcclLog(Contract):
         return {c.kind for c in self.connections}
 
 
-_PREFIX_RE = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s{0,3}\d+:\s)")
 _LINE_RE = re.compile(
     r"^(?:(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+)\s+\[\d+\]\s+)?(?:\S+:\d+\s+)?"
     r"NCCL (?P<lvl>INFO|WARN)\s?(?P<msg>.*)$"
@@ -325,7 +325,7 @@ def parse_nccl_log(text: str) -> NcclLog:
     state = _State()
     launch_env: dict[str, str] = {}
     for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = " ".join(_PREFIX_RE.sub("", raw, count=1).split())  # pasted logs re-space lines at will
+        line = clean_line(raw)
         m = _LINE_RE.match(line)
         if m is None:
             bare = _BARE_VERSION_RE.match(line)

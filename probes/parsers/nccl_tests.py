@@ -244,12 +244,16 @@ _TIME_COLS = ("time", "cputime")
 _LAST_LINES = 8
 
 
-def _strip_prefix(line: str) -> str:
+def clean_line(raw: str) -> str:
+    """``raw`` without its launcher prefix (Open MPI ``--tag-output`` ``[1,0]<stdout>:``, ``srun -l``
+    ``0: ``) and with every run of blanks folded to one space: pasted output re-spaces lines at will. Shared
+    by the nccl-tests and NCCL log parsers."""
     for rx in _PREFIX_RES:
-        m = rx.match(line)
+        m = rx.match(raw)
         if m:
-            return line[m.end() :]
-    return line
+            raw = raw[m.end() :]
+            break
+    return " ".join(raw.split())
 
 
 def _number(tok: str, lineno: int, what: str, raw: str) -> float | None:
@@ -452,7 +456,7 @@ class _TextParser:
         return b
 
     def feed(self, lineno: int, raw_line: str) -> None:
-        body = " ".join(_strip_prefix(raw_line).split())  # pasted output re-spaces lines at will
+        body = clean_line(raw_line)
         if not body:
             return
         if _NOISE_RE.search(body):

@@ -36,14 +36,13 @@ from pydantic import Field
 
 from probes.contracts import Contract
 from probes.errors import ParseError
-from probes.parsers.topo import expand_id_list
+from probes.parsers.topo import MAX_CPU_ID, MAX_NUMA_ID, expand_id_list
 
 FMT = "numactl"
 
-#: Linux CONFIG_NODES_SHIFT is at most 10 (1024 nodes); CONFIG_NR_CPUS at most 8192: generous bounds that
-#: reject garbage before it becomes a huge list
-MAX_NODE_ID = 4095
-MAX_CPU_ID = 65535
+#: generous bounds that reject garbage before it becomes a huge list (the kernel Kconfig limits are cited at
+#: :data:`probes.parsers.topo.MAX_CPU_ID`)
+MAX_NODE_ID = MAX_NUMA_ID
 
 _AVAILABLE = re.compile(r"^available:\s+([0-9]{1,5})\s+nodes?\s*(?:\((.*)\))?\s*$")
 _CPUS = re.compile(r"^node\s+([0-9]{1,5})\s+cpus:((?:\s+[0-9]{1,6})*)\s*$")
@@ -101,18 +100,12 @@ class NumaTopology(Contract):
 
 
 def _node_range(text: str, lineno: int) -> list[int]:
-    """Expand ``0-1`` / ``0,2-3`` from the ``available:`` line."""
-    out: list[int] = []
-    for part in text.split(","):
-        m = re.fullmatch(r"\s*([0-9]{1,5})(?:-([0-9]{1,5}))?\s*", part)
-        if m is None:
-            raise ParseError(FMT, lineno, "a node list such as (0-1)", text)
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) else lo
-        if hi < lo or hi > MAX_NODE_ID:
-            raise ParseError(FMT, lineno, f"ascending node ranges no greater than {MAX_NODE_ID}", text)
-        out.extend(range(lo, hi + 1))
-    return out
+    """Expand ``0-1`` / ``0,2-3`` from the ``available:`` line (a cpulist; blanks around an item allowed)."""
+    items = ",".join(part.strip() for part in text.split(","))
+    try:
+        return expand_id_list(items, fmt=FMT, line=lineno, limit=MAX_NODE_ID)
+    except ParseError as e:
+        raise ParseError(FMT, lineno, f"a node list such as (0-1) ({e.expected})", text) from None
 
 
 def _check_node(node: int, lineno: int, line: str) -> int:

@@ -44,7 +44,6 @@ FMT = "topo"
 #: one cell of the matrix after normalisation (SOC -> SYS); self cells are not stored
 LINK_RE = r"^(NV[0-9]+|PIX|PXB|PHB|NODE|SYS)$"
 LinkCell = Annotated[str, StringConstraints(pattern=LINK_RE)]
-_LINK = re.compile(LINK_RE)
 #: a cell as printed: the classes above, the self marker and the pre-NODE-era ``SOC``
 _RAW_CELL = re.compile(r"^(X|SOC|NV[0-9]+|PIX|PXB|PHB|NODE|SYS)$")
 #: SGR escape sequences, with or without the ESC byte (pasted outputs often lose it but keep ``[4m``)
@@ -138,11 +137,6 @@ class TopoMatrix(Contract):
     @property
     def nic_names(self) -> list[str]:
         return [n.name for n in self.nics]
-
-
-def is_link_cell(cell: str) -> bool:
-    """True for a normalised link class (``NV12``, ``PIX``, ..., ``SYS``); ``X`` and ``SOC`` are not."""
-    return bool(_LINK.match(cell))
 
 
 def strip_ansi(text: str) -> str:
