@@ -47,6 +47,7 @@ from orchestrator.detection import (
     low_measurements,
     node_scores,
 )
+from orchestrator.diagnosis.engine import exclude_hostlist
 from orchestrator.report import BusbwCurve, NodeReport, RunKind, RunReport
 from orchestrator.schedules import (
     Group,
@@ -254,7 +255,7 @@ def findings_for(
                 policy,
                 {
                     "round": m.round_index,
-                    "collective": m.collective,
+                    "collective": m.collective.value,
                     "size": m.size,
                     "z": round(base.z(m.busbw_gbps), 2),
                     "agreeing": 1,
@@ -321,7 +322,7 @@ def _failure_findings(m: Measurement) -> list[Finding]:
     subject = ",".join(m.nodes)
     ev: dict[str, EvidenceValue] = {
         "round": m.round_index,
-        "collective": m.collective,
+        "collective": m.collective.value,
         "nodes": list(m.nodes),
         "error": m.error,
     }
@@ -331,7 +332,7 @@ def _failure_findings(m: Measurement) -> list[Finding]:
                 code=FindingCode.NCCL_TEST_HANG,
                 severity=Severity.CRITICAL,
                 subject=subject,
-                message=f"{subject}: {m.collective} did not finish ({m.error})",
+                message=f"{subject}: {m.collective.value} did not finish ({m.error})",
                 evidence=ev,
             )
         ]
@@ -341,7 +342,7 @@ def _failure_findings(m: Measurement) -> list[Finding]:
                 code=FindingCode.NCCL_TEST_FAILED,
                 severity=Severity.CRITICAL,
                 subject=subject,
-                message=f"{subject}: {m.collective} failed: {m.error}",
+                message=f"{subject}: {m.collective.value} failed: {m.error}",
                 evidence=ev,
             )
         ]
@@ -351,7 +352,7 @@ def _failure_findings(m: Measurement) -> list[Finding]:
                 code=FindingCode.NCCL_WRONG_RESULTS,
                 severity=Severity.CRITICAL,
                 subject=subject,
-                message=f"{subject}: {m.collective} returned {m.wrong} wrong elements (data corruption)",
+                message=f"{subject}: {m.collective.value} returned {m.wrong} wrong elements (data corruption)",
                 evidence={**ev, "wrong": m.wrong},
             )
         ]
@@ -377,19 +378,18 @@ def build_report(
             if n in per_node:
                 per_node[n].append(f.severity.verdict)
     verdict = Verdict.worst(f.severity.verdict for f in findings)
-    critical = sorted({f.node for f in findings if f.node and f.severity is Severity.CRITICAL})
     return RunReport(
         run_id=uuid.uuid4().hex,
         kind=RunKind.BANDWIDTH,
         started_at=started_at,
         finished_at=time.time(),
-        level=result.schedule.value,
+        level=result.schedule,
         verdict=verdict,
         exit_code=int(verdict),
         simulated=simulated,
         nodes=[NodeReport(host=n, verdict=Verdict.worst(v)) for n, v in per_node.items()],
         findings=findings,
-        exclude=hostlist.collect_hostlist(critical) if critical else "",
+        exclude=exclude_hostlist(findings),
         curves=curves,
     )
 
@@ -405,7 +405,7 @@ def measurement_of(result: GroupResult, round_index: int) -> Measurement:
     top = result.curve.points[-1] if result.curve and result.curve.points else None
     return Measurement(
         nodes=list(result.nodes),
-        collective=result.collective.value,
+        collective=result.collective.nccl,
         round_index=round_index,
         status=status,
         size=top.size if top else 0,
@@ -472,7 +472,7 @@ def run_bandwidth(
     hosts = [known[n] for n in wanted]
     if backend is None:
         backend = Backend.NCCL if all(h.gpus > 0 for h in hosts) else Backend.GLOO
-    policy = policy or DetectionPolicy.for_backend(backend.value)
+    policy = policy or DetectionPolicy.for_backend(backend.curve)
     curves: list[BusbwCurve] = []
     findings: list[Finding] = []
     result: ScreenResult | None = None

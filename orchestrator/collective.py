@@ -18,6 +18,7 @@ torch and Ray are imported inside functions only: importing this module is cheap
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -26,8 +27,9 @@ from typing import Any
 
 from pydantic import Field
 
-from orchestrator.report import BusbwCurve, BusbwPoint
+from orchestrator.report import BusbwCurve, BusbwPoint, CurveBackend
 from probes.contracts import Contract
+from probes.errors import FleetdxError
 from probes.parsers.nccl_tests import Collective as NcclCollective
 from probes.parsers.nccl_tests import busbw_factor
 
@@ -54,8 +56,30 @@ class Collective(str, Enum):
 
 
 class Backend(str, Enum):
+    """The torch.distributed backend the probe runs on."""
+
     NCCL = "nccl"
     GLOO = "gloo"
+
+    @property
+    def curve(self) -> CurveBackend:
+        """The same backend as a :class:`~orchestrator.report.BusbwCurve` names it."""
+        return CurveBackend(self.value)
+
+
+class BadTiming(FleetdxError):
+    """A measured time per operation that no bandwidth can come from: not finite, or not positive (a
+    clock that did not advance). The measurement fails; it never becomes a 0 GB/s point.
+
+    Attributes:
+        size: the message size, bytes.
+        time_us: the time read, µs.
+    """
+
+    def __init__(self, size: int, time_us: float) -> None:
+        super().__init__(f"size {size} B: time per operation {time_us!r} us is not a positive finite number")
+        self.size = size
+        self.time_us = time_us
 
 
 def effective_size(collective: Collective, size: int, nranks: int) -> int:
@@ -69,10 +93,32 @@ def effective_size(collective: Collective, size: int, nranks: int) -> int:
 
 
 def point(collective: Collective, size: int, nranks: int, time_us: float) -> BusbwPoint:
-    """One curve point from a size (bytes) and a per-operation time (µs)."""
-    algbw = size / (time_us * 1e-6) / 1e9 if time_us > 0 else 0.0
+    """One curve point from a size (bytes) and a per-operation time (µs): algbw = size / time, busbw =
+    algbw x the collective's factor (nccl-tests doc/PERFORMANCE.md), both GB/s = 1e9 B/s.
+
+    Raises:
+        BadTiming: ``time_us`` is not finite or not > 0.
+    """
+    if not (math.isfinite(time_us) and time_us > 0):
+        raise BadTiming(size, time_us)
+    algbw = size / (time_us * 1e-6) / 1e9
     return BusbwPoint(
         size=size, time_us=time_us, algbw_gbps=algbw, busbw_gbps=algbw * busbw_factor(collective.nccl, nranks)
+    )
+
+
+def curve_of(collective: Collective, backend: Backend, nodes: Sequence[str], rank0: RankResult) -> BusbwCurve:
+    """The busbw curve of a group from rank 0's result (whose times are already the slowest rank's).
+
+    Raises:
+        BadTiming: a size whose time is not a positive finite number.
+    """
+    return BusbwCurve(
+        collective=collective.nccl,
+        nodes=list(nodes),
+        nranks=len(nodes),
+        backend=backend.curve,
+        points=[point(collective, s, len(nodes), t) for s, t in zip(rank0.sizes, rank0.time_us, strict=True)],
     )
 
 
@@ -469,16 +515,10 @@ class RayCollectiveProbe:
         except Exception as e:
             return result(GroupStatus.FAILED, f"{type(e).__name__}: {str(e)[:500]}")
         r0 = results[0]
-        pts = [
-            point(self.spec.collective, s, len(nodes), t) for s, t in zip(r0.sizes, r0.time_us, strict=True)
-        ]
-        curve = BusbwCurve(
-            collective=self.spec.collective.value,
-            nodes=nodes,
-            nranks=len(nodes),
-            backend=self.backend.value,
-            points=pts,
-        )
+        try:
+            curve = curve_of(self.spec.collective, self.backend, nodes, r0)
+        except BadTiming as e:  # the group's measurement is unusable: it failed, with the reason
+            return result(GroupStatus.FAILED, str(e), wrong=sum(r0.wrong))
         return result(GroupStatus.OK, curve=curve, wrong=sum(r0.wrong))
 
     def close(self) -> None:

@@ -32,7 +32,9 @@ from enum import Enum
 
 from pydantic import Field
 
+from orchestrator.report import CurveBackend
 from probes.contracts import Contract
+from probes.parsers.nccl_tests import Collective
 
 #: 1 / Phi^-1(3/4): makes the MAD a consistent estimator of the standard deviation under normal noise
 MAD_TO_SIGMA = 1.4826
@@ -55,7 +57,7 @@ class Measurement(Contract):
     """
 
     nodes: list[str]
-    collective: str
+    collective: Collective
     round_index: int
     status: MeasureStatus = MeasureStatus.OK
     size: int = 0
@@ -82,10 +84,10 @@ class DetectionPolicy(Contract):
     min_nodes_for_screen: int = 8  #: below this N one round of pairs is too few for a median: use round-robin
 
     @classmethod
-    def for_backend(cls, backend: str) -> DetectionPolicy:
+    def for_backend(cls, backend: CurveBackend) -> DetectionPolicy:
         """Gloo on CPUs varies by about +-50% run to run (measured, see PLATFORM.md): only flag halvings
         (min_drop 0.5; with the scale floored at 15% of the median the z cut alone needs a 52.5% drop)."""
-        if backend == "gloo":
+        if backend is CurveBackend.GLOO:
             return cls(min_drop=0.5, noise_floor=0.15)
         return cls()
 

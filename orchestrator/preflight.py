@@ -31,7 +31,7 @@ import hostlist
 from pydantic import Field
 
 from orchestrator.diagnosis.base import Fleet
-from orchestrator.diagnosis.engine import Diagnosis, diagnose, exclude_hostlist
+from orchestrator.diagnosis.engine import Diagnosis, diagnose, exclude_hostlist, sort_findings
 from orchestrator.fanout import NodeOutcome, OutcomeKind, RayNode, fan_out
 from orchestrator.report import NodeReport, ProbeSummary, RunKind, RunReport
 from orchestrator.schedules import Schedule
@@ -286,10 +286,11 @@ def merge_bandwidth(
     paired: Mapping[str, ProbeSummary],
     extra: Sequence[Finding] = (),
 ) -> RunReport:
-    """``report`` with the bandwidth step merged in: ``bw``'s findings (after the node findings) and curves,
-    each node's verdict the worse of its two, one ``cross-node-bandwidth`` probe entry per node (``paired``'s,
-    or ``skipped`` with the ``not_paired`` reason), the run verdict the worst of both runs, and the exclude
-    hostlist recomputed from every critical finding (:func:`~orchestrator.diagnosis.engine.exclude_hostlist`).
+    """``report`` with the bandwidth step merged in: ``bw``'s findings (all findings sorted as the engine
+    sorts them, :func:`~orchestrator.diagnosis.engine.sort_findings`) and curves, each node's verdict the
+    worse of its two, one ``cross-node-bandwidth`` probe entry per node (``paired``'s, or ``skipped`` with the
+    ``not_paired`` reason), the run verdict the worst of both runs, and the exclude hostlist recomputed from
+    every critical finding (:func:`~orchestrator.diagnosis.engine.exclude_hostlist`).
     """
     bw_verdict = {n.host: n.verdict for n in bw.nodes} if bw else {}
     nodes: list[NodeReport] = []
@@ -300,7 +301,7 @@ def merge_bandwidth(
         extra_verdicts = [f.severity.verdict for f in extra if f.node == n.host]
         verdict = Verdict.worst([n.verdict, bw_verdict.get(n.host, Verdict.OK), *extra_verdicts])
         nodes.append(n.model_copy(update={"verdict": verdict, "probes": [*n.probes, summary]}))
-    findings = [*report.findings, *(bw.findings if bw else []), *extra]
+    findings = sort_findings([*report.findings, *(bw.findings if bw else []), *extra])
     verdict = Verdict.worst([report.verdict, bw.verdict if bw else Verdict.OK, *(n.verdict for n in nodes)])
     return report.model_copy(
         update={

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
+from orchestrator.schedules import Schedule
+from probes.commands import Level
 from probes.contracts import SCHEMA_VERSION, Contract, EvidenceValue, Finding, VerdictName
+from probes.parsers.nccl_tests import Collective
 from probes.runner import RunStatus
 
 
@@ -15,6 +18,15 @@ class RunKind(str, Enum):
     PREFLIGHT = "preflight"
     ANALYZE = "analyze"
     BANDWIDTH = "bandwidth"
+
+
+def level_of(kind: RunKind | None, value: object) -> object:
+    """A run's ``level`` as read from JSON or the store: the :class:`~orchestrator.schedules.Schedule` of a
+    bandwidth run, the :class:`~probes.commands.Level` of any other ("quick" is a value of both); enum
+    members and ``None`` pass unchanged. Raises ``ValueError`` for a value of neither."""
+    if isinstance(value, str) and not isinstance(value, Enum):
+        return Schedule(value) if kind is RunKind.BANDWIDTH else Level(value)
+    return value
 
 
 class ProbeSummary(Contract):
@@ -35,11 +47,25 @@ class NodeReport(Contract):
     unjudged: str | None = None
 
 
+class RecommendationKind(str, Enum):
+    """What a :class:`Recommendation` advises."""
+
+    RANK_BINDING = "rank-binding"  #: the GPU->NIC rail, CPUs and NUMA node a local rank should bind to
+
+
+class CurveBackend(str, Enum):
+    """What measured a :class:`BusbwCurve`: a torch.distributed backend, or the nccl-tests binaries."""
+
+    NCCL = "nccl"
+    GLOO = "gloo"
+    NCCL_TESTS = "nccl-tests"
+
+
 class Recommendation(Contract):
     """Placement advice for one node or the job: e.g. the GPU->NIC rail and NUMA binding per local rank."""
 
     node: str | None = None
-    kind: str  #: "rank-binding", "nccl-env", "exclude", ...
+    kind: RecommendationKind
     subject: str
     message: str
     data: dict[str, EvidenceValue] = Field(default_factory=dict)
@@ -57,10 +83,10 @@ class BusbwPoint(Contract):
 class BusbwCurve(Contract):
     """A measured collective over a size sweep on a set of nodes (a pair, a group, or one node)."""
 
-    collective: str
+    collective: Collective
     nodes: list[str]
     nranks: int
-    backend: str  #: "nccl", "gloo", "nccl-tests"
+    backend: CurveBackend
     points: list[BusbwPoint]
 
 
@@ -74,7 +100,7 @@ class RunReport(Contract):
     kind: RunKind
     started_at: float  #: Unix time
     finished_at: float
-    level: str | None = None
+    level: Level | Schedule | None = None  #: the pre-flight's probe level, or a bandwidth run's schedule
     verdict: VerdictName
     exit_code: int
     simulated: bool = False
@@ -83,3 +109,8 @@ class RunReport(Contract):
     exclude: str = ""
     recommendations: list[Recommendation] = Field(default_factory=list)
     curves: list[BusbwCurve] = Field(default_factory=list)
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _level(cls, value: object, info: ValidationInfo) -> object:
+        return level_of(info.data.get("kind"), value)

@@ -31,6 +31,8 @@ from pydantic import Field, ValidationError
 
 from probes import __version__
 from probes.commands import (
+    NCCL_SWEEP_TEST,
+    SMI_LIST_FILE,
     XID_LINE_RE,
     Level,
     NodeCommand,
@@ -215,8 +217,8 @@ def _standard(
         out.append(
             (
                 CommandMeta(
-                    file="all_reduce_perf.txt",
-                    argv=["all_reduce_perf"],
+                    file=f"{NCCL_SWEEP_TEST.value}.txt",
+                    argv=[NCCL_SWEEP_TEST.value],
                     status=RunStatus.SKIPPED,
                     reason="no GPU listed by nvidia-smi -L",
                 ),
@@ -224,7 +226,7 @@ def _standard(
             )
         )
         return out
-    probe = nccl_sweep_command(nccl_binary or "all_reduce_perf", gpus)
+    probe = nccl_sweep_command(nccl_binary or NCCL_SWEEP_TEST.value, gpus)
     if nccl_binary is None:
         out.append(
             (
@@ -232,7 +234,7 @@ def _standard(
                     file=probe.file,
                     argv=probe.argv,
                     status=RunStatus.SKIPPED,
-                    reason="all_reduce_perf not found (PATH, $NCCL_TESTS_HOME)",
+                    reason=f"{NCCL_SWEEP_TEST.value} not found (PATH, $NCCL_TESTS_HOME)",
                 ),
                 None,
             )
@@ -283,7 +285,7 @@ def collect(
             for src in SysfsSource
         ]
     if level in (Level.STANDARD, Level.FULL):
-        smi_l = next((t for m, t in results if m.file == "nvidia-smi_-L.txt"), None)
+        smi_l = next((t for m, t in results if m.file == SMI_LIST_FILE), None)
         results += _standard(runner, _gpu_count(smi_l), nccl_binary, python)
     replayed = watch.replayed
     return BundleData(

@@ -18,6 +18,7 @@ import re
 from enum import Enum
 
 from probes.contracts import Contract
+from probes.nccl_tests_runner import Features, NcclTest, NcclTestsOptions, build_argv
 
 
 class Level(str, Enum):
@@ -70,6 +71,28 @@ class NodeCommand(Contract):
     skip_exit_code: int | None = None
 
 
+# --- bundle file names: the single source; every other module names a bundle file through these ----------
+SMI_LIST_FILE = "nvidia-smi_-L.txt"
+SMI_XML_FILE = "nvidia-smi_-q_-x.xml"
+QUERY_GPU_FILE = "nvidia-smi_query-gpu.csv"
+COMPUTE_APPS_FILE = "nvidia-smi_query-compute-apps.csv"
+REMAPPED_ROWS_FILE = "nvidia-smi_query-remapped-rows.csv"
+TOPO_FILE = "nvidia-smi_topo_-m.txt"
+P2P_FILE = "nvidia-smi_topo_-p2p_r.txt"
+LSCPU_FILE = "lscpu_-J.json"
+NUMACTL_FILE = "numactl_-H.txt"
+IBSTAT_FILE = "ibstat.txt"
+DMESG_FILE = "dmesg_nvrm.txt"
+UNAME_FILE = "uname_-a.txt"
+MICROBENCH_FILE = "torch_microbench.json"
+#: sysfs dumps written by :mod:`probes.sysfs` (its ``SysfsSource`` values), the fallbacks of numactl/ibstat
+SYSFS_PCI_FILE = "sysfs_pci.txt"
+SYSFS_INFINIBAND_FILE = "sysfs_infiniband.txt"
+SYSFS_NUMA_FILE = "sysfs_numa.txt"
+#: files ``fleetdx collect`` does not write but captured bundles hold and :mod:`probes.facts` reads
+IBSTATUS_FILE = "ibstatus.txt"
+LSCPU_TEXT_FILE = "lscpu.txt"
+
 #: ``--query-gpu`` fields, exactly the list of the captured fixture (tests/fixtures/hosts/README.md)
 QUERY_GPU_FIELDS = (
     "index,name,uuid,pci.bus_id,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,"
@@ -85,70 +108,70 @@ QUERY_REMAP_FIELDS = (
 
 #: the micro-benchmark's "not applicable" exit code (no CUDA device), agreed with probes/microbench.py
 MICROBENCH_SKIP_EXIT = 4
-MICROBENCH_FILE = "torch_microbench.json"
 MICROBENCH_TIMEOUT_S = 180.0
 #: intra-node nccl-tests sweep: 8 B to 1 GiB, doubling (nccl-tests README usage example)
+NCCL_SWEEP_TEST = NcclTest.ALL_REDUCE
 NCCL_SWEEP_TIMEOUT_S = 300.0
 
 _Q = Level.QUICK
 QUICK_COMMANDS: tuple[NodeCommand, ...] = (
-    NodeCommand(file="nvidia-smi_-L.txt", argv=["nvidia-smi", "-L"], level=_Q, timeout_s=15),
+    NodeCommand(file=SMI_LIST_FILE, argv=["nvidia-smi", "-L"], level=_Q, timeout_s=15),
     NodeCommand(
-        file="nvidia-smi_-q_-x.xml",
+        file=SMI_XML_FILE,
         argv=["nvidia-smi", "-q", "-x"],
         level=_Q,
         kind=ParserKind.SMI_XML,
         timeout_s=30,
     ),
     NodeCommand(
-        file="nvidia-smi_query-gpu.csv",
+        file=QUERY_GPU_FILE,
         argv=["nvidia-smi", f"--query-gpu={QUERY_GPU_FIELDS}", "--format=csv"],
         level=_Q,
         kind=ParserKind.SMI_CSV,
         timeout_s=15,
     ),
     NodeCommand(
-        file="nvidia-smi_query-compute-apps.csv",
+        file=COMPUTE_APPS_FILE,
         argv=["nvidia-smi", f"--query-compute-apps={QUERY_APPS_FIELDS}", "--format=csv"],
         level=_Q,
         kind=ParserKind.SMI_CSV,
         timeout_s=15,
     ),
     NodeCommand(
-        file="nvidia-smi_query-remapped-rows.csv",
+        file=REMAPPED_ROWS_FILE,
         argv=["nvidia-smi", f"--query-remapped-rows={QUERY_REMAP_FIELDS}", "--format=csv"],
         level=_Q,
         kind=ParserKind.SMI_CSV,
         timeout_s=15,
     ),
     NodeCommand(
-        file="nvidia-smi_topo_-m.txt",
+        file=TOPO_FILE,
         argv=["nvidia-smi", "topo", "-m"],
         level=_Q,
         kind=ParserKind.TOPO,
         timeout_s=15,
     ),
     NodeCommand(
-        file="nvidia-smi_topo_-p2p_r.txt",
+        file=P2P_FILE,
         argv=["nvidia-smi", "topo", "-p2p", "r"],
         level=_Q,
         kind=ParserKind.P2P,
         timeout_s=15,
     ),
-    NodeCommand(file="lscpu_-J.json", argv=["lscpu", "-J"], level=_Q, kind=ParserKind.LSCPU, timeout_s=10),
+    NodeCommand(file=LSCPU_FILE, argv=["lscpu", "-J"], level=_Q, kind=ParserKind.LSCPU, timeout_s=10),
     NodeCommand(
-        file="numactl_-H.txt", argv=["numactl", "-H"], level=_Q, kind=ParserKind.NUMACTL, timeout_s=10
+        file=NUMACTL_FILE, argv=["numactl", "-H"], level=_Q, kind=ParserKind.NUMACTL, timeout_s=10
     ),
-    NodeCommand(file="ibstat.txt", argv=["ibstat"], level=_Q, kind=ParserKind.IBSTAT, timeout_s=15),
+    NodeCommand(file=IBSTAT_FILE, argv=["ibstat"], level=_Q, kind=ParserKind.IBSTAT, timeout_s=15),
     NodeCommand(
-        file="dmesg_nvrm.txt",
+        file=DMESG_FILE,
         argv=["dmesg"],
         level=_Q,
         kind=ParserKind.XID,
         timeout_s=10,
         output_filter=OutputFilter.XID_LINES,
     ),
-    NodeCommand(file="uname_-a.txt", argv=["uname", "-a"], level=_Q, timeout_s=5),
+    NodeCommand(file=UNAME_FILE, argv=["uname", "-a"], level=_Q, timeout_s=5),
 )
 
 
@@ -165,17 +188,31 @@ def microbench_command(python: str) -> NodeCommand:
     )
 
 
-def nccl_sweep_command(binary: str, gpus: int) -> NodeCommand:
-    """``all_reduce_perf -b 8 -e 1G -f 2 -g <gpus>`` (one process driving every GPU of the node), written to
-    ``all_reduce_perf_-b8_-e1G_-f2_-g<gpus>.txt``."""
+def nccl_sweep_options(gpus: int) -> NcclTestsOptions:
+    """The sweep's nccl-tests options: 8 B to 1 GiB doubling on ``gpus`` GPUs of one process, nccl-tests'
+    default data check (no ``-c``), under :data:`NCCL_SWEEP_TIMEOUT_S`. Raises ``ValueError`` for
+    ``gpus < 1``."""
     if gpus < 1:
         raise ValueError(f"gpus must be >= 1, got {gpus}")
+    return NcclTestsOptions(
+        min_bytes="8", max_bytes="1G", step_factor=2, gpus=gpus, check=None, timeout_s=NCCL_SWEEP_TIMEOUT_S
+    )
+
+
+def nccl_sweep_command(binary: str, gpus: int) -> NodeCommand:
+    """``all_reduce_perf -b 8 -e 1G -f 2 -g <gpus>`` (one process driving every GPU of the node), written to
+    ``all_reduce_perf_-b8_-e1G_-f2_-g<gpus>.txt``; the argv is :func:`probes.nccl_tests_runner.build_argv`'s
+    for :func:`nccl_sweep_options` with no optional feature (the binary's ``-h`` is not probed here)."""
+    opts = nccl_sweep_options(gpus)
     return NodeCommand(
-        file=f"all_reduce_perf_-b8_-e1G_-f2_-g{gpus}.txt",
-        argv=[binary, "-b", "8", "-e", "1G", "-f", "2", "-g", str(gpus)],
+        file=(
+            f"{NCCL_SWEEP_TEST.value}_-b{opts.min_bytes}_-e{opts.max_bytes}_-f{opts.step_factor}"
+            f"_-g{opts.gpus}.txt"
+        ),
+        argv=build_argv(binary, opts, Features()),
         level=Level.STANDARD,
         kind=ParserKind.NCCL_TESTS,
-        timeout_s=NCCL_SWEEP_TIMEOUT_S,
+        timeout_s=opts.timeout_s,
     )
 
 

@@ -4,7 +4,8 @@
 kinds and NodeFacts fields, :data:`FILE_SLOTS` is the explicit list); a file that fails to parse becomes a
 :class:`ParseFailure` (the raw text stays in the bundle), never an exception. ``numactl -H`` facts come from
 ``numactl_-H.txt`` or, on nodes without numactl, from the sysfs dump ``sysfs_numa.txt``; InfiniBand facts from
-``ibstat.txt``, ``ibstatus.txt`` or ``sysfs_infiniband.txt``, first present wins.
+``ibstat.txt``, ``ibstatus.txt`` or ``sysfs_infiniband.txt``: the first that parses wins, and
+:attr:`NodeFacts.sources` names it. File names are those of :mod:`probes.commands`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from probes import commands as cmd
 from probes.commands import ParserKind
 from probes.contracts import Contract
 from probes.errors import ParseError
@@ -86,6 +88,10 @@ class NodeFacts(Contract):
     nccl_tests: list[NamedNcclTests] = Field(default_factory=list)
     nccl_logs: list[NamedNcclLog] = Field(default_factory=list)
     microbench: list[Microbench] = Field(default_factory=list)
+    #: slot (a :class:`FactSlot` value) -> the bundle file that filled it, for the single-file slots
+    #: (e.g. ``{"ib": "sysfs_infiniband.txt"}`` when ``ibstat`` was skipped); nccl-tests/log files carry their
+    #: own names
+    sources: dict[str, str] = Field(default_factory=dict)
 
 
 class FactSlot(str, Enum):
@@ -113,21 +119,21 @@ _NCCL_LOG_FILE = re.compile(r"(nccl_debug|NCCL_DEBUG).*\.(txt|log)$")
 
 #: exact file names -> (parser kind, slot), in priority order per slot (the first present file fills it)
 FILE_SLOTS: tuple[tuple[str, ParserKind, FactSlot], ...] = (
-    ("nvidia-smi_topo_-m.txt", ParserKind.TOPO, FactSlot.TOPO),
-    ("nvidia-smi_topo_-p2p_r.txt", ParserKind.P2P, FactSlot.P2P),
-    ("nvidia-smi_-q_-x.xml", ParserKind.SMI_XML, FactSlot.SMI),
-    ("nvidia-smi_query-gpu.csv", ParserKind.SMI_CSV, FactSlot.QUERY_GPU),
-    ("nvidia-smi_query-compute-apps.csv", ParserKind.SMI_CSV, FactSlot.COMPUTE_APPS),
-    ("nvidia-smi_query-remapped-rows.csv", ParserKind.SMI_CSV, FactSlot.REMAPPED_ROWS),
-    ("numactl_-H.txt", ParserKind.NUMACTL, FactSlot.NUMA),
-    ("sysfs_numa.txt", ParserKind.NUMACTL, FactSlot.NUMA),
-    ("lscpu_-J.json", ParserKind.LSCPU, FactSlot.CPU),
-    ("lscpu.txt", ParserKind.LSCPU, FactSlot.CPU),
-    ("ibstat.txt", ParserKind.IBSTAT, FactSlot.IB),
-    ("ibstatus.txt", ParserKind.IBSTAT, FactSlot.IB),
-    ("sysfs_infiniband.txt", ParserKind.IBSTAT, FactSlot.IB),
-    ("dmesg_nvrm.txt", ParserKind.XID, FactSlot.XIDS),
-    ("torch_microbench.json", ParserKind.MICROBENCH, FactSlot.MICROBENCH),
+    (cmd.TOPO_FILE, ParserKind.TOPO, FactSlot.TOPO),
+    (cmd.P2P_FILE, ParserKind.P2P, FactSlot.P2P),
+    (cmd.SMI_XML_FILE, ParserKind.SMI_XML, FactSlot.SMI),
+    (cmd.QUERY_GPU_FILE, ParserKind.SMI_CSV, FactSlot.QUERY_GPU),
+    (cmd.COMPUTE_APPS_FILE, ParserKind.SMI_CSV, FactSlot.COMPUTE_APPS),
+    (cmd.REMAPPED_ROWS_FILE, ParserKind.SMI_CSV, FactSlot.REMAPPED_ROWS),
+    (cmd.NUMACTL_FILE, ParserKind.NUMACTL, FactSlot.NUMA),
+    (cmd.SYSFS_NUMA_FILE, ParserKind.NUMACTL, FactSlot.NUMA),
+    (cmd.LSCPU_FILE, ParserKind.LSCPU, FactSlot.CPU),
+    (cmd.LSCPU_TEXT_FILE, ParserKind.LSCPU, FactSlot.CPU),
+    (cmd.IBSTAT_FILE, ParserKind.IBSTAT, FactSlot.IB),
+    (cmd.IBSTATUS_FILE, ParserKind.IBSTAT, FactSlot.IB),
+    (cmd.SYSFS_INFINIBAND_FILE, ParserKind.IBSTAT, FactSlot.IB),
+    (cmd.DMESG_FILE, ParserKind.XID, FactSlot.XIDS),
+    (cmd.MICROBENCH_FILE, ParserKind.MICROBENCH, FactSlot.MICROBENCH),
 )
 
 
@@ -181,6 +187,7 @@ def node_facts(data: BundleData) -> NodeFacts:
     tests: list[NamedNcclTests] = []
     logs: list[NamedNcclLog] = []
     bench: list[Microbench] = []
+    sources: dict[str, str] = {}
     order = {fname: i for i, (fname, _, _) in enumerate(FILE_SLOTS)}
     for name in sorted(data.files, key=lambda n: (order.get(n, len(order)), n)):
         meta = data.meta_for(name)
@@ -200,8 +207,10 @@ def node_facts(data: BundleData) -> NodeFacts:
                 assert isinstance(got, MicrobenchReport)
                 bench.extend(got.gpus)
                 single[slot] = got
+                sources[slot.value] = name
             else:
                 single[slot] = got
+                sources[slot.value] = name
     single.pop(FactSlot.MICROBENCH, None)
     return NodeFacts(
         host=data.host,
@@ -211,5 +220,6 @@ def node_facts(data: BundleData) -> NodeFacts:
         nccl_tests=tests,
         nccl_logs=logs,
         microbench=bench,
+        sources=sources,
         **{slot.value: v for slot, v in single.items()},
     )

@@ -119,14 +119,15 @@ class NcclTestsOptions(Contract):
     gpus: int = Field(default=1, ge=1)  #: ``-g``: GPUs per process (intra-node: all GPUs of the node)
     iters: int | None = None  #: ``-n`` (nccl-tests default 20)
     warmup_iters: int | None = None  #: ``-w``
-    check: int = 1  #: ``-c``: validation passes (0 -> ``#wrong`` is N/A)
+    check: int | None = 1  #: ``-c``: validation passes (0 -> ``#wrong`` is N/A; None: no ``-c``, default 1)
     timeout_s: float = 600.0  #: the runner's hard deadline for the whole command
 
 
 def build_argv(
     binary: str, opts: NcclTestsOptions, features: Features, json_path: str | None = None
 ) -> list[str]:
-    """The argv of one run; ``-J``/``-I`` only where ``features`` says the build supports them."""
+    """The argv of one run; ``-J``/``-I``/``-T`` only where ``features`` says the build supports them. The one
+    nccl-tests argv builder: :func:`probes.commands.nccl_sweep_command` calls it too."""
     argv = [
         binary,
         "-b",
@@ -137,9 +138,9 @@ def build_argv(
         str(opts.step_factor),
         "-g",
         str(opts.gpus),
-        "-c",
-        str(opts.check),
     ]
+    if opts.check is not None:
+        argv += ["-c", str(opts.check)]
     if opts.iters is not None:
         argv += ["-n", str(opts.iters)]
     if opts.warmup_iters is not None:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 
+from probes.commands import SYSFS_INFINIBAND_FILE, SYSFS_NUMA_FILE, SYSFS_PCI_FILE
 from probes.contracts import Contract
 
 #: PCI vendor ids (pci.ids): NVIDIA, Mellanox (NVIDIA Networking)
@@ -48,9 +49,9 @@ IB_PORT_ATTRS = ("state", "phys_state", "rate", "link_layer", "lid", "sm_lid")
 class SysfsSource(str, Enum):
     """The sysfs collectors; the value is the bundle file name."""
 
-    PCI = "sysfs_pci.txt"
-    INFINIBAND = "sysfs_infiniband.txt"
-    NUMA = "sysfs_numa.txt"
+    PCI = SYSFS_PCI_FILE
+    INFINIBAND = SYSFS_INFINIBAND_FILE
+    NUMA = SYSFS_NUMA_FILE
 
 
 class SysfsText(Contract):

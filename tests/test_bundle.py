@@ -286,6 +286,28 @@ def test_sysfs_init_ib_port_critical_and_polling_roce_warning(tmp_path: Path) ->
     assert found == {"mlx5_0/1": Severity.CRITICAL, "mlx5_1/1": Severity.WARNING}
 
 
+def test_ib_evidence_names_the_file_that_parsed_not_the_first_present(tmp_path: Path) -> None:
+    # ibstat was skipped (not installed), so the IB facts come from the sysfs dump of the same node
+    text = (
+        "/sys/class/infiniband/mlx5_0/ports/1/state:1: DOWN\n"
+        "/sys/class/infiniband/mlx5_0/ports/1/phys_state:3: Disabled\n"
+        "/sys/class/infiniband/mlx5_0/ports/1/link_layer:InfiniBand\n"
+    )
+    data = _bundle(
+        tmp_path,
+        {"sysfs_infiniband.txt": text},
+        [
+            CommandMeta(file="ibstat.txt", argv=["ibstat"], status=RunStatus.SKIPPED, reason="ibstat: not found"),
+            CommandMeta(file="sysfs_infiniband.txt", status=RunStatus.OK),
+        ],
+    )
+    facts = node_facts(data)
+    assert facts.sources["ib"] == "sysfs_infiniband.txt"
+    (finding,) = ib_port_down(facts, Fleet(nodes=[facts]))
+    assert finding.subject == "mlx5_0/1"
+    assert finding.evidence["file"] == "sysfs_infiniband.txt"
+
+
 def test_no_ib_facts_no_finding() -> None:
     f = node_facts(read_bundle(IDLE))
     assert ib_port_down(f, Fleet(nodes=[f])) == []

@@ -8,6 +8,7 @@ tests/test_bandwidth_netns.py; this test is for machines where namespaces are no
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,12 @@ import pytest
 
 from orchestrator.collective import (
     Backend,
+    BadTiming,
     Collective,
+    RankResult,
     RayCollectiveProbe,
     SweepSpec,
+    curve_of,
     effective_size,
     point,
     ray_hosts,
@@ -45,6 +49,25 @@ def test_point_reproduces_a_real_nccl_tests_row() -> None:
     p = point(Collective.ALL_REDUCE, 2147483648, 16, 5784.75)
     assert p.algbw_gbps == pytest.approx(371.23, abs=0.01)
     assert p.busbw_gbps == pytest.approx(696.06, abs=0.01)
+
+
+@pytest.mark.parametrize("time_us", [0.0, -1.0, math.nan, math.inf])
+def test_a_time_that_is_not_positive_and_finite_is_an_error_not_a_zero_bandwidth(time_us: float) -> None:
+    with pytest.raises(BadTiming, match="size 1048576 B") as e:
+        point(Collective.ALL_REDUCE, 1 << 20, 2, time_us)
+    assert e.value.size == 1 << 20
+
+
+def test_a_bad_time_at_any_size_spoils_the_whole_curve() -> None:
+    good = RankResult(rank=0, host="a", sizes=[1 << 20, 4 << 20], time_us=[100.0, 400.0], wrong=[0, 0])
+    curve = curve_of(Collective.ALL_REDUCE, Backend.GLOO, ["a", "b"], good)
+    assert (curve.collective, curve.backend, curve.nranks) == ("all_reduce", "gloo", 2)
+    # 1048576 B in 100 us = 10.49 GB/s algbw; 2 ranks: busbw = algbw x 2(2-1)/2
+    assert curve.points[0].algbw_gbps == pytest.approx(10.48576)
+    assert curve.points[0].busbw_gbps == pytest.approx(10.48576)
+    bad = good.model_copy(update={"time_us": [100.0, 0.0]})
+    with pytest.raises(BadTiming, match="size 4194304 B"):
+        curve_of(Collective.ALL_REDUCE, Backend.GLOO, ["a", "b"], bad)
 
 
 def test_effective_size_splits_per_rank() -> None:
@@ -254,6 +277,37 @@ def test_cli_json_is_the_run_report_and_its_curves_go_to_the_store(
     assert past.run_id == rep.run_id and past.nodes == ["sim2", "sim3"] and past.backend == "gloo"
     pair = next(c for c in rep.curves if c.nodes == ["sim2", "sim3"])
     assert past.peak_busbw_gbps == pytest.approx(pair.points[-1].busbw_gbps)
+
+
+def test_heat_map_colours_use_the_detection_policy_cut_offs() -> None:
+    from orchestrator.cli.bandwidth_cmd import _heat_map
+    from orchestrator.report import BusbwCurve, BusbwPoint
+
+    def pair(a: str, b: str, bw: float) -> BusbwCurve:
+        p = BusbwPoint(size=1 << 20, time_us=100.0, algbw_gbps=bw, busbw_gbps=bw)
+        return BusbwCurve(collective="all_reduce", nodes=[a, b], nranks=2, backend="gloo", points=[p])
+
+    # pairs at 10, 10 and 9.7 GB/s: median 10, so the a-c cell reads 0.97
+    rep = RunReport(
+        run_id="r",
+        kind="bandwidth",
+        started_at=0.0,
+        finished_at=1.0,
+        verdict="OK",
+        exit_code=0,
+        nodes=[],
+        findings=[],
+        curves=[pair("a", "b", 10.0), pair("b", "c", 10.0), pair("a", "c", 9.7)],
+    )
+
+    def a_c_cell(policy: DetectionPolicy) -> str:
+        t = _heat_map(rep, policy)
+        assert t is not None
+        return str(list(t.columns[3].cells)[0])  # row a, column c
+
+    assert a_c_cell(DetectionPolicy()) == "[green]0.97[/]"  # defaults: green from 0.9
+    assert a_c_cell(DetectionPolicy(reference_ratio=0.99, critical_ratio=0.95)) == "[yellow]0.97[/]"
+    assert a_c_cell(DetectionPolicy(reference_ratio=0.995, critical_ratio=0.98)) == "[bold red]0.97[/]"
 
 
 def test_history_keeps_only_comparable_measurements() -> None:

@@ -216,5 +216,32 @@ def test_merge_takes_the_worst_verdicts_and_recomputes_exclude() -> None:
     ]
     assert [_bw(n).status for n in merged.nodes] == [RunStatus.OK, RunStatus.OK, RunStatus.SKIPPED]
     assert _bw(merged.nodes[2]).error == "not paired: critical"
-    assert merged.findings == [node_finding, straggler] and merged.curves == [curve]
+    # sorted as the engine sorts: severity, then node (both critical: n2 before n3)
+    assert merged.findings == [straggler, node_finding] and merged.curves == [curve]
     assert (merged.exclude, merged.verdict, merged.exit_code) == ("n[2-3]", Verdict.CRITICAL, 2)
+
+
+def test_merge_puts_a_critical_bandwidth_finding_before_a_node_warning() -> None:
+    warning = Finding(
+        code=FindingCode.GPU_FOREIGN_PROCESS, severity=Severity.WARNING, node="n1", subject="GPU0", message="x"
+    )
+    straggler = Finding(
+        code=FindingCode.STRAGGLER_NODE, severity=Severity.CRITICAL, node="n2", subject="n2", message="slow"
+    )
+    base = RunReport(
+        run_id="r",
+        kind=RunKind.PREFLIGHT,
+        started_at=0.0,
+        finished_at=1.0,
+        verdict=Verdict.WARNING,
+        exit_code=1,
+        nodes=[_node_report("n1", Verdict.WARNING), _node_report("n2", Verdict.OK)],
+        findings=[warning],
+    )
+    bw = base.model_copy(
+        update={"kind": RunKind.BANDWIDTH, "verdict": Verdict.CRITICAL, "exit_code": 2, "findings": [straggler]}
+    )
+    ok = ProbeSummary(name=BANDWIDTH_PROBE, status=RunStatus.OK)
+    merged = merge_bandwidth(base, bw, {}, {"n1": ok, "n2": ok})
+    assert merged.findings == [straggler, warning]
+    assert (merged.exclude, merged.verdict) == ("n2", Verdict.CRITICAL)

@@ -336,3 +336,17 @@ def test_sqlite_lock_never_released_is_reported(sqlite_url: str, short_busy_time
                 store.save_report(preflight_run("pf-1", T0))
         finally:
             holder.close()
+
+
+def test_level_reads_as_the_schedule_of_a_bandwidth_run_and_the_probe_level_of_others() -> None:
+    from orchestrator.report import RunReport
+    from orchestrator.schedules import Schedule
+    from probes.commands import Level
+
+    common = {"run_id": "r", "started_at": 0.0, "finished_at": 1.0, "verdict": "OK", "exit_code": 0}
+    bw = RunReport.model_validate({**common, "kind": "bandwidth", "level": "quick", "nodes": [], "findings": []})
+    pre = RunReport.model_validate({**common, "kind": "preflight", "level": "quick", "nodes": [], "findings": []})
+    assert bw.level is Schedule.QUICK and pre.level is Level.QUICK
+    assert RunReport.model_validate_json(bw.model_dump_json()) == bw and '"level":"quick"' in bw.model_dump_json()
+    with pytest.raises(ValueError, match="localise"):
+        RunReport.model_validate({**common, "kind": "preflight", "level": "localise", "nodes": [], "findings": []})

@@ -23,7 +23,7 @@ switch. Placement (block): one block if any holds ``N`` free nodes (tightest fit
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from enum import Enum
 
 import hostlist
@@ -386,17 +386,3 @@ def place(topo: ClusterTopology, n: int, exclude: Iterable[str] = ()) -> Placeme
     """One-shot :meth:`ClusterIndex.place` (build a :class:`ClusterIndex` to answer many queries)."""
     return ClusterIndex(topo).place(n, exclude)
 
-
-def switch_map_of(topo: ClusterTopology) -> Mapping[str, object]:
-    """The switch-map document of ``topo`` (inverse of :func:`from_switch_map`), hostlists compressed."""
-    key = "switches" if topo.plugin is TopologyPlugin.TREE else "blocks"
-    groups: list[Switch] | list[Block] = topo.switches if topo.plugin is TopologyPlugin.TREE else topo.blocks
-    entries: list[dict[str, object]] = []
-    for g in groups:
-        e: dict[str, object] = {"name": g.name}
-        if g.nodes:
-            e["nodes"] = hostlist.collect_hostlist(g.nodes)
-        if isinstance(g, Switch) and g.switches:
-            e["switches"] = hostlist.collect_hostlist(g.switches)
-        entries.append(e)
-    return {key: entries}

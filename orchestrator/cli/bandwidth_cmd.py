@@ -17,7 +17,8 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli.common import console, err_console, handle_errors, print_json
-from orchestrator.report import RunReport
+from orchestrator.detection import DetectionPolicy
+from orchestrator.report import CurveBackend, RunReport
 from probes.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def _node_table(report: RunReport) -> Table:
     for f in report.findings:
         for n in [f.node] if f.node else f.subject.split(","):
             codes.setdefault(n, set()).add(f.code.value)
-    t = Table(title=f"bandwidth ({report.level}): {report.verdict.name}")
+    t = Table(title=f"bandwidth ({report.level.value if report.level else '-'}): {report.verdict.name}")
     for col in ("node", "verdict", "busbw median (GB/s)", "measurements", "findings"):
         t.add_column(col)
     for node in report.nodes:
@@ -77,7 +78,10 @@ def _node_table(report: RunReport) -> Table:
     return t
 
 
-def _heat_map(report: RunReport) -> Table | None:
+def _heat_map(report: RunReport, policy: DetectionPolicy) -> Table | None:
+    """The pair matrix, each cell the pair's busbw / the median of pairs: green at or above
+    ``policy.reference_ratio``, yellow at or above ``policy.critical_ratio``, red below (the detector's own
+    cut-offs, so the colours agree with the findings)."""
     pairs = _pair_values(report)
     if not pairs:
         return None
@@ -95,13 +99,15 @@ def _heat_map(report: RunReport) -> Table | None:
                 row.append("·")
                 continue
             r = v / med
-            style = "green" if r >= 0.9 else ("yellow" if r >= 0.5 else "bold red")
+            style = (
+                "green" if r >= policy.reference_ratio else ("yellow" if r >= policy.critical_ratio else "bold red")
+            )
             row.append(f"[{style}]{r:.2f}[/]")
         t.add_row(a, *row)
     return t
 
 
-def history_values(points: Sequence[BusbwHistoryPoint], backend: str, nranks: int = 2) -> list[float]:
+def history_values(points: Sequence[BusbwHistoryPoint], backend: CurveBackend, nranks: int = 2) -> list[float]:
     """The past busbw figures (GB/s) comparable with this run's: same backend, same group size, measured."""
     return [
         p.peak_busbw_gbps
@@ -110,7 +116,9 @@ def history_values(points: Sequence[BusbwHistoryPoint], backend: str, nranks: in
     ]
 
 
-def _history(db_url: str | None, hosts: list[str], collective: str, backend: str) -> dict[str, list[float]]:
+def _history(
+    db_url: str | None, hosts: list[str], collective: str, backend: CurveBackend
+) -> dict[str, list[float]]:
     """Each host's recent busbw (GB/s) for ``collective``; empty when the store is unavailable."""
     from orchestrator.store import Store, StoreError
 
@@ -193,14 +201,17 @@ def register(app: typer.Typer) -> None:
         try:
             known = ray_hosts()
             names = hosts or [h.name for h in known]
-            be_name = (be or (Backend.NCCL if all(h.gpus for h in known) else Backend.GLOO)).value
-            history = _history(db, names, colls[0].value, be_name) if (save or db) else {}
+            chosen = [h for h in known if h.name in names]  # run_bandwidth's default backend is theirs
+            be = be or (Backend.NCCL if all(h.gpus for h in chosen) else Backend.GLOO)
+            policy = DetectionPolicy.for_backend(be.curve)
+            history = _history(db, names, colls[0].value, be.curve) if (save or db) else {}
             report = run_bandwidth(
                 hosts,
                 schedule=sched,
                 collectives=colls,
                 sizes=size_list,
                 backend=be,
+                policy=policy,
                 iters=iters,
                 timeout_s=timeout,
                 reference_gbps=reference,
@@ -215,7 +226,7 @@ def register(app: typer.Typer) -> None:
             print_json(report)
         else:
             console.print(_node_table(report))
-            heat = _heat_map(report) if console.is_terminal else None
+            heat = _heat_map(report, policy) if console.is_terminal else None
             if heat is not None:
                 console.print(heat)
             for f in report.findings:

@@ -103,8 +103,8 @@ def _print_report(report: RunReport, saved: str | None) -> None:
             top = c.points[-1] if c.points else None
             curves.add_row(
                 ",".join(c.nodes),
-                c.collective,
-                c.backend,
+                c.collective.value,
+                c.backend.value,
                 str(top.size) if top else "-",
                 f"{top.busbw_gbps:.3g}" if top else "-",
             )

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.cli.common import console, err_console, handle_errors, print_json
+from probes.commands import NUMACTL_FILE, SMI_XML_FILE, TOPO_FILE
 from probes.contracts import Severity
 from probes.errors import ConfigError, ParseError
 from probes.parsers.numactl import NumaTopology, parse_numactl
@@ -28,10 +29,6 @@ from probes.parsers.topo import TopoMatrix, parse_topo
 if TYPE_CHECKING:  # topology/ is imported inside the commands, so that other commands start fast
     from topology.cluster import ClusterTopology
     from topology.contracts import TopoShow
-
-TOPO_FILE = "nvidia-smi_topo_-m.txt"
-NUMACTL_FILE = "numactl_-H.txt"
-SMI_XML_FILE = "nvidia-smi_-q_-x.xml"
 
 #: colour per link class, best (green) to worst (red)
 STYLE = {

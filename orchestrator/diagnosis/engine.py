@@ -23,6 +23,7 @@ import hostlist
 from orchestrator.diagnosis import rules_gpu, rules_nccl, rules_node, rules_topo
 from orchestrator.diagnosis.base import Fleet, Rule
 from orchestrator.report import NodeReport, ProbeSummary
+from probes.commands import QUERY_GPU_FILE, SMI_XML_FILE
 from probes.contracts import Contract, Finding, FindingCode, Severity, Verdict, VerdictName
 from probes.facts import NodeFacts, ProbeRecord
 from probes.runner import RunStatus
@@ -31,7 +32,7 @@ from probes.runner import RunStatus
 RULES: list[Rule] = [*rules_gpu.RULES, *rules_node.RULES, *rules_nccl.RULES, *rules_topo.RULES]
 
 #: bundle files holding the GPU inventory; a node with none of them parsed cannot be judged (UNKNOWN)
-GPU_INVENTORY_FILES = (rules_gpu.SMI_XML, rules_gpu.QUERY_GPU)
+GPU_INVENTORY_FILES = (SMI_XML_FILE, QUERY_GPU_FILE)
 
 _SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.UNKNOWN: 2, Severity.INFO: 3}
 
@@ -124,6 +125,12 @@ def node_verdict(findings: Iterable[Finding], unjudged: bool) -> Verdict:
     return Verdict.worst(verdicts)
 
 
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """``findings`` in report order: most severe first (critical, warning, unknown, info), then by node
+    (node-less findings first), finding code and subject."""
+    return sorted(findings, key=lambda f: (_SEVERITY_ORDER[f.severity], f.node or "", f.code.value, f.subject))
+
+
 def exclude_hostlist(findings: Iterable[Finding]) -> str:
     """Compressed Slurm hostlist of the nodes with a critical finding, e.g. ``"gpu[01-02,07]"``;
     "" for none."""
@@ -166,7 +173,7 @@ def diagnose(fleet: Fleet, lost: Sequence[Finding] = (), rules: Sequence[Rule] =
         reports.append(
             NodeReport(host=host, verdict=node_verdict(mine, unjudged=True), unjudged="no facts: node lost")
         )
-    findings.sort(key=lambda f: (_SEVERITY_ORDER[f.severity], f.node or "", f.code.value, f.subject))
+    findings = sort_findings(findings)
     reports.sort(key=lambda r: r.host)
     return Diagnosis(
         verdict=Verdict.worst(r.verdict for r in reports),

@@ -24,19 +24,21 @@ from collections.abc import Iterable
 from orchestrator.diagnosis import references as ref
 from orchestrator.diagnosis import xid_table
 from orchestrator.diagnosis.base import Fleet, Rule
+from probes.commands import (
+    COMPUTE_APPS_FILE,
+    DMESG_FILE,
+    MICROBENCH_FILE,
+    QUERY_GPU_FILE,
+    REMAPPED_ROWS_FILE,
+    SMI_XML_FILE,
+    TOPO_FILE,
+)
 from probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity
 from probes.facts import NodeFacts
 from probes.parsers.microbench import Microbench
 from probes.parsers.smi_values import ClockEventReason, bus_key
 from probes.parsers.xid import XidEvent
 
-SMI_XML = "nvidia-smi_-q_-x.xml"
-QUERY_GPU = "nvidia-smi_query-gpu.csv"
-COMPUTE_APPS = "nvidia-smi_query-compute-apps.csv"
-REMAPPED_ROWS = "nvidia-smi_query-remapped-rows.csv"
-TOPO = "nvidia-smi_topo_-m.txt"
-DMESG = "dmesg_nvrm.txt"
-MICROBENCH = "torch_microbench.json"
 MIB = 1 << 20
 
 
@@ -85,11 +87,11 @@ def _finding(
 def gpu_count(node: NodeFacts) -> tuple[int, str] | None:
     """(number of GPUs, file it was read from): ``nvidia-smi -q -x``, else the query-gpu CSV, else topo -m."""
     if node.smi is not None:
-        return len(node.smi.gpus), SMI_XML
+        return len(node.smi.gpus), SMI_XML_FILE
     if node.query_gpu is not None:
-        return len(node.query_gpu.rows), QUERY_GPU
+        return len(node.query_gpu.rows), QUERY_GPU_FILE
     if node.topo is not None:
-        return len(node.topo.gpus), TOPO
+        return len(node.topo.gpus), TOPO_FILE
     return None
 
 
@@ -161,7 +163,7 @@ def foreign_process_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                             "type": p.type,
                             "used_memory_mib": mem,
                             "bus_id": g.bus_id,
-                            "file": SMI_XML,
+                            "file": SMI_XML_FILE,
                         },
                     )
                 )
@@ -183,7 +185,7 @@ def foreign_process_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                         "process_name": app.process_name,
                         "used_memory_mib": mem,
                         "bus_id": app.bus_id,
-                        "file": COMPUTE_APPS,
+                        "file": COMPUTE_APPS_FILE,
                     },
                 )
             )
@@ -221,7 +223,7 @@ def ecc_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                             "volatile_double_bit_total": v.uncorrectable_total,
                             "aggregate_uncorrectable": g.ecc_aggregate.uncorrectable,
                             "bus_id": g.bus_id,
-                            "file": SMI_XML,
+                            "file": SMI_XML_FILE,
                         },
                     )
                 )
@@ -240,7 +242,7 @@ def ecc_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                         {
                             "ecc.errors.uncorrected.volatile.total": row.ecc_uncorrected_volatile_total,
                             "bus_id": row.bus_id,
-                            "file": QUERY_GPU,
+                            "file": QUERY_GPU_FILE,
                         },
                     )
                 )
@@ -310,7 +312,7 @@ def row_remap_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                     r.failure,
                     r.correctable,
                     r.uncorrectable,
-                    SMI_XML,
+                    SMI_XML_FILE,
                 )
         return out
     if node.remapped_rows is not None:
@@ -323,7 +325,7 @@ def row_remap_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                 row.failure,
                 row.correctable,
                 row.uncorrectable,
-                REMAPPED_ROWS,
+                REMAPPED_ROWS_FILE,
             )
     return out
 
@@ -379,7 +381,7 @@ def gpu_states(node: NodeFacts) -> list[GpuState]:
                 gen_max=g.pcie.gen_max,
                 width_current=g.pcie.width_current,
                 width_max=g.pcie.width_max,
-                file=SMI_XML,
+                file=SMI_XML_FILE,
             )
             for g in node.smi.gpus
         ]
@@ -400,7 +402,7 @@ def gpu_states(node: NodeFacts) -> list[GpuState]:
                 gen_max=r.pcie_gen_max,
                 width_current=r.pcie_width_current,
                 width_max=r.pcie_width_max,
-                file=QUERY_GPU,
+                file=QUERY_GPU_FILE,
             )
             for r in node.query_gpu.gpus()
         ]
@@ -555,7 +557,7 @@ def xid_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                     "first_message": events[0].message,
                     "last_uptime_s": events[-1].uptime_s,
                     "last_time": events[-1].time,
-                    "file": DMESG,
+                    "file": DMESG_FILE,
                 },
             )
         )
@@ -625,7 +627,7 @@ def microbench_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                 "measured": round(value, 2),
                 "unit": unit,
                 "gpu_name": m.gpu_name,
-                "file": MICROBENCH,
+                "file": MICROBENCH_FILE,
             }
             parts = []
             if exp is not None:

@@ -11,14 +11,15 @@
   ``Disabled`` is commonly an unused front-end port (three such on the fixture node) and gives no finding.
 
 A port with no link layer (older ibstat) is judged as InfiniBand. Evidence: CA, port, state, physical state,
-rate (Gb/s), link layer, CA type and the bundle file the facts came from.
+rate (Gb/s), link layer, CA type and the bundle file the IB facts were parsed from
+(:attr:`probes.facts.NodeFacts.sources`).
 """
 
 from __future__ import annotations
 
 from orchestrator.diagnosis.base import Fleet, Rule
 from probes.contracts import Finding, FindingCode, Severity
-from probes.facts import FILE_SLOTS, FactSlot, NodeFacts
+from probes.facts import FactSlot, NodeFacts
 from probes.parsers.ibstat import IbCa, IbPort, LinkLayer, PhysState, PortState
 
 
@@ -28,17 +29,6 @@ def _severity(port: IbPort) -> Severity | None:
     if port.link_layer is LinkLayer.ETHERNET:
         return None if port.phys_state is PhysState.DISABLED else Severity.WARNING
     return Severity.CRITICAL
-
-
-#: the bundle files that can fill the IB facts, in the order :func:`probes.facts.node_facts` tries them
-_IB_FILES = tuple(name for name, _, slot in FILE_SLOTS if slot is FactSlot.IB)
-
-
-def _source_file(node: NodeFacts) -> str | None:
-    for name in _IB_FILES:
-        if any(p.name == name for p in node.probes):
-            return name
-    return None
 
 
 def _finding(node: NodeFacts, ca: IbCa, port: IbPort, severity: Severity) -> Finding:
@@ -59,7 +49,7 @@ def _finding(node: NodeFacts, ca: IbCa, port: IbPort, severity: Severity) -> Fin
             "rate_gbps": port.rate_gbps,
             "link_layer": layer,
             "ca_type": ca.ca_type,
-            "file": _source_file(node),
+            "file": node.sources.get(FactSlot.IB.value),
         },
     )
 

@@ -36,8 +36,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from orchestrator.report import RunKind
+from orchestrator.report import CurveBackend, RecommendationKind, RunKind
 from probes.contracts import FindingCode, Severity, Verdict
+from probes.parsers.nccl_tests import Collective
 from probes.runner import RunStatus
 
 #: constraint names fixed by convention, so migrations are reproducible on SQLite and PostgreSQL
@@ -79,7 +80,7 @@ class RunRow(Base):
     kind: Mapped[RunKind] = mapped_column(_str_enum(RunKind, 16))
     started_at: Mapped[float] = mapped_column(Float, index=True)
     finished_at: Mapped[float] = mapped_column(Float)
-    level: Mapped[str | None] = mapped_column(String(16))
+    level: Mapped[str | None] = mapped_column(String(16))  #: a Level or, for a bandwidth run, a Schedule
     verdict: Mapped[Verdict] = mapped_column(VerdictColumn)
     exit_code: Mapped[int] = mapped_column(Integer)
     simulated: Mapped[bool] = mapped_column(Boolean)
@@ -187,7 +188,7 @@ class RecommendationRow(Base):
     run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     position: Mapped[int] = mapped_column(Integer)
     node: Mapped[str | None] = mapped_column(String(255))
-    kind: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[RecommendationKind] = mapped_column(_str_enum(RecommendationKind, 64))
     subject: Mapped[str] = mapped_column(String(255))
     message: Mapped[str] = mapped_column(Text)
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
@@ -205,9 +206,9 @@ class CurveRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     position: Mapped[int] = mapped_column(Integer)
-    collective: Mapped[str] = mapped_column(String(64))
+    collective: Mapped[Collective] = mapped_column(_str_enum(Collective, 64))
     nranks: Mapped[int] = mapped_column(Integer)
-    backend: Mapped[str] = mapped_column(String(32))
+    backend: Mapped[CurveBackend] = mapped_column(_str_enum(CurveBackend, 32))
     nodes: Mapped[list[Any]] = mapped_column(JSON)  #: host names in the contract's order
     points: Mapped[list[Any]] = mapped_column(JSON)
     peak_busbw_gbps: Mapped[float | None] = mapped_column(Float)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
-from orchestrator.report import RunKind
+from orchestrator.report import CurveBackend, RunKind, level_of
+from orchestrator.schedules import Schedule
+from probes.commands import Level
 from probes.contracts import Contract, Finding, VerdictName
+from probes.parsers.nccl_tests import Collective
 
 
 class RunSummary(Contract):
@@ -13,7 +16,7 @@ class RunSummary(Contract):
 
     run_id: str
     kind: RunKind
-    level: str | None = None
+    level: Level | Schedule | None = None  #: the pre-flight's probe level, or a bandwidth run's schedule
     started_at: float
     finished_at: float
     verdict: VerdictName
@@ -23,16 +26,26 @@ class RunSummary(Contract):
     node_count: int
     finding_count: int
 
+    @field_validator("level", mode="before")
+    @classmethod
+    def _level(cls, value: object, info: ValidationInfo) -> object:
+        return level_of(info.data.get("kind"), value)
+
 
 class NodeHistoryEntry(Contract):
     """One node in one past run: the node's verdict and the findings about it, newest run first."""
 
     run_id: str
     kind: RunKind
-    level: str | None = None
+    level: Level | Schedule | None = None  #: the pre-flight's probe level, or a bandwidth run's schedule
     started_at: float
     verdict: VerdictName  #: the node's verdict in that run (not the run's)
     findings: list[Finding] = Field(default_factory=list)
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _level(cls, value: object, info: ValidationInfo) -> object:
+        return level_of(info.data.get("kind"), value)
 
 
 class NodeHistory(Contract):
@@ -56,8 +69,8 @@ class BusbwHistoryPoint(Contract):
 
     run_id: str
     started_at: float
-    collective: str
-    backend: str
+    collective: Collective
+    backend: CurveBackend
     nodes: list[str]
     nranks: int
     peak_busbw_gbps: float | None

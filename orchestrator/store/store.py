@@ -357,7 +357,7 @@ def _insert_run(session: Session, report: RunReport, raw: Mapping[str, Mapping[s
         kind=report.kind,
         started_at=report.started_at,
         finished_at=report.finished_at,
-        level=report.level,
+        level=None if report.level is None else report.level.value,
         verdict=report.verdict,
         exit_code=report.exit_code,
         simulated=report.simulated,
