@@ -36,7 +36,7 @@ from orchestrator.fanout import NodeOutcome, OutcomeKind, RayNode, fan_out
 from orchestrator.report import NodeReport, ProbeSummary, RunKind, RunReport
 from orchestrator.schedules import Schedule
 from probes.bundle import BundleData, collect, read_bundle
-from probes.commands import Level
+from probes.commands import NCCL_SWEEP_TEST, Level
 from probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity, Verdict
 from probes.facts import NodeFacts, node_facts
 from probes.runner import ReplayRunner, Runner, RunResult, RunStatus, SubprocessRunner
@@ -103,7 +103,7 @@ def collect_on_node(job: NodeJob) -> BundleData:
     inner: Runner = ReplayRunner(job.bundle_dir) if job.bundle_dir is not None else SubprocessRunner()
     runner = CappedRunner(inner, job.probe_timeout_s, job.delay_s if replay else 0.0)
     if replay:  # the sweep's output is looked up in the bundle by its argv
-        nccl = None if job.level is Level.QUICK else "all_reduce_perf"
+        nccl = None if job.level is Level.QUICK else NCCL_SWEEP_TEST.value
     else:
         nccl = node_nccl_binary(job.level, job.nccl_tests_dir)
     return collect(runner, job.level, job.host, sysfs_root=None if replay else Path("/"), nccl_binary=nccl)

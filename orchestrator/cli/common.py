@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -19,8 +20,19 @@ from rich.console import Console
 
 from probes.errors import FleetdxError
 
-console = Console()
-err_console = Console(stderr=True)
+#: width of human output when stdout is not a terminal (sbatch logs, CI) and COLUMNS is unset: rich would
+#: otherwise wrap every table at 80 columns
+LOG_WIDTH = 140
+
+
+def _console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else LOG_WIDTH
+    return Console(stderr=stderr, width=width)
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 EXIT_USAGE = 2
 
