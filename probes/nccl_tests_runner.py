@@ -29,7 +29,8 @@ from pathlib import Path
 from pydantic import Field
 
 from probes.contracts import Contract, EvidenceValue, Finding, FindingCode, JsonScalar, Severity
-from probes.parsers.nccl_tests import Collective
+from probes.errors import ParseError
+from probes.parsers.nccl_tests import Collective, parse_nccl_tests
 from probes.runner import Runner, RunResult, RunStatus
 
 #: lines of output kept in a hang or failure finding
@@ -192,20 +193,21 @@ def mpirun_argv(
     return out + list(argv)
 
 
-_HEADER = re.compile(r"^#\s*nThread\s+\d+", re.MULTILINE)
-_RANK0 = re.compile(r"^#\s+Rank\s+0\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)", re.MULTILINE)
-
-
 def not_mpi_evidence(text: str, launched_procs: int) -> dict[str, EvidenceValue] | None:
     """Evidence that a non-MPI build ran on ``launched_procs`` > 1 processes: each process prints its own
-    ``# nThread`` header and lists itself as ``Rank 0`` (nranks 1, busbw 0). ``None`` when not the case."""
+    one-rank table and lists itself as ``Rank 0`` (nranks 1, busbw 0). Read with the nccl-tests parser (its
+    ``non_mpi_build`` flag); ``None`` when not the case or when the output does not parse."""
     if launched_procs < 2:
         return None
-    headers = len(_HEADER.findall(text))
-    rank0: list[JsonScalar] = [f"{host} pid {pid}" for pid, host in _RANK0.findall(text)]
-    if headers < 2 and len(rank0) < 2:
+    try:
+        report = parse_nccl_tests(text)
+    except ParseError:
         return None
-    return {"launched_processes": launched_procs, "headers": headers, "rank0_lines": rank0}
+    solo = [r for r in report.runs if r.non_mpi_build]
+    if not solo:
+        return None
+    rank0: list[JsonScalar] = [f"{d.host} pid {d.pid}" for r in solo for d in r.devices if d.rank == 0]
+    return {"launched_processes": launched_procs, "headers": len(solo), "rank0_lines": rank0}
 
 
 def tail(text: str, n: int = TAIL_LINES) -> list[str]:
