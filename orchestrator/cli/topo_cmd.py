@@ -271,12 +271,10 @@ def cluster_cmd(
     """Choose N nodes with the fewest switch hops (one leaf first, then the fewest leaves)."""
     import hostlist
 
+    from orchestrator.targets import expand_hostlist
     from topology.cluster import place
 
-    try:
-        excluded = hostlist.expand_hostlist(exclude) if exclude else []
-    except hostlist.BadHostlist as e:
-        raise ConfigError(f"--exclude: bad hostlist {exclude!r}: {e}") from None
+    excluded = expand_hostlist(exclude) if exclude.strip() else []
     p = place(_load_cluster(topology_conf), nodes, excluded)
     if as_json:
         print_json(p)
