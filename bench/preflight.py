@@ -32,14 +32,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(ROOT)
 
-from orchestrator.diagnosis.base import Fleet  # noqa: E402
-from orchestrator.diagnosis.engine import diagnose  # noqa: E402
-from orchestrator.fanout import OutcomeKind, fan_out, match_hosts, ray_node_hosts  # noqa: E402
-from orchestrator.preflight import NodeJob, collect_on_node  # noqa: E402
-from orchestrator.simulate import sim_nodes, simulated_cluster  # noqa: E402
-from probes.bundle import BundleData  # noqa: E402
-from probes.commands import Level  # noqa: E402
-from probes.facts import node_facts  # noqa: E402
+from fleetdx.orchestrator.diagnosis.base import Fleet  # noqa: E402
+from fleetdx.orchestrator.diagnosis.engine import diagnose  # noqa: E402
+from fleetdx.orchestrator.cluster.fanout import OutcomeKind, fan_out, match_hosts, ray_node_hosts  # noqa: E402
+from fleetdx.orchestrator.preflight.run import NodeJob, collect_on_node  # noqa: E402
+from fleetdx.orchestrator.cluster.simulate import sim_nodes, simulated_cluster  # noqa: E402
+from fleetdx.probes.bundle import BundleData  # noqa: E402
+from fleetdx.probes.commands import Level  # noqa: E402
+from fleetdx.probes.facts import node_facts  # noqa: E402
 
 BUNDLE = ROOT / "tests" / "fixtures" / "bundles" / "h100-idle"
 

@@ -27,10 +27,10 @@ from typing import TypeVar
 if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from probes.parsers.topo import TopoGpu, TopoMatrix, TopoNic
-from topology.binding import advise
-from topology.cluster import ClusterIndex, cluster_graph, parse_topology_conf
-from topology.node_graph import build_node_graph
+from fleetdx.probes.parsers.topo import TopoGpu, TopoMatrix, TopoNic
+from fleetdx.topology.binding import advise
+from fleetdx.topology.cluster import ClusterIndex, cluster_graph, parse_topology_conf
+from fleetdx.topology.node_graph import build_node_graph
 
 T = TypeVar("T")
 NODES, GPUS, LEAF, SPINE = 1000, 8, 20, 10

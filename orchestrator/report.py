@@ -7,11 +7,11 @@ from enum import Enum
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from orchestrator.schedules import Schedule
-from probes.commands import Level
-from probes.contracts import SCHEMA_VERSION, Contract, EvidenceValue, Finding, VerdictName
-from probes.parsers.nccl_tests import Collective
-from probes.runner import RunStatus
+from fleetdx.orchestrator.preflight.schedules import Schedule
+from fleetdx.probes.commands import Level
+from fleetdx.probes.contracts import SCHEMA_VERSION, Contract, EvidenceValue, Finding, VerdictName
+from fleetdx.probes.parsers.nccl_tests import Collective
+from fleetdx.probes.runner import RunStatus
 
 
 class RunKind(str, Enum):
@@ -21,8 +21,8 @@ class RunKind(str, Enum):
 
 
 def level_of(kind: RunKind | None, value: object) -> object:
-    """A run's ``level`` as read from JSON or the store: the :class:`~orchestrator.schedules.Schedule` of a
-    bandwidth run, the :class:`~probes.commands.Level` of any other ("quick" is a value of both); enum
+    """A run's ``level`` as read from JSON or the store: the :class:`~fleetdx.orchestrator.preflight.schedules.Schedule` of a
+    bandwidth run, the :class:`~fleetdx.probes.commands.Level` of any other ("quick" is a value of both); enum
     members and ``None`` pass unchanged. Raises ``ValueError`` for a value of neither."""
     if isinstance(value, str) and not isinstance(value, Enum):
         return Schedule(value) if kind is RunKind.BANDWIDTH else Level(value)

@@ -2,5 +2,3 @@
 
 Imports nothing from ``topology`` or ``orchestrator`` (data flows probes -> topology -> orchestrator).
 """
-
-__version__ = "0.1.0"

@@ -5,7 +5,7 @@ Layout of a bundle directory::
     meta.json               # BundleData without the file contents (host, time, version, commands)
     nvidia-smi_topo_-m.txt  # stdout of the command as printed (decoded as UTF-8, bad bytes U+FFFD)
     lscpu_-J.json
-    sysfs_infiniband.txt    # sysfs facts (probes.sysfs), "PATH:VALUE" lines
+    sysfs_infiniband.txt    # sysfs facts (fleetdx.probes.sysfs), "PATH:VALUE" lines
     ...
 
 A command that was skipped (binary missing, not permitted, no GPU) has no file, but its entry in ``meta.json``
@@ -29,8 +29,8 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError
 
-from probes import __version__
-from probes.commands import (
+from fleetdx import __version__
+from fleetdx.probes.commands import (
     NCCL_SWEEP_TEST,
     SMI_LIST_FILE,
     XID_LINE_RE,
@@ -43,10 +43,10 @@ from probes.commands import (
     nccl_sweep_command,
     quick_commands,
 )
-from probes.contracts import SCHEMA_VERSION, Contract
-from probes.errors import BundleError
-from probes.runner import Runner, RunResult, RunStatus
-from probes.sysfs import COLLECTOR_SOURCES, COLLECTORS, SysfsSource, SysfsText
+from fleetdx.probes.contracts import SCHEMA_VERSION, Contract
+from fleetdx.probes.errors import BundleError
+from fleetdx.probes.runner import Runner, RunResult, RunStatus
+from fleetdx.probes.sysfs import COLLECTOR_SOURCES, COLLECTORS, SysfsSource, SysfsText
 
 META_FILE = "meta.json"
 #: threads running quick-level commands at once; the runner is thread-safe and the commands are short
@@ -61,7 +61,7 @@ class ProbeSource(str, Enum):
     """Where a bundle file came from."""
 
     COMMAND = "command"  #: a process run through the runner
-    SYSFS = "sysfs"  #: read from /sys by probes.sysfs
+    SYSFS = "sysfs"  #: read from /sys by fleetdx.probes.sysfs
     FILE = "file"  #: a raw file found in a bundle without meta.json
 
 
@@ -259,7 +259,7 @@ def collect(
     Quick-level commands and sysfs collectors run concurrently on ``workers`` threads; the standard-level
     GPU work then runs sequentially. ``sysfs_root=None`` skips the sysfs collectors (replayed nodes);
     ``nccl_binary`` is the path of ``all_reduce_perf`` (found by the caller, e.g. with
-    :func:`probes.nccl_tests_runner.find_binary`), ``None`` records the sweep as skipped. Never raises for a
+    :func:`fleetdx.probes.nccl_tests_runner.find_binary`), ``None`` records the sweep as skipped. Never raises for a
     command that fails: every outcome is in ``commands``.
     """
     created = datetime.now(timezone.utc)
@@ -375,7 +375,7 @@ def find_raw_file(bundle_dir: Path, argv: Sequence[str]) -> Path | None:
     """The raw file holding the output of ``argv`` in ``bundle_dir``, or ``None``.
 
     Looked up in order: the ``meta.json`` entry with this exact argv; the registry's file name for it; the
-    name derived by :func:`probes.commands.file_name_for_argv` with any of :data:`RAW_EXTENSIONS`.
+    name derived by :func:`fleetdx.probes.commands.file_name_for_argv` with any of :data:`RAW_EXTENSIONS`.
     """
     bundle_dir = Path(bundle_dir)
     argv = [str(a) for a in argv]

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from enum import Enum
 
-from probes.contracts import Contract
-from probes.nccl_tests_runner import Features, NcclTest, NcclTestsOptions, build_argv
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.nccl_tests_runner import Features, NcclTest, NcclTestsOptions, build_argv
 
 
 class Level(str, Enum):
@@ -85,11 +85,11 @@ IBSTAT_FILE = "ibstat.txt"
 DMESG_FILE = "dmesg_nvrm.txt"
 UNAME_FILE = "uname_-a.txt"
 MICROBENCH_FILE = "torch_microbench.json"
-#: sysfs dumps written by :mod:`probes.sysfs` (its ``SysfsSource`` values), the fallbacks of numactl/ibstat
+#: sysfs dumps written by :mod:`fleetdx.probes.sysfs` (its ``SysfsSource`` values), the fallbacks of numactl/ibstat
 SYSFS_PCI_FILE = "sysfs_pci.txt"
 SYSFS_INFINIBAND_FILE = "sysfs_infiniband.txt"
 SYSFS_NUMA_FILE = "sysfs_numa.txt"
-#: files ``fleetdx collect`` does not write but captured bundles hold and :mod:`probes.facts` reads
+#: files ``fleetdx collect`` does not write but captured bundles hold and :mod:`fleetdx.probes.facts` reads
 IBSTATUS_FILE = "ibstatus.txt"
 LSCPU_TEXT_FILE = "lscpu.txt"
 
@@ -176,11 +176,11 @@ QUICK_COMMANDS: tuple[NodeCommand, ...] = (
 
 
 def microbench_command(python: str) -> NodeCommand:
-    """The GPU micro-benchmark, run as ``python -m probes.microbench`` in a child process so torch (3.4 s to
+    """The GPU micro-benchmark, run as ``python -m fleetdx.probes.microbench`` in a child process so torch (3.4 s to
     import, PLATFORM.md) never loads in the collecting process."""
     return NodeCommand(
         file=MICROBENCH_FILE,
-        argv=[python, "-m", "probes.microbench"],
+        argv=[python, "-m", "fleetdx.probes.microbench"],
         level=Level.STANDARD,
         kind=ParserKind.MICROBENCH,
         timeout_s=MICROBENCH_TIMEOUT_S,
@@ -201,7 +201,7 @@ def nccl_sweep_options(gpus: int) -> NcclTestsOptions:
 
 def nccl_sweep_command(binary: str, gpus: int) -> NodeCommand:
     """``all_reduce_perf -b 8 -e 1G -f 2 -g <gpus>`` (one process driving every GPU of the node), written to
-    ``all_reduce_perf_-b8_-e1G_-f2_-g<gpus>.txt``; the argv is :func:`probes.nccl_tests_runner.build_argv`'s
+    ``all_reduce_perf_-b8_-e1G_-f2_-g<gpus>.txt``; the argv is :func:`fleetdx.probes.nccl_tests_runner.build_argv`'s
     for :func:`nccl_sweep_options` with no optional feature (the binary's ``-h`` is not probed here)."""
     opts = nccl_sweep_options(gpus)
     return NodeCommand(
@@ -224,7 +224,7 @@ def quick_commands() -> list[NodeCommand]:
 def command_for_argv(argv: list[str]) -> NodeCommand | None:
     """The registry entry whose argv is exactly ``argv`` (the micro-benchmark whatever the interpreter path),
     or ``None``."""
-    if argv[1:] == ["-m", "probes.microbench"]:
+    if argv[1:] == ["-m", "fleetdx.probes.microbench"]:
         return microbench_command(argv[0])
     return next((c for c in QUICK_COMMANDS if c.argv == argv), None)
 

@@ -5,7 +5,7 @@ kinds and NodeFacts fields, :data:`FILE_SLOTS` is the explicit list); a file tha
 :class:`ParseFailure` (the raw text stays in the bundle), never an exception. ``numactl -H`` facts come from
 ``numactl_-H.txt`` or, on nodes without numactl, from the sysfs dump ``sysfs_numa.txt``; InfiniBand facts from
 ``ibstat.txt``, ``ibstatus.txt`` or ``sysfs_infiniband.txt``: the first that parses wins, and
-:attr:`NodeFacts.sources` names it. File names are those of :mod:`probes.commands`.
+:attr:`NodeFacts.sources` names it. File names are those of :mod:`fleetdx.probes.commands`.
 """
 
 from __future__ import annotations
@@ -17,25 +17,25 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from probes import commands as cmd
-from probes.commands import ParserKind
-from probes.contracts import Contract
-from probes.errors import ParseError
-from probes.parsers.ibstat import IbReport
-from probes.parsers.lscpu import CpuInfo
-from probes.parsers.microbench import Microbench
-from probes.parsers.nccl_log import NcclLog
-from probes.parsers.nccl_tests import Collective, NcclTestsReport
-from probes.parsers.numactl import NumaTopology
-from probes.parsers.p2p import P2PMatrix
-from probes.parsers.smi_csv import SmiCsv
-from probes.parsers.smi_xml import SmiReport
-from probes.parsers.topo import TopoMatrix
-from probes.parsers.xid import XidLog
-from probes.runner import RunStatus
+from fleetdx.probes import commands as cmd
+from fleetdx.probes.commands import ParserKind
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.ibstat import IbReport
+from fleetdx.probes.parsers.lscpu import CpuInfo
+from fleetdx.probes.parsers.microbench import Microbench
+from fleetdx.probes.parsers.nccl_log import NcclLog
+from fleetdx.probes.parsers.nccl_tests import Collective, NcclTestsReport
+from fleetdx.probes.parsers.numactl import NumaTopology
+from fleetdx.probes.parsers.p2p import P2PMatrix
+from fleetdx.probes.parsers.smi_csv import SmiCsv
+from fleetdx.probes.parsers.smi_xml import SmiReport
+from fleetdx.probes.parsers.topo import TopoMatrix
+from fleetdx.probes.parsers.xid import XidLog
+from fleetdx.probes.runner import RunStatus
 
 if TYPE_CHECKING:
-    from probes.bundle import BundleData
+    from fleetdx.probes.bundle import BundleData
 
 
 class ProbeRecord(Contract):
@@ -113,7 +113,7 @@ class FactSlot(str, Enum):
 
 
 #: nccl-tests binaries' file names: ``<collective>_perf...`` (NVIDIA/nccl-tests src/*.cu; the collectives of
-#: :class:`probes.parsers.nccl_tests.Collective`); ``-h`` help is not a run
+#: :class:`fleetdx.probes.parsers.nccl_tests.Collective`); ``-h`` help is not a run
 _NCCL_TESTS_FILE = re.compile(rf"^({'|'.join(c.value for c in Collective)})_perf(?!.*_-h\.txt$).*\.(txt|json)$")
 _NCCL_LOG_FILE = re.compile(r"(nccl_debug|NCCL_DEBUG).*\.(txt|log)$")
 
@@ -179,8 +179,8 @@ def node_facts(data: BundleData) -> NodeFacts:
     :class:`ParseFailure`; this function never raises for bad content. When two files feed one slot (e.g.
     ``lscpu_-J.json`` and ``lscpu.txt``) the first in :data:`FILE_SLOTS` order that parses wins.
     """
-    from probes.parsers.microbench import MicrobenchReport
-    from probes.parsers.registry import parser_for
+    from fleetdx.probes.parsers.microbench import MicrobenchReport
+    from fleetdx.probes.parsers.registry import parser_for
 
     single: dict[FactSlot, Any] = {}
     failures: list[ParseFailure] = []

@@ -1,6 +1,6 @@
 """GPU micro-benchmark: GEMM throughput, HBM copy bandwidth and host<->device copy bandwidth per GPU.
 
-Run as a child process (``python -m probes.microbench``) through the runner, so torch (3.4 s to import,
+Run as a child process (``python -m fleetdx.probes.microbench``) through the runner, so torch (3.4 s to import,
 PLATFORM.md) never loads in the collecting process. Prints one JSON document on stdout::
 
     {"status": "ok", "torch": "2.11.0", "cuda": "13.0", "gemm_n": 8192, "iters": 20,
@@ -10,7 +10,7 @@ PLATFORM.md) never loads in the collecting process. Prints one JSON document on 
                "h2d_GBps_pinnedFalse": 18.2, "d2h_GBps_pinnedFalse": 13.8}]}
 
 Each ``gpus`` entry has the keys of the captured ``torch_microbench.json`` fixture (read by
-:func:`probes.parsers.microbench.parse_microbench`).
+:func:`fleetdx.probes.parsers.microbench.parse_microbench`).
 
 Method: operands are random (``torch.randn``; zeros run faster and overstate throughput, PLATFORM.md);
 ``--warmup`` untimed runs, then ``--iters`` runs each timed with a pair of CUDA events; the median is
@@ -22,7 +22,7 @@ Host<->device: ``--h2d-bytes`` from pinned and from pageable host memory, GB/s =
 
 Exit codes: 0 measured; 4 skipped (no NVIDIA driver loaded, no CUDA device or no torch:
 ``{"status": "skipped", "reason": ...}``,
-``probes.commands.MICROBENCH_SKIP_EXIT``); 1 failed while measuring (``{"status": "failed", "reason": ...}``);
+``fleetdx.probes.commands.MICROBENCH_SKIP_EXIT``); 1 failed while measuring (``{"status": "failed", "reason": ...}``);
 2 bad arguments (argparse).
 """
 
@@ -120,7 +120,7 @@ def measure_gpu(torch: Any, index: int, args: argparse.Namespace) -> dict[str, o
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m probes.microbench", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m fleetdx.probes.microbench", description=__doc__.split("\n\n")[0])
     p.add_argument("--gemm-n", type=int, default=8192, help="GEMM size n (n x n @ n x n), default 8192")
     p.add_argument("--iters", type=int, default=20, help="timed runs per figure (median), default 20")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first, default 3")

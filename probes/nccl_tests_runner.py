@@ -5,7 +5,7 @@ run.
   directory both ``<dir>/<name>`` and ``<dir>/build/<name>`` (where ``make`` puts them) are tried.
 * Features (:func:`features_from_help`): ``-J`` (JSON output, nccl-tests >= 2.17.3) and ``-I`` (per-iteration
   timings, 2.19.x) are used only when the binary's own ``-h`` lists them; otherwise the text table is parsed.
-* Running (:func:`run_nccl_test`): through a :class:`probes.runner.Runner` with a hard deadline; nccl-tests'
+* Running (:func:`run_nccl_test`): through a :class:`fleetdx.probes.runner.Runner` with a hard deadline; nccl-tests'
   own ``-T`` timeout is set a little earlier so that it can print its ``Test timeout`` line before the group
   is killed. A run past the deadline is ``NCCL_TEST_HANG`` with the last lines of output kept; a non-zero exit
   is ``NCCL_TEST_FAILED``. Intra-node: ``all_reduce_perf -g <gpus>`` on each node (the fan-out runs nodes in
@@ -28,10 +28,10 @@ from pathlib import Path
 
 from pydantic import Field
 
-from probes.contracts import Contract, EvidenceValue, Finding, FindingCode, JsonScalar, Severity
-from probes.errors import ParseError
-from probes.parsers.nccl_tests import Collective, parse_nccl_tests
-from probes.runner import Runner, RunResult, RunStatus
+from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, JsonScalar, Severity
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.nccl_tests import Collective, parse_nccl_tests
+from fleetdx.probes.runner import Runner, RunResult, RunStatus
 
 #: lines of output kept in a hang or failure finding
 TAIL_LINES = 20
@@ -128,7 +128,7 @@ def build_argv(
     binary: str, opts: NcclTestsOptions, features: Features, json_path: str | None = None
 ) -> list[str]:
     """The argv of one run; ``-J``/``-I``/``-T`` only where ``features`` says the build supports them. The one
-    nccl-tests argv builder: :func:`probes.commands.nccl_sweep_command` calls it too."""
+    nccl-tests argv builder: :func:`fleetdx.probes.commands.nccl_sweep_command` calls it too."""
     argv = [
         binary,
         "-b",

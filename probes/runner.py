@@ -23,7 +23,7 @@ from typing import IO, Protocol
 
 from pydantic import Field
 
-from probes.contracts import Contract
+from fleetdx.probes.contracts import Contract
 
 #: grace period between SIGTERM and SIGKILL of a timed-out process group, seconds
 KILL_GRACE_S = 2.0
@@ -201,7 +201,7 @@ class ReplayRunner:
     def run(
         self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None
     ) -> RunResult:
-        from probes.bundle import find_raw_file  # local: bundle imports runner
+        from fleetdx.probes.bundle import find_raw_file  # local: bundle imports runner
 
         argv = [str(a) for a in argv]
         path = find_raw_file(self.bundle_dir, argv)

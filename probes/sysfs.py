@@ -2,7 +2,7 @@
 
 Each collector returns the text of one bundle file, one ``PATH:VALUE`` line per sysfs attribute exactly as
 ``grep -H . FILES`` prints it (``/sys/bus/pci/devices/0000:1b:00.0/current_link_width:16``), so a person can
-reproduce it with grep and the sysfs InfiniBand file is read by :func:`probes.parsers.ibstat.parse_ibstat`.
+reproduce it with grep and the sysfs InfiniBand file is read by :func:`fleetdx.probes.parsers.ibstat.parse_ibstat`.
 Paths in the text are always ``/sys/...``; ``root`` only relocates where they are read from (tests use a fake
 tree). A collector whose sysfs directory does not exist returns ``None`` (the bundle records it ``skipped``);
 an attribute that cannot be read (absent, EACCES, EIO) is left out.
@@ -21,8 +21,8 @@ from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 
-from probes.commands import SYSFS_INFINIBAND_FILE, SYSFS_NUMA_FILE, SYSFS_PCI_FILE
-from probes.contracts import Contract
+from fleetdx.probes.commands import SYSFS_INFINIBAND_FILE, SYSFS_NUMA_FILE, SYSFS_PCI_FILE
+from fleetdx.probes.contracts import Contract
 
 #: PCI vendor ids (pci.ids): NVIDIA, Mellanox (NVIDIA Networking)
 VENDOR_NVIDIA = "0x10de"
@@ -128,7 +128,7 @@ def _meminfo_lines(root: Path, node: Path) -> list[str]:
 def read_numa(root: Path) -> SysfsText:
     """Every NUMA node's ``cpulist``, ``distance`` (SLIT row) and ``meminfo`` MemTotal/MemFree: the facts of
     ``numactl -H``, read where numactl reads them, for nodes without numactl (parsed by
-    :func:`probes.parsers.numactl.parse_numactl`)."""
+    :func:`fleetdx.probes.parsers.numactl.parse_numactl`)."""
     base = root / "sys/devices/system/node"
     nodes = sorted(base.glob("node[0-9]*"), key=lambda p: int(p.name[4:])) if base.is_dir() else []
     lines: list[str] = []
@@ -139,7 +139,7 @@ def read_numa(root: Path) -> SysfsText:
     return SysfsText(source=SysfsSource.NUMA, text="\n".join(lines) + "\n")
 
 
-#: the explicit list of collectors run by :func:`probes.bundle.collect`
+#: the explicit list of collectors run by :func:`fleetdx.probes.bundle.collect`
 COLLECTORS: tuple[Callable[[Path], SysfsText], ...] = (read_pci, read_infiniband, read_numa)
 #: the bundle file each collector writes
 COLLECTOR_SOURCES: dict[Callable[[Path], SysfsText], SysfsSource] = {

@@ -7,7 +7,7 @@ it); tests that need it are marked ``postgres`` and skip, saying why, when it is
 - ``migrated_url``: a migrated, empty database, once on SQLite and once on PostgreSQL. On PostgreSQL it is
   one database per test session, truncated before each test (creating and migrating a database per test
   costs about 0.6 s here).
-- ``store``: an open :class:`~orchestrator.store.Store` on ``migrated_url``.
+- ``store``: an open :class:`~fleetdx.orchestrator.store.Store` on ``migrated_url``.
 
 Test modules list this module in ``pytest_plugins``.
 """
@@ -25,7 +25,7 @@ import pytest
 from tests.store_samples import migrated
 
 if TYPE_CHECKING:
-    from orchestrator.store import Store
+    from fleetdx.orchestrator.store import Store
 
 PG_URL_ENV = "FLEETDX_TEST_PG_URL"
 
@@ -85,7 +85,7 @@ def _pg_session_db() -> Iterator[str]:
 def _truncate(url: str) -> None:
     from sqlalchemy import create_engine, text
 
-    from orchestrator.store.models import Base
+    from fleetdx.orchestrator.store.models import Base
 
     tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
     engine = create_engine(url)
@@ -115,7 +115,7 @@ def migrated_url(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def store(migrated_url: str) -> Iterator[Store]:
     """An open store on a migrated database without rows (SQLite and PostgreSQL); closed after the test."""
-    from orchestrator.store import Store
+    from fleetdx.orchestrator.store import Store
 
     s = Store.open(migrated_url)
     yield s
@@ -129,5 +129,5 @@ def process_pool_context() -> object:
     import multiprocessing
 
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["tests.store_samples", "orchestrator.store"])
+    ctx.set_forkserver_preload(["tests.store_samples", "fleetdx.orchestrator.store"])
     return ctx

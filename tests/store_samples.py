@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.report import (
+from fleetdx.orchestrator.report import (
     BusbwCurve,
     BusbwPoint,
     NodeReport,
@@ -22,8 +22,8 @@ from orchestrator.report import (
     RunKind,
     RunReport,
 )
-from probes.contracts import Finding, FindingCode, Severity, Verdict
-from probes.runner import RunStatus
+from fleetdx.probes.contracts import Finding, FindingCode, Severity, Verdict
+from fleetdx.probes.runner import RunStatus
 
 STORE_FIXTURES = Path(__file__).parent / "fixtures" / "store"
 HEALTHY = STORE_FIXTURES / "08_all_reduce_GH200x8_2node_slingshot_healthy.txt"
@@ -155,7 +155,7 @@ def write_runs(url: str, prefix: str, count: int, same_run_id: bool = False) -> 
     """Save ``count`` degraded bandwidth runs (with raw output) to ``url``; a process or thread entry point.
     Run ids are ``<prefix>-<i>``, or all ``shared-run`` when ``same_run_id``. Returns save_report's results.
     """
-    from orchestrator.store import Store
+    from fleetdx.orchestrator.store import Store
 
     out = []
     with Store.open(url) as store:
@@ -167,7 +167,7 @@ def write_runs(url: str, prefix: str, count: int, same_run_id: bool = False) -> 
 
 def migrated(url: str) -> str:
     """Migrate ``url`` to the newest schema, as ``fleetdx db upgrade`` does; returns ``url``."""
-    from orchestrator.store import Store
+    from fleetdx.orchestrator.store import Store
 
     with Store.open(url, check_schema=False) as store:
         store.upgrade()

@@ -12,9 +12,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from orchestrator.api import create_app
-from orchestrator.store import Store
-from orchestrator.store.engine import make_engine, parse_url
+from fleetdx.orchestrator.service.api import create_app
+from fleetdx.orchestrator.store import Store
+from fleetdx.orchestrator.store.engine import make_engine, parse_url
 from tests.store_samples import (
     DOWN_PG_URL,
     NODE_A,
@@ -119,7 +119,7 @@ def test_fleetdx_serve_answers_over_http(sqlite_url: str) -> None:
         port = s.getsockname()[1]
     with Store.open(migrated(sqlite_url)) as store:
         store.save_report(preflight_run("pf-1", T0), preflight_raw())
-    cmd = [sys.executable, "-m", "orchestrator.cli.main", "serve", "--port", str(port), "--db", sqlite_url]
+    cmd = [sys.executable, "-m", "fleetdx.orchestrator.cli.main", "serve", "--port", str(port), "--db", sqlite_url]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         body = None

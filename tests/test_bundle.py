@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.diagnosis.base import Fleet
-from orchestrator.diagnosis.rules_node import RULES, ib_port_down
-from probes.bundle import BundleData, CommandMeta, ProbeSource, find_raw_file, read_bundle, write_bundle
-from probes.contracts import FindingCode, Severity
-from probes.errors import BundleError
-from probes.facts import classify, node_facts
-from probes.runner import RunStatus
+from fleetdx.orchestrator.diagnosis.base import Fleet
+from fleetdx.orchestrator.diagnosis.rules_node import RULES, ib_port_down
+from fleetdx.probes.bundle import BundleData, CommandMeta, ProbeSource, find_raw_file, read_bundle, write_bundle
+from fleetdx.probes.contracts import FindingCode, Severity
+from fleetdx.probes.errors import BundleError
+from fleetdx.probes.facts import classify, node_facts
+from fleetdx.probes.runner import RunStatus
 
 FIX = Path(__file__).parent / "fixtures"
 IDLE = FIX / "hosts" / "h100-vm-idle"
@@ -130,7 +130,7 @@ def test_find_raw_file(tmp_path: Path) -> None:
     assert find_raw_file(d, ["nvidia-smi", "topo", "-m"]) == d / "nvidia-smi_topo_-m.txt"
     assert find_raw_file(d, ["lscpu", "-J"]) == d / "lscpu_-J.json"
     assert find_raw_file(d, ["uname", "-a"]) == d / "uname_-a.txt"
-    assert find_raw_file(d, ["/usr/bin/python3", "-m", "probes.microbench"]) == d / "torch_microbench.json"
+    assert find_raw_file(d, ["/usr/bin/python3", "-m", "fleetdx.probes.microbench"]) == d / "torch_microbench.json"
     assert (
         find_raw_file(d, ["all_reduce_perf", "-b", "8", "-e", "512M", "-f", "2", "-g", "1"])
         == d / "all_reduce_perf_-b8_-e512M_-f2_-g1.txt"
@@ -317,8 +317,8 @@ def test_no_ib_facts_no_finding() -> None:
 
 
 def test_every_parser_kind_has_a_parser_and_every_command_file_is_classified() -> None:
-    from probes.commands import QUICK_COMMANDS, ParserKind, microbench_command, nccl_sweep_command
-    from probes.parsers.registry import PARSERS
+    from fleetdx.probes.commands import QUICK_COMMANDS, ParserKind, microbench_command, nccl_sweep_command
+    from fleetdx.probes.parsers.registry import PARSERS
 
     assert set(PARSERS) == set(ParserKind)
     commands = [*QUICK_COMMANDS, microbench_command("python3"), nccl_sweep_command("all_reduce_perf", 8)]

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from probes.bundle import collect, read_bundle, write_bundle
-from probes.commands import QUICK_COMMANDS, Level
-from probes.facts import node_facts
-from probes.runner import ReplayRunner, RunStatus, SubprocessRunner
-from probes.sysfs import SysfsSource, read_infiniband, read_numa, read_pci
+from fleetdx.probes.bundle import collect, read_bundle, write_bundle
+from fleetdx.probes.commands import QUICK_COMMANDS, Level
+from fleetdx.probes.facts import node_facts
+from fleetdx.probes.runner import ReplayRunner, RunStatus, SubprocessRunner
+from fleetdx.probes.sysfs import SysfsSource, read_infiniband, read_numa, read_pci
 
 FIX = Path(__file__).parent / "fixtures"
 IDLE = FIX / "hosts" / "h100-vm-idle"
@@ -101,7 +101,7 @@ def test_failed_command_keeps_output_and_exit_code(tmp_path: Path, monkeypatch: 
 
 
 def test_standard_level_microbench_skip_exit_code(tmp_path: Path) -> None:
-    # stands in for the interpreter: `python -m probes.microbench` on a node without CUDA exits 4
+    # stands in for the interpreter: `python -m fleetdx.probes.microbench` on a node without CUDA exits 4
     fake_python = _tool(
         tmp_path / "bin",
         "python-nocuda",
@@ -110,7 +110,7 @@ def test_standard_level_microbench_skip_exit_code(tmp_path: Path) -> None:
     data = collect(SubprocessRunner(), Level.STANDARD, host="n", sysfs_root=None, python=str(fake_python))
     meta = data.meta_for("torch_microbench.json")
     assert meta is not None and meta.status is RunStatus.SKIPPED and meta.reason == "no CUDA device"
-    assert meta.argv == [str(fake_python), "-m", "probes.microbench"]
+    assert meta.argv == [str(fake_python), "-m", "fleetdx.probes.microbench"]
     assert "torch_microbench.json" not in data.files
     if shutil.which("nvidia-smi") is None:
         sweep = data.meta_for("all_reduce_perf.txt")
@@ -188,8 +188,8 @@ def test_sysfs_collectors_on_a_fake_tree(tmp_path: Path) -> None:
     assert "/sys/bus/pci/devices/0000:1b:00.0/max_link_speed:32.0 GT/s PCIe\n" in pci
     assert "0000:00:1f.0" not in pci
 
-    from probes.parsers.ibstat import PhysState, PortState, parse_ibstat
-    from probes.parsers.numactl import parse_numactl
+    from fleetdx.probes.parsers.ibstat import PhysState, PortState, parse_ibstat
+    from fleetdx.probes.parsers.numactl import parse_numactl
 
     port = parse_ibstat(read_infiniband(tmp_path).text or "").ca("mlx5_0").ports[0]
     assert (port.state, port.phys_state, port.rate_gbps) == (PortState.DOWN, PhysState.DISABLED, 40.0)
@@ -205,7 +205,7 @@ def test_sysfs_collectors_on_a_fake_tree(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="needs Linux sysfs")
 def test_sysfs_numa_of_this_machine_parses() -> None:
-    from probes.parsers.numactl import parse_numactl
+    from fleetdx.probes.parsers.numactl import parse_numactl
 
     got = read_numa(Path("/"))
     assert got.text is not None
@@ -216,8 +216,8 @@ def test_sysfs_numa_of_this_machine_parses() -> None:
 def test_sysfs_collector_os_error_is_recorded_not_raised(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import probes.bundle as bundle_mod
-    from probes import sysfs
+    import fleetdx.probes.bundle as bundle_mod
+    from fleetdx.probes import sysfs
 
     def unlistable(root: Path) -> sysfs.SysfsText:
         raise PermissionError(13, "Permission denied", str(root / "sys/class/infiniband"))

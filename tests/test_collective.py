@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.collective import (
+from fleetdx.orchestrator.cluster.collective import (
     Backend,
     BadTiming,
     Collective,
@@ -27,11 +27,11 @@ from orchestrator.collective import (
     point,
     ray_hosts,
 )
-from orchestrator.detection import DetectionPolicy
-from orchestrator.report import RunReport
-from orchestrator.schedules import Schedule, localisation_round_bound
-from probes.contracts import FindingCode, Verdict
-from probes.parsers.nccl_tests import busbw_factor
+from fleetdx.orchestrator.preflight.detection import DetectionPolicy
+from fleetdx.orchestrator.report import RunReport
+from fleetdx.orchestrator.preflight.schedules import Schedule, localisation_round_bound
+from fleetdx.probes.contracts import FindingCode, Verdict
+from fleetdx.probes.parsers.nccl_tests import busbw_factor
 
 
 def test_bus_factors_are_nccl_tests_ones() -> None:
@@ -105,7 +105,7 @@ def run_small(
 ) -> RunReport:
     """A short gloo sweep (1 and 8 MiB, 4 timed iterations) with ``slow``'s rank delayed ``delay_s`` per
     operation."""
-    from orchestrator.bandwidth import run_bandwidth
+    from fleetdx.orchestrator.preflight.bandwidth import run_bandwidth
 
     return run_bandwidth(
         nodes,
@@ -176,8 +176,8 @@ def test_localise_names_the_injected_straggler_among_eight(sim_cluster: list[str
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_group_that_does_not_finish_is_a_hang_and_its_actors_are_replaced(sim_cluster: list[str]) -> None:
-    from orchestrator.bandwidth import findings_for, measurement_of, screen_and_localise
-    from orchestrator.detection import DetectionPolicy
+    from fleetdx.orchestrator.preflight.bandwidth import findings_for, measurement_of, screen_and_localise
+    from fleetdx.orchestrator.preflight.detection import DetectionPolicy
 
     hosts = {h.name: h for h in ray_hosts()}
     spec = SweepSpec(collective=Collective.ALL_REDUCE, sizes=[1 << 20], iters=1, warmup_iters=0, check=False)
@@ -224,8 +224,8 @@ def test_nccl_backend_on_a_gpu() -> None:
 
 
 def test_cli_sizes_read_like_nccl_tests() -> None:
-    from orchestrator.cli.bandwidth_cmd import parse_sizes
-    from probes.errors import ConfigError
+    from fleetdx.orchestrator.cli.bandwidth_cmd import parse_sizes
+    from fleetdx.probes.errors import ConfigError
 
     assert parse_sizes("64M,4M,16M") == [4 << 20, 16 << 20, 64 << 20]
     assert parse_sizes("1G,512K,8") == [8, 512 << 10, 1 << 30]
@@ -243,8 +243,8 @@ def test_cli_json_is_the_run_report_and_its_curves_go_to_the_store(
 
     from typer.testing import CliRunner
 
-    from orchestrator.cli.main import _register, app
-    from orchestrator.store import Store
+    from fleetdx.orchestrator.cli.main import _register, app
+    from fleetdx.orchestrator.store import Store
 
     url = f"sqlite:///{tmp_path / 'fleetdx.db'}"
     _register()
@@ -280,8 +280,8 @@ def test_cli_json_is_the_run_report_and_its_curves_go_to_the_store(
 
 
 def test_heat_map_colours_use_the_detection_policy_cut_offs() -> None:
-    from orchestrator.cli.bandwidth_cmd import _heat_map
-    from orchestrator.report import BusbwCurve, BusbwPoint
+    from fleetdx.orchestrator.cli.bandwidth_cmd import _heat_map
+    from fleetdx.orchestrator.report import BusbwCurve, BusbwPoint
 
     def pair(a: str, b: str, bw: float) -> BusbwCurve:
         p = BusbwPoint(size=1 << 20, time_us=100.0, algbw_gbps=bw, busbw_gbps=bw)
@@ -311,8 +311,8 @@ def test_heat_map_colours_use_the_detection_policy_cut_offs() -> None:
 
 
 def test_history_keeps_only_comparable_measurements() -> None:
-    from orchestrator.cli.bandwidth_cmd import history_values
-    from orchestrator.store import BusbwHistoryPoint
+    from fleetdx.orchestrator.cli.bandwidth_cmd import history_values
+    from fleetdx.orchestrator.store import BusbwHistoryPoint
 
     def pt(backend: str, nranks: int, bw: float | None) -> BusbwHistoryPoint:
         return BusbwHistoryPoint(
@@ -331,7 +331,7 @@ def test_history_keeps_only_comparable_measurements() -> None:
 
 
 def test_host_names_prefer_label_resource_unique_hostname_then_ip() -> None:
-    from orchestrator.collective import host_names
+    from fleetdx.orchestrator.cluster.collective import host_names
 
     nodes: list[dict[str, Any]] = [
         {"Labels": {"fleetdx.host": "sim0"}, "NodeManagerHostname": "box", "NodeManagerAddress": "10.0.0.1"},

@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from probes.contracts import Contract, Finding, FindingCode, Severity, Verdict, VerdictName
+from fleetdx.probes.contracts import Contract, Finding, FindingCode, Severity, Verdict, VerdictName
 
 
 class _V(Contract):

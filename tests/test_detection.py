@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from orchestrator.bandwidth import build_report, findings_for, screen_and_localise
-from orchestrator.detection import (
+from fleetdx.orchestrator.preflight.bandwidth import build_report, findings_for, screen_and_localise
+from fleetdx.orchestrator.preflight.detection import (
     Baseline,
     DetectionPolicy,
     Measurement,
@@ -19,8 +19,8 @@ from orchestrator.detection import (
     below_history,
     below_reference,
 )
-from orchestrator.schedules import Group, Schedule, localisation_round_bound
-from probes.contracts import FindingCode, Severity, Verdict
+from fleetdx.orchestrator.preflight.schedules import Group, Schedule, localisation_round_bound
+from fleetdx.probes.contracts import FindingCode, Severity, Verdict
 
 POLICY = DetectionPolicy()
 

@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.diagnosis import engine, rules_gpu, rules_nccl, rules_node, rules_topo
-from orchestrator.diagnosis.base import Fleet
-from orchestrator.diagnosis.engine import (
+from fleetdx.orchestrator.diagnosis import engine, rules_gpu, rules_nccl, rules_node, rules_topo
+from fleetdx.orchestrator.diagnosis.base import Fleet
+from fleetdx.orchestrator.diagnosis.engine import (
     diagnose,
     exclude_hostlist,
     node_verdict,
     probe_findings,
     unjudged_reason,
 )
-from orchestrator.preflight import analyze_bundles
-from probes.contracts import Finding, FindingCode, Severity, Verdict
-from probes.facts import NodeFacts, ParseFailure, ProbeRecord
-from probes.runner import RunStatus
+from fleetdx.orchestrator.preflight.run import analyze_bundles
+from fleetdx.probes.contracts import Finding, FindingCode, Severity, Verdict
+from fleetdx.probes.facts import NodeFacts, ParseFailure, ProbeRecord
+from fleetdx.probes.runner import RunStatus
 
 BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
 

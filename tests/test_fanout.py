@@ -1,4 +1,4 @@
-"""orchestrator.fanout on a real (simulated, multi-node) Ray cluster: pinning, deadlines, lost nodes.
+"""fleetdx.orchestrator.cluster.fanout on a real (simulated, multi-node) Ray cluster: pinning, deadlines, lost nodes.
 
 Simulated nodes are local Ray nodes told apart by their ``fleetdx-sim-host:<host>`` resource (PLATFORM.md).
 Each test bounds itself with pytest-timeout; deadline checks use generous margins (they test that the
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.fanout import OutcomeKind, fan_out, match_hosts, ray_node_hosts
-from orchestrator.simulate import SimCluster, SimNode, simulated_cluster
+from fleetdx.orchestrator.cluster.fanout import OutcomeKind, fan_out, match_hosts, ray_node_hosts
+from fleetdx.orchestrator.cluster.simulate import SimCluster, SimNode, simulated_cluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 
@@ -115,7 +115,7 @@ def test_node_removed_mid_run_is_unreachable(tmp_path: Path, cluster: SimCluster
 
 
 def test_gpu_nodes_preferred_when_the_cluster_has_any() -> None:
-    from orchestrator.fanout import RayNode, gpu_nodes_if_any
+    from fleetdx.orchestrator.cluster.fanout import RayNode, gpu_nodes_if_any
 
     head = RayNode(node_id="h", host="head", simulated=False)
     worker = RayNode(node_id="w", host="gpu01", simulated=False, gpus=8)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from probes.commands import MICROBENCH_SKIP_EXIT, microbench_command
-from probes.errors import ParseError
-from probes.microbench import EXIT_SKIPPED
-from probes.parsers.microbench import parse_microbench
-from probes.runner import RunResult, SubprocessRunner
+from fleetdx.probes.commands import MICROBENCH_SKIP_EXIT, microbench_command
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.microbench import EXIT_SKIPPED
+from fleetdx.probes.parsers.microbench import parse_microbench
+from fleetdx.probes.runner import RunResult, SubprocessRunner
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 
@@ -105,7 +105,7 @@ def test_cli_without_cuda_is_skipped_with_exit_4(probe_run: RunResult) -> None:
 
 
 def test_cli_bad_arguments_exit_2() -> None:
-    res = SubprocessRunner().run([sys.executable, "-m", "probes.microbench", "--iters", "0"], timeout_s=60)
+    res = SubprocessRunner().run([sys.executable, "-m", "fleetdx.probes.microbench", "--iters", "0"], timeout_s=60)
     assert res.returncode == 2
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import importlib
 import pytest
 import typer
 from alembic.autogenerate import compare_metadata
@@ -12,10 +13,10 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 from typer.testing import CliRunner
 
-from orchestrator.cli import db_cmd
-from orchestrator.store import SchemaOutdated, Store
-from orchestrator.store.migrate import MIGRATIONS_DIR, downgrade, head_revision, known_revisions
-from orchestrator.store.models import Base
+from fleetdx.orchestrator.cli import db_cmd
+from fleetdx.orchestrator.store import SchemaOutdated, Store
+from fleetdx.orchestrator.store.migrate import MIGRATIONS_DIR, downgrade, head_revision, known_revisions
+from fleetdx.orchestrator.store.models import Base
 
 pytest_plugins = ["tests.pgfixtures"]
 
@@ -44,7 +45,7 @@ def cli() -> typer.Typer:
 
 
 def test_migrations_ship_inside_the_package() -> None:
-    assert MIGRATIONS_DIR == Path(__import__("orchestrator.store").store.__file__).parent / "migrations"
+    assert MIGRATIONS_DIR == Path(importlib.import_module("fleetdx.orchestrator.store").__file__).parent / "migrations"
     assert (MIGRATIONS_DIR / "env.py").is_file() and (MIGRATIONS_DIR / "script.py.mako").is_file()
     assert head_revision() == "0001" and known_revisions() == {"0001"}
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.contracts import FindingCode, Severity
-from probes.nccl_tests_runner import (
+from fleetdx.probes.contracts import FindingCode, Severity
+from fleetdx.probes.nccl_tests_runner import (
     Features,
     NcclTest,
     NcclTestsOptions,
@@ -24,7 +24,7 @@ from probes.nccl_tests_runner import (
     not_mpi_evidence,
     run_nccl_test,
 )
-from probes.runner import RunResult, RunStatus, SubprocessRunner
+from fleetdx.probes.runner import RunResult, RunStatus, SubprocessRunner
 
 STANDIN = Path(__file__).parent / "fixtures" / "standin"
 STANDIN_BIN = STANDIN / "bin"

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.cli import collect_cmd, parse_cmd
+from fleetdx.orchestrator.cli import collect_cmd, parse_cmd
 
 FIX = Path(__file__).parent / "fixtures"
 HOST = FIX / "host"
@@ -24,7 +24,7 @@ LSCPU = HOST / "lscpu_01_princeton-della-k18g3_8x-h100-node_xeon8468_interleaved
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
     """Human tables are checked for whole cells: give them a wide terminal."""
-    from orchestrator.cli import common
+    from fleetdx.orchestrator.cli import common
 
     monkeypatch.setattr(common.console, "width", 200)
 
@@ -124,7 +124,7 @@ def test_parse_bundle_of_a_non_bundle_exits_2(tmp_path: Path) -> None:
 def test_collect_then_parse_bundle_as_real_processes(tmp_path: Path) -> None:
     """The done-when of the issue: ``fleetdx collect`` on this machine writes a bundle that ``fleetdx parse
     bundle`` reads back with real CPU/NUMA facts."""
-    cli = [sys.executable, "-m", "orchestrator.cli.main"]
+    cli = [sys.executable, "-m", "fleetdx.orchestrator.cli.main"]
     out = tmp_path / "bundle"
     done = subprocess.run(
         [*cli, "collect", "--out", str(out), "--host", "node-x", "--json"],
@@ -167,8 +167,8 @@ def test_every_kind_is_covered_here() -> None:
 
 @pytest.mark.parametrize("kind", sorted(KIND_FILES))
 def test_every_kind_json_is_exactly_the_parser_model_dump(kind: str) -> None:
-    from probes.commands import ParserKind
-    from probes.parsers.registry import parser_for
+    from fleetdx.probes.commands import ParserKind
+    from fleetdx.probes.parsers.registry import parser_for
 
     path = KIND_FILES[kind]
     code, out, err = invoke("parse", kind, str(path), "--json")

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from probes.errors import ParseError
-from probes.parsers.microbench import parse_microbench
-from probes.parsers.smi_csv import parse_smi_csv
-from probes.parsers.smi_xml import parse_smi_xml
-from probes.parsers.xid import parse_xid
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.microbench import parse_microbench
+from fleetdx.probes.parsers.smi_csv import parse_smi_csv
+from fleetdx.probes.parsers.smi_xml import parse_smi_xml
+from fleetdx.probes.parsers.xid import parse_xid
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 XML = [(HOSTS / b / "nvidia-smi_-q_-x.xml").read_text() for b in ("h100-vm-idle", "h100-vm-busy")]

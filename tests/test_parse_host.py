@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from probes.errors import ParseError
-from probes.parsers.ibstat import IbFormat, LinkLayer, PhysState, PortState, parse_ibstat
-from probes.parsers.lscpu import LscpuFormat, parse_lscpu
-from probes.parsers.numactl import NumaFormat, parse_numactl
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.ibstat import IbFormat, LinkLayer, PhysState, PortState, parse_ibstat
+from fleetdx.probes.parsers.lscpu import LscpuFormat, parse_lscpu
+from fleetdx.probes.parsers.numactl import NumaFormat, parse_numactl
 
 FIX = Path(__file__).parent / "fixtures"
 HOST = FIX / "host"

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from probes.errors import ParseError
-from probes.parsers.ibstat import parse_ibstat
-from probes.parsers.lscpu import parse_lscpu
-from probes.parsers.numactl import parse_numactl
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.ibstat import parse_ibstat
+from fleetdx.probes.parsers.lscpu import parse_lscpu
+from fleetdx.probes.parsers.numactl import parse_numactl
 
 FIX = Path(__file__).parent / "fixtures"
 HOST = FIX / "host"

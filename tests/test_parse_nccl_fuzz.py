@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from probes.errors import ParseError
-from probes.parsers.nccl_log import parse_nccl_log
-from probes.parsers.nccl_tests import parse_nccl_tests
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.nccl_log import parse_nccl_log
+from fleetdx.probes.parsers.nccl_tests import parse_nccl_tests
 from tests.test_parse_nccl_tests import GOLDEN, NOT_NCCL_TESTS
 
 FIX = Path(__file__).parent / "fixtures" / "nccl"

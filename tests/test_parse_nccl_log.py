@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 import pytest
 
-from probes.errors import ParseError
-from probes.parsers.nccl_log import NcclLog, TransportKind, parse_nccl_log
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.nccl_log import NcclLog, TransportKind, parse_nccl_log
 
 FIX = Path(__file__).parent / "fixtures" / "nccl"
 

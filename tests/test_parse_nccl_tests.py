@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import pytest
 
-from probes.errors import ParseError
-from probes.parsers.nccl_tests import (
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.nccl_tests import (
     Collective,
     NcclTestsReport,
     busbw_factor,

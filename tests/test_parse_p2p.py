@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.errors import ParseError
-from probes.parsers.p2p import P2PMatrix, P2PStatus, parse_p2p
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.p2p import P2PMatrix, P2PStatus, parse_p2p
 
 FIX = Path(__file__).parent / "fixtures" / "topo"
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from probes.errors import ParseError
-from probes.parsers.smi_csv import SmiQuery, parse_smi_csv
-from probes.parsers.smi_values import ClockEventReason, bus_key
-from probes.parsers.smi_xml import parse_smi_xml
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.smi_csv import SmiQuery, parse_smi_csv
+from fleetdx.probes.parsers.smi_values import ClockEventReason, bus_key
+from fleetdx.probes.parsers.smi_xml import parse_smi_xml
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 IDLE, BUSY = HOSTS / "h100-vm-idle", HOSTS / "h100-vm-busy"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.errors import ParseError
-from probes.parsers.topo import AffinityColumn, TopoLegend, TopoMatrix, parse_topo
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.topo import AffinityColumn, TopoLegend, TopoMatrix, parse_topo
 from tests.test_parse_p2p import GOLDEN as P2P_GOLDEN
 
 FIX = Path(__file__).parent / "fixtures" / "topo"

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from probes.errors import ParseError
-from probes.parsers.p2p import parse_p2p
-from probes.parsers.topo import parse_topo
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.p2p import parse_p2p
+from fleetdx.probes.parsers.topo import parse_topo
 from tests.test_parse_p2p import GOLDEN as P2P_GOLDEN
 from tests.test_parse_topo import GOLDEN as TOPO_GOLDEN
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.errors import ParseError
-from probes.parsers.xid import parse_xid
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.xid import parse_xid
 
 DMESG = Path(__file__).parent / "fixtures" / "hosts" / "h100-vm-idle" / "dmesg_nvrm.txt"
 

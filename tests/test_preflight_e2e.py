@@ -16,11 +16,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.fanout import match_hosts, ray_node_hosts
-from orchestrator.preflight import NodeJob, PreflightResult, run_preflight
-from orchestrator.simulate import SimCluster, SimNode, sim_nodes, simulated_cluster
-from probes.commands import Level
-from probes.contracts import FindingCode, Severity, Verdict
+from fleetdx.orchestrator.cluster.fanout import match_hosts, ray_node_hosts
+from fleetdx.orchestrator.preflight.run import NodeJob, PreflightResult, run_preflight
+from fleetdx.orchestrator.cluster.simulate import SimCluster, SimNode, sim_nodes, simulated_cluster
+from fleetdx.probes.commands import Level
+from fleetdx.probes.contracts import FindingCode, Severity, Verdict
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 
@@ -126,7 +126,7 @@ def test_cli_analyze_json_exit_code_and_exclude_file(tmp_path: Path) -> None:
     import typer
     from typer.testing import CliRunner
 
-    from orchestrator.cli import preflight_cmd
+    from fleetdx.orchestrator.cli import preflight_cmd
 
     app = typer.Typer()
     preflight_cmd.register(app)

@@ -1,7 +1,7 @@
 """``--level full``: the node probes, then the cross-node bandwidth step, merged into one pre-flight report;
 and ``--level standard``'s nccl-tests binary looked up on the node, not on the driver.
 
-One simulated cluster for the module (orchestrator.simulate): ``gpu01``-``gpu04`` replay byte-exact copies of
+One simulated cluster for the module (fleetdx.orchestrator.cluster.simulate): ``gpu01``-``gpu04`` replay byte-exact copies of
 the idle H100 VM's bundle (tests/fixtures/bundles/h100-idle; node verdict OK on its own), ``gpu05`` a copy of
 the busy one (h100-busy: a foreign process holds the GPU, GPU_FOREIGN_PROCESS, critical). The node figures
 are replayed; the bandwidth curves are measured for real, by gloo between the local Ray nodes. The slow node
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.fanout import match_hosts, ray_node_hosts
-from orchestrator.preflight import (
+from fleetdx.orchestrator.cluster.fanout import match_hosts, ray_node_hosts
+from fleetdx.orchestrator.preflight.run import (
     BANDWIDTH_PROBE,
     BandwidthStep,
     NodeJob,
@@ -28,12 +28,12 @@ from orchestrator.preflight import (
     merge_bandwidth,
     run_preflight,
 )
-from orchestrator.report import BusbwCurve, NodeReport, ProbeSummary, RunKind, RunReport
-from orchestrator.simulate import SimCluster, sim_nodes, simulated_cluster
-from probes.commands import Level
-from probes.contracts import Finding, FindingCode, Severity, Verdict
-from probes.facts import node_facts
-from probes.runner import RunStatus
+from fleetdx.orchestrator.report import BusbwCurve, NodeReport, ProbeSummary, RunKind, RunReport
+from fleetdx.orchestrator.cluster.simulate import SimCluster, sim_nodes, simulated_cluster
+from fleetdx.probes.commands import Level
+from fleetdx.probes.contracts import Finding, FindingCode, Severity, Verdict
+from fleetdx.probes.facts import node_facts
+from fleetdx.probes.runner import RunStatus
 from tests.test_standard_level import LARGEST_ROW, STANDIN, STANDIN_BIN, SWEEP_FILE, fake_nvidia_smi
 
 BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
@@ -153,7 +153,7 @@ def test_cli_prints_the_bandwidth_step(
 ) -> None:
     """The human report of a full run (one healthy pair measured, gpu05 left out) lists the curve and why
     gpu05 was not paired."""
-    from orchestrator.cli import common, preflight_cmd
+    from fleetdx.orchestrator.cli import common, preflight_cmd
 
     report = _run(cluster, ["gpu01", "gpu02", "gpu05"], Level.FULL, short_step()).report
     assert [c.nodes for c in report.curves] == [["gpu01", "gpu02"]]

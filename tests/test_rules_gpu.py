@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.diagnosis import references as ref
-from orchestrator.diagnosis import rules_gpu as R
-from orchestrator.diagnosis import xid_table
-from orchestrator.diagnosis.base import Fleet
-from probes.contracts import FindingCode, Severity
-from probes.facts import NodeFacts
-from probes.parsers.microbench import Microbench, parse_microbench
-from probes.parsers.smi_csv import parse_smi_csv
-from probes.parsers.smi_xml import parse_smi_xml
-from probes.parsers.xid import parse_xid
+from fleetdx.orchestrator.diagnosis import references as ref
+from fleetdx.orchestrator.diagnosis import rules_gpu as R
+from fleetdx.orchestrator.diagnosis import xid_table
+from fleetdx.orchestrator.diagnosis.base import Fleet
+from fleetdx.probes.contracts import FindingCode, Severity
+from fleetdx.probes.facts import NodeFacts
+from fleetdx.probes.parsers.microbench import Microbench, parse_microbench
+from fleetdx.probes.parsers.smi_csv import parse_smi_csv
+from fleetdx.probes.parsers.smi_xml import parse_smi_xml
+from fleetdx.probes.parsers.xid import parse_xid
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 

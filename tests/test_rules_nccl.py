@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.diagnosis.base import Fleet
-from orchestrator.diagnosis.rules_nccl import (
+from fleetdx.orchestrator.diagnosis.base import Fleet
+from fleetdx.orchestrator.diagnosis.rules_nccl import (
     OLD_ERROR_LIMIT,
     RULES,
     failed_run_rule,
@@ -20,11 +20,11 @@ from orchestrator.diagnosis.rules_nccl import (
     transport_fallback_rule,
     wrong_results_rule,
 )
-from probes.contracts import Finding, FindingCode, Severity
-from probes.facts import NamedNcclLog, NamedNcclTests, NodeFacts
-from probes.parsers.ibstat import parse_ibstat
-from probes.parsers.nccl_log import parse_nccl_log
-from probes.parsers.nccl_tests import parse_nccl_tests
+from fleetdx.probes.contracts import Finding, FindingCode, Severity
+from fleetdx.probes.facts import NamedNcclLog, NamedNcclTests, NodeFacts
+from fleetdx.probes.parsers.ibstat import parse_ibstat
+from fleetdx.probes.parsers.nccl_log import parse_nccl_log
+from fleetdx.probes.parsers.nccl_tests import parse_nccl_tests
 from tests.test_parse_nccl_tests import hint_for
 
 FIX = Path(__file__).parent / "fixtures" / "nccl"

@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from probes import runner as runner_mod
-from probes.runner import ReplayRunner, RunStatus, SubprocessRunner
+from fleetdx.probes import runner as runner_mod
+from fleetdx.probes.runner import ReplayRunner, RunStatus, SubprocessRunner
 
 PY = sys.executable
 pytestmark = pytest.mark.timeout(60)

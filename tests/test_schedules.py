@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.schedules import localisation_round_bound, quick_screen, round_robin, split_round
+from fleetdx.orchestrator.preflight.schedules import localisation_round_bound, quick_screen, round_robin, split_round
 
 
 def hosts(n: int) -> list[str]:

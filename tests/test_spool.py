@@ -13,9 +13,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.cli import db_cmd
-from orchestrator.store import SpoolError, Store, import_spool_file, read_spool, save_or_spool, write_spool
-from orchestrator.store.spool import SPOOL_SUFFIX, spool_name
+from fleetdx.orchestrator.cli import db_cmd
+from fleetdx.orchestrator.store import SpoolError, Store, import_spool_file, read_spool, save_or_spool, write_spool
+from fleetdx.orchestrator.store.spool import SPOOL_SUFFIX, spool_name
 from tests.store_samples import (
     DOWN_PG_URL,
     NCCL_FILE,

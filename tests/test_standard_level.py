@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.diagnosis import rules_nccl
-from orchestrator.diagnosis.base import Fleet
-from orchestrator.diagnosis.engine import diagnose, run_rules
-from orchestrator.preflight import node_nccl_binary
-from probes.bundle import collect, find_raw_file, read_bundle
-from probes.commands import Level, quick_commands
-from probes.contracts import FindingCode, Verdict
-from probes.facts import node_facts
-from probes.runner import RunStatus, SubprocessRunner
+from fleetdx.orchestrator.diagnosis import rules_nccl
+from fleetdx.orchestrator.diagnosis.base import Fleet
+from fleetdx.orchestrator.diagnosis.engine import diagnose, run_rules
+from fleetdx.orchestrator.preflight.run import node_nccl_binary
+from fleetdx.probes.bundle import collect, find_raw_file, read_bundle
+from fleetdx.probes.commands import Level, quick_commands
+from fleetdx.probes.contracts import FindingCode, Verdict
+from fleetdx.probes.facts import node_facts
+from fleetdx.probes.runner import RunStatus, SubprocessRunner
 
 FIXTURES = Path(__file__).parent / "fixtures"
 STANDIN_BIN = FIXTURES / "standin" / "bin"
@@ -43,7 +43,7 @@ LARGEST_ROW = "134217728      33554432     float     sum      -1    93.72  1432.
 
 def fake_nvidia_smi(directory: Path) -> Path:
     """Write a stand-in ``nvidia-smi`` into ``directory`` (returned): for the arguments of a registered
-    command it prints the h100-idle bundle's capture of that command (:func:`probes.bundle.find_raw_file`);
+    command it prints the h100-idle bundle's capture of that command (:func:`fleetdx.probes.bundle.find_raw_file`);
     exit 9 for arguments never captured."""
     captured = {}
     for cmd in quick_commands():
@@ -127,7 +127,7 @@ def test_cli_collect_standard_with_nccl_tests_dir(smi_on_path: Path, tmp_path: P
     import typer
     from typer.testing import CliRunner
 
-    from orchestrator.cli import collect_cmd
+    from fleetdx.orchestrator.cli import collect_cmd
 
     app = typer.Typer()
     collect_cmd.register(app)

@@ -15,8 +15,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from typer.testing import CliRunner
 
-from orchestrator.cli import db_cmd
-from orchestrator.store import (
+from fleetdx.orchestrator.cli import db_cmd
+from fleetdx.orchestrator.store import (
     DatabaseUnreachable,
     NodeHistory,
     RunNotFound,
@@ -24,12 +24,12 @@ from orchestrator.store import (
     Store,
     StoreError,
 )
-from orchestrator.store import engine as engine_mod
-from orchestrator.store import store as store_mod
-from orchestrator.store.migrate import head_revision
-from orchestrator.store.models import FindingRow, NodeRow, RawOutputRow, RunRow
-from orchestrator.store.settings import resolve_db_url, resolve_spool_dir, user_data_dir
-from probes.contracts import FindingCode, Severity, Verdict
+from fleetdx.orchestrator.store import engine as engine_mod
+from fleetdx.orchestrator.store import store as store_mod
+from fleetdx.orchestrator.store.migrate import head_revision
+from fleetdx.orchestrator.store.models import FindingRow, NodeRow, RawOutputRow, RunRow
+from fleetdx.orchestrator.store.settings import resolve_db_url, resolve_spool_dir, user_data_dir
+from fleetdx.probes.contracts import FindingCode, Severity, Verdict
 from tests.store_samples import (
     DOWN_PG_URL,
     NCCL_FILE,
@@ -339,9 +339,9 @@ def test_sqlite_lock_never_released_is_reported(sqlite_url: str, short_busy_time
 
 
 def test_level_reads_as_the_schedule_of_a_bandwidth_run_and_the_probe_level_of_others() -> None:
-    from orchestrator.report import RunReport
-    from orchestrator.schedules import Schedule
-    from probes.commands import Level
+    from fleetdx.orchestrator.report import RunReport
+    from fleetdx.orchestrator.preflight.schedules import Schedule
+    from fleetdx.probes.commands import Level
 
     common = {"run_id": "r", "started_at": 0.0, "finished_at": 1.0, "verdict": "OK", "exit_code": 0}
     bw = RunReport.model_validate({**common, "kind": "bandwidth", "level": "quick", "nodes": [], "findings": []})

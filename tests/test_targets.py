@@ -1,11 +1,11 @@
-"""orchestrator.targets: hostlists and expected GPU counts from the CLI and the Slurm environment."""
+"""fleetdx.orchestrator.scheduler.targets: hostlists and expected GPU counts from the CLI and the Slurm environment."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchestrator.targets import TargetSource, expand_hostlist, expected_gpus, resolve_targets
-from probes.errors import ConfigError
+from fleetdx.orchestrator.scheduler.targets import TargetSource, expand_hostlist, expected_gpus, resolve_targets
+from fleetdx.probes.errors import ConfigError
 
 
 def test_expand_slurm_hostlist_keeps_order_and_zero_padding() -> None:

@@ -7,13 +7,13 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from probes.contracts import FindingCode, Severity
+from fleetdx.probes.contracts import FindingCode, Severity
 from tests.topology_util import make_topo, random_topo, uniform
-from topology.analyses import affinity_issues, nearest_nics, nic_report, nvlink_report, remote_gpu_pairs
-from topology.binding import advise
-from topology.contracts import AffinityIssueKind
-from topology.findings import node_findings
-from topology.node_graph import DeviceKind, build_node_graph
+from fleetdx.topology.analyses import affinity_issues, nearest_nics, nic_report, nvlink_report, remote_gpu_pairs
+from fleetdx.topology.binding import advise
+from fleetdx.topology.contracts import AffinityIssueKind
+from fleetdx.topology.findings import node_findings
+from fleetdx.topology.node_graph import DeviceKind, build_node_graph
 
 # the DGX-1 hybrid cube-mesh GPU block (NV1/NV2/SYS), as nvidia-smi prints it on a DGX-1
 DGX1 = [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.topology_util import make_topo, uniform
-from topology.binding import advise, cpu_list, cpu_mask
+from fleetdx.topology.binding import advise, cpu_list, cpu_mask
 
 CPU0 = list(range(0, 32)) + list(range(64, 96))
 CPU1 = list(range(32, 64)) + list(range(96, 128))

@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.cli import topo_cmd
+from fleetdx.orchestrator.cli import topo_cmd
 
 FIX = Path(__file__).parent / "fixtures"
 A100 = FIX / "topo" / "03_hgx-a100-sxm4-80g_8gpu-3nic_bond-nic_gpu-numa-id.txt"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from probes.errors import ConfigError, ParseError
-from topology.cluster import (
+from fleetdx.probes.errors import ConfigError, ParseError
+from fleetdx.topology.cluster import (
     ClusterIndex,
     PlacementError,
     TopologyError,

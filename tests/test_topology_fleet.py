@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from probes.contracts import FindingCode
+from fleetdx.probes.contracts import FindingCode
 from tests.topology_util import make_topo, uniform
-from topology.findings import peer_findings
-from topology.fleet import compare_to_peers
+from fleetdx.topology.findings import peer_findings
+from fleetdx.topology.fleet import compare_to_peers
 
 COLS = ["PXB NODE", "PXB NODE", "NODE PXB", "NODE PXB"]
 NICS = ["mlx5_0", "mlx5_2"]

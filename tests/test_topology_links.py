@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topology.links import (
+from fleetdx.topology.links import (
     GpuGeneration,
     Link,
     LinkKind,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from orchestrator.diagnosis.base import Fleet
-from orchestrator.diagnosis.rules_topo import RULES, gpu_model, topo_node_rule, topo_peers_rule
-from probes.contracts import FindingCode
-from probes.facts import NodeFacts
-from probes.parsers.smi_xml import SmiGpu, SmiReport
+from fleetdx.orchestrator.diagnosis.base import Fleet
+from fleetdx.orchestrator.diagnosis.rules_topo import RULES, gpu_model, topo_node_rule, topo_peers_rule
+from fleetdx.probes.contracts import FindingCode
+from fleetdx.probes.facts import NodeFacts
+from fleetdx.probes.parsers.smi_xml import SmiGpu, SmiReport
 from tests.topology_util import make_topo, uniform
 
 CPUS = [list(range(0, 8))] * 2 + [list(range(8, 16))] * 2

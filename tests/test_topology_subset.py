@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tests.topology_util import check_against_brute_force as check
 from tests.topology_util import make_topo, random_topo, uniform
-from topology.subset import SubsetError, best_subset
+from fleetdx.topology.subset import SubsetError, best_subset
 
 
 @pytest.mark.parametrize("seed", range(40))

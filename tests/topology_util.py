@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 from itertools import combinations
 
-from probes.parsers.topo import TopoGpu, TopoMatrix, TopoNic
-from topology.links import link_rank, parse_link
-from topology.subset import best_subset
+from fleetdx.probes.parsers.topo import TopoGpu, TopoMatrix, TopoNic
+from fleetdx.topology.links import link_rank, parse_link
+from fleetdx.topology.subset import best_subset
 
 CLASSES = ["SYS", "NODE", "PHB", "PXB", "PIX"] + [f"NV{i}" for i in (1, 2, 4, 12, 17, 18)]
 

@@ -1,7 +1,7 @@
 """Analyses of one node's ``nvidia-smi topo -m`` matrix; each returns a typed result holding its evidence
 cells.
 
-All functions take a :class:`probes.parsers.topo.TopoMatrix` and never raise on odd content: a cell the matrix
+All functions take a :class:`fleetdx.probes.parsers.topo.TopoMatrix` and never raise on odd content: a cell the matrix
 lacks is treated as unknown and left out (never read as a healthy link).
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from itertools import combinations
 
-from probes.parsers.numactl import NumaTopology
-from probes.parsers.topo import TopoGpu, TopoMatrix
-from topology.contracts import (
+from fleetdx.probes.parsers.numactl import NumaTopology
+from fleetdx.probes.parsers.topo import TopoGpu, TopoMatrix
+from fleetdx.topology.contracts import (
     AffinityIssue,
     AffinityIssueKind,
     AsymmetricCell,
@@ -23,7 +23,7 @@ from topology.contracts import (
     RailAssignment,
     RemotePairs,
 )
-from topology.links import Link, LinkKind, parse_link
+from fleetdx.topology.links import Link, LinkKind, parse_link
 
 
 def link_between(topo: TopoMatrix, a: str, b: str) -> Link | None:

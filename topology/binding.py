@@ -15,11 +15,11 @@ Conventions used in the generated lines:
 
 from __future__ import annotations
 
-from probes.parsers.numactl import NumaTopology
-from probes.parsers.topo import TopoMatrix
-from topology.analyses import affinity_issues, assign_rails, nearest_nics, numa_node_of
-from topology.contracts import AffinityIssueKind, RankBinding, TopoAdvice
-from topology.subset import best_subset
+from fleetdx.probes.parsers.numactl import NumaTopology
+from fleetdx.probes.parsers.topo import TopoMatrix
+from fleetdx.topology.analyses import affinity_issues, assign_rails, nearest_nics, numa_node_of
+from fleetdx.topology.contracts import AffinityIssueKind, RankBinding, TopoAdvice
+from fleetdx.topology.subset import best_subset
 
 
 def cpu_list(cpus: list[int]) -> str:
@@ -48,7 +48,7 @@ def gpu_index(name: str) -> int:
 
 def bind_ranks(topo: TopoMatrix, gpus: list[str], numa: NumaTopology | None = None) -> list[RankBinding]:
     """One binding per local rank, rank ``i`` on ``gpus[i]``: CPU affinity, NUMA node
-    (:func:`topology.analyses.numa_node_of`, using ``numa`` from ``numactl -H`` when given), rail NIC."""
+    (:func:`fleetdx.topology.analyses.numa_node_of`, using ``numa`` from ``numactl -H`` when given), rail NIC."""
     by_name = {g.name: g for g in topo.gpus}
     near = {g: c for g, c in nearest_nics(topo).items() if g in gpus}
     rails = {r.gpu: r for r in assign_rails(topo, near)}
@@ -78,13 +78,13 @@ def _numactl(r: RankBinding) -> str | None:
 
 
 def advise(topo: TopoMatrix, k: int, ib_port: int = 1, numa: NumaTopology | None = None) -> TopoAdvice:
-    """Choose ``k`` GPUs (:func:`topology.subset.best_subset`), bind each local rank, and write the env lines.
+    """Choose ``k`` GPUs (:func:`fleetdx.topology.subset.best_subset`), bind each local rank, and write the env lines.
 
     ``numa`` (a parsed ``numactl -H``) resolves the NUMA node of GPUs whose ``topo -m`` row gives none or
     several.
 
     Raises:
-        topology.subset.SubsetError: ``k`` outside ``1..number of GPUs``.
+        fleetdx.topology.subset.SubsetError: ``k`` outside ``1..number of GPUs``.
     """
     choice = best_subset(topo, k)
     ranks = bind_ranks(topo, choice.gpus, numa)

@@ -30,8 +30,8 @@ import hostlist
 import networkx as nx
 from pydantic import Field, ValidationError
 
-from probes.contracts import Contract
-from probes.errors import ConfigError, FleetdxError, ParseError
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ConfigError, FleetdxError, ParseError
 
 CONF_FMT = "topology.conf"
 

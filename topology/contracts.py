@@ -10,7 +10,7 @@ from enum import Enum
 
 from pydantic import Field, computed_field
 
-from probes.contracts import SCHEMA_VERSION, Contract, Finding
+from fleetdx.probes.contracts import SCHEMA_VERSION, Contract, Finding
 
 
 class Cell(Contract):

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from probes.contracts import Finding, FindingCode, JsonScalar, Severity
-from probes.parsers.topo import TopoMatrix
-from topology.analyses import affinity_issues, nic_report, nvlink_report, remote_gpu_pairs
-from topology.contracts import AffinityIssueKind, PeerComparison
-from topology.fleet import compare_to_peers
+from fleetdx.probes.contracts import Finding, FindingCode, JsonScalar, Severity
+from fleetdx.probes.parsers.topo import TopoMatrix
+from fleetdx.topology.analyses import affinity_issues, nic_report, nvlink_report, remote_gpu_pairs
+from fleetdx.topology.contracts import AffinityIssueKind, PeerComparison
+from fleetdx.topology.fleet import compare_to_peers
 
 
 def _scalars(items: Sequence[str]) -> list[JsonScalar]:

@@ -12,8 +12,8 @@ from collections import Counter
 from collections.abc import Sequence
 from itertools import combinations
 
-from probes.parsers.topo import TopoMatrix
-from topology.contracts import CellDiff, PeerComparison
+from fleetdx.probes.parsers.topo import TopoMatrix
+from fleetdx.topology.contracts import CellDiff, PeerComparison
 
 MIN_PEERS = 2
 

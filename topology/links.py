@@ -42,7 +42,7 @@ import re
 from enum import Enum
 from typing import NamedTuple
 
-from probes.contracts import Contract
+from fleetdx.probes.contracts import Contract
 
 
 class LinkKind(str, Enum):

@@ -3,8 +3,8 @@
 Vertices (attribute ``kind``): ``"GPU0"`` (gpu), ``"mlx5_0"`` (nic), ``"NUMA0"`` (numa). Edges:
 
 - GPU-GPU and GPU-NIC: ``link`` (class string as in the matrix, e.g. ``"NV18"``, ``"PXB"``), ``rank``
-  (:func:`topology.links.link_rank`) and ``nominal_gbps`` (per direction, GB/s = 1e9 B/s, from
-  :data:`topology.links.GENERATIONS`; ``None`` when the GPU generation is unknown).
+  (:func:`fleetdx.topology.links.link_rank`) and ``nominal_gbps`` (per direction, GB/s = 1e9 B/s, from
+  :data:`fleetdx.topology.links.GENERATIONS`; ``None`` when the GPU generation is unknown).
 - GPU-NUMA: ``link="affinity"`` for each NUMA node in the GPU's ``NUMA Affinity``.
 - With ``numactl -H`` facts: every NUMA node (``cpus`` attribute) and NUMA-NUMA edges with the SLIT
   ``distance`` (10 = local); GPU-NUMA ``link="cpus"`` for a GPU whose row has no NUMA Affinity but whose CPUs
@@ -19,10 +19,10 @@ from enum import Enum
 
 import networkx as nx
 
-from probes.parsers.numactl import NumaTopology
-from probes.parsers.topo import TopoMatrix
-from topology.analyses import link_between, numa_node_of
-from topology.links import GpuGeneration, LinkKind, generation_of, nominal_gbps
+from fleetdx.probes.parsers.numactl import NumaTopology
+from fleetdx.probes.parsers.topo import TopoMatrix
+from fleetdx.topology.analyses import link_between, numa_node_of
+from fleetdx.topology.links import GpuGeneration, LinkKind, generation_of, nominal_gbps
 
 
 class DeviceKind(str, Enum):

@@ -2,7 +2,7 @@
 
 Objective, compared lexicographically (higher is better):
 
-1. the weakest pairwise GPU link of the subset (:func:`topology.links.link_rank`: NV18 > NV12 > PIX > ... >
+1. the weakest pairwise GPU link of the subset (:func:`fleetdx.topology.links.link_rank`: NV18 > NV12 > PIX > ... >
    SYS);
 2. NIC locality: the worst nearest-NIC class over the subset's GPUs, then the sum of nearest-NIC ranks
    (a node without NICs scores every subset equal here);
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from probes.errors import FleetdxError
-from probes.parsers.topo import TopoMatrix
-from topology.analyses import link_between, nearest_nics
-from topology.contracts import SubsetChoice
-from topology.links import link_from_rank, parse_link
+from fleetdx.probes.errors import FleetdxError
+from fleetdx.probes.parsers.topo import TopoMatrix
+from fleetdx.topology.analyses import link_between, nearest_nics
+from fleetdx.topology.contracts import SubsetChoice
+from fleetdx.topology.links import link_from_rank, parse_link
 
 #: rank given to a GPU pair whose cell the matrix lacks: below SYS, never mistaken for a usable link
 UNKNOWN_RANK = -1

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import console, err_console, handle_errors, print_json
-from orchestrator.detection import DetectionPolicy
-from orchestrator.report import CurveBackend, RunReport
-from probes.errors import ConfigError
+from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json
+from fleetdx.orchestrator.preflight.detection import DetectionPolicy
+from fleetdx.orchestrator.report import CurveBackend, RunReport
+from fleetdx.probes.errors import ConfigError
 
 if TYPE_CHECKING:
-    from orchestrator.store import BusbwHistoryPoint
+    from fleetdx.orchestrator.store import BusbwHistoryPoint
 
 _SIZE = re.compile(r"^(\d+)([KMG]?)B?$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -120,7 +120,7 @@ def _history(
     db_url: str | None, hosts: list[str], collective: str, backend: CurveBackend
 ) -> dict[str, list[float]]:
     """Each host's recent busbw (GB/s) for ``collective``; empty when the store is unavailable."""
-    from orchestrator.store import Store, StoreError
+    from fleetdx.orchestrator.store import Store, StoreError
 
     try:
         with Store.open(db_url) as store:
@@ -132,7 +132,7 @@ def _history(
 
 def _save(db_url: str | None, report: RunReport) -> None:
     """Save the report (curves included) through the store, spooling when the database is unreachable."""
-    from orchestrator.store import save_or_spool
+    from fleetdx.orchestrator.store import save_or_spool
 
     err_console.print(save_or_spool(db_url, report, None).message, highlight=False)
 
@@ -173,10 +173,10 @@ def register(app: typer.Typer) -> None:
         """Measure collective bandwidth between nodes and name slow ones (exit code: Nagios verdict)."""
         import ray
 
-        from orchestrator.bandwidth import run_bandwidth
-        from orchestrator.collective import Backend, Collective, ray_hosts
-        from orchestrator.schedules import Schedule
-        from orchestrator.targets import expand_hostlist
+        from fleetdx.orchestrator.preflight.bandwidth import run_bandwidth
+        from fleetdx.orchestrator.cluster.collective import Backend, Collective, ray_hosts
+        from fleetdx.orchestrator.preflight.schedules import Schedule
+        from fleetdx.orchestrator.scheduler.targets import expand_hostlist
 
         try:
             sched = Schedule(schedule)

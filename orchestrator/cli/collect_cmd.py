@@ -17,10 +17,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import console, handle_errors, print_json
-from probes.bundle import BundleData, collect, write_bundle
-from probes.commands import Level
-from probes.runner import RunStatus, SubprocessRunner
+from fleetdx.orchestrator.cli.common import console, handle_errors, print_json
+from fleetdx.probes.bundle import BundleData, collect, write_bundle
+from fleetdx.probes.commands import Level
+from fleetdx.probes.runner import RunStatus, SubprocessRunner
 
 STATUS_STYLE = {
     RunStatus.OK: "green",
@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Print the bundle meta as JSON only.")] = False,
     ) -> None:
         """Write a bundle of this node's raw command outputs and sysfs facts to --out."""
-        from orchestrator.preflight import node_nccl_binary  # the same lookup as pre-flight's node task
+        from fleetdx.orchestrator.preflight.run import node_nccl_binary  # the same lookup as pre-flight's node task
 
         nccl = node_nccl_binary(level, str(nccl_tests_dir) if nccl_tests_dir else None)
         data = collect(SubprocessRunner(), level, host, nccl_binary=nccl)

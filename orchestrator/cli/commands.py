@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.cli import (
+from fleetdx.orchestrator.cli import (
     bandwidth_cmd,
     collect_cmd,
     db_cmd,

@@ -2,7 +2,7 @@
 
 Exit codes: verdict commands (``preflight``, ``analyze``, ``bandwidth``) exit with the Nagios verdict
 (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN); every other command exits 0 on success and 2 on bad input
-(a :class:`probes.errors.FleetdxError`, e.g. a ``ParseError``), printing one line on stderr, never a traceback.
+(a :class:`fleetdx.probes.errors.FleetdxError`, e.g. a ``ParseError``), printing one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 
-from probes.errors import FleetdxError
+from fleetdx.probes.errors import FleetdxError
 
 #: width of human output when stdout is not a terminal (sbatch logs, CI) and COLUMNS is unset: rich would
 #: otherwise wrap every table at 80 columns

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.cli.common import console, fail, handle_errors, print_json
+from fleetdx.orchestrator.cli.common import console, fail, handle_errors, print_json
 
 DB_HELP = "Database URL (default: $FLEETDX_DB_URL, else an SQLite file in the user's data directory)."
 DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
 @handle_errors
 def upgrade(db: DbOption = None) -> None:
     """Migrate the database to the newest schema (creates the tables on an empty database)."""
-    from orchestrator.store import Store
+    from fleetdx.orchestrator.store import Store
 
     with Store.open(db, check_schema=False) as store:
         before, after = store.upgrade()
@@ -46,8 +46,8 @@ def upgrade(db: DbOption = None) -> None:
 @handle_errors
 def current(db: DbOption = None) -> None:
     """Print the database's schema revision and the newest one this fleetdx knows."""
-    from orchestrator.store import Store
-    from orchestrator.store.migrate import head_revision
+    from fleetdx.orchestrator.store import Store
+    from fleetdx.orchestrator.store.migrate import head_revision
 
     with Store.open(db, check_schema=False) as store:
         rev = store.revision()
@@ -69,8 +69,8 @@ def import_(
     Importing is idempotent: a run already stored is skipped. Each file is deleted only after its run is
     committed (unless --keep); a bad file is reported and left in place, and the exit code is then 2.
     """
-    from orchestrator.store import ImportResult, SpoolError, Store, import_spool_file
-    from orchestrator.store.spool import spool_files
+    from fleetdx.orchestrator.store import ImportResult, SpoolError, Store, import_spool_file
+    from fleetdx.orchestrator.store.spool import spool_files
 
     paths = spool_files(files)
     results: list[ImportResult] = []
@@ -101,7 +101,7 @@ def history(
     as_json: Annotated[bool, typer.Option("--json", help="Print the history as JSON (NodeHistory).")] = False,
 ) -> None:
     """Show a node's verdict and findings over time, newest run first."""
-    from orchestrator.store import NodeHistory, Store
+    from fleetdx.orchestrator.store import NodeHistory, Store
 
     with Store.open(db) as store:
         result = NodeHistory(host=host, entries=store.node_history(host, limit=limit))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from probes import __version__
+from fleetdx import __version__
 
 app = typer.Typer(
     name="fleetdx",
@@ -39,7 +39,7 @@ def _root(
 
 
 def _register() -> None:
-    from orchestrator.cli import commands
+    from fleetdx.orchestrator.cli import commands
 
     for module in commands.MODULES:
         module.register(app)

@@ -3,7 +3,7 @@
 KIND is one of ``topo``, ``p2p``, ``smi-xml``, ``smi-csv``, ``nccl-tests``, ``nccl-log``, ``numactl``,
 ``lscpu``, ``ibstat``, ``xid``, ``microbench`` (probes/parsers/registry.py). ``--json`` prints exactly the
 parser's model dump (its fields are the contract documented on each model; ``parse bundle --json`` prints
-:class:`probes.facts.NodeFacts`). Without ``--json`` a readable view: a link matrix for ``topo`` and ``p2p``,
+:class:`fleetdx.probes.facts.NodeFacts`). Without ``--json`` a readable view: a link matrix for ``topo`` and ``p2p``,
 a rows table for ``nccl-tests``, a field table for the others, a probe table plus a summary for ``bundle``.
 A ParseError (or a missing file) prints one line on stderr and exits 2.
 """
@@ -18,10 +18,10 @@ import typer
 from pydantic import BaseModel
 from rich.table import Table
 
-from orchestrator.cli.common import console, handle_errors, print_json
-from probes.commands import ParserKind
-from probes.errors import ConfigError
-from probes.runner import RunStatus
+from fleetdx.orchestrator.cli.common import console, handle_errors, print_json
+from fleetdx.probes.commands import ParserKind
+from fleetdx.probes.errors import ConfigError
+from fleetdx.probes.runner import RunStatus
 
 #: cells longer than this are cut in human tables (the JSON keeps everything)
 MAX_CELL = 60
@@ -240,15 +240,15 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Parse one tool output (or a whole bundle) and show the typed facts."""
         if kind.value == BUNDLE:
-            from probes.bundle import read_bundle
-            from probes.facts import node_facts
+            from fleetdx.probes.bundle import read_bundle
+            from fleetdx.probes.facts import node_facts
 
             facts = node_facts(read_bundle(path))
             print_json(facts) if json_out else render_bundle(facts, path)
             return
         if path.is_dir():
             raise ConfigError(f"{path}: is a directory (use 'fleetdx parse bundle {path}')")
-        from probes.parsers.registry import parser_for
+        from fleetdx.probes.parsers.registry import parser_for
 
         pkind = ParserKind(kind.value)
         model = parser_for(pkind, path.name)(path.read_text(encoding="utf-8", errors="replace"))

@@ -2,7 +2,7 @@
 offline, on collected bundles).
 
 Both exit with the run's Nagios verdict: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; bad input exits 2 with one
-line on stderr. ``--json`` prints only the :class:`~orchestrator.report.RunReport` dump on stdout.
+line on stderr. ``--json`` prints only the :class:`~fleetdx.orchestrator.report.RunReport` dump on stdout.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.common import console, err_console, fail, handle_errors, print_json
-from probes.commands import Level
-from probes.contracts import Severity, Verdict
+from fleetdx.orchestrator.cli.common import console, err_console, fail, handle_errors, print_json
+from fleetdx.probes.commands import Level
+from fleetdx.probes.contracts import Severity, Verdict
 
 if TYPE_CHECKING:
-    from orchestrator.preflight import PreflightResult
-    from orchestrator.report import RunReport
+    from fleetdx.orchestrator.preflight.run import PreflightResult
+    from fleetdx.orchestrator.report import RunReport
 
 _VERDICT_STYLE = {
     Verdict.OK: "green",
@@ -65,7 +65,7 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
 def _print_report(report: RunReport, saved: str | None) -> None:
     from rich.table import Table
 
-    from orchestrator.preflight import BANDWIDTH_PROBE
+    from fleetdx.orchestrator.preflight.run import BANDWIDTH_PROBE
 
     if report.simulated:
         console.print(
@@ -160,9 +160,9 @@ def _live(
 ) -> PreflightResult:
     import ray
 
-    from orchestrator.fanout import gpu_nodes_if_any, match_hosts, ray_node_hosts
-    from orchestrator.preflight import NodeJob, run_preflight
-    from orchestrator.targets import resolve_targets
+    from fleetdx.orchestrator.cluster.fanout import gpu_nodes_if_any, match_hosts, ray_node_hosts
+    from fleetdx.orchestrator.preflight.run import NodeJob, run_preflight
+    from fleetdx.orchestrator.scheduler.targets import resolve_targets
 
     targets = resolve_targets(nodes, gpus_per_node, os.environ)
     _connect(ray_address)
@@ -193,9 +193,9 @@ def _simulated(
     probe_timeout: float | None,
     show_progress: bool,
 ) -> PreflightResult:
-    from orchestrator.fanout import match_hosts, ray_node_hosts
-    from orchestrator.preflight import NodeJob, run_preflight
-    from orchestrator.simulate import sim_nodes, simulated_cluster
+    from fleetdx.orchestrator.cluster.fanout import match_hosts, ray_node_hosts
+    from fleetdx.orchestrator.preflight.run import NodeJob, run_preflight
+    from fleetdx.orchestrator.cluster.simulate import sim_nodes, simulated_cluster
 
     sims = sim_nodes(bundles)
     jobs = {
@@ -300,7 +300,7 @@ def preflight(
 
     Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
     """
-    from orchestrator.preflight import DEFAULT_RUN_TIMEOUT_S, default_probe_cap, save
+    from fleetdx.orchestrator.preflight.run import DEFAULT_RUN_TIMEOUT_S, default_probe_cap, save
 
     run_timeout = timeout if timeout is not None else DEFAULT_RUN_TIMEOUT_S[level]
     if run_timeout <= 0 or (probe_timeout is not None and probe_timeout <= 0):
@@ -340,7 +340,7 @@ def analyze(
 
     Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
     """
-    from orchestrator.preflight import analyze_bundles
+    from fleetdx.orchestrator.preflight.run import analyze_bundles
 
     _finish(analyze_bundles(bundles, gpus_per_node), as_json, exclude_file, None)
 

@@ -1,4 +1,4 @@
-"""``fleetdx serve``: the read-only HTTP API (:mod:`orchestrator.api`) over the store, with uvicorn."""
+"""``fleetdx serve``: the read-only HTTP API (:mod:`fleetdx.orchestrator.service.api`) over the store, with uvicorn."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.common import err_console, handle_errors
+from fleetdx.orchestrator.cli.common import err_console, handle_errors
 
 DB_HELP = "Database URL (default: $FLEETDX_DB_URL, else an SQLite file in the user's data directory)."
 
@@ -25,8 +25,8 @@ def serve(
     """Serve the run history over HTTP: GET /runs, /runs/{id}, /nodes/{host}/history, /findings, /healthz."""
     import uvicorn
 
-    from orchestrator.api import create_app
-    from orchestrator.store import Store
+    from fleetdx.orchestrator.service.api import create_app
+    from fleetdx.orchestrator.store import Store
 
     store = Store.open(db)
     err_console.print(f"fleetdx API on http://{host}:{port} reading {store.url}", highlight=False)

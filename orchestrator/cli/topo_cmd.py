@@ -19,16 +19,16 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.common import console, err_console, handle_errors, print_json
-from probes.commands import NUMACTL_FILE, SMI_XML_FILE, TOPO_FILE
-from probes.contracts import Severity
-from probes.errors import ConfigError, ParseError
-from probes.parsers.numactl import NumaTopology, parse_numactl
-from probes.parsers.topo import TopoMatrix, parse_topo
+from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json
+from fleetdx.probes.commands import NUMACTL_FILE, SMI_XML_FILE, TOPO_FILE
+from fleetdx.probes.contracts import Severity
+from fleetdx.probes.errors import ConfigError, ParseError
+from fleetdx.probes.parsers.numactl import NumaTopology, parse_numactl
+from fleetdx.probes.parsers.topo import TopoMatrix, parse_topo
 
 if TYPE_CHECKING:  # topology/ is imported inside the commands, so that other commands start fast
-    from topology.cluster import ClusterTopology
-    from topology.contracts import TopoShow
+    from fleetdx.topology.cluster import ClusterTopology
+    from fleetdx.topology.contracts import TopoShow
 
 #: colour per link class, best (green) to worst (red)
 STYLE = {
@@ -109,7 +109,7 @@ def load_gpu_model(path: Path, gpu_model: str | None) -> str | None:
     """``--gpu-model``, else the single product name in a bundle's ``nvidia-smi_-q_-x.xml``, else ``None``."""
     if gpu_model is not None or not (path.is_dir() and (path / SMI_XML_FILE).exists()):
         return gpu_model
-    from probes.parsers.smi_xml import parse_smi_xml
+    from fleetdx.probes.parsers.smi_xml import parse_smi_xml
 
     try:
         report = parse_smi_xml((path / SMI_XML_FILE).read_text(encoding="utf-8", errors="replace"))
@@ -123,10 +123,10 @@ def load_gpu_model(path: Path, gpu_model: str | None) -> str | None:
 
 
 def _show_model(topo: TopoMatrix, host: str | None, gpu_model: str | None) -> TopoShow:
-    from topology.analyses import assign_rails, nearest_nics, remote_gpu_pairs
-    from topology.contracts import TopoShow
-    from topology.findings import node_findings
-    from topology.links import generation_of, nominal_table
+    from fleetdx.topology.analyses import assign_rails, nearest_nics, remote_gpu_pairs
+    from fleetdx.topology.contracts import TopoShow
+    from fleetdx.topology.findings import node_findings
+    from fleetdx.topology.links import generation_of, nominal_table
 
     gen = generation_of(gpu_model)
     gpu_cells = [c for g in topo.gpu_names for c in topo.links.get(g, {}).values()]
@@ -199,7 +199,7 @@ def advise_cmd(
     as_json: JsonFlag = False,
 ) -> None:
     """The best GPU subset, the NUMA binding and NIC per local rank, and lines to paste."""
-    from topology.binding import advise, cpu_list
+    from fleetdx.topology.binding import advise, cpu_list
 
     adv = advise(load_topo(path), gpus, ib_port=ib_port, numa=load_numa(path, numactl))
     if as_json:
@@ -234,7 +234,7 @@ def advise_cmd(
 
 
 def _load_cluster(path: Path) -> ClusterTopology:
-    from topology.cluster import from_switch_map, parse_topology_conf
+    from fleetdx.topology.cluster import from_switch_map, parse_topology_conf
 
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
@@ -271,8 +271,8 @@ def cluster_cmd(
     """Choose N nodes with the fewest switch hops (one leaf first, then the fewest leaves)."""
     import hostlist
 
-    from orchestrator.targets import expand_hostlist
-    from topology.cluster import place
+    from fleetdx.orchestrator.scheduler.targets import expand_hostlist
+    from fleetdx.topology.cluster import place
 
     excluded = expand_hostlist(exclude) if exclude.strip() else []
     p = place(_load_cluster(topology_conf), nodes, excluded)
@@ -291,7 +291,7 @@ def cluster_cmd(
 @handle_errors
 def slurm_conf(switchmap: Annotated[Path, typer.Argument(help="A YAML or JSON switch map.")]) -> None:
     """Print the Slurm topology.conf of a switch map."""
-    from topology.cluster import from_switch_map, render_topology_conf
+    from fleetdx.topology.cluster import from_switch_map, render_topology_conf
 
     text = switchmap.read_text(encoding="utf-8")
     typer.echo(render_topology_conf(from_switch_map(_load_map(switchmap, text))), nl=False)

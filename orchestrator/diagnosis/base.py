@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 from pydantic import Field
 
-from probes.contracts import Contract, Finding
-from probes.facts import NodeFacts
+from fleetdx.probes.contracts import Contract, Finding
+from fleetdx.probes.facts import NodeFacts
 
 
 class Fleet(Contract):

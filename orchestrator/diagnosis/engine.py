@@ -1,7 +1,7 @@
 """The diagnosis engine: runs every rule over every node, adds the findings about the probes themselves, and
 sets the verdicts.
 
-Verdicts (Nagios convention, :class:`probes.contracts.Verdict`):
+Verdicts (Nagios convention, :class:`fleetdx.probes.contracts.Verdict`):
 
 - a node's verdict is the worst severity of its findings (``info`` counts as OK);
 - a node whose probes produced nothing that could be judged (no probe ran and parsed, or no GPU inventory was
@@ -20,13 +20,13 @@ from collections.abc import Iterable, Sequence
 
 import hostlist
 
-from orchestrator.diagnosis import rules_gpu, rules_nccl, rules_node, rules_topo
-from orchestrator.diagnosis.base import Fleet, Rule
-from orchestrator.report import NodeReport, ProbeSummary
-from probes.commands import QUERY_GPU_FILE, SMI_XML_FILE
-from probes.contracts import Contract, Finding, FindingCode, Severity, Verdict, VerdictName
-from probes.facts import NodeFacts, ProbeRecord
-from probes.runner import RunStatus
+from fleetdx.orchestrator.diagnosis import rules_gpu, rules_nccl, rules_node, rules_topo
+from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
+from fleetdx.orchestrator.report import NodeReport, ProbeSummary
+from fleetdx.probes.commands import QUERY_GPU_FILE, SMI_XML_FILE
+from fleetdx.probes.contracts import Contract, Finding, FindingCode, Severity, Verdict, VerdictName
+from fleetdx.probes.facts import NodeFacts, ProbeRecord
+from fleetdx.probes.runner import RunStatus
 
 #: every rule the engine runs, in this order; each rules module exports ``RULES``
 RULES: list[Rule] = [*rules_gpu.RULES, *rules_node.RULES, *rules_nccl.RULES, *rules_topo.RULES]

@@ -9,7 +9,7 @@ Two kinds of figure:
   312 TFLOP/s; 2,039 GB/s SXM4-80GB, 1,935 GB/s PCIe-80GB, 1,555 GB/s 40GB), L40S ("NVIDIA L40S" datasheet:
   BF16 362 TFLOP/s, 864 GB/s GDDR6). PCIe x16 per direction: Gen5 64 GB/s, Gen4 32 GB/s (PCI-SIG; the data
   sheets print the bidirectional 128/64 GB/s).
-* **measured**: what ``probes.microbench`` measured on a healthy, idle GPU of that model
+* **measured**: what ``fleetdx.probes.microbench`` measured on a healthy, idle GPU of that model
   (/work/shared/PLATFORM.md, H100 80GB HBM3: bf16 8192^3 GEMM 773 TFLOP/s, device copy 3006 GB/s read+write,
   pinned H2D 54.6 GB/s).
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from probes.contracts import Contract
+from fleetdx.probes.contracts import Contract
 
 MEASURED_TOLERANCE = 0.10
 SCALED_TOLERANCE = 0.25

@@ -8,8 +8,8 @@
 * :func:`row_remap_rule` GPU_ROW_REMAP_PENDING (warning) / GPU_ROW_REMAP_FAILURE (critical).
 * :func:`clocks_rule` GPU_CLOCKS_THROTTLED (critical for hardware/thermal slowdowns; see the rule).
 * :func:`pcie_rule` PCIE_LINK_DEGRADED (warning).
-* :func:`xid_rule` GPU_XID (severity from :mod:`orchestrator.diagnosis.xid_table`).
-* :func:`microbench_rule` GEMM_SLOW / HBM_SLOW / H2D_SLOW (warning; :mod:`orchestrator.diagnosis.references`).
+* :func:`xid_rule` GPU_XID (severity from :mod:`fleetdx.orchestrator.diagnosis.xid_table`).
+* :func:`microbench_rule` GEMM_SLOW / HBM_SLOW / H2D_SLOW (warning; :mod:`fleetdx.orchestrator.diagnosis.references`).
 
 Each rule prefers ``nvidia-smi -q -x`` and falls back to the ``--query-*`` CSVs; facts that are missing give
 no finding (the engine reports probes that did not run or parse).
@@ -21,10 +21,10 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
-from orchestrator.diagnosis import references as ref
-from orchestrator.diagnosis import xid_table
-from orchestrator.diagnosis.base import Fleet, Rule
-from probes.commands import (
+from fleetdx.orchestrator.diagnosis import references as ref
+from fleetdx.orchestrator.diagnosis import xid_table
+from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
+from fleetdx.probes.commands import (
     COMPUTE_APPS_FILE,
     DMESG_FILE,
     MICROBENCH_FILE,
@@ -33,11 +33,11 @@ from probes.commands import (
     SMI_XML_FILE,
     TOPO_FILE,
 )
-from probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity
-from probes.facts import NodeFacts
-from probes.parsers.microbench import Microbench
-from probes.parsers.smi_values import ClockEventReason, bus_key
-from probes.parsers.xid import XidEvent
+from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity
+from fleetdx.probes.facts import NodeFacts
+from fleetdx.probes.parsers.microbench import Microbench
+from fleetdx.probes.parsers.smi_values import ClockEventReason, bus_key
+from fleetdx.probes.parsers.xid import XidEvent
 
 MIB = 1 << 20
 

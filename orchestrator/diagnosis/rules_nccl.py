@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from orchestrator.diagnosis.base import Fleet, Rule
-from probes.contracts import EvidenceValue, Finding, FindingCode, JsonScalar, Severity
-from probes.facts import NamedNcclLog, NamedNcclTests, NodeFacts
-from probes.parsers.ibstat import IbReport, PortState
-from probes.parsers.nccl_log import Connection, NcclLog, TransportKind
-from probes.parsers.nccl_tests import NcclTestsRun, Row
+from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
+from fleetdx.probes.contracts import EvidenceValue, Finding, FindingCode, JsonScalar, Severity
+from fleetdx.probes.facts import NamedNcclLog, NamedNcclTests, NodeFacts
+from fleetdx.probes.parsers.ibstat import IbReport, PortState
+from fleetdx.probes.parsers.nccl_log import Connection, NcclLog, TransportKind
+from fleetdx.probes.parsers.nccl_tests import NcclTestsRun, Row
 
 #: Pre-2.13 nccl-tests printed ``error``, the largest deviation of any element from the expected value.
 #: Correct runs print rounding noise (fixtures: ``2e-07``, ``5e-07`` for float). The loosest rounding of

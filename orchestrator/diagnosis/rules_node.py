@@ -12,15 +12,15 @@
 
 A port with no link layer (older ibstat) is judged as InfiniBand. Evidence: CA, port, state, physical state,
 rate (Gb/s), link layer, CA type and the bundle file the IB facts were parsed from
-(:attr:`probes.facts.NodeFacts.sources`).
+(:attr:`fleetdx.probes.facts.NodeFacts.sources`).
 """
 
 from __future__ import annotations
 
-from orchestrator.diagnosis.base import Fleet, Rule
-from probes.contracts import Finding, FindingCode, Severity
-from probes.facts import FactSlot, NodeFacts
-from probes.parsers.ibstat import IbCa, IbPort, LinkLayer, PhysState, PortState
+from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
+from fleetdx.probes.contracts import Finding, FindingCode, Severity
+from fleetdx.probes.facts import FactSlot, NodeFacts
+from fleetdx.probes.parsers.ibstat import IbCa, IbPort, LinkLayer, PhysState, PortState
 
 
 def _severity(port: IbPort) -> Severity | None:

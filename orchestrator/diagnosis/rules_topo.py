@@ -1,6 +1,6 @@
 """Diagnosis rules over the ``nvidia-smi topo -m`` matrix of a node (TOPO_* findings).
 
-``RULES`` (in order): the node's own topology findings (:func:`topology.findings.node_findings`: SYS GPU
+``RULES`` (in order): the node's own topology findings (:func:`fleetdx.topology.findings.node_findings`: SYS GPU
 pairs, degraded NVLink, remote or oversubscribed NICs, missing CPU affinity), then the comparison with its
 peers (TOPO_MISMATCH_PEERS: cells that differ from the majority of peers with the same GPU model, GPU rows
 and NIC names). A node without a parsed matrix gives no finding (the engine reports the probe that did not
@@ -9,10 +9,10 @@ run or parse).
 
 from __future__ import annotations
 
-from orchestrator.diagnosis.base import Fleet, Rule
-from probes.contracts import Finding
-from probes.facts import NodeFacts
-from topology.findings import node_findings, peer_findings
+from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
+from fleetdx.probes.contracts import Finding
+from fleetdx.probes.facts import NodeFacts
+from fleetdx.topology.findings import node_findings, peer_findings
 
 
 def topo_node_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
@@ -35,7 +35,7 @@ def topo_peers_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     """TOPO_MISMATCH_PEERS: ``node``'s cells that differ from the majority of comparable peers (2 at least).
 
     Peers are the nodes with the same GPU model (when ``node``'s is known, peers of another or an unknown
-    model are left out) and, inside :func:`topology.fleet.compare_to_peers`, the same GPU rows and NIC names.
+    model are left out) and, inside :func:`fleetdx.topology.fleet.compare_to_peers`, the same GPU rows and NIC names.
     """
     if node.topo is None:
         return []

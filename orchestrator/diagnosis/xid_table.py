@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from enum import Enum
 
-from probes.contracts import Contract, Severity
+from fleetdx.probes.contracts import Contract, Severity
 
 
 class XidClass(str, Enum):

@@ -8,8 +8,8 @@ package is.
 
 from __future__ import annotations
 
-from orchestrator.store.errors import DatabaseUnreachable, SchemaOutdated, SpoolError, StoreError
-from orchestrator.store.records import (
+from fleetdx.orchestrator.store.errors import DatabaseUnreachable, SchemaOutdated, SpoolError, StoreError
+from fleetdx.orchestrator.store.records import (
     BusbwHistoryPoint,
     FindingRecord,
     ImportResult,
@@ -17,7 +17,7 @@ from orchestrator.store.records import (
     NodeHistoryEntry,
     RunSummary,
 )
-from orchestrator.store.spool import (
+from fleetdx.orchestrator.store.spool import (
     SaveOutcome,
     SpoolFile,
     import_spool_file,
@@ -25,7 +25,7 @@ from orchestrator.store.spool import (
     save_or_spool,
     write_spool,
 )
-from orchestrator.store.store import RunNotFound, Store
+from fleetdx.orchestrator.store.store import RunNotFound, Store
 
 __all__ = [
     "BusbwHistoryPoint",

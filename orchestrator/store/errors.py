@@ -1,8 +1,8 @@
-"""Errors of the store. All are :class:`probes.errors.FleetdxError`: the CLI prints one line, no traceback."""
+"""Errors of the store. All are :class:`fleetdx.probes.errors.FleetdxError`: the CLI prints one line, no traceback."""
 
 from __future__ import annotations
 
-from probes.errors import FleetdxError
+from fleetdx.probes.errors import FleetdxError
 
 
 class StoreError(FleetdxError):

@@ -11,8 +11,8 @@ probe results)::
           └─ busbw_curves ── busbw_curve_nodes   busbw-vs-size curves, indexed by the nodes they ran on
 
 Enums are stored as their names/values in VARCHAR columns without CHECK constraints, so adding a
-:class:`~probes.contracts.FindingCode` never needs a migration. Times are Unix seconds (float), as in
-:class:`~orchestrator.report.RunReport`.
+:class:`~fleetdx.probes.contracts.FindingCode` never needs a migration. Times are Unix seconds (float), as in
+:class:`~fleetdx.orchestrator.report.RunReport`.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from orchestrator.report import CurveBackend, RecommendationKind, RunKind
-from probes.contracts import FindingCode, Severity, Verdict
-from probes.parsers.nccl_tests import Collective
-from probes.runner import RunStatus
+from fleetdx.orchestrator.report import CurveBackend, RecommendationKind, RunKind
+from fleetdx.probes.contracts import FindingCode, Severity, Verdict
+from fleetdx.probes.parsers.nccl_tests import Collective
+from fleetdx.probes.runner import RunStatus
 
 #: constraint names fixed by convention, so migrations are reproducible on SQLite and PostgreSQL
 NAMING_CONVENTION = {
@@ -70,7 +70,7 @@ class Base(DeclarativeBase):
 
 
 class RunRow(Base):
-    """One pre-flight, analyze or bandwidth run (a :class:`~orchestrator.report.RunReport`)."""
+    """One pre-flight, analyze or bandwidth run (a :class:`~fleetdx.orchestrator.report.RunReport`)."""
 
     __tablename__ = "runs"
 
@@ -120,7 +120,7 @@ class NodeRow(Base):
 
 
 class ProbeResultRow(Base):
-    """How one probe went on one node (a :class:`~orchestrator.report.ProbeSummary`)."""
+    """How one probe went on one node (a :class:`~fleetdx.orchestrator.report.ProbeSummary`)."""
 
     __tablename__ = "probe_results"
 
@@ -159,7 +159,7 @@ class RawOutputRow(Base):
 
 
 class FindingRow(Base):
-    """One :class:`~probes.contracts.Finding` of a run. ``node`` is the host name (NULL for run-wide
+    """One :class:`~fleetdx.probes.contracts.Finding` of a run. ``node`` is the host name (NULL for run-wide
     findings), denormalised so that a node's history and the ``/findings`` query need no join through
     ``nodes``."""
 
@@ -180,7 +180,7 @@ class FindingRow(Base):
 
 
 class RecommendationRow(Base):
-    """One :class:`~orchestrator.report.Recommendation` of a run."""
+    """One :class:`~fleetdx.orchestrator.report.Recommendation` of a run."""
 
     __tablename__ = "recommendations"
 
@@ -197,7 +197,7 @@ class RecommendationRow(Base):
 
 
 class CurveRow(Base):
-    """One :class:`~orchestrator.report.BusbwCurve`. ``points`` is the list of points as the contract dumps
+    """One :class:`~fleetdx.orchestrator.report.BusbwCurve`. ``points`` is the list of points as the contract dumps
     them (size in bytes, time in µs, algbw/busbw in GB/s = 1e9 B/s); ``peak_busbw_gbps`` and
     ``peak_size`` (bytes) are the point of highest busbw, kept as columns for history queries."""
 

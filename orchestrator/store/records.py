@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from orchestrator.report import CurveBackend, RunKind, level_of
-from orchestrator.schedules import Schedule
-from probes.commands import Level
-from probes.contracts import Contract, Finding, VerdictName
-from probes.parsers.nccl_tests import Collective
+from fleetdx.orchestrator.report import CurveBackend, RunKind, level_of
+from fleetdx.orchestrator.preflight.schedules import Schedule
+from fleetdx.probes.commands import Level
+from fleetdx.probes.contracts import Contract, Finding, VerdictName
+from fleetdx.probes.parsers.nccl_tests import Collective
 
 
 class RunSummary(Contract):

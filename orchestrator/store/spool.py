@@ -21,12 +21,12 @@ from typing import Literal
 from pydantic import Field, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
-from orchestrator.report import RunReport
-from orchestrator.store.errors import SpoolError, StoreError
-from orchestrator.store.records import ImportResult
-from orchestrator.store.settings import resolve_spool_dir
-from orchestrator.store.store import Store
-from probes.contracts import Contract
+from fleetdx.orchestrator.report import RunReport
+from fleetdx.orchestrator.store.errors import SpoolError, StoreError
+from fleetdx.orchestrator.store.records import ImportResult
+from fleetdx.orchestrator.store.settings import resolve_spool_dir
+from fleetdx.orchestrator.store.store import Store
+from fleetdx.probes.contracts import Contract
 
 SPOOL_SUFFIX = ".fleetdx-spool.json.gz"
 SPOOL_VERSION = 1

@@ -1,4 +1,4 @@
-"""The Store: saves :class:`~orchestrator.report.RunReport` runs with their raw tool outputs and answers
+"""The Store: saves :class:`~fleetdx.orchestrator.report.RunReport` runs with their raw tool outputs and answers
 history queries. The only module of fleetdx that talks to the database.
 
 Typical use::
@@ -27,7 +27,7 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
-from orchestrator.report import (
+from fleetdx.orchestrator.report import (
     BusbwCurve,
     BusbwPoint,
     NodeReport,
@@ -35,10 +35,10 @@ from orchestrator.report import (
     Recommendation,
     RunReport,
 )
-from orchestrator.store import migrate
-from orchestrator.store.engine import WRITE_OPTION, display_url, is_sqlite, make_engine, parse_url
-from orchestrator.store.errors import DatabaseUnreachable, SchemaOutdated, StoreError
-from orchestrator.store.models import (
+from fleetdx.orchestrator.store import migrate
+from fleetdx.orchestrator.store.engine import WRITE_OPTION, display_url, is_sqlite, make_engine, parse_url
+from fleetdx.orchestrator.store.errors import DatabaseUnreachable, SchemaOutdated, StoreError
+from fleetdx.orchestrator.store.models import (
     CurveNodeRow,
     CurveRow,
     FindingRow,
@@ -48,14 +48,14 @@ from orchestrator.store.models import (
     RecommendationRow,
     RunRow,
 )
-from orchestrator.store.records import (
+from fleetdx.orchestrator.store.records import (
     BusbwHistoryPoint,
     FindingRecord,
     NodeHistoryEntry,
     RunSummary,
 )
-from orchestrator.store.settings import resolve_db_url
-from probes.contracts import Finding, FindingCode, Severity
+from fleetdx.orchestrator.store.settings import resolve_db_url
+from fleetdx.probes.contracts import Finding, FindingCode, Severity
 
 T = TypeVar("T")
 
@@ -74,7 +74,7 @@ class Store:
     """A handle on one database. Thread-safe (one engine, a session per call); close it when done."""
 
     def __init__(self, engine: Engine) -> None:
-        """Wrap an engine made by :func:`orchestrator.store.engine.make_engine`; use :meth:`open` instead."""
+        """Wrap an engine made by :func:`fleetdx.orchestrator.store.engine.make_engine`; use :meth:`open` instead."""
         self.engine = engine
 
     # -- opening -----------------------------------------------------------------------------------------

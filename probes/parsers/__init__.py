@@ -1,1 +1,1 @@
-"""Pure parsers: text in, pydantic model out, no I/O. Each raises only :class:`probes.errors.ParseError`."""
+"""Pure parsers: text in, pydantic model out, no I/O. Each raises only :class:`fleetdx.probes.errors.ParseError`."""

@@ -6,7 +6,7 @@ The three formats carry the same per-port facts (state, physical state, rate, li
   sub-blocks; ``State: Active``, ``Physical state: LinkUp``, ``Rate: 400`` (Gb/s), ``Base lid: 75`` (decimal).
 * ``ibstatus`` (infiniband-diags script over sysfs): ``Infiniband device 'mlx4_0' port 1 status:`` blocks with
   ``state: 4: ACTIVE``, ``phys state: 5: LinkUp``, ``rate: 40 Gb/sec (4X QDR)``, ``base lid: 0x3`` (hex).
-* fleetdx's sysfs dump (``sysfs_infiniband.txt``, written by :mod:`probes.sysfs`): one ``PATH:VALUE`` line per
+* fleetdx's sysfs dump (``sysfs_infiniband.txt``, written by :mod:`fleetdx.probes.sysfs`): one ``PATH:VALUE`` line per
   file, as ``grep -H . FILES`` prints it, e.g. ``/sys/class/infiniband/mlx5_0/ports/1/state:4: ACTIVE``; the
   values are the kernel's (``drivers/infiniband/core/sysfs.c``), the same strings ``ibstatus`` shows.
 
@@ -27,8 +27,8 @@ from typing import TypeVar
 
 from pydantic import Field
 
-from probes.contracts import Contract
-from probes.errors import ParseError
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ParseError
 
 FMT = "ibstat"
 

@@ -18,10 +18,10 @@ from enum import Enum
 
 from pydantic import Field
 
-from probes.contracts import Contract
-from probes.errors import ParseError
-from probes.parsers.numactl import MAX_NODE_ID
-from probes.parsers.topo import MAX_CPU_ID, expand_id_list
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.numactl import MAX_NODE_ID
+from fleetdx.probes.parsers.topo import MAX_CPU_ID, expand_id_list
 
 FMT = "lscpu"
 

@@ -1,4 +1,4 @@
-"""Parser for ``torch_microbench.json``, the output of ``python -m probes.microbench``.
+"""Parser for ``torch_microbench.json``, the output of ``python -m fleetdx.probes.microbench``.
 
 Two shapes are read:
 
@@ -13,7 +13,7 @@ Two shapes are read:
 
 Units: GEMM in TFLOP/s (1e12 FLOP/s), copies in GB/s (1e9 B/s); ``d2d_copy_GBps_rw`` counts bytes read plus
 bytes written. A ``{"status": "skipped"|"failed", "reason": ...}`` document holds no measurement and raises
-:class:`~probes.errors.ParseError`, as do malformed JSON, a non-number figure and a negative or non-finite
+:class:`~fleetdx.probes.errors.ParseError`, as do malformed JSON, a non-number figure and a negative or non-finite
 one.
 """
 
@@ -24,8 +24,8 @@ import math
 
 from pydantic import Field
 
-from probes.contracts import Contract
-from probes.errors import ParseError
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ParseError
 
 FMT = "microbench"
 

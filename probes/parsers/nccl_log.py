@@ -16,7 +16,7 @@ Lines read (formats of NCCL's log calls as they appear in the fixtures):
   ``CollNet 00/0 : 4 [receive] via COLLNET/SHARP/0/GDRDMA``. A NIC written ``5(2)`` is PXN (NCCL 2.12+,
   ``NCCL_PXN_DISABLE``): the traffic goes through the NIC of the GPU of local rank 2, over NVLink first.
 
-Errors: :class:`probes.errors.ParseError` (format ``"nccl-log"``) when the text holds no NCCL line at all.
+Errors: :class:`fleetdx.probes.errors.ParseError` (format ``"nccl-log"``) when the text holds no NCCL line at all.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from probes.contracts import Contract
-from probes.errors import ParseError
-from probes.parsers.nccl_tests import clean_line
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.nccl_tests import clean_line
 
 FMT = "nccl-log"
 

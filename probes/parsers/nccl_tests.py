@@ -19,7 +19,7 @@ Text handled (NVIDIA/nccl-tests ``src/common.cu`` history; see the fixtures' SOU
   ``Invalid number of GPUs``) and the MPI launcher's abort messages.
 
 Units: sizes in bytes, times in microseconds, algbw/busbw in GB/s with GB = 1e9 B, as nccl-tests prints.
-Errors: only :class:`probes.errors.ParseError` (format ``"nccl-tests"`` or ``"nccl-tests-json"``): text
+Errors: only :class:`fleetdx.probes.errors.ParseError` (format ``"nccl-tests"`` or ``"nccl-tests-json"``): text
 with nothing recognisable, a data row that does not fit its column header, malformed JSON.
 """
 
@@ -35,8 +35,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from probes.contracts import Contract
-from probes.errors import ParseError
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ParseError
 
 FMT_TEXT = "nccl-tests"
 FMT_JSON = "nccl-tests-json"

@@ -19,7 +19,7 @@ CPU numbering (node 0 = even CPUs), a node with no CPUs (``node 2 cpus:`` with n
 node, e.g. CXL or GPU memory exposed as NUMA), no final newline. Distances are the ACPI SLIT relative costs
 (10 = local).
 
-The same facts read from sysfs (``sysfs_numa.txt``, written by :func:`probes.sysfs.read_numa` for nodes
+The same facts read from sysfs (``sysfs_numa.txt``, written by :func:`fleetdx.probes.sysfs.read_numa` for nodes
 without numactl) are accepted too, autodetected: ``PATH:VALUE`` lines for
 ``/sys/devices/system/node/nodeN/cpulist`` (a cpulist such as ``0-31,64-95``), ``.../distance`` (the SLIT
 row, space-separated, in node order) and ``.../meminfo`` (``Node N MemTotal:  7301336 kB``, ``MemFree``;
@@ -34,14 +34,14 @@ from enum import Enum
 
 from pydantic import Field
 
-from probes.contracts import Contract
-from probes.errors import ParseError
-from probes.parsers.topo import MAX_CPU_ID, MAX_NUMA_ID, expand_id_list
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.topo import MAX_CPU_ID, MAX_NUMA_ID, expand_id_list
 
 FMT = "numactl"
 
 #: generous bounds that reject garbage before it becomes a huge list (the kernel Kconfig limits are cited at
-#: :data:`probes.parsers.topo.MAX_CPU_ID`)
+#: :data:`fleetdx.probes.parsers.topo.MAX_CPU_ID`)
 MAX_NODE_ID = MAX_NUMA_ID
 
 _AVAILABLE = re.compile(r"^available:\s+([0-9]{1,5})\s+nodes?\s*(?:\((.*)\))?\s*$")

@@ -26,9 +26,9 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from probes.contracts import Contract
-from probes.errors import ParseError
-from probes.parsers.topo import strip_ansi
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.topo import strip_ansi
 
 FMT = "p2p"
 

@@ -1,5 +1,5 @@
 """The explicit map from parser kind (``fleetdx parse KIND``) to parser function. Every parser is pure
-``text -> model`` and raises only :class:`probes.errors.ParseError`."""
+``text -> model`` and raises only :class:`fleetdx.probes.errors.ParseError`."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from probes.commands import ParserKind
-from probes.parsers.ibstat import parse_ibstat
-from probes.parsers.lscpu import parse_lscpu
-from probes.parsers.microbench import parse_microbench
-from probes.parsers.nccl_log import parse_nccl_log
-from probes.parsers.nccl_tests import collective_from_name, parse_nccl_tests
-from probes.parsers.numactl import parse_numactl
-from probes.parsers.p2p import parse_p2p
-from probes.parsers.smi_csv import parse_smi_csv
-from probes.parsers.smi_xml import parse_smi_xml
-from probes.parsers.topo import parse_topo
-from probes.parsers.xid import parse_xid
+from fleetdx.probes.commands import ParserKind
+from fleetdx.probes.parsers.ibstat import parse_ibstat
+from fleetdx.probes.parsers.lscpu import parse_lscpu
+from fleetdx.probes.parsers.microbench import parse_microbench
+from fleetdx.probes.parsers.nccl_log import parse_nccl_log
+from fleetdx.probes.parsers.nccl_tests import collective_from_name, parse_nccl_tests
+from fleetdx.probes.parsers.numactl import parse_numactl
+from fleetdx.probes.parsers.p2p import parse_p2p
+from fleetdx.probes.parsers.smi_csv import parse_smi_csv
+from fleetdx.probes.parsers.smi_xml import parse_smi_xml
+from fleetdx.probes.parsers.topo import parse_topo
+from fleetdx.probes.parsers.xid import parse_xid
 
 Parser = Callable[[str], BaseModel]
 

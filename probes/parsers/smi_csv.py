@@ -21,10 +21,10 @@ from enum import Enum
 
 from pydantic import Field
 
-from probes.contracts import Contract
-from probes.errors import ParseError
-from probes.parsers import smi_values as V
-from probes.parsers.smi_values import ClockEventReason
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers import smi_values as V
+from fleetdx.probes.parsers.smi_values import ClockEventReason
 
 FMT = "smi-csv"
 _HEADER_CELL_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)(?: \[([^\]]+)\])?$")

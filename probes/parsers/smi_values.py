@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from enum import Enum
 
-from probes.errors import ParseError
+from fleetdx.probes.errors import ParseError
 
 #: what nvidia-smi prints instead of a value (with or without the CSV square brackets)
 NOT_AVAILABLE = frozenset(

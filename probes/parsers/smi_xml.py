@@ -15,7 +15,7 @@ utilisation in percent.
 The input is untrusted text: a document type with an internal subset or any ``<!ENTITY`` declaration is
 rejected before parsing (entity expansion "billion laughs"); the stdlib expat parser never fetches the
 external
-``nvsmi_device_v*.dtd`` that real output names. Every failure raises :class:`~probes.errors.ParseError`.
+``nvsmi_device_v*.dtd`` that real output names. Every failure raises :class:`~fleetdx.probes.errors.ParseError`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import xml.etree.ElementTree as ET
 
 from pydantic import Field
 
-from probes.contracts import Contract
-from probes.errors import ParseError
-from probes.parsers import smi_values as V
-from probes.parsers.smi_values import ClockEventReason
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers import smi_values as V
+from fleetdx.probes.parsers.smi_values import ClockEventReason
 
 FMT = "smi-xml"
 _DOCTYPE_SUBSET_RE = re.compile(r"<!DOCTYPE[^>\[]*\[", re.IGNORECASE)

@@ -23,7 +23,7 @@ How the text is read (every variant below was seen in real captured outputs, see
    ``NICn`` labels to real device names (any order, any number of NICs).
 
 A matrix that is not symmetric is returned with a warning (asymmetry is a finding for topology/, not a
-parse failure). Anything else that does not fit raises :class:`~probes.errors.ParseError` naming the line.
+parse failure). Anything else that does not fit raises :class:`~fleetdx.probes.errors.ParseError` naming the line.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from probes.contracts import Contract
-from probes.errors import ParseError
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ParseError
 
 FMT = "topo"
 

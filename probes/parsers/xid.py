@@ -9,7 +9,7 @@ The driver prints one line per event (NVIDIA "Xid Errors", and /work/shared/xid.
 The regex follows Meta GCM's ``NVRM: Xid \\(([^)]+)\\): (\\d+)``; lines without ``NVRM: Xid`` (other NVRM or
 AER
 messages) are not events and are ignored. A line that names ``NVRM: Xid`` but cannot be read raises
-:class:`~probes.errors.ParseError`, as does binary input: an unreadable log never reads as "no XIDs".
+:class:`~fleetdx.probes.errors.ParseError`, as does binary input: an unreadable log never reads as "no XIDs".
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import re
 
 from pydantic import Field
 
-from probes.contracts import Contract
-from probes.errors import ParseError
-from probes.parsers.smi_values import bus_key
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.smi_values import bus_key
 
 FMT = "xid"
 _XID_MARK = "NVRM: Xid"

@@ -1,6 +1,6 @@
 """Alembic environment of the fleetdx store.
 
-fleetdx drives Alembic programmatically (:mod:`orchestrator.store.migrate`): the caller puts an open
+fleetdx drives Alembic programmatically (:mod:`fleetdx.orchestrator.store.migrate`): the caller puts an open
 ``Connection`` in ``config.attributes["connection"]``; there is no alembic.ini and no offline mode.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from orchestrator.store.models import Base
+from fleetdx.orchestrator.store.models import Base
 
 config = context.config
 connection = config.attributes.get("connection")

@@ -18,8 +18,8 @@ from __future__ import annotations
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
-from orchestrator.report import RunReport
-from orchestrator.store import (
+from fleetdx.orchestrator.report import RunReport
+from fleetdx.orchestrator.store import (
     FindingRecord,
     NodeHistory,
     RunNotFound,
@@ -27,8 +27,8 @@ from orchestrator.store import (
     Store,
     StoreError,
 )
-from probes import __version__
-from probes.contracts import Contract, FindingCode, Severity
+from fleetdx import __version__
+from fleetdx.probes.contracts import Contract, FindingCode, Severity
 
 MAX_LIMIT = 1000
 

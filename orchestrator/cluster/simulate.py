@@ -3,7 +3,7 @@
 :func:`simulated_cluster` starts a ``ray.cluster_utils.Cluster`` on this machine: a head node that runs no
 probes and, per bundle, a node with one CPU and the custom resource ``fleetdx-sim-host:<host>`` (all simulated
 nodes share one IP, so they are told apart by resource, PLATFORM.md). The fan-out pins each host's task there,
-and the task answers every command from the bundle through :class:`probes.runner.ReplayRunner`. Reports made
+and the task answers every command from the bundle through :class:`fleetdx.probes.runner.ReplayRunner`. Reports made
 this way say ``simulated: true``; no figure in them was measured by this run.
 
 ``delay_s`` slows a node's replay (a sleep before each command) so a test can remove the node while its task
@@ -18,10 +18,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from orchestrator.fanout import SIM_RESOURCE_PREFIX
-from probes.bundle import read_bundle
-from probes.contracts import Contract
-from probes.errors import ConfigError
+from fleetdx.orchestrator.cluster.fanout import SIM_RESOURCE_PREFIX
+from fleetdx.probes.bundle import read_bundle
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ConfigError
 
 
 class SimNode(Contract):

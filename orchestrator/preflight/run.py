@@ -1,9 +1,9 @@
 """One pre-flight run, end to end: targets -> Ray fan-out -> bundles -> facts -> diagnosis -> RunReport.
 
-On each node a Ray task (:func:`collect_on_node`) runs :func:`probes.bundle.collect` with a
-:class:`~probes.runner.SubprocessRunner` (live) or a :class:`~probes.runner.ReplayRunner` over the node's
+On each node a Ray task (:func:`collect_on_node`) runs :func:`fleetdx.probes.bundle.collect` with a
+:class:`~fleetdx.probes.runner.SubprocessRunner` (live) or a :class:`~fleetdx.probes.runner.ReplayRunner` over the node's
 bundle (simulated), and returns the raw bundle (text, small). The driver parses
-(:func:`probes.facts.node_facts`) and diagnoses (:func:`orchestrator.diagnosis.engine.diagnose`), so parsers
+(:func:`fleetdx.probes.facts.node_facts`) and diagnoses (:func:`fleetdx.orchestrator.diagnosis.engine.diagnose`), so parsers
 and rules run in one place and one version. :func:`analyze_bundles` is the same diagnosis offline, on
 bundle directories.
 
@@ -13,7 +13,7 @@ at ``run_timeout_s`` (a node without an answer by then is ``NODE_UNREACHABLE``).
 Levels: ``standard`` adds the micro-benchmark and the intra-node nccl-tests sweep on each node; the
 ``all_reduce_perf`` binary is looked up *on the node* (``--nccl-tests-dir``, ``$NCCL_TESTS_HOME``, ``PATH``:
 paths differ per node). ``full`` then adds the cross-node bandwidth step (:func:`bandwidth_step`): the
-screen and localisation of :func:`orchestrator.bandwidth.run_bandwidth` over the nodes that answered and have
+screen and localisation of :func:`fleetdx.orchestrator.preflight.bandwidth.run_bandwidth` over the nodes that answered and have
 no critical finding; its findings and curves join the report, and every node gets a ``cross-node-bandwidth``
 probe entry saying whether it was paired, and why not.
 """
@@ -30,19 +30,19 @@ from typing import TYPE_CHECKING, Any
 import hostlist
 from pydantic import Field
 
-from orchestrator.diagnosis.base import Fleet
-from orchestrator.diagnosis.engine import Diagnosis, diagnose, exclude_hostlist, sort_findings
-from orchestrator.fanout import NodeOutcome, OutcomeKind, RayNode, fan_out
-from orchestrator.report import NodeReport, ProbeSummary, RunKind, RunReport
-from orchestrator.schedules import Schedule
-from probes.bundle import BundleData, collect, read_bundle
-from probes.commands import NCCL_SWEEP_TEST, Level
-from probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity, Verdict
-from probes.facts import NodeFacts, node_facts
-from probes.runner import ReplayRunner, Runner, RunResult, RunStatus, SubprocessRunner
+from fleetdx.orchestrator.diagnosis.base import Fleet
+from fleetdx.orchestrator.diagnosis.engine import Diagnosis, diagnose, exclude_hostlist, sort_findings
+from fleetdx.orchestrator.cluster.fanout import NodeOutcome, OutcomeKind, RayNode, fan_out
+from fleetdx.orchestrator.report import NodeReport, ProbeSummary, RunKind, RunReport
+from fleetdx.orchestrator.preflight.schedules import Schedule
+from fleetdx.probes.bundle import BundleData, collect, read_bundle
+from fleetdx.probes.commands import NCCL_SWEEP_TEST, Level
+from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity, Verdict
+from fleetdx.probes.facts import NodeFacts, node_facts
+from fleetdx.probes.runner import ReplayRunner, Runner, RunResult, RunStatus, SubprocessRunner
 
 if TYPE_CHECKING:
-    from orchestrator.collective import RayHost
+    from fleetdx.orchestrator.cluster.collective import RayHost
 
 #: default run deadline, seconds: quick level is meant to take <= 10 s per node (issue 4), nodes in parallel;
 #: standard leaves room for the micro-benchmark (180 s cap) then the nccl-tests sweep (300 s cap) in sequence
@@ -88,11 +88,11 @@ class CappedRunner:
 def node_nccl_binary(level: Level, nccl_tests_dir: str | None = None) -> str | None:
     """The path of ``all_reduce_perf`` for ``level`` on *this* machine (called inside the node's task: paths
     and environments differ per node): ``nccl_tests_dir``, then ``$NCCL_TESTS_HOME``, then ``PATH``
-    (:func:`probes.nccl_tests_runner.find_binary`). ``None`` at quick level or when not found (the sweep is
+    (:func:`fleetdx.probes.nccl_tests_runner.find_binary`). ``None`` at quick level or when not found (the sweep is
     then recorded ``skipped``)."""
     if level is Level.QUICK:
         return None
-    from probes.nccl_tests_runner import NcclTest, find_binary
+    from fleetdx.probes.nccl_tests_runner import NcclTest, find_binary
 
     return find_binary(NcclTest.ALL_REDUCE, nccl_tests_dir, env=os.environ).path
 
@@ -176,7 +176,7 @@ BANDWIDTH_PROBE = "cross-node-bandwidth"
 
 
 class BandwidthStep(Contract):
-    """How ``--level full`` measures bandwidth across nodes (:func:`orchestrator.bandwidth.run_bandwidth`).
+    """How ``--level full`` measures bandwidth across nodes (:func:`fleetdx.orchestrator.preflight.bandwidth.run_bandwidth`).
 
     ``sizes`` in bytes (``None``: the probe's default sweep, 4-64 MiB); ``timeout_s`` bounds each round's
     collectives (a group still running then is ``NCCL_TEST_HANG``); ``inject_delay_s`` maps host -> seconds
@@ -213,8 +213,8 @@ def bandwidth_candidates(
 
 def _ray_hosts(pair: Sequence[str], nodes: Mapping[str, RayNode | None]) -> dict[str, RayHost]:
     """host -> Ray node as the collective probe takes it, from the fan-out's match (simulated nodes are
-    named by their resource there, which :func:`orchestrator.collective.ray_hosts` does not read)."""
-    from orchestrator.collective import RayHost, ray_hosts
+    named by their resource there, which :func:`fleetdx.orchestrator.cluster.collective.ray_hosts` does not read)."""
+    from fleetdx.orchestrator.cluster.collective import RayHost, ray_hosts
 
     ips = {h.node_id: h.ip for h in ray_hosts()}
     out: dict[str, RayHost] = {}
@@ -231,11 +231,11 @@ def bandwidth_step(
     """Run the cross-node bandwidth step after the node probes and merge it into ``report``.
 
     Pairs :func:`bandwidth_candidates`; with fewer than 2 the step is ``skipped`` with the reason (no
-    measurement, no number). Otherwise :func:`orchestrator.bandwidth.run_bandwidth` (nccl when every paired
+    measurement, no number). Otherwise :func:`fleetdx.orchestrator.preflight.bandwidth.run_bandwidth` (nccl when every paired
     node has a GPU, else gloo) and :func:`merge_bandwidth`. A step that raises (Ray itself failing) is
     recorded ``failed`` on every paired node with a ``PROBE_FAILED`` warning; the node results stand.
     """
-    from orchestrator.bandwidth import run_bandwidth
+    from fleetdx.orchestrator.preflight.bandwidth import run_bandwidth
 
     pair, why = bandwidth_candidates([n.host for n in report.nodes], answered, report.exclude)
     t0 = time.monotonic()
@@ -287,10 +287,10 @@ def merge_bandwidth(
     extra: Sequence[Finding] = (),
 ) -> RunReport:
     """``report`` with the bandwidth step merged in: ``bw``'s findings (all findings sorted as the engine
-    sorts them, :func:`~orchestrator.diagnosis.engine.sort_findings`) and curves, each node's verdict the
+    sorts them, :func:`~fleetdx.orchestrator.diagnosis.engine.sort_findings`) and curves, each node's verdict the
     worse of its two, one ``cross-node-bandwidth`` probe entry per node (``paired``'s, or ``skipped`` with the
     ``not_paired`` reason), the run verdict the worst of both runs, and the exclude hostlist recomputed from
-    every critical finding (:func:`~orchestrator.diagnosis.engine.exclude_hostlist`).
+    every critical finding (:func:`~fleetdx.orchestrator.diagnosis.engine.exclude_hostlist`).
     """
     bw_verdict = {n.host: n.verdict for n in bw.nodes} if bw else {}
     nodes: list[NodeReport] = []
@@ -371,10 +371,10 @@ def analyze_bundles(bundle_dirs: Sequence[Path], expected_gpus: int | None = Non
 
 
 def save(url: str | None, result: PreflightResult) -> str:
-    """Save the report and its raw bundles (``orchestrator.store.save_or_spool``: the database at ``url``,
+    """Save the report and its raw bundles (``fleetdx.orchestrator.store.save_or_spool``: the database at ``url``,
     else ``FLEETDX_DB_URL``, else SQLite; a spool file when the database cannot be reached); returns one line
     saying where. Never raises for a database failure. The store is imported here: SQLAlchemy is heavy.
     """
-    from orchestrator.store import save_or_spool
+    from fleetdx.orchestrator.store import save_or_spool
 
     return save_or_spool(url, result.report, result.raw()).message

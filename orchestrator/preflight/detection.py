@@ -32,9 +32,9 @@ from enum import Enum
 
 from pydantic import Field
 
-from orchestrator.report import CurveBackend
-from probes.contracts import Contract
-from probes.parsers.nccl_tests import Collective
+from fleetdx.orchestrator.report import CurveBackend
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.parsers.nccl_tests import Collective
 
 #: 1 / Phi^-1(3/4): makes the MAD a consistent estimator of the standard deviation under normal noise
 MAD_TO_SIGMA = 1.4826

@@ -2,7 +2,7 @@
 ``RunReport(kind=bandwidth)``.
 
 :func:`screen_and_localise` is the pure driver: it takes the allocation and a *measurer* (a function that runs
-one round of groups and returns one :class:`~orchestrator.detection.Measurement` per group) and decides what
+one round of groups and returns one :class:`~fleetdx.orchestrator.preflight.detection.Measurement` per group) and decides what
 to measure next. The live run passes a Ray/torch.distributed measurer (:func:`run_bandwidth`);
 ``bench/detection.py`` passes a simulated one; both run this same code.
 
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 import hostlist
 from pydantic import Field
 
-from orchestrator.collective import (
+from fleetdx.orchestrator.cluster.collective import (
     Backend,
     Collective,
     GroupResult,
@@ -35,7 +35,7 @@ from orchestrator.collective import (
     SweepSpec,
     ray_hosts,
 )
-from orchestrator.detection import (
+from fleetdx.orchestrator.preflight.detection import (
     Baseline,
     DetectionPolicy,
     Measurement,
@@ -47,9 +47,9 @@ from orchestrator.detection import (
     low_measurements,
     node_scores,
 )
-from orchestrator.diagnosis.engine import exclude_hostlist
-from orchestrator.report import BusbwCurve, NodeReport, RunKind, RunReport
-from orchestrator.schedules import (
+from fleetdx.orchestrator.diagnosis.engine import exclude_hostlist
+from fleetdx.orchestrator.report import BusbwCurve, NodeReport, RunKind, RunReport
+from fleetdx.orchestrator.preflight.schedules import (
     Group,
     Schedule,
     localisation_round_bound,
@@ -57,8 +57,8 @@ from orchestrator.schedules import (
     round_robin,
     split_round,
 )
-from probes.contracts import Contract, EvidenceValue, Finding, FindingCode, JsonScalar, Severity, Verdict
-from probes.errors import ConfigError
+from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, JsonScalar, Severity, Verdict
+from fleetdx.probes.errors import ConfigError
 
 #: runs one round (round index, its disjoint groups) and returns one measurement per group, in order
 Measurer = Callable[[int, Sequence[Group]], list[Measurement]]
@@ -445,12 +445,12 @@ def run_bandwidth(
     """Measure collective bandwidth across the nodes of the connected Ray cluster and judge it.
 
     The caller has connected Ray (``ray.init(address=...)``). ``nodes`` are host names as
-    :func:`~orchestrator.collective.ray_hosts` names them (default: every alive node); ``backend`` defaults to
+    :func:`~fleetdx.orchestrator.cluster.collective.ray_hosts` names them (default: every alive node); ``backend`` defaults to
     nccl when every node has a GPU, else gloo. ``sizes`` in bytes (nccl-tests ``size``); the largest decides.
     ``reference_gbps`` is the SKU's expected busbw for the first collective; ``history`` maps host -> its
     recent busbw (GB/s) for it (``store.recent_busbw``). ``inject_delay_s`` (tests only) delays chosen hosts'
     ranks. ``known`` maps host name -> Ray node when the caller already matched them (the pre-flight's
-    fan-out does, simulated nodes included); default: :func:`~orchestrator.collective.ray_hosts`.
+    fan-out does, simulated nodes included); default: :func:`~fleetdx.orchestrator.cluster.collective.ray_hosts`.
 
     Returns:
         ``RunReport(kind=bandwidth)`` with findings, one curve per measured group, and the exclude hostlist.

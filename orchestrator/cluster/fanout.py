@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
-#: custom resource naming the host a simulated Ray node stands for (orchestrator.simulate adds it)
+#: custom resource naming the host a simulated Ray node stands for (fleetdx.orchestrator.cluster.simulate adds it)
 SIM_RESOURCE_PREFIX = "fleetdx-sim-host:"
 #: seconds between two liveness polls of ``ray.nodes()``
 LIVENESS_POLL_S = 0.5

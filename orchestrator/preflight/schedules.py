@@ -11,7 +11,7 @@ the same time, so a round costs one probe time whatever N is. Three schedules:
   three).
 * :func:`split_round` -- one step of adaptive localisation: split each suspect set in two halves and test each
   half, padded with known-good nodes so that every group is at least a pair. The driver that repeats it is
-  :func:`orchestrator.bandwidth.screen_and_localise`.
+  :func:`fleetdx.orchestrator.preflight.bandwidth.screen_and_localise`.
 
 Everything here is pure: host names in, groups out.
 """

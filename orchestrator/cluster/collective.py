@@ -27,11 +27,11 @@ from typing import Any
 
 from pydantic import Field
 
-from orchestrator.report import BusbwCurve, BusbwPoint, CurveBackend
-from probes.contracts import Contract
-from probes.errors import FleetdxError
-from probes.parsers.nccl_tests import Collective as NcclCollective
-from probes.parsers.nccl_tests import busbw_factor
+from fleetdx.orchestrator.report import BusbwCurve, BusbwPoint, CurveBackend
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import FleetdxError
+from fleetdx.probes.parsers.nccl_tests import Collective as NcclCollective
+from fleetdx.probes.parsers.nccl_tests import busbw_factor
 
 #: element size of the float32 buffers the probe moves, bytes
 ELEM_BYTES = 4
@@ -42,7 +42,7 @@ HOST_RESOURCE_PREFIX = "fleetdx-host:"
 
 class Collective(str, Enum):
     """The collectives the probe measures: a subset of the nccl-tests parser's
-    :class:`probes.parsers.nccl_tests.Collective`, with the same values (binary names without ``_perf``)."""
+    :class:`fleetdx.probes.parsers.nccl_tests.Collective`, with the same values (binary names without ``_perf``)."""
 
     ALL_REDUCE = NcclCollective.ALL_REDUCE.value
     ALL_GATHER = NcclCollective.ALL_GATHER.value
@@ -63,7 +63,7 @@ class Backend(str, Enum):
 
     @property
     def curve(self) -> CurveBackend:
-        """The same backend as a :class:`~orchestrator.report.BusbwCurve` names it."""
+        """The same backend as a :class:`~fleetdx.orchestrator.report.BusbwCurve` names it."""
         return CurveBackend(self.value)
 
 

@@ -2,7 +2,7 @@
 
 Nodes, first match wins (issue 4): ``--nodes HOSTLIST`` (Slurm hostlist syntax, expanded with
 python-hostlist), else ``SLURM_JOB_NODELIST`` (set by Slurm in a job's environment), else every alive node of
-the Ray cluster (resolved later by the fan-out, :func:`orchestrator.fanout.ray_node_hosts`).
+the Ray cluster (resolved later by the fan-out, :func:`fleetdx.orchestrator.cluster.fanout.ray_node_hosts`).
 
 Expected GPUs per node, first match wins: ``--gpus-per-node N``, else ``SLURM_GPUS_ON_NODE`` (GPUs allocated
 on this node), else ``SLURM_GPUS_PER_NODE`` (the ``--gpus-per-node`` request: ``N`` or ``TYPE:N``), else
@@ -19,8 +19,8 @@ from enum import Enum
 
 import hostlist
 
-from probes.contracts import Contract
-from probes.errors import ConfigError
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ConfigError
 
 
 class TargetSource(str, Enum):
