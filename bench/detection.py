@@ -4,8 +4,10 @@ simulated fleets of 8-GPU nodes.
     .venv/bin/python bench/detection.py --nodes 1024 --trials 200 --json
 
 Each trial builds a fleet of N nodes, degrades 1 to ``--max-bad`` random nodes by δ (their links run at (1-δ)
-of nominal), and runs :func:`fleetdx.orchestrator.preflight.bandwidth.screen_and_localise` (schedule ``localise``) with the
-default NCCL :class:`~fleetdx.orchestrator.preflight.detection.DetectionPolicy` -- the very functions ``fleetdx bandwidth`` runs
+of nominal), and runs :func:`fleetdx.orchestrator.preflight.bandwidth.screen_and_localise` (schedule ``localise``)
+with the
+default NCCL :class:`~fleetdx.orchestrator.preflight.detection.DetectionPolicy` -- the very functions ``fleetdx
+bandwidth`` runs
 -- over a simulated measurer. A group's measured busbw is ``nominal x min(member factors) x exp(e_run +
 e_iter)``:
 
@@ -47,7 +49,8 @@ from typing import Any
 
 from fleetdx.orchestrator.preflight.bandwidth import screen_and_localise
 from fleetdx.orchestrator.preflight.detection import MAD_TO_SIGMA, DetectionPolicy, Measurement
-from fleetdx.orchestrator.preflight.schedules import Group, Schedule, localisation_round_bound
+from fleetdx.orchestrator.preflight.schedules import Group, localisation_round_bound
+from fleetdx.orchestrator.report import Schedule
 from fleetdx.probes.parsers.nccl_tests import parse_nccl_tests
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"

@@ -13,7 +13,7 @@ parse + rules; ``overhead_ms_per_node`` = (wall_s - collect_s) / N * 1000, the o
 per node.
 
 This measures the orchestration on this machine (2 cores shared by every simulated node), not a real GPU
-node's probe time (quick-level commands take about 0.3 s on an H100 node, shared/PLATFORM.md).
+node's probe time (quick-level commands take about 0.3 s on an H100 node, bench/MEASUREMENTS.md).
 
 Run: ``.venv/bin/python bench/preflight.py [--repeat 3] [--sizes 1,2,4,8]``.
 """
@@ -32,13 +32,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
     sys.path[0] = str(ROOT)
 
+from fleetdx.orchestrator.cluster.fanout import OutcomeKind, fan_out, match_hosts, ray_node_hosts  # noqa: E402
+from fleetdx.orchestrator.cluster.simulate import sim_nodes, simulated_cluster  # noqa: E402
 from fleetdx.orchestrator.diagnosis.base import Fleet  # noqa: E402
 from fleetdx.orchestrator.diagnosis.engine import diagnose  # noqa: E402
-from fleetdx.orchestrator.cluster.fanout import OutcomeKind, fan_out, match_hosts, ray_node_hosts  # noqa: E402
 from fleetdx.orchestrator.preflight.run import NodeJob, collect_on_node  # noqa: E402
-from fleetdx.orchestrator.cluster.simulate import sim_nodes, simulated_cluster  # noqa: E402
 from fleetdx.probes.bundle import BundleData  # noqa: E402
-from fleetdx.probes.commands import Level  # noqa: E402
+from fleetdx.probes.catalog import Level  # noqa: E402
 from fleetdx.probes.facts import node_facts  # noqa: E402
 
 BUNDLE = ROOT / "tests" / "fixtures" / "bundles" / "h100-idle"

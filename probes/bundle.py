@@ -24,28 +24,26 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from enum import Enum
 from pathlib import Path
 
 from pydantic import Field, ValidationError
 
 from fleetdx import __version__
-from fleetdx.probes.commands import (
-    NCCL_SWEEP_TEST,
+from fleetdx.probes.catalog import (
+    NCCL_SWEEP_COLLECTIVE,
     SMI_LIST_FILE,
     XID_LINE_RE,
-    Level,
-    NodeCommand,
     OutputFilter,
-    command_for_argv,
+    ProbeSource,
+    ProbeSpec,
+    commands,
     file_name_for_argv,
-    microbench_command,
-    nccl_sweep_command,
-    quick_commands,
+    nccl_sweep_probe,
+    spec_for_argv,
 )
-from fleetdx.probes.contracts import SCHEMA_VERSION, Contract
+from fleetdx.probes.contracts import SCHEMA_VERSION, Contract, Level, RunStatus
 from fleetdx.probes.errors import BundleError
-from fleetdx.probes.runner import Runner, RunResult, RunStatus
+from fleetdx.probes.runner import Runner, RunResult
 from fleetdx.probes.sysfs import COLLECTOR_SOURCES, COLLECTORS, SysfsSource, SysfsText
 
 META_FILE = "meta.json"
@@ -55,14 +53,6 @@ DEFAULT_WORKERS = 6
 STDERR_TAIL_CHARS = 2000
 #: extensions tried by find_raw_file for an argv with no registry entry
 RAW_EXTENSIONS = (".txt", ".json", ".xml", ".csv")
-
-
-class ProbeSource(str, Enum):
-    """Where a bundle file came from."""
-
-    COMMAND = "command"  #: a process run through the runner
-    SYSFS = "sysfs"  #: read from /sys by fleetdx.probes.sysfs
-    FILE = "file"  #: a raw file found in a bundle without meta.json
 
 
 class CommandMeta(Contract):
@@ -120,7 +110,7 @@ def _not_permitted(res: RunResult) -> bool:
     return res.status is RunStatus.FAILED and ("not permitted" in err or "permission denied" in err)
 
 
-def _record(cmd: NodeCommand, res: RunResult) -> tuple[CommandMeta, str | None]:
+def _record(cmd: ProbeSpec, res: RunResult) -> tuple[CommandMeta, str | None]:
     """Meta for one command run and the text to write (``None``: no file)."""
     status, reason = res.status, res.reason
     if cmd.skip_exit_code is not None and res.returncode == cmd.skip_exit_code:
@@ -170,8 +160,8 @@ class _ReplayWatch:
         return res
 
 
-def _run_command(runner: Runner, cmd: NodeCommand) -> tuple[CommandMeta, str | None]:
-    return _record(cmd, runner.run(cmd.argv, timeout_s=cmd.timeout_s))
+def _run_command(runner: Runner, cmd: ProbeSpec, python: str) -> tuple[CommandMeta, str | None]:
+    return _record(cmd, runner.run(cmd.argv_for(python), timeout_s=cmd.timeout_s))
 
 
 def _run_sysfs(collector: Callable[[Path], SysfsText], root: Path) -> tuple[CommandMeta, str | None]:
@@ -209,39 +199,23 @@ def _gpu_count(nvidia_smi_l: str | None) -> int:
 
 
 def _standard(
-    runner: Runner, gpus: int, nccl_binary: str | None, python: str
+    runner: Runner, level: Level, gpus: int, nccl_binary: str | None, python: str
 ) -> list[tuple[CommandMeta, str | None]]:
-    """Micro-benchmark then nccl-tests sweep, one after the other (they must not share the GPUs)."""
-    out = [_run_command(runner, microbench_command(python))]
+    """The catalog's standard-level commands (the micro-benchmark), then the nccl-tests sweep, one after the
+    other (they must not share the GPUs)."""
+    out = [_run_command(runner, c, python) for c in commands(level) if c.level is Level.STANDARD]
+    name = NCCL_SWEEP_COLLECTIVE.binary
     if gpus == 0:
-        out.append(
-            (
-                CommandMeta(
-                    file=f"{NCCL_SWEEP_TEST.value}.txt",
-                    argv=[NCCL_SWEEP_TEST.value],
-                    status=RunStatus.SKIPPED,
-                    reason="no GPU listed by nvidia-smi -L",
-                ),
-                None,
-            )
+        skipped = CommandMeta(
+            file=f"{name}.txt", argv=[name], status=RunStatus.SKIPPED, reason="no GPU listed by nvidia-smi -L"
         )
-        return out
-    probe = nccl_sweep_command(nccl_binary or NCCL_SWEEP_TEST.value, gpus)
+        return [*out, (skipped, None)]
+    probe = nccl_sweep_probe(nccl_binary or name, gpus)
     if nccl_binary is None:
-        out.append(
-            (
-                CommandMeta(
-                    file=probe.file,
-                    argv=probe.argv,
-                    status=RunStatus.SKIPPED,
-                    reason=f"{NCCL_SWEEP_TEST.value} not found (PATH, $NCCL_TESTS_HOME)",
-                ),
-                None,
-            )
-        )
-    else:
-        out.append(_run_command(runner, probe))
-    return out
+        reason = f"{name} not found (PATH, $NCCL_TESTS_HOME)"
+        skipped = CommandMeta(file=probe.file, argv=list(probe.argv), status=RunStatus.SKIPPED, reason=reason)
+        return [*out, (skipped, None)]
+    return [*out, _run_command(runner, probe, python)]
 
 
 def collect(
@@ -259,7 +233,7 @@ def collect(
     Quick-level commands and sysfs collectors run concurrently on ``workers`` threads; the standard-level
     GPU work then runs sequentially. ``sysfs_root=None`` skips the sysfs collectors (replayed nodes);
     ``nccl_binary`` is the path of ``all_reduce_perf`` (found by the caller, e.g. with
-    :func:`fleetdx.probes.nccl_tests_runner.find_binary`), ``None`` records the sweep as skipped. Never raises for a
+    :func:`fleetdx.probes.nccl_tests_cmd.find_binary`), ``None`` records the sweep as skipped. Never raises for a
     command that fails: every outcome is in ``commands``.
     """
     created = datetime.now(timezone.utc)
@@ -267,7 +241,9 @@ def collect(
     runner = watch
     results: list[tuple[CommandMeta, str | None]] = []
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="fleetdx-collect") as pool:
-        futures = [pool.submit(_run_command, runner, c) for c in quick_commands()]
+        futures = [
+            pool.submit(_run_command, runner, c, python) for c in commands(level) if c.level is Level.QUICK
+        ]
         if sysfs_root is not None:
             futures += [pool.submit(_run_sysfs, c, sysfs_root) for c in COLLECTORS]
         results = [f.result() for f in futures]
@@ -286,7 +262,7 @@ def collect(
         ]
     if level in (Level.STANDARD, Level.FULL):
         smi_l = next((t for m, t in results if m.file == SMI_LIST_FILE), None)
-        results += _standard(runner, _gpu_count(smi_l), nccl_binary, python)
+        results += _standard(runner, level, _gpu_count(smi_l), nccl_binary, python)
     replayed = watch.replayed
     return BundleData(
         host=host or socket.gethostname(),
@@ -375,7 +351,7 @@ def find_raw_file(bundle_dir: Path, argv: Sequence[str]) -> Path | None:
     """The raw file holding the output of ``argv`` in ``bundle_dir``, or ``None``.
 
     Looked up in order: the ``meta.json`` entry with this exact argv; the registry's file name for it; the
-    name derived by :func:`fleetdx.probes.commands.file_name_for_argv` with any of :data:`RAW_EXTENSIONS`.
+    name derived by :func:`fleetdx.probes.catalog.file_name_for_argv` with any of :data:`RAW_EXTENSIONS`.
     """
     bundle_dir = Path(bundle_dir)
     argv = [str(a) for a in argv]
@@ -388,7 +364,7 @@ def find_raw_file(bundle_dir: Path, argv: Sequence[str]) -> Path | None:
         for c in meta.commands if meta else []:
             if c.argv == argv and c.status is not RunStatus.SKIPPED and (bundle_dir / c.file).is_file():
                 return bundle_dir / c.file
-    cmd = command_for_argv(argv)
+    cmd = spec_for_argv(argv)
     if cmd is not None and (bundle_dir / cmd.file).is_file():
         return bundle_dir / cmd.file
     stem = file_name_for_argv(argv)

@@ -1,4 +1,5 @@
-"""Contracts shared by every layer: the base model, verdicts, severities, finding codes and findings.
+"""The shared vocabulary and contracts of every layer: the base model, run status, probe level, collective,
+verdicts, severities, finding codes and findings.
 
 Every ``--json`` output of fleetdx is a dump of a model built on :class:`Contract`.
 Verdicts and exit codes follow the Nagios plugin convention (OK 0, WARNING 1, CRITICAL 2, UNKNOWN 3),
@@ -11,9 +12,12 @@ from collections.abc import Iterable
 from enum import Enum, IntEnum
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
-SCHEMA_VERSION = 1
+#: version of every JSON contract (reports, bundles, spool files). 2: ``Finding.nodes`` (a list) replaces
+#: ``Finding.node``; ``RunReport.schedule`` holds a bandwidth run's schedule, ``level`` only a probe level.
+#: Version-1 documents are read and upgraded (:meth:`Finding._upgrade_v1`, ``RunReport``'s validator).
+SCHEMA_VERSION = 2
 
 JsonScalar = str | int | float | bool | None
 EvidenceValue = JsonScalar | list[JsonScalar] | dict[str, JsonScalar]
@@ -46,6 +50,46 @@ class Verdict(IntEnum):
             if rank[v] > rank[out]:
                 out = v
         return out
+
+
+class RunStatus(str, Enum):
+    """How one command ended."""
+
+    OK = "ok"  #: exited 0
+    FAILED = "failed"  #: exited non-zero or was killed by a signal
+    TIMEOUT = "timeout"  #: ran past its deadline; its process group was killed
+    SKIPPED = "skipped"  #: not run (binary missing, not permitted, not applicable); ``reason`` says why
+
+
+class Level(str, Enum):
+    """How much a node collection does: ``quick`` reads state only (no GPU work, a few seconds per node);
+    ``standard`` adds the GPU micro-benchmark and the intra-node nccl-tests sweep; ``full`` is ``standard`` on a
+    node plus, orchestrated across nodes, the cross-node bandwidth screen."""
+
+    QUICK = "quick"
+    STANDARD = "standard"
+    FULL = "full"
+
+
+class Collective(str, Enum):
+    """The collective a ``*_perf`` binary measures (the binary name without ``_perf``)."""
+
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALLTOALL = "alltoall"
+    ALLTOALLV = "alltoallv"
+    BROADCAST = "broadcast"
+    REDUCE = "reduce"
+    SENDRECV = "sendrecv"
+    GATHER = "gather"
+    SCATTER = "scatter"
+    HYPERCUBE = "hypercube"
+
+    @property
+    def binary(self) -> str:
+        """The nccl-tests binary that measures it: ``all_reduce`` -> ``all_reduce_perf``."""
+        return f"{self.value}_perf"
 
 
 class Severity(str, Enum):
@@ -105,18 +149,40 @@ class FindingCode(str, Enum):
 
 
 class Finding(Contract):
-    """One diagnosed fact about a node, GPU, link or run.
+    """One diagnosed fact about a node, GPU, link, group of nodes or run.
 
-    ``subject`` names what the finding is about inside the node (``GPU3``, ``GPU3-mlx5_2``, ``mlx5_1/1``);
-    ``evidence`` holds the raw cells, figures and file names it rests on, so a person can check it.
+    ``nodes`` lists every host the finding is about, sorted as the finding's producer gave them: one host for
+    a node finding, two or more for a pair or group finding (a slow pair, a hung collective), none for a
+    run-wide one. ``subject`` names what the finding is about inside them (``GPU3``, ``GPU3-mlx5_2``,
+    ``mlx5_1/1``, ``gpu01,gpu02``); ``evidence`` holds the raw cells, figures and file names it rests on, so a
+    person can check it.
+
+    ``node=HOST`` is accepted on input as shorthand for ``nodes=[HOST]`` (and is how version-1 documents
+    name their host); it is not a field and never serialised.
     """
 
     code: FindingCode
     severity: Severity
-    node: str | None = None
+    nodes: list[str] = Field(default_factory=list)
     subject: str
     message: str
     evidence: dict[str, EvidenceValue] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade_v1(cls, data: object) -> object:
+        if isinstance(data, dict) and "node" in data:
+            data = dict(data)
+            node = data.pop("node")
+            if "nodes" in data:
+                raise ValueError("give either node or nodes, not both")
+            data["nodes"] = [node] if node else []
+        return data
+
+    @property
+    def node(self) -> str | None:
+        """The host when the finding is about exactly one node, else ``None`` (run-wide or several)."""
+        return self.nodes[0] if len(self.nodes) == 1 else None
 
 
 def _verdict_in(v: object) -> object:

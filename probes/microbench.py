@@ -1,7 +1,7 @@
 """GPU micro-benchmark: GEMM throughput, HBM copy bandwidth and host<->device copy bandwidth per GPU.
 
 Run as a child process (``python -m fleetdx.probes.microbench``) through the runner, so torch (3.4 s to import,
-PLATFORM.md) never loads in the collecting process. Prints one JSON document on stdout::
+bench/MEASUREMENTS.md) never loads in the collecting process. Prints one JSON document on stdout::
 
     {"status": "ok", "torch": "2.11.0", "cuda": "13.0", "gemm_n": 8192, "iters": 20,
      "gpus": [{"index": 0, "device": "NVIDIA H100 80GB HBM3", "bus_id": "00000000:00:06.0", "sm_count": 132,
@@ -12,7 +12,7 @@ PLATFORM.md) never loads in the collecting process. Prints one JSON document on 
 Each ``gpus`` entry has the keys of the captured ``torch_microbench.json`` fixture (read by
 :func:`fleetdx.probes.parsers.microbench.parse_microbench`).
 
-Method: operands are random (``torch.randn``; zeros run faster and overstate throughput, PLATFORM.md);
+Method: operands are random (``torch.randn``; zeros run faster and overstate throughput, bench/MEASUREMENTS.md);
 ``--warmup`` untimed runs, then ``--iters`` runs each timed with a pair of CUDA events; the median is
 reported.
 GEMM: ``2 n^3`` FLOP per ``n x n @ n x n`` product, TFLOP/s = 1e12 FLOP/s; fp32 with TF32 disabled
@@ -22,7 +22,7 @@ Host<->device: ``--h2d-bytes`` from pinned and from pageable host memory, GB/s =
 
 Exit codes: 0 measured; 4 skipped (no NVIDIA driver loaded, no CUDA device or no torch:
 ``{"status": "skipped", "reason": ...}``,
-``fleetdx.probes.commands.MICROBENCH_SKIP_EXIT``); 1 failed while measuring (``{"status": "failed", "reason": ...}``);
+``fleetdx.probes.catalog.MICROBENCH_SKIP_EXIT``); 1 failed while measuring (``{"status": "failed", "reason": ...}``);
 2 bad arguments (argparse).
 """
 

@@ -5,7 +5,8 @@ deadline the whole group gets SIGTERM then SIGKILL: nccl-tests and dcgmi are kno
 (mpirun, orted) that a plain ``Popen.kill`` would leave behind. A missing binary is a ``skipped`` result with the
 reason, never an exception.
 
-:class:`ReplayRunner` is the twin used by simulated clusters and tests: it answers from a bundle's raw files.
+Its twin for simulated clusters and tests, :class:`fleetdx.probes.replay.ReplayRunner`, answers from a bundle's
+raw files.
 """
 
 from __future__ import annotations
@@ -17,13 +18,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from enum import Enum
-from pathlib import Path
 from typing import IO, Protocol
 
 from pydantic import Field
 
-from fleetdx.probes.contracts import Contract
+from fleetdx.probes.contracts import Contract, RunStatus
 
 #: grace period between SIGTERM and SIGKILL of a timed-out process group, seconds
 KILL_GRACE_S = 2.0
@@ -31,15 +30,6 @@ KILL_GRACE_S = 2.0
 DRAIN_TIMEOUT_S = 5.0
 #: most bytes of stdout/stderr kept per command; the rest is cut and flagged
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
-
-
-class RunStatus(str, Enum):
-    """How one command ended."""
-
-    OK = "ok"  #: exited 0
-    FAILED = "failed"  #: exited non-zero or was killed by a signal
-    TIMEOUT = "timeout"  #: ran past its deadline; its process group was killed
-    SKIPPED = "skipped"  #: not run (binary missing, not permitted, not applicable); ``reason`` says why
 
 
 class RunResult(Contract):
@@ -185,29 +175,4 @@ class SubprocessRunner:
             argv=argv, status=RunStatus.OK if rc == 0 else RunStatus.FAILED, returncode=rc,
             stdout=_decode(out), stderr=_decode(err), duration_s=time.monotonic() - t0,
             reason=None if rc == 0 else f"exit code {rc}", started_at=started,
-        )
-
-
-class ReplayRunner:
-    """Answers commands from a bundle's raw files instead of running them (simulated nodes, tests).
-
-    A command whose file is absent from the bundle is ``skipped`` with reason ``not in bundle``. Results are
-    flagged ``replayed=True`` so reports can say the data was replayed, not measured.
-    """
-
-    def __init__(self, bundle_dir: Path) -> None:
-        self.bundle_dir = Path(bundle_dir)
-
-    def run(
-        self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None
-    ) -> RunResult:
-        from fleetdx.probes.bundle import find_raw_file  # local: bundle imports runner
-
-        argv = [str(a) for a in argv]
-        path = find_raw_file(self.bundle_dir, argv)
-        if path is None:
-            return RunResult(argv=argv, status=RunStatus.SKIPPED, reason="not in bundle (replay)", replayed=True)
-        return RunResult(
-            argv=argv, status=RunStatus.OK, returncode=0,
-            stdout=path.read_text(encoding="utf-8", errors="replace"), replayed=True, started_at=time.time(),
         )

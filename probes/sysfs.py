@@ -21,7 +21,7 @@ from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 
-from fleetdx.probes.commands import SYSFS_INFINIBAND_FILE, SYSFS_NUMA_FILE, SYSFS_PCI_FILE
+from fleetdx.probes.catalog import SYSFS_INFINIBAND_FILE, SYSFS_NUMA_FILE, SYSFS_PCI_FILE
 from fleetdx.probes.contracts import Contract
 
 #: PCI vendor ids (pci.ids): NVIDIA, Mellanox (NVIDIA Networking)

@@ -125,7 +125,7 @@ def test_fleetdx_bandwidth_names_the_throttled_host(netns_cluster: NetnsLab) -> 
     )
     assert r.stdout.strip(), r.stderr[-3000:]
     report = json.loads(r.stdout)
-    stragglers = [f["node"] for f in report["findings"] if f["code"] == "STRAGGLER_NODE"]
+    stragglers = [n for f in report["findings"] for n in f["nodes"] if f["code"] == "STRAGGLER_NODE"]
     assert stragglers == [f"h{THROTTLED}"], (report["findings"], r.stderr[-2000:])
     assert report["exclude"] == f"h{THROTTLED}"
     assert r.returncode == 2  # CRITICAL

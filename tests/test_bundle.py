@@ -10,10 +10,10 @@ import pytest
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.rules_node import RULES, ib_port_down
 from fleetdx.probes.bundle import BundleData, CommandMeta, ProbeSource, find_raw_file, read_bundle, write_bundle
-from fleetdx.probes.contracts import FindingCode, Severity
+from fleetdx.probes.catalog import rows_reading
+from fleetdx.probes.contracts import FindingCode, RunStatus, Severity
 from fleetdx.probes.errors import BundleError
-from fleetdx.probes.facts import classify, node_facts
-from fleetdx.probes.runner import RunStatus
+from fleetdx.probes.facts import node_facts
 
 FIX = Path(__file__).parent / "fixtures"
 IDLE = FIX / "hosts" / "h100-vm-idle"
@@ -152,12 +152,17 @@ def test_find_raw_file(tmp_path: Path) -> None:
 
 
 def test_classify_file_names() -> None:
-    assert classify("nvidia-smi_topo_-m.txt") == [("topo", classify("nvidia-smi_topo_-m.txt")[0][1])]
-    assert [k for k, _ in classify("all_reduce_perf_-b8_-e1G_-f2_-g8.txt")] == ["nccl-tests"]
-    assert [k for k, _ in classify("all_reduce_perf_NCCL_DEBUG_INFO.txt")] == ["nccl-tests", "nccl-log"]
-    assert classify("all_reduce_perf_-h.txt") == []  # help text is not a measurement
-    assert classify("uname_-a.txt") == []
-    assert classify("nccl_topo_dump.xml") == []
+    def kinds(name: str) -> list[str]:
+        return [s.parser.kind for s in rows_reading(name) if s.parser is not None]
+
+    assert [(s.parser.kind if s.parser else None, s.fact) for s in rows_reading("nvidia-smi_topo_-m.txt")] == [
+        ("topo", "topo")
+    ]
+    assert kinds("all_reduce_perf_-b8_-e1G_-f2_-g8.txt") == ["nccl-tests"]
+    assert kinds("all_reduce_perf_NCCL_DEBUG_INFO.txt") == ["nccl-tests", "nccl-log"]
+    assert kinds("all_reduce_perf_-h.txt") == []  # help text is not a measurement
+    assert kinds("uname_-a.txt") == []
+    assert kinds("nccl_topo_dump.xml") == []
 
 
 def test_node_facts_of_the_captured_h100_bundle() -> None:
@@ -316,17 +321,18 @@ def test_no_ib_facts_no_finding() -> None:
 # --- registries ---------------------------------------------------------------------------------------------
 
 
-def test_every_parser_kind_has_a_parser_and_every_command_file_is_classified() -> None:
-    from fleetdx.probes.commands import QUICK_COMMANDS, ParserKind, microbench_command, nccl_sweep_command
-    from fleetdx.probes.parsers.registry import PARSERS
+def test_every_catalog_file_is_read_by_its_own_row_and_every_parsed_row_fills_a_facts_field() -> None:
+    from fleetdx.probes.catalog import CATALOG, nccl_sweep_probe
+    from fleetdx.probes.facts import NodeFacts
 
-    assert set(PARSERS) == set(ParserKind)
-    commands = [*QUICK_COMMANDS, microbench_command("python3"), nccl_sweep_command("all_reduce_perf", 8)]
-    for c in commands:
-        kinds = [k for k, _ in classify(c.file)]
-        assert kinds == ([c.kind] if c.kind else []), c.file
-    assert [k for k, _ in classify("sysfs_infiniband.txt")] == [ParserKind.IBSTAT]
-    assert [k for k, _ in classify("sysfs_numa.txt")] == [ParserKind.NUMACTL]
+    for spec in [*(s for s in CATALOG if s.match is None), nccl_sweep_probe("all_reduce_perf", 8)]:
+        rows = rows_reading(spec.file)
+        assert [(r.parser, r.fact) for r in rows] == [(spec.parser, spec.fact)], spec.file
+    for spec in CATALOG:
+        assert (spec.parser is None) == (spec.fact is None), spec.file
+        assert spec.fact is None or spec.fact in NodeFacts.model_fields, spec.fact
+    assert [s.parser.kind for s in rows_reading("sysfs_infiniband.txt") if s.parser] == ["ibstat"]
+    assert [s.parser.kind for s in rows_reading("sysfs_numa.txt") if s.parser] == ["numactl"]
 
 
 @pytest.mark.parametrize("bundle", ["h100-vm-idle", "h100-vm-busy"])

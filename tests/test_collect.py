@@ -13,14 +13,19 @@ from pathlib import Path
 import pytest
 
 from fleetdx.probes.bundle import collect, read_bundle, write_bundle
-from fleetdx.probes.commands import QUICK_COMMANDS, Level
+from fleetdx.probes.catalog import commands
+from fleetdx.probes.contracts import Level, RunStatus
 from fleetdx.probes.facts import node_facts
-from fleetdx.probes.runner import ReplayRunner, RunStatus, SubprocessRunner
+from fleetdx.probes.replay import ReplayRunner
+from fleetdx.probes.runner import SubprocessRunner
 from fleetdx.probes.sysfs import SysfsSource, read_infiniband, read_numa, read_pci
 
 FIX = Path(__file__).parent / "fixtures"
 IDLE = FIX / "hosts" / "h100-vm-idle"
 pytestmark = pytest.mark.timeout(120)
+
+
+QUICK = list(commands(Level.QUICK))
 
 
 def _tool(bindir: Path, name: str, script: str) -> Path:
@@ -37,8 +42,8 @@ def _tool(bindir: Path, name: str, script: str) -> Path:
 def test_live_quick_collect_without_gpu(tmp_path: Path) -> None:
     data = collect(SubprocessRunner(), Level.QUICK, host="this-node")
     by_file = {c.file: c for c in data.commands}
-    assert set(by_file) == {c.file for c in QUICK_COMMANDS} | {s.value for s in SysfsSource}
-    for c in QUICK_COMMANDS:
+    assert set(by_file) == {c.file for c in QUICK} | {s.value for s in SysfsSource}
+    for c in QUICK:
         if c.argv[0] == "nvidia-smi":
             assert by_file[c.file].status is RunStatus.SKIPPED
             assert "nvidia-smi: not found" in (by_file[c.file].reason or "")
@@ -128,7 +133,7 @@ def test_replayed_collect_reproduces_the_captured_bundle(tmp_path: Path) -> None
         python="/usr/bin/python3",
     )
     assert data.replayed
-    for c in QUICK_COMMANDS:
+    for c in QUICK:
         if (IDLE / c.file).exists() and c.file != "dmesg_nvrm.txt":
             assert data.files[c.file] == (IDLE / c.file).read_text(), c.file
     # dmesg_nvrm.txt holds only NVRM lines already: the filter keeps all of them

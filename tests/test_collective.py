@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from fleetdx.orchestrator.cluster.collective import (
+    TORCH_COLLECTIVES,
     Backend,
     BadTiming,
-    Collective,
     RankResult,
     RayCollectiveProbe,
     SweepSpec,
@@ -28,20 +28,20 @@ from fleetdx.orchestrator.cluster.collective import (
     ray_hosts,
 )
 from fleetdx.orchestrator.preflight.detection import DetectionPolicy
-from fleetdx.orchestrator.report import RunReport
-from fleetdx.orchestrator.preflight.schedules import Schedule, localisation_round_bound
-from fleetdx.probes.contracts import FindingCode, Verdict
+from fleetdx.orchestrator.preflight.schedules import localisation_round_bound
+from fleetdx.orchestrator.report import RunReport, Schedule
+from fleetdx.probes.contracts import Collective, FindingCode, Verdict
 from fleetdx.probes.parsers.nccl_tests import busbw_factor
 
 
 def test_bus_factors_are_nccl_tests_ones() -> None:
     # nccl-tests doc/PERFORMANCE.md; fixture 01 (8 ranks): busbw/algbw = 235.26/134.44 = 1.75 = 2*7/8
-    assert busbw_factor(Collective.ALL_REDUCE.nccl, 8) == pytest.approx(235.26 / 134.44, rel=1e-3)
+    assert busbw_factor(Collective.ALL_REDUCE, 8) == pytest.approx(235.26 / 134.44, rel=1e-3)
     # fixture 02 reduce_scatter (8 ranks): 231.52/264.60 = 0.875 = 7/8
-    assert busbw_factor(Collective.REDUCE_SCATTER.nccl, 8) == pytest.approx(231.52 / 264.60, rel=1e-3)
-    assert busbw_factor(Collective.ALL_GATHER.nccl, 2) == 0.5
-    assert busbw_factor(Collective.SENDRECV.nccl, 2) == 1.0
-    assert busbw_factor(Collective.ALL_REDUCE.nccl, 1) == 0.0
+    assert busbw_factor(Collective.REDUCE_SCATTER, 8) == pytest.approx(231.52 / 264.60, rel=1e-3)
+    assert busbw_factor(Collective.ALL_GATHER, 2) == 0.5
+    assert busbw_factor(Collective.SENDRECV, 2) == 1.0
+    assert busbw_factor(Collective.ALL_REDUCE, 1) == 0.0
 
 
 def test_point_reproduces_a_real_nccl_tests_row() -> None:
@@ -125,7 +125,7 @@ def run_small(
 def test_every_collective_validates_and_reports_nccl_tests_units(sim_cluster: list[str]) -> None:
     hosts = {h.name: h for h in ray_hosts()}
     assert set(sim_cluster) <= set(hosts)
-    for coll in Collective:
+    for coll in sorted(TORCH_COLLECTIVES):
         spec = SweepSpec(collective=coll, sizes=[1 << 20], iters=2, warmup_iters=1)
         probe = RayCollectiveProbe(
             [hosts["sim0"], hosts["sim1"], hosts["sim2"]], Backend.GLOO, spec, timeout_s=60
@@ -139,7 +139,7 @@ def test_every_collective_validates_and_reports_nccl_tests_units(sim_cluster: li
         assert res.curve is not None and res.curve.nranks == 3 and res.curve.backend == "gloo"
         (p,) = res.curve.points
         assert p.size == effective_size(coll, 1 << 20, 3)
-        assert p.busbw_gbps == pytest.approx(p.algbw_gbps * busbw_factor(coll.nccl, 3))
+        assert p.busbw_gbps == pytest.approx(p.algbw_gbps * busbw_factor(coll, 3))
         assert p.time_us > 0
 
 
@@ -269,7 +269,7 @@ def test_cli_json_is_the_run_report_and_its_curves_go_to_the_store(
     )
     assert res.exit_code == 0, res.output
     rep = RunReport.model_validate(json.loads(res.stdout))
-    assert rep.kind.value == "bandwidth" and rep.level == "quick"
+    assert rep.kind.value == "bandwidth" and rep.schedule == "quick" and rep.level is None
     assert sorted(tuple(c.nodes) for c in rep.curves) == [("sim0", "sim1"), ("sim2", "sim3")]
     assert [n.host for n in rep.nodes] == ["sim0", "sim1", "sim2", "sim3"]
     with Store.open(url) as store:

@@ -19,7 +19,8 @@ from fleetdx.orchestrator.preflight.detection import (
     below_history,
     below_reference,
 )
-from fleetdx.orchestrator.preflight.schedules import Group, Schedule, localisation_round_bound
+from fleetdx.orchestrator.preflight.schedules import Group, localisation_round_bound
+from fleetdx.orchestrator.report import Schedule
 from fleetdx.probes.contracts import FindingCode, Severity, Verdict
 
 POLICY = DetectionPolicy()

@@ -12,17 +12,11 @@ import pytest
 
 from fleetdx.orchestrator.diagnosis import engine, rules_gpu, rules_nccl, rules_node, rules_topo
 from fleetdx.orchestrator.diagnosis.base import Fleet
-from fleetdx.orchestrator.diagnosis.engine import (
-    diagnose,
-    exclude_hostlist,
-    node_verdict,
-    probe_findings,
-    unjudged_reason,
-)
-from fleetdx.orchestrator.preflight.run import analyze_bundles
-from fleetdx.probes.contracts import Finding, FindingCode, Severity, Verdict
+from fleetdx.orchestrator.diagnosis.engine import diagnose, probe_findings, unjudged_reason
+from fleetdx.orchestrator.preflight.run import analyze_bundles, report_of
+from fleetdx.orchestrator.report import RunKind, exclude_hostlist, node_verdict
+from fleetdx.probes.contracts import Finding, FindingCode, RunStatus, Severity, Verdict
 from fleetdx.probes.facts import NodeFacts, ParseFailure, ProbeRecord
-from fleetdx.probes.runner import RunStatus
 
 BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
 
@@ -118,7 +112,10 @@ def test_diagnose_with_injected_rule_and_a_lost_node() -> None:
         subject="node",
         message="no bundle",
     )
-    d = diagnose(Fleet(nodes=[ok]), lost=[lost], rules=[rule])
+    d = report_of(
+        RunKind.ANALYZE, diagnose(Fleet(nodes=[ok]), lost=[lost], rules=[rule]), started_at=0.0, level=None,
+        simulated=False,
+    )
     by_host = {n.host: n for n in d.nodes}
     assert by_host["a1"].verdict is Verdict.UNKNOWN  # no GPU inventory: cannot be called healthy
     assert by_host["a2"].verdict is Verdict.CRITICAL and by_host["a2"].probes == []

@@ -10,22 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from fleetdx.probes.commands import MICROBENCH_SKIP_EXIT, microbench_command
+from fleetdx.probes.catalog import CATALOG, MICROBENCH_FILE, MICROBENCH_SKIP_EXIT
 from fleetdx.probes.errors import ParseError
 from fleetdx.probes.microbench import EXIT_SKIPPED
 from fleetdx.probes.parsers.microbench import parse_microbench
 from fleetdx.probes.runner import RunResult, SubprocessRunner
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
+MICROBENCH = next(s for s in CATALOG if s.file == MICROBENCH_FILE)
 
 
 @pytest.fixture(scope="module")
 def probe_run() -> RunResult:
     """One real run of the probe through the runner, as collect runs it (small sizes, so a GPU run is short).
     The parent never imports torch: the child's exit code says whether CUDA is there."""
-    cmd = microbench_command(sys.executable)
+    cmd = MICROBENCH
     argv = [
-        *cmd.argv,
+        *cmd.argv_for(sys.executable),
         "--gemm-n",
         "4096",
         "--iters",
@@ -94,7 +95,7 @@ def test_parse_rejects(text: str) -> None:
 
 
 def test_cli_without_cuda_is_skipped_with_exit_4(probe_run: RunResult) -> None:
-    assert microbench_command(sys.executable).skip_exit_code == MICROBENCH_SKIP_EXIT == EXIT_SKIPPED == 4
+    assert MICROBENCH.skip_exit_code == MICROBENCH_SKIP_EXIT == EXIT_SKIPPED == 4
     if probe_run.returncode == 0:
         pytest.skip("a CUDA device is present: the no-CUDA path is not taken")
     assert probe_run.returncode == 4, probe_run.stdout + probe_run.stderr

@@ -167,13 +167,13 @@ def test_every_kind_is_covered_here() -> None:
 
 @pytest.mark.parametrize("kind", sorted(KIND_FILES))
 def test_every_kind_json_is_exactly_the_parser_model_dump(kind: str) -> None:
-    from fleetdx.probes.commands import ParserKind
-    from fleetdx.probes.parsers.registry import parser_for
+
+    from fleetdx.probes.catalog import parser_named
 
     path = KIND_FILES[kind]
     code, out, err = invoke("parse", kind, str(path), "--json")
     assert code == 0, err
-    expected = parser_for(ParserKind(kind))(path.read_text(encoding="utf-8", errors="replace"))
+    expected = parser_named(kind).parse(path.read_text(encoding="utf-8", errors="replace"))
     assert json.loads(out) == json.loads(expected.model_dump_json())
     code, out, err = invoke("parse", kind, str(path))
     assert code == 0, err

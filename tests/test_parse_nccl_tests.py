@@ -13,14 +13,9 @@ from typing import NamedTuple
 
 import pytest
 
+from fleetdx.probes.contracts import Collective
 from fleetdx.probes.errors import ParseError
-from fleetdx.probes.parsers.nccl_tests import (
-    Collective,
-    NcclTestsReport,
-    busbw_factor,
-    collective_from_name,
-    parse_nccl_tests,
-)
+from fleetdx.probes.parsers.nccl_tests import NcclTestsReport, busbw_factor, collective_from_name, parse_nccl_tests
 
 FIX = Path(__file__).parent / "fixtures" / "nccl"
 

@@ -17,10 +17,9 @@ import psutil
 import pytest
 
 from fleetdx.orchestrator.cluster.fanout import match_hosts, ray_node_hosts
-from fleetdx.orchestrator.preflight.run import NodeJob, PreflightResult, run_preflight
 from fleetdx.orchestrator.cluster.simulate import SimCluster, SimNode, sim_nodes, simulated_cluster
-from fleetdx.probes.commands import Level
-from fleetdx.probes.contracts import FindingCode, Severity, Verdict
+from fleetdx.orchestrator.preflight.run import NodeJob, PreflightResult, run_preflight
+from fleetdx.probes.contracts import FindingCode, Level, Severity, Verdict
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 
@@ -147,7 +146,7 @@ def test_cli_analyze_json_exit_code_and_exclude_file(tmp_path: Path) -> None:
     assert {"verdict", "exit_code", "simulated", "nodes", "findings", "exclude"} <= set(doc)
     assert (doc["verdict"], doc["exit_code"], doc["simulated"]) == ("CRITICAL", 2, False)
     assert {"name", "status", "duration_s", "error"} <= set(doc["nodes"][0]["probes"][0])
-    assert {"code", "severity", "node", "subject", "message", "evidence"} <= set(doc["findings"][0])
+    assert {"code", "severity", "nodes", "subject", "message", "evidence"} <= set(doc["findings"][0])
     assert exclude.read_text() == "nccl-h100x16-fail\n"
 
 

@@ -1,7 +1,8 @@
 """``--level full``: the node probes, then the cross-node bandwidth step, merged into one pre-flight report;
 and ``--level standard``'s nccl-tests binary looked up on the node, not on the driver.
 
-One simulated cluster for the module (fleetdx.orchestrator.cluster.simulate): ``gpu01``-``gpu04`` replay byte-exact copies of
+One simulated cluster for the module (fleetdx.orchestrator.cluster.simulate): ``gpu01``-``gpu04`` replay byte-exact
+copies of
 the idle H100 VM's bundle (tests/fixtures/bundles/h100-idle; node verdict OK on its own), ``gpu05`` a copy of
 the busy one (h100-busy: a foreign process holds the GPU, GPU_FOREIGN_PROCESS, critical). The node figures
 are replayed; the bandwidth curves are measured for real, by gloo between the local Ray nodes. The slow node
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from fleetdx.orchestrator.cluster.fanout import match_hosts, ray_node_hosts
+from fleetdx.orchestrator.cluster.simulate import SimCluster, sim_nodes, simulated_cluster
 from fleetdx.orchestrator.preflight.run import (
     BANDWIDTH_PROBE,
     BandwidthStep,
@@ -29,11 +31,8 @@ from fleetdx.orchestrator.preflight.run import (
     run_preflight,
 )
 from fleetdx.orchestrator.report import BusbwCurve, NodeReport, ProbeSummary, RunKind, RunReport
-from fleetdx.orchestrator.cluster.simulate import SimCluster, sim_nodes, simulated_cluster
-from fleetdx.probes.commands import Level
-from fleetdx.probes.contracts import Finding, FindingCode, Severity, Verdict
+from fleetdx.probes.contracts import Finding, FindingCode, Level, RunStatus, Severity, Verdict
 from fleetdx.probes.facts import node_facts
-from fleetdx.probes.runner import RunStatus
 from tests.test_standard_level import LARGEST_ROW, STANDIN, STANDIN_BIN, SWEEP_FILE, fake_nvidia_smi
 
 BUNDLES = Path(__file__).parent / "fixtures" / "bundles"

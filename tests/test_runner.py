@@ -12,7 +12,9 @@ import psutil
 import pytest
 
 from fleetdx.probes import runner as runner_mod
-from fleetdx.probes.runner import ReplayRunner, RunStatus, SubprocessRunner
+from fleetdx.probes.contracts import RunStatus
+from fleetdx.probes.replay import ReplayRunner
+from fleetdx.probes.runner import SubprocessRunner
 
 PY = sys.executable
 pytestmark = pytest.mark.timeout(60)

@@ -24,12 +24,13 @@ import pytest
 from fleetdx.orchestrator.diagnosis import rules_nccl
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.engine import diagnose, run_rules
-from fleetdx.orchestrator.preflight.run import node_nccl_binary
+from fleetdx.orchestrator.preflight.run import node_nccl_binary, report_of
+from fleetdx.orchestrator.report import RunKind
 from fleetdx.probes.bundle import collect, find_raw_file, read_bundle
-from fleetdx.probes.commands import Level, quick_commands
-from fleetdx.probes.contracts import FindingCode, Verdict
+from fleetdx.probes.catalog import commands
+from fleetdx.probes.contracts import FindingCode, Level, RunStatus, Verdict
 from fleetdx.probes.facts import node_facts
-from fleetdx.probes.runner import RunStatus, SubprocessRunner
+from fleetdx.probes.runner import SubprocessRunner
 
 FIXTURES = Path(__file__).parent / "fixtures"
 STANDIN_BIN = FIXTURES / "standin" / "bin"
@@ -46,7 +47,7 @@ def fake_nvidia_smi(directory: Path) -> Path:
     command it prints the h100-idle bundle's capture of that command (:func:`fleetdx.probes.bundle.find_raw_file`);
     exit 9 for arguments never captured."""
     captured = {}
-    for cmd in quick_commands():
+    for cmd in commands(Level.QUICK):
         path = find_raw_file(H100_IDLE, cmd.argv) if cmd.argv[0] == "nvidia-smi" else None
         if path is not None:
             captured[" ".join(cmd.argv[1:])] = str(path)
@@ -115,11 +116,11 @@ def test_standard_collect_runs_the_sweep_and_it_parses(smi_on_path: Path) -> Non
     assert run_rules(facts, fleet, rules_nccl.RULES) == []  # a healthy sweep: no NCCL finding
     # the whole node: the only finding is the one command the stand-in has no capture for (the idle VM's
     # bundle holds no --query-compute-apps output, so the stand-in exits 9)
-    diagnosis = diagnose(fleet)
-    assert [(f.code, f.subject) for f in diagnosis.findings] == [
+    report = report_of(RunKind.PREFLIGHT, diagnose(fleet), started_at=0.0, level=None, simulated=False)
+    assert [(f.code, f.subject) for f in report.findings] == [
         (FindingCode.PROBE_FAILED, "nvidia-smi_query-compute-apps.csv")
     ]
-    assert diagnosis.verdict is Verdict.WARNING
+    assert report.verdict is Verdict.WARNING
 
 
 @pytest.mark.timeout(60)

@@ -8,12 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetdx.probes.contracts import FindingCode, Severity
-from tests.topology_util import make_topo, random_topo, uniform
 from fleetdx.topology.analyses import affinity_issues, nearest_nics, nic_report, nvlink_report, remote_gpu_pairs
 from fleetdx.topology.binding import advise
 from fleetdx.topology.contracts import AffinityIssueKind
 from fleetdx.topology.findings import node_findings
 from fleetdx.topology.node_graph import DeviceKind, build_node_graph
+from tests.topology_util import make_topo, random_topo, uniform
 
 # the DGX-1 hybrid cube-mesh GPU block (NV1/NV2/SYS), as nvidia-smi prints it on a DGX-1
 DGX1 = [

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.topology_util import make_topo, uniform
 from fleetdx.topology.binding import advise, cpu_list, cpu_mask
+from tests.topology_util import make_topo, uniform
 
 CPU0 = list(range(0, 32)) + list(range(64, 96))
 CPU1 = list(range(32, 64)) + list(range(96, 128))

@@ -51,7 +51,7 @@ def test_show_json_shape(run) -> None:  # type: ignore[no-untyped-def]
     assert data["nearest_nic"]["GPU0"] == {"nics": ["mlx5_0"], "link": "PXB"}
     assert data["nearest_nic"]["GPU7"] == {"nics": ["mlx5_3", "mlx5_bond_0"], "link": "NODE"}
     f = next(x for x in data["findings"] if x["code"] == "TOPO_NIC_OVERSUBSCRIBED")
-    assert f["severity"] == "warning" and f["subject"] == "mlx5_0" and f["node"] == "a100-1"
+    assert f["severity"] == "warning" and f["subject"] == "mlx5_0" and f["nodes"] == ["a100-1"]
     assert set(f) >= {"code", "severity", "subject", "message", "evidence"}
 
 

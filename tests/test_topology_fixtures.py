@@ -11,12 +11,12 @@ import pytest
 
 from fleetdx.probes.contracts import FindingCode
 from fleetdx.probes.parsers.topo import TopoMatrix, parse_topo
-from tests.topology_util import check_against_brute_force
 from fleetdx.topology.analyses import affinity_issues, nearest_nics, nic_report, nvlink_report, remote_gpu_pairs
 from fleetdx.topology.binding import advise
 from fleetdx.topology.contracts import AffinityIssueKind
 from fleetdx.topology.findings import node_findings
 from fleetdx.topology.subset import best_subset
+from tests.topology_util import check_against_brute_force
 
 FIX = Path(__file__).parent / "fixtures" / "topo"
 MATRICES = [

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from fleetdx.probes.contracts import FindingCode
-from tests.topology_util import make_topo, uniform
 from fleetdx.topology.findings import peer_findings
 from fleetdx.topology.fleet import compare_to_peers
+from tests.topology_util import make_topo, uniform
 
 COLS = ["PXB NODE", "PXB NODE", "NODE PXB", "NODE PXB"]
 NICS = ["mlx5_0", "mlx5_2"]

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 from fleetdx.orchestrator.cli import topo_cmd
 from fleetdx.probes.parsers.numactl import NumaNode, NumaTopology, parse_numactl
 from fleetdx.probes.parsers.topo import TopoGpu, parse_topo
-from tests.topology_util import make_topo, uniform
 from fleetdx.topology.analyses import numa_node_of
 from fleetdx.topology.binding import advise
 from fleetdx.topology.node_graph import build_node_graph
+from tests.topology_util import make_topo, uniform
 
 FIX = Path(__file__).parent / "fixtures"
 TOPO = FIX / "topo" / "13_princeton-della-a100-sxm4_4gpu-1nic_nv4_tabs.txt"

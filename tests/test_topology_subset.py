@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetdx.topology.subset import SubsetError, best_subset
 from tests.topology_util import check_against_brute_force as check
 from tests.topology_util import make_topo, random_topo, uniform
-from fleetdx.topology.subset import SubsetError, best_subset
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -9,5 +9,6 @@
 - :mod:`fleetdx.topology.findings`: TOPO_* findings.
 - :mod:`fleetdx.topology.cluster`: Slurm topology.conf / switch maps, cluster graph, node placement, rendering.
 
-Inputs are parsed models from :mod:`fleetdx.probes.parsers`; outputs are the models of :mod:`fleetdx.topology.contracts`.
+Inputs are parsed models from :mod:`fleetdx.probes.parsers`; outputs are the models of
+:mod:`fleetdx.topology.contracts`.
 """

@@ -19,6 +19,7 @@ from rich.table import Table
 from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json
 from fleetdx.orchestrator.preflight.detection import DetectionPolicy
 from fleetdx.orchestrator.report import CurveBackend, RunReport
+from fleetdx.probes.contracts import Collective
 from fleetdx.probes.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -61,9 +62,9 @@ def _node_table(report: RunReport) -> Table:
                 scores.setdefault(n, []).append(c.points[-1].busbw_gbps)
     codes: dict[str, set[str]] = {}
     for f in report.findings:
-        for n in [f.node] if f.node else f.subject.split(","):
+        for n in f.nodes:
             codes.setdefault(n, set()).add(f.code.value)
-    t = Table(title=f"bandwidth ({report.level.value if report.level else '-'}): {report.verdict.name}")
+    t = Table(title=f"bandwidth ({report.schedule.value if report.schedule else '-'}): {report.verdict.name}")
     for col in ("node", "verdict", "busbw median (GB/s)", "measurements", "findings"):
         t.add_column(col)
     for node in report.nodes:
@@ -173,14 +174,16 @@ def register(app: typer.Typer) -> None:
         """Measure collective bandwidth between nodes and name slow ones (exit code: Nagios verdict)."""
         import ray
 
+        from fleetdx.orchestrator.cluster.collective import TORCH_COLLECTIVES, Backend, ray_hosts
         from fleetdx.orchestrator.preflight.bandwidth import run_bandwidth
-        from fleetdx.orchestrator.cluster.collective import Backend, Collective, ray_hosts
-        from fleetdx.orchestrator.preflight.schedules import Schedule
+        from fleetdx.orchestrator.report import Schedule
         from fleetdx.orchestrator.scheduler.targets import expand_hostlist
 
         try:
             sched = Schedule(schedule)
             colls = [Collective(c) for c in collective]
+            if bad := [c.value for c in colls if c not in TORCH_COLLECTIVES]:
+                raise ValueError(f"not measured by the torch.distributed probe: {', '.join(bad)}")
             be = Backend(backend) if backend else None
             hosts = expand_hostlist(nodes) if nodes else None
             size_list = parse_sizes(sizes)

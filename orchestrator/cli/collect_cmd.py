@@ -19,8 +19,8 @@ from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, handle_errors, print_json
 from fleetdx.probes.bundle import BundleData, collect, write_bundle
-from fleetdx.probes.commands import Level
-from fleetdx.probes.runner import RunStatus, SubprocessRunner
+from fleetdx.probes.contracts import Level, RunStatus
+from fleetdx.probes.runner import SubprocessRunner
 
 STATUS_STYLE = {
     RunStatus.OK: "green",

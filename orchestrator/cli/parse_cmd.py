@@ -19,9 +19,9 @@ from pydantic import BaseModel
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, handle_errors, print_json
-from fleetdx.probes.commands import ParserKind
+from fleetdx.probes import catalog
+from fleetdx.probes.contracts import RunStatus
 from fleetdx.probes.errors import ConfigError
-from fleetdx.probes.runner import RunStatus
 
 #: cells longer than this are cut in human tables (the JSON keeps everything)
 MAX_CELL = 60
@@ -31,9 +31,11 @@ MAX_ITEMS = 12
 
 #: ``fleetdx parse bundle DIR``: the target that reads a whole bundle rather than one file
 BUNDLE = "bundle"
-#: the first argument of ``fleetdx parse``: every :class:`ParserKind` (same names and values), or ``bundle``
-ParseTarget = Enum(  # type: ignore[misc]  # derived from ParserKind; mypy reads only literal member lists
-    "ParseTarget", [(k.name, k.value) for k in ParserKind] + [("BUNDLE", BUNDLE)], type=str
+#: the first argument of ``fleetdx parse``: the kind of every parser of the probe catalog, or ``bundle``
+ParseTarget = Enum(  # type: ignore[misc]  # derived from the catalog; mypy reads only literal member lists
+    "ParseTarget",
+    [(p.kind.upper().replace("-", "_"), p.kind) for p in catalog.parsers()] + [("BUNDLE", BUNDLE)],
+    type=str
 )
 
 
@@ -177,14 +179,14 @@ def render_p2p(model: Any, title: str) -> None:
         console.print(f"[yellow]warning:[/] {w}")
 
 
-def _render(kind: ParserKind, model: BaseModel, title: str) -> None:
-    if kind is ParserKind.TOPO:
+def _render(kind: catalog.Parser, model: BaseModel, title: str) -> None:
+    if kind is catalog.TOPO:
         render_topo(model)
-    elif kind is ParserKind.P2P:
+    elif kind is catalog.P2P:
         render_p2p(model, title)
-    elif kind is ParserKind.IBSTAT:
+    elif kind is catalog.IBSTAT:
         render_ibstat(model, title)
-    elif kind is ParserKind.NCCL_TESTS:
+    elif kind is catalog.NCCL_TESTS:
         render_nccl_tests(model)
     else:
         render_model(model, title)
@@ -248,8 +250,6 @@ def register(app: typer.Typer) -> None:
             return
         if path.is_dir():
             raise ConfigError(f"{path}: is a directory (use 'fleetdx parse bundle {path}')")
-        from fleetdx.probes.parsers.registry import parser_for
-
-        pkind = ParserKind(kind.value)
-        model = parser_for(pkind, path.name)(path.read_text(encoding="utf-8", errors="replace"))
+        pkind = catalog.parser_named(kind.value)
+        model = pkind.for_file(path.name)(path.read_text(encoding="utf-8", errors="replace"))
         print_json(model) if json_out else _render(pkind, model, f"{kind.value}: {path.name}")

@@ -6,7 +6,7 @@
   (FILE is a Slurm ``topology.conf``, or a switch map when it ends in .yaml/.yml/.json).
 - ``topo slurm-conf SWITCHMAP``: the Slurm ``topology.conf`` of a YAML/JSON switch map.
 
-A BUNDLE is a directory holding ``nvidia-smi_topo_-m.txt``. ``--json`` prints only the model dump.
+A BUNDLE is a bundle directory (read as ``fleetdx analyze`` reads it). ``--json`` prints only the model dump.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json
-from fleetdx.probes.commands import NUMACTL_FILE, SMI_XML_FILE, TOPO_FILE
+from fleetdx.probes.catalog import NUMACTL, TOPO_FILE
 from fleetdx.probes.contracts import Severity
-from fleetdx.probes.errors import ConfigError, ParseError
+from fleetdx.probes.errors import ConfigError
 from fleetdx.probes.parsers.numactl import NumaTopology, parse_numactl
 from fleetdx.probes.parsers.topo import TopoMatrix, parse_topo
 
 if TYPE_CHECKING:  # topology/ is imported inside the commands, so that other commands start fast
+    from fleetdx.probes.facts import NodeFacts
     from fleetdx.topology.cluster import ClusterTopology
     from fleetdx.topology.contracts import TopoShow
 
@@ -49,35 +50,56 @@ topo_app = typer.Typer(
 )
 
 
-def load_topo(path: Path) -> TopoMatrix:
-    """Parse ``path`` (a ``topo -m`` text file, or a bundle directory holding ``nvidia-smi_topo_-m.txt``)."""
-    if path.is_dir():
-        path = path / TOPO_FILE
-        if not path.exists():
-            raise ConfigError(f"{path.parent}: bundle has no {TOPO_FILE}")
-    return parse_topo(path.read_text(encoding="utf-8", errors="replace"))
+class NodeInput:
+    """What ``topo show``/``topo advise`` read about one node: a bare ``topo -m`` file, or a bundle directory
+    read through :func:`fleetdx.probes.facts.node_facts`, so these commands see exactly the facts
+    ``fleetdx analyze`` sees (the sysfs NUMA dump when numactl was absent, the GPU view's model names)."""
 
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.facts: NodeFacts | None = None
+        if path.is_dir():
+            from fleetdx.probes.bundle import read_bundle
+            from fleetdx.probes.errors import BundleError
+            from fleetdx.probes.facts import node_facts
 
-def load_numa(path: Path, numactl: Path | None) -> NumaTopology | None:
-    """``numactl -H`` facts: the ``--numactl`` file, else the bundle's ``numactl_-H.txt``, else ``None``.
+            try:
+                self.facts = node_facts(read_bundle(path))
+            except BundleError as e:
+                raise ConfigError(f"{path}: not a bundle holding {TOPO_FILE} ({e})") from None
 
-    A bundle file that does not parse is reported on stderr and left out (the matrix alone still advises).
+    def topo(self) -> TopoMatrix:
+        """The ``topo -m`` matrix. Raises :class:`ParseError` for a file that does not parse, and
+        :class:`ConfigError` for a bundle without a parsed one."""
+        if self.facts is None:
+            return parse_topo(self.path.read_text(encoding="utf-8", errors="replace"))
+        if self.facts.topo is not None:
+            return self.facts.topo
+        why = next((f.message for f in self.facts.parse_failures if f.file == TOPO_FILE), f"no {TOPO_FILE}")
+        raise ConfigError(f"{self.path}: bundle has no topo -m matrix: {why}")
 
-    Raises:
-        ParseError: the ``--numactl`` file does not read as ``numactl -H`` output.
-    """
-    if numactl is not None:
-        return parse_numactl(numactl.read_text(encoding="utf-8", errors="replace"))
-    bundled = path / NUMACTL_FILE
-    if not (path.is_dir() and bundled.exists()):
-        return None
-    try:
-        return parse_numactl(bundled.read_text(encoding="utf-8", errors="replace"))
-    except ParseError as e:
-        err_console.print(
-            f"[yellow]warning:[/] {bundled}: {e}; NUMA nodes from topo -m only", highlight=False
-        )
-        return None
+    def numa(self, numactl: Path | None) -> NumaTopology | None:
+        """``numactl -H`` facts: the ``--numactl`` file, else the bundle's (``numactl_-H.txt`` or the sysfs
+        dump), else ``None``. Raises :class:`ParseError` when the ``--numactl`` file does not parse."""
+        if numactl is not None:
+            return parse_numactl(numactl.read_text(encoding="utf-8", errors="replace"))
+        if self.facts is None:
+            return None
+        if self.facts.numa is None:  # a bundle file that does not parse: a warning, the matrix still advises
+            for f in self.facts.parse_failures:
+                if f.kind == NUMACTL.kind:
+                    err_console.print(
+                        f"[yellow]warning:[/] {self.path / f.file}: {f.message}; NUMA nodes from topo -m only",
+                        highlight=False,
+                    )
+        return self.facts.numa
+
+    def gpu_model(self, gpu_model: str | None) -> str | None:
+        """``--gpu-model``, else the single product name of the bundle's GPUs, else ``None``."""
+        if gpu_model is not None or self.facts is None:
+            return gpu_model
+        names = {g.name for g in self.facts.gpus if g.name}
+        return names.pop() if len(names) == 1 else None
 
 
 def _cell(text: str) -> Text:
@@ -103,23 +125,6 @@ def _matrix_table(topo: TopoMatrix) -> Table:
         numa = ",".join(str(x) for x in g.numa_affinity) if g and g.numa_affinity is not None else ""
         table.add_row(Text(a, style="bold"), *cells, cpu, numa)
     return table
-
-
-def load_gpu_model(path: Path, gpu_model: str | None) -> str | None:
-    """``--gpu-model``, else the single product name in a bundle's ``nvidia-smi_-q_-x.xml``, else ``None``."""
-    if gpu_model is not None or not (path.is_dir() and (path / SMI_XML_FILE).exists()):
-        return gpu_model
-    from fleetdx.probes.parsers.smi_xml import parse_smi_xml
-
-    try:
-        report = parse_smi_xml((path / SMI_XML_FILE).read_text(encoding="utf-8", errors="replace"))
-    except ParseError as e:
-        err_console.print(
-            f"[yellow]warning:[/] {path / SMI_XML_FILE}: {e}; GPU model unknown", highlight=False
-        )
-        return None
-    names = {g.name for g in report.gpus if g.name}
-    return names.pop() if len(names) == 1 else None
 
 
 def _show_model(topo: TopoMatrix, host: str | None, gpu_model: str | None) -> TopoShow:
@@ -155,8 +160,9 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """Render the matrix with link classes coloured, the nearest NIC per GPU, and the findings."""
-    topo = load_topo(path)
-    model = _show_model(topo, host, load_gpu_model(path, gpu_model))
+    node = NodeInput(path)
+    topo = node.topo()
+    model = _show_model(topo, host, node.gpu_model(gpu_model))
     if as_json:
         print_json(model)
         return
@@ -201,7 +207,8 @@ def advise_cmd(
     """The best GPU subset, the NUMA binding and NIC per local rank, and lines to paste."""
     from fleetdx.topology.binding import advise, cpu_list
 
-    adv = advise(load_topo(path), gpus, ib_port=ib_port, numa=load_numa(path, numactl))
+    node = NodeInput(path)
+    adv = advise(node.topo(), gpus, ib_port=ib_port, numa=node.numa(numactl))
     if as_json:
         print_json(adv)
         return

@@ -25,12 +25,11 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from fleetdx.orchestrator.report import BusbwCurve, BusbwPoint, CurveBackend
-from fleetdx.probes.contracts import Contract
+from fleetdx.probes.contracts import Collective, Contract
 from fleetdx.probes.errors import FleetdxError
-from fleetdx.probes.parsers.nccl_tests import Collective as NcclCollective
 from fleetdx.probes.parsers.nccl_tests import busbw_factor
 
 #: element size of the float32 buffers the probe moves, bytes
@@ -40,19 +39,11 @@ HOST_LABEL = "fleetdx.host"
 HOST_RESOURCE_PREFIX = "fleetdx-host:"
 
 
-class Collective(str, Enum):
-    """The collectives the probe measures: a subset of the nccl-tests parser's
-    :class:`fleetdx.probes.parsers.nccl_tests.Collective`, with the same values (binary names without ``_perf``)."""
-
-    ALL_REDUCE = NcclCollective.ALL_REDUCE.value
-    ALL_GATHER = NcclCollective.ALL_GATHER.value
-    REDUCE_SCATTER = NcclCollective.REDUCE_SCATTER.value
-    SENDRECV = NcclCollective.SENDRECV.value
-
-    @property
-    def nccl(self) -> NcclCollective:
-        """The same collective as the nccl-tests parser names it (for :func:`busbw_factor`)."""
-        return NcclCollective(self.value)
+#: the collectives this probe measures (of :class:`~fleetdx.probes.contracts.Collective`, the one collective
+#: vocabulary); others are refused with a :class:`~fleetdx.probes.errors.ConfigError` by :class:`SweepSpec`
+TORCH_COLLECTIVES = frozenset(
+    {Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.SENDRECV}
+)
 
 
 class Backend(str, Enum):
@@ -103,7 +94,7 @@ def point(collective: Collective, size: int, nranks: int, time_us: float) -> Bus
         raise BadTiming(size, time_us)
     algbw = size / (time_us * 1e-6) / 1e9
     return BusbwPoint(
-        size=size, time_us=time_us, algbw_gbps=algbw, busbw_gbps=algbw * busbw_factor(collective.nccl, nranks)
+        size=size, time_us=time_us, algbw_gbps=algbw, busbw_gbps=algbw * busbw_factor(collective, nranks)
     )
 
 
@@ -114,7 +105,7 @@ def curve_of(collective: Collective, backend: Backend, nodes: Sequence[str], ran
         BadTiming: a size whose time is not a positive finite number.
     """
     return BusbwCurve(
-        collective=collective.nccl,
+        collective=collective,
         nodes=list(nodes),
         nranks=len(nodes),
         backend=backend.curve,
@@ -130,6 +121,14 @@ class SweepSpec(Contract):
     warmup_iters: int = 2
     iters: int = 10
     check: bool = True
+
+    @field_validator("collective")
+    @classmethod
+    def _measurable(cls, value: Collective) -> Collective:
+        if value not in TORCH_COLLECTIVES:
+            names = ", ".join(sorted(c.value for c in TORCH_COLLECTIVES))
+            raise ValueError(f"the torch.distributed probe measures {names}, not {value.value}")
+        return value
 
 
 class RankResult(Contract):

@@ -2,7 +2,7 @@
 
 :func:`simulated_cluster` starts a ``ray.cluster_utils.Cluster`` on this machine: a head node that runs no
 probes and, per bundle, a node with one CPU and the custom resource ``fleetdx-sim-host:<host>`` (all simulated
-nodes share one IP, so they are told apart by resource, PLATFORM.md). The fan-out pins each host's task there,
+nodes share one IP, so they are told apart by resource, bench/MEASUREMENTS.md). The fan-out pins each host's task there,
 and the task answers every command from the bundle through :class:`fleetdx.probes.runner.ReplayRunner`. Reports made
 this way say ``simulated: true``; no figure in them was measured by this run.
 
@@ -67,7 +67,7 @@ class SimCluster:
 def simulated_cluster(nodes: Sequence[SimNode]) -> Iterator[SimCluster]:
     """Start the simulated cluster, connect this process to it, and tear both down on exit.
 
-    Takes about 1.1 s and 150 MB per node on the development machine (PLATFORM.md). The cluster is kept on
+    Takes about 1.1 s and 150 MB per node on the development machine (bench/MEASUREMENTS.md). The cluster is kept on
     loopback (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``). Only the processes this cluster started are stopped.
     """
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")

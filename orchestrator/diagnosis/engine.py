@@ -1,32 +1,26 @@
-"""The diagnosis engine: runs every rule over every node, adds the findings about the probes themselves, and
-sets the verdicts.
+"""The diagnosis engine: runs every rule over every node and adds the findings about the probes themselves.
 
-Verdicts (Nagios convention, :class:`fleetdx.probes.contracts.Verdict`):
+It judges evidence, it does not set verdicts: :func:`diagnose` returns a :class:`Diagnosis` (every finding,
+each node's probe summaries, and why a node could not be judged) and the job turns it into a report with
+:func:`fleetdx.orchestrator.report.assemble_report`, where verdicts, exit code and exclude list are made.
 
-- a node's verdict is the worst severity of its findings (``info`` counts as OK);
-- a node whose probes produced nothing that could be judged (no probe ran and parsed, or no GPU inventory was
-  obtained: ``nvidia-smi`` skipped, failed or unparseable) is at least ``UNKNOWN``: fleetdx never calls a node
-  healthy on missing evidence;
-- a node that never answered (``NODE_UNREACHABLE``, from the fan-out) is ``CRITICAL``;
-- the run's verdict is :meth:`Verdict.worst` of the node verdicts.
-
-The exclude list is the Slurm-compressed hostlist (python-hostlist ``collect_hostlist``) of the nodes with at
-least one critical finding, ready for ``sbatch --exclude``.
+A node whose probes produced nothing that could be judged (no probe ran and parsed, or no GPU inventory was
+obtained: ``nvidia-smi`` skipped, failed or unparseable) is *unjudged* (its verdict will be at least UNKNOWN);
+a node that never answered comes with its ``NODE_UNREACHABLE`` finding (critical) from the fan-out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-import hostlist
+from pydantic import Field
 
 from fleetdx.orchestrator.diagnosis import rules_gpu, rules_nccl, rules_node, rules_topo
 from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
-from fleetdx.orchestrator.report import NodeReport, ProbeSummary
-from fleetdx.probes.commands import QUERY_GPU_FILE, SMI_XML_FILE
-from fleetdx.probes.contracts import Contract, Finding, FindingCode, Severity, Verdict, VerdictName
+from fleetdx.orchestrator.report import ProbeSummary
+from fleetdx.probes.catalog import QUERY_GPU_FILE, SMI_XML_FILE
+from fleetdx.probes.contracts import Contract, Finding, FindingCode, RunStatus, Severity
 from fleetdx.probes.facts import NodeFacts, ProbeRecord
-from fleetdx.probes.runner import RunStatus
 
 #: every rule the engine runs, in this order; each rules module exports ``RULES``
 RULES: list[Rule] = [*rules_gpu.RULES, *rules_node.RULES, *rules_nccl.RULES, *rules_topo.RULES]
@@ -34,17 +28,15 @@ RULES: list[Rule] = [*rules_gpu.RULES, *rules_node.RULES, *rules_nccl.RULES, *ru
 #: bundle files holding the GPU inventory; a node with none of them parsed cannot be judged (UNKNOWN)
 GPU_INVENTORY_FILES = (SMI_XML_FILE, QUERY_GPU_FILE)
 
-_SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.UNKNOWN: 2, Severity.INFO: 3}
-
 
 class Diagnosis(Contract):
-    """The engine's result: the run verdict, one report per node (sorted by host), every finding (most severe
-    first, then by node), and the exclude hostlist ("" when no node is critical)."""
+    """The engine's result, the input of :func:`~fleetdx.orchestrator.report.assemble_report`: every host
+    (sorted), every finding (in rule order), host -> its probe summaries, host -> why it cannot be judged."""
 
-    verdict: VerdictName
-    nodes: list[NodeReport]
+    hosts: list[str]
     findings: list[Finding]
-    exclude: str = ""
+    probes: dict[str, list[ProbeSummary]] = Field(default_factory=dict)
+    unjudged: dict[str, str] = Field(default_factory=dict)
 
 
 def probe_findings(node: NodeFacts) -> list[Finding]:
@@ -98,7 +90,7 @@ def unjudged_reason(node: NodeFacts) -> str | None:
     usable = [p for p in node.probes if p.status is RunStatus.OK and p.name not in failed]
     if not usable:
         return "no probe ran and parsed"
-    if node.smi is None and node.query_gpu is None:
+    if node.gpu_source is None:
         why = [
             f"{p.name}: {p.status.value}" + (f" ({p.error})" if p.error else "")
             for p in node.probes
@@ -117,27 +109,6 @@ def run_rules(node: NodeFacts, fleet: Fleet, rules: Sequence[Rule] = RULES) -> l
     return out
 
 
-def node_verdict(findings: Iterable[Finding], unjudged: bool) -> Verdict:
-    """Worst severity of ``findings``; at least UNKNOWN when the node could not be judged."""
-    verdicts = [f.severity.verdict for f in findings]
-    if unjudged:
-        verdicts.append(Verdict.UNKNOWN)
-    return Verdict.worst(verdicts)
-
-
-def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """``findings`` in report order: most severe first (critical, warning, unknown, info), then by node
-    (node-less findings first), finding code and subject."""
-    return sorted(findings, key=lambda f: (_SEVERITY_ORDER[f.severity], f.node or "", f.code.value, f.subject))
-
-
-def exclude_hostlist(findings: Iterable[Finding]) -> str:
-    """Compressed Slurm hostlist of the nodes with a critical finding, e.g. ``"gpu[01-02,07]"``;
-    "" for none."""
-    hosts = sorted({f.node for f in findings if f.severity is Severity.CRITICAL and f.node})
-    return hostlist.collect_hostlist(hosts) if hosts else ""
-
-
 def _summaries(node: NodeFacts) -> list[ProbeSummary]:
     return [
         ProbeSummary(name=p.name, status=p.status, duration_s=p.duration_s, error=p.error)
@@ -149,35 +120,22 @@ def diagnose(fleet: Fleet, lost: Sequence[Finding] = (), rules: Sequence[Rule] =
     """Diagnose every node of ``fleet``.
 
     ``lost`` holds the findings about nodes that produced no facts at all (``NODE_UNREACHABLE`` from the
-    fan-out); each such node gets a report with no probes and the verdict of its findings. Rules are run as
+    fan-out); each such node is unjudged ("no facts: node lost"). Rules are run as
     given (``rules`` is injectable for tests); a rule that raises is a bug and propagates.
     """
     findings: list[Finding] = []
-    reports: list[NodeReport] = []
+    probes: dict[str, list[ProbeSummary]] = {}
+    unjudged: dict[str, str] = {}
     for node in fleet.nodes:
         reason = unjudged_reason(node)
-        mine = probe_findings(node) + run_rules(node, fleet, rules)
-        findings += mine
-        reports.append(
-            NodeReport(
-                host=node.host,
-                verdict=node_verdict(mine, reason is not None),
-                probes=_summaries(node),
-                unjudged=reason,
-            )
-        )
+        findings += probe_findings(node) + run_rules(node, fleet, rules)
+        probes[node.host] = _summaries(node)
+        if reason is not None:
+            unjudged[node.host] = reason
     known = {n.host for n in fleet.nodes}
-    for host in sorted({f.node for f in lost if f.node and f.node not in known}):
-        mine = [f for f in lost if f.node == host]
-        findings += mine
-        reports.append(
-            NodeReport(host=host, verdict=node_verdict(mine, unjudged=True), unjudged="no facts: node lost")
-        )
-    findings = sort_findings(findings)
-    reports.sort(key=lambda r: r.host)
-    return Diagnosis(
-        verdict=Verdict.worst(r.verdict for r in reports),
-        nodes=reports,
-        findings=findings,
-        exclude=exclude_hostlist(findings),
-    )
+    for f in lost:
+        for host in f.nodes:
+            if host not in known:
+                unjudged.setdefault(host, "no facts: node lost")
+        findings.append(f)
+    return Diagnosis(hosts=sorted(known | set(unjudged)), findings=findings, probes=probes, unjudged=unjudged)

@@ -10,7 +10,7 @@ Two kinds of figure:
   BF16 362 TFLOP/s, 864 GB/s GDDR6). PCIe x16 per direction: Gen5 64 GB/s, Gen4 32 GB/s (PCI-SIG; the data
   sheets print the bidirectional 128/64 GB/s).
 * **measured**: what ``fleetdx.probes.microbench`` measured on a healthy, idle GPU of that model
-  (/work/shared/PLATFORM.md, H100 80GB HBM3: bf16 8192^3 GEMM 773 TFLOP/s, device copy 3006 GB/s read+write,
+  (/work/bench/MEASUREMENTS.md, H100 80GB HBM3: bf16 8192^3 GEMM 773 TFLOP/s, device copy 3006 GB/s read+write,
   pinned H2D 54.6 GB/s).
 
 A spec peak is never reached; where no measured figure exists the expected figure is the spec scaled by the
@@ -21,7 +21,7 @@ tolerance.
 Tolerances (fraction below the expected figure that counts as slow):
 
 * ``MEASURED_TOLERANCE`` 0.10: well above the run-to-run spread of a median-of-20 measurement on one GPU
-  (PLATFORM.md vs the h100-vm-idle fixture, same GPU: GEMM 773 vs 772.6, copy 3006 vs 2992, H2D 54.6 vs 54.7,
+  (bench/MEASUREMENTS.md vs the h100-vm-idle fixture, same GPU: GEMM 773 vs 772.6, copy 3006 vs 2992, H2D 54.6 vs 54.7,
   all within 0.5%) and below the effect of a contending process (h100-vm-busy fixture: GEMM -13%, copy -47%).
 * ``SCALED_TOLERANCE`` 0.25: the efficiency of another model may differ from the H100's.
 * ``PEER_TOLERANCE`` 0.10: slower than 0.90 x the median of peers with the same GPU model (same reasoning as
@@ -38,7 +38,7 @@ MEASURED_TOLERANCE = 0.10
 SCALED_TOLERANCE = 0.25
 PEER_TOLERANCE = 0.10
 
-#: efficiencies measured on H100 80GB HBM3 (PLATFORM.md) relative to its data-sheet peaks
+#: efficiencies measured on H100 80GB HBM3 (bench/MEASUREMENTS.md) relative to its data-sheet peaks
 GEMM_EFFICIENCY = 773 / 989.4
 COPY_EFFICIENCY = 3006 / 3350
 H2D_EFFICIENCY = 54.6 / 64
@@ -128,7 +128,7 @@ def expected(spec: GpuSpec, metric: Metric) -> Expected:
         Metric.GEMM_BF16: spec.measured_bf16_tflops,
         Metric.D2D: spec.measured_d2d_gbps,
         Metric.H2D_PINNED: spec.measured_h2d_gbps,
-        Metric.D2H_PINNED: spec.measured_h2d_gbps,  # PLATFORM.md: pinned D2H 54.8 ~ H2D 54.6 GB/s
+        Metric.D2H_PINNED: spec.measured_h2d_gbps,  # bench/MEASUREMENTS.md: pinned D2H 54.8 ~ H2D 54.6 GB/s
     }[metric]
     if measured is not None:
         return Expected(value=measured, basis=Basis.MEASURED, tolerance=MEASURED_TOLERANCE)

@@ -11,7 +11,8 @@
 * :func:`xid_rule` GPU_XID (severity from :mod:`fleetdx.orchestrator.diagnosis.xid_table`).
 * :func:`microbench_rule` GEMM_SLOW / HBM_SLOW / H2D_SLOW (warning; :mod:`fleetdx.orchestrator.diagnosis.references`).
 
-Each rule prefers ``nvidia-smi -q -x`` and falls back to the ``--query-*`` CSVs; facts that are missing give
+Clocks, power and PCIe state come from the one per-GPU view (:attr:`~fleetdx.probes.facts.NodeFacts.gpus`);
+the health counters prefer ``nvidia-smi -q -x`` and fall back to the ``--query-*`` CSVs; facts that are missing give
 no finding (the engine reports probes that did not run or parse).
 """
 
@@ -24,7 +25,7 @@ from collections.abc import Iterable
 from fleetdx.orchestrator.diagnosis import references as ref
 from fleetdx.orchestrator.diagnosis import xid_table
 from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
-from fleetdx.probes.commands import (
+from fleetdx.probes.catalog import (
     COMPUTE_APPS_FILE,
     DMESG_FILE,
     MICROBENCH_FILE,
@@ -33,8 +34,8 @@ from fleetdx.probes.commands import (
     SMI_XML_FILE,
     TOPO_FILE,
 )
-from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity
-from fleetdx.probes.facts import NodeFacts
+from fleetdx.probes.contracts import EvidenceValue, Finding, FindingCode, Severity
+from fleetdx.probes.facts import GpuView, NodeFacts
 from fleetdx.probes.parsers.microbench import Microbench
 from fleetdx.probes.parsers.smi_values import ClockEventReason, bus_key
 from fleetdx.probes.parsers.xid import XidEvent
@@ -85,11 +86,10 @@ def _finding(
 
 
 def gpu_count(node: NodeFacts) -> tuple[int, str] | None:
-    """(number of GPUs, file it was read from): ``nvidia-smi -q -x``, else the query-gpu CSV, else topo -m."""
-    if node.smi is not None:
-        return len(node.smi.gpus), SMI_XML_FILE
-    if node.query_gpu is not None:
-        return len(node.query_gpu.rows), QUERY_GPU_FILE
+    """(number of GPUs, file it was read from): the GPU view's (``nvidia-smi -q -x``, else the query-gpu
+    CSV), else ``topo -m``'s."""
+    if node.gpu_source is not None:
+        return len(node.gpus), node.gpu_source
     if node.topo is not None:
         return len(node.topo.gpus), TOPO_FILE
     return None
@@ -330,85 +330,6 @@ def row_remap_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     return out
 
 
-# --- GPU state: one view over the XML or the query-gpu CSV ----------------------------------------------
-
-
-class GpuState(Contract):
-    """What the clock and PCIe rules read about one GPU, from ``nvidia-smi -q -x`` or else the query-gpu CSV
-    (``None`` where the source does not say). Power in W, clocks in MHz, temperature in °C."""
-
-    index: int | None
-    bus_id: str | None
-    reasons: list[ClockEventReason]
-    reasons_mask: str | None = None  #: the CSV's ``clocks_event_reasons.active`` cell, e.g. "0x4"
-    sm_clock_mhz: int | None
-    max_sm_clock_mhz: int | None
-    power_draw_w: float | None
-    power_limit_w: float | None
-    default_power_limit_w: float | None = None
-    temperature_c: float | None
-    utilization_gpu_pct: float | None
-    gen_current: int | None
-    gen_max: int | None
-    width_current: int | None
-    width_max: int | None
-    file: str
-
-    @property
-    def under_load(self) -> bool | None:
-        """Utilisation above 0 % and the "GPU idle" reason not active; ``None`` if utilisation is unknown."""
-        if self.utilization_gpu_pct is None:
-            return None
-        return self.utilization_gpu_pct > 0 and ClockEventReason.GPU_IDLE not in self.reasons
-
-
-def gpu_states(node: NodeFacts) -> list[GpuState]:
-    """One :class:`GpuState` per GPU, from the XML when parsed, else the query-gpu CSV, else none."""
-    if node.smi is not None:
-        return [
-            GpuState(
-                index=g.index,
-                bus_id=g.bus_id,
-                reasons=g.active_clock_reasons,
-                sm_clock_mhz=g.clocks.sm_mhz,
-                max_sm_clock_mhz=g.clocks.max_sm_mhz,
-                power_draw_w=g.power_draw_w,
-                power_limit_w=g.power_limit_w,
-                default_power_limit_w=g.default_power_limit_w,
-                temperature_c=g.temperature_c,
-                utilization_gpu_pct=g.utilization_gpu_pct,
-                gen_current=g.pcie.gen_current,
-                gen_max=g.pcie.gen_max,
-                width_current=g.pcie.width_current,
-                width_max=g.pcie.width_max,
-                file=SMI_XML_FILE,
-            )
-            for g in node.smi.gpus
-        ]
-    if node.query_gpu is not None:
-        return [
-            GpuState(
-                index=r.index,
-                bus_id=r.bus_id,
-                reasons=r.clock_event_reasons,
-                reasons_mask=None if r.clock_event_mask is None else hex(r.clock_event_mask),
-                sm_clock_mhz=r.sm_clock_mhz,
-                max_sm_clock_mhz=r.max_sm_clock_mhz,
-                power_draw_w=r.power_draw_w,
-                power_limit_w=r.power_limit_w,
-                temperature_c=r.temperature_c,
-                utilization_gpu_pct=r.utilization_gpu_pct,
-                gen_current=r.pcie_gen_current,
-                gen_max=r.pcie_gen_max,
-                width_current=r.pcie_width_current,
-                width_max=r.pcie_width_max,
-                file=QUERY_GPU_FILE,
-            )
-            for r in node.query_gpu.gpus()
-        ]
-    return []
-
-
 # --- clocks ---------------------------------------------------------------------------------------------
 
 #: clock event reasons that mean the GPU is being slowed to protect itself (NVML nvmlClocksEventReasons:
@@ -424,7 +345,7 @@ CRITICAL_REASONS = (
 )
 
 
-def _clock_evidence(g: GpuState) -> dict[str, EvidenceValue]:
+def _clock_evidence(g: GpuView) -> dict[str, EvidenceValue]:
     ev: dict[str, EvidenceValue] = {
         "active_reasons": [x.value for x in g.reasons],
         "sm_clock_mhz": g.sm_clock_mhz,
@@ -452,7 +373,7 @@ def clocks_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     * GPU idle, application/display clock settings and sync boost are not findings.
     """
     out = []
-    for g in gpu_states(node):
+    for g in node.gpus:
         severe = [x.value for x in g.reasons if x in CRITICAL_REASONS]
         code, subject = FindingCode.GPU_CLOCKS_THROTTLED, _subject(g.index)
         if severe:
@@ -482,12 +403,13 @@ def pcie_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
 
     * Width: current lanes below the maximum, at any load (a x16 GPU training at x8 has half its host
       bandwidth: a bad riser, slot or seating).
-    * Generation: judged only under load (:attr:`GpuState.under_load`), because GPUs lower their link
+    * Generation: judged only under load (:attr:`~fleetdx.probes.facts.GpuView.under_load`), because GPUs lower their
+    link
       generation when idle to save power (``nvidia-smi --help-query-gpu``, pcie.link.gen.current: "The current
       link generation. These may be reduced when the GPU is not in use.").
     """
     out = []
-    for g in gpu_states(node):
+    for g in node.gpus:
         problems = []
         if g.width_current is not None and g.width_max is not None and g.width_current < g.width_max:
             problems.append(f"x{g.width_current} of x{g.width_max}")

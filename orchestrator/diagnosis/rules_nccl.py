@@ -35,7 +35,7 @@ from fleetdx.probes.parsers.nccl_tests import NcclTestsRun, Row
 #: Correct runs print rounding noise (fixtures: ``2e-07``, ``5e-07`` for float). The loosest rounding of
 #: any type nccl-tests checks is bfloat16's machine epsilon, 2^-7 = 7.8e-3 (8-bit significand), so a
 #: deviation of 1e-2 or more is not rounding but wrong data (corruption prints values like ``3e+02``;
-#: SOURCES-nccl.md, nccl-tests text-format history).
+#: tests/fixtures/nccl/README.md, nccl-tests text-format history).
 OLD_ERROR_LIMIT = 1e-2
 
 #: Lines of evidence kept from a capture (error lines, last lines of a hung run).

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
 from fleetdx.probes.contracts import Finding, FindingCode, Severity
-from fleetdx.probes.facts import FactSlot, NodeFacts
+from fleetdx.probes.facts import NodeFacts
 from fleetdx.probes.parsers.ibstat import IbCa, IbPort, LinkLayer, PhysState, PortState
 
 
@@ -49,7 +49,7 @@ def _finding(node: NodeFacts, ca: IbCa, port: IbPort, severity: Severity) -> Fin
             "rate_gbps": port.rate_gbps,
             "link_layer": layer,
             "ca_type": ca.ca_type,
-            "file": node.sources.get(FactSlot.IB.value),
+            "file": node.sources.get("ib"),
         },
     )
 

@@ -1,6 +1,6 @@
 """NVIDIA XID codes -> fleetdx class -> finding severity.
 
-Built from /work/shared/xid.md, which collects NVIDIA's XID catalog ("Analyzing Xid Errors with the Xid
+Built from NVIDIA's XID catalog ("Analyzing Xid Errors with the Xid
 Catalog", docs.nvidia.com/deploy/xid-errors/), NVIDIA NVSentinel's ``xiderrorsmapping.csv`` resolution
 buckets, and how Meta GCM, the NVIDIA k8s device plugin and Azure NHC treat each code. Classes:
 
@@ -11,10 +11,11 @@ buckets, and how Meta GCM, the NVIDIA k8s device plugin and Azure NHC treat each
 * ``RESET``: the GPU must be reset before reuse (46, 48, 62, 64, 74, 95, 119, 120, ...). CRITICAL.
 * ``NODE``: the node must be rebooted or power-cycled (57, 79, 151, 160). CRITICAL.
 * ``HW_INVESTIGATE``: hardware suspect needing diagnostics (32, 54, 56, 58, 61, 80, ...). CRITICAL. Codes the
-  table lists as unused on A100/H100/B100/GB200, and codes absent from it, fall here too: xid.md, last row,
+  table lists as unused on A100/H100/B100/GB200, and codes absent from it, fall here too: NVIDIA's XID catalog, last
+  row,
   "'Unused' means not expected on these products, not harmless: investigate".
 
-Codes xid.md marks "APP -> RESET if repeats" (8, 69) and "APP -> HW-INVESTIGATE if repeats" (copy-engine
+Codes NVIDIA's XID catalog marks "APP -> RESET if repeats" (8, 69) and "APP -> HW-INVESTIGATE if repeats" (copy-engine
 codes) are APP here for one event and escalate to RESET / HW_INVESTIGATE when the same GPU logs the code
 :data:`REPEAT_ESCALATION` times or more. XID 154 carries the driver's own recovery action and is read from
 its message (:func:`recovery_action_class`).
@@ -29,7 +30,7 @@ from fleetdx.probes.contracts import Contract, Severity
 
 
 class XidClass(str, Enum):
-    """fleetdx's action classes for XIDs (xid.md, "Severity (ours)")."""
+    """fleetdx's action classes for XIDs (NVIDIA's XID catalog, "Severity (ours)")."""
 
     APP = "APP"
     INFO = "INFO"
@@ -321,7 +322,7 @@ def _rows() -> dict[int, XidInfo]:
         (
             (162,),
             "UNNAMED_162",
-            "newer code, meaning not captured in xid.md",
+            "newer code, meaning not captured in NVIDIA's XID catalog",
             R,
             "reset; look the code up in the catalog for this driver",
             None,
@@ -351,7 +352,8 @@ _RECOVERY_RE = re.compile(r"recovery action changed from .*? to (0x[0-9a-fA-F]+)
 
 
 def recovery_action_class(message: str) -> XidClass | None:
-    """Class of an XID 154 message from the action it names (xid.md, cross-cutting rule 2); ``None`` when the
+    """Class of an XID 154 message from the action it names (NVIDIA's XID catalog, cross-cutting rule 2); ``None``
+    when the
     message names no action. "None" -> INFO; "Drain P2P" / "Drain and Reset" / "GPU Reset Required" / "Bus
     reset" -> RESET; "Node Reboot Required" / "System reboot" -> NODE."""
     m = _RECOVERY_RE.search(message)
@@ -366,14 +368,14 @@ def recovery_action_class(message: str) -> XidClass | None:
 
 
 def lookup(code: int) -> XidInfo:
-    """The table row of ``code``; a code the table does not list is HW_INVESTIGATE (xid.md, last row)."""
+    """The table row of ``code``; a code the table does not list is HW_INVESTIGATE (NVIDIA's XID catalog, last row)."""
     info = XID_TABLE.get(code)
     if info is not None:
         return info
     return XidInfo(
         code=code,
         mnemonic="UNLISTED",
-        meaning="not expected on A100/H100/B100/GB200 or not in xid.md",
+        meaning="not expected on A100/H100/B100/GB200 or not in NVIDIA's XID catalog",
         xid_class=XidClass.HW_INVESTIGATE,
         action="investigate: look the code up in NVIDIA's XID catalog",
     )

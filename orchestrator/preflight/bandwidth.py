@@ -2,7 +2,8 @@
 ``RunReport(kind=bandwidth)``.
 
 :func:`screen_and_localise` is the pure driver: it takes the allocation and a *measurer* (a function that runs
-one round of groups and returns one :class:`~fleetdx.orchestrator.preflight.detection.Measurement` per group) and decides what
+one round of groups and returns one :class:`~fleetdx.orchestrator.preflight.detection.Measurement` per group) and
+decides what
 to measure next. The live run passes a Ray/torch.distributed measurer (:func:`run_bandwidth`);
 ``bench/detection.py`` passes a simulated one; both run this same code.
 
@@ -19,7 +20,6 @@ measured with the full round-robin instead: one round of pairs gives too few val
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 import hostlist
@@ -47,17 +47,15 @@ from fleetdx.orchestrator.preflight.detection import (
     low_measurements,
     node_scores,
 )
-from fleetdx.orchestrator.diagnosis.engine import exclude_hostlist
-from fleetdx.orchestrator.report import BusbwCurve, NodeReport, RunKind, RunReport
 from fleetdx.orchestrator.preflight.schedules import (
     Group,
-    Schedule,
     localisation_round_bound,
     quick_screen,
     round_robin,
     split_round,
 )
-from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, JsonScalar, Severity, Verdict
+from fleetdx.orchestrator.report import BusbwCurve, RunKind, RunReport, Schedule, assemble_report
+from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, JsonScalar, Severity
 from fleetdx.probes.errors import ConfigError
 
 #: runs one round (round index, its disjoint groups) and returns one measurement per group, in order
@@ -310,7 +308,7 @@ def _low_finding(
     return Finding(
         code=FindingCode.NCCL_BUSBW_LOW,
         severity=sev,
-        node=nodes[0] if len(nodes) == 1 else None,
+        nodes=list(nodes),
         subject=subject,
         message=f"{subject}: busbw {_fmt(measured)} GB/s vs {against} {_fmt(expected)} GB/s "
         f"(-{1 - measured / expected:.0%})",
@@ -331,6 +329,7 @@ def _failure_findings(m: Measurement) -> list[Finding]:
             Finding(
                 code=FindingCode.NCCL_TEST_HANG,
                 severity=Severity.CRITICAL,
+                nodes=list(m.nodes),
                 subject=subject,
                 message=f"{subject}: {m.collective.value} did not finish ({m.error})",
                 evidence=ev,
@@ -341,6 +340,7 @@ def _failure_findings(m: Measurement) -> list[Finding]:
             Finding(
                 code=FindingCode.NCCL_TEST_FAILED,
                 severity=Severity.CRITICAL,
+                nodes=list(m.nodes),
                 subject=subject,
                 message=f"{subject}: {m.collective.value} failed: {m.error}",
                 evidence=ev,
@@ -351,6 +351,7 @@ def _failure_findings(m: Measurement) -> list[Finding]:
             Finding(
                 code=FindingCode.NCCL_WRONG_RESULTS,
                 severity=Severity.CRITICAL,
+                nodes=list(m.nodes),
                 subject=subject,
                 message=f"{subject}: {m.collective.value} returned {m.wrong} wrong elements (data corruption)",
                 evidence={**ev, "wrong": m.wrong},
@@ -367,29 +368,15 @@ def build_report(
     started_at: float,
     simulated: bool = False,
 ) -> RunReport:
-    """The ``RunReport(kind=bandwidth)`` of a screen: per-node verdicts, findings, curves, exclude
-    hostlist."""
-    per_node: dict[str, list[Verdict]] = {n: [] for n in result.nodes}
-    for f in findings:
-        targets = (
-            [f.node] if f.node else (f.subject.split(",") if f.code is not FindingCode.NCCL_BUSBW_LOW else [])
-        )
-        for n in targets:
-            if n in per_node:
-                per_node[n].append(f.severity.verdict)
-    verdict = Verdict.worst(f.severity.verdict for f in findings)
-    return RunReport(
-        run_id=uuid.uuid4().hex,
-        kind=RunKind.BANDWIDTH,
+    """The ``RunReport(kind=bandwidth)`` of a screen (:func:`~fleetdx.orchestrator.report.assemble_report`
+    over its nodes, findings and curves)."""
+    return assemble_report(
+        RunKind.BANDWIDTH,
+        result.nodes,
+        findings,
         started_at=started_at,
-        finished_at=time.time(),
-        level=result.schedule,
-        verdict=verdict,
-        exit_code=int(verdict),
+        schedule=result.schedule,
         simulated=simulated,
-        nodes=[NodeReport(host=n, verdict=Verdict.worst(v)) for n, v in per_node.items()],
-        findings=findings,
-        exclude=exclude_hostlist(findings),
         curves=curves,
     )
 
@@ -405,7 +392,7 @@ def measurement_of(result: GroupResult, round_index: int) -> Measurement:
     top = result.curve.points[-1] if result.curve and result.curve.points else None
     return Measurement(
         nodes=list(result.nodes),
-        collective=result.collective.nccl,
+        collective=result.collective,
         round_index=round_index,
         status=status,
         size=top.size if top else 0,
@@ -445,7 +432,8 @@ def run_bandwidth(
     """Measure collective bandwidth across the nodes of the connected Ray cluster and judge it.
 
     The caller has connected Ray (``ray.init(address=...)``). ``nodes`` are host names as
-    :func:`~fleetdx.orchestrator.cluster.collective.ray_hosts` names them (default: every alive node); ``backend`` defaults to
+    :func:`~fleetdx.orchestrator.cluster.collective.ray_hosts` names them (default: every alive node); ``backend``
+    defaults to
     nccl when every node has a GPU, else gloo. ``sizes`` in bytes (nccl-tests ``size``); the largest decides.
     ``reference_gbps`` is the SKU's expected busbw for the first collective; ``history`` maps host -> its
     recent busbw (GB/s) for it (``store.recent_busbw``). ``inject_delay_s`` (tests only) delays chosen hosts'

@@ -33,8 +33,7 @@ from enum import Enum
 from pydantic import Field
 
 from fleetdx.orchestrator.report import CurveBackend
-from fleetdx.probes.contracts import Contract
-from fleetdx.probes.parsers.nccl_tests import Collective
+from fleetdx.probes.contracts import Collective, Contract
 
 #: 1 / Phi^-1(3/4): makes the MAD a consistent estimator of the standard deviation under normal noise
 MAD_TO_SIGMA = 1.4826
@@ -85,7 +84,7 @@ class DetectionPolicy(Contract):
 
     @classmethod
     def for_backend(cls, backend: CurveBackend) -> DetectionPolicy:
-        """Gloo on CPUs varies by about +-50% run to run (measured, see PLATFORM.md): only flag halvings
+        """Gloo on CPUs varies by about +-50% run to run (measured, see bench/MEASUREMENTS.md): only flag halvings
         (min_drop 0.5; with the scale floored at 15% of the median the z cut alone needs a 52.5% drop)."""
         if backend is CurveBackend.GLOO:
             return cls(min_drop=0.5, noise_floor=0.15)

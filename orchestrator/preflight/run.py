@@ -1,9 +1,11 @@
 """One pre-flight run, end to end: targets -> Ray fan-out -> bundles -> facts -> diagnosis -> RunReport.
 
 On each node a Ray task (:func:`collect_on_node`) runs :func:`fleetdx.probes.bundle.collect` with a
-:class:`~fleetdx.probes.runner.SubprocessRunner` (live) or a :class:`~fleetdx.probes.runner.ReplayRunner` over the node's
+:class:`~fleetdx.probes.runner.SubprocessRunner` (live) or a :class:`~fleetdx.probes.runner.ReplayRunner` over the
+node's
 bundle (simulated), and returns the raw bundle (text, small). The driver parses
-(:func:`fleetdx.probes.facts.node_facts`) and diagnoses (:func:`fleetdx.orchestrator.diagnosis.engine.diagnose`), so parsers
+(:func:`fleetdx.probes.facts.node_facts`) and diagnoses (:func:`fleetdx.orchestrator.diagnosis.engine.diagnose`), so
+parsers
 and rules run in one place and one version. :func:`analyze_bundles` is the same diagnosis offline, on
 bundle directories.
 
@@ -13,7 +15,8 @@ at ``run_timeout_s`` (a node without an answer by then is ``NODE_UNREACHABLE``).
 Levels: ``standard`` adds the micro-benchmark and the intra-node nccl-tests sweep on each node; the
 ``all_reduce_perf`` binary is looked up *on the node* (``--nccl-tests-dir``, ``$NCCL_TESTS_HOME``, ``PATH``:
 paths differ per node). ``full`` then adds the cross-node bandwidth step (:func:`bandwidth_step`): the
-screen and localisation of :func:`fleetdx.orchestrator.preflight.bandwidth.run_bandwidth` over the nodes that answered and have
+screen and localisation of :func:`fleetdx.orchestrator.preflight.bandwidth.run_bandwidth` over the nodes that answered
+and have
 no critical finding; its findings and curves join the report, and every node gets a ``cross-node-bandwidth``
 probe entry saying whether it was paired, and why not.
 """
@@ -22,7 +25,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,16 +32,16 @@ from typing import TYPE_CHECKING, Any
 import hostlist
 from pydantic import Field
 
-from fleetdx.orchestrator.diagnosis.base import Fleet
-from fleetdx.orchestrator.diagnosis.engine import Diagnosis, diagnose, exclude_hostlist, sort_findings
 from fleetdx.orchestrator.cluster.fanout import NodeOutcome, OutcomeKind, RayNode, fan_out
-from fleetdx.orchestrator.report import NodeReport, ProbeSummary, RunKind, RunReport
-from fleetdx.orchestrator.preflight.schedules import Schedule
+from fleetdx.orchestrator.diagnosis.base import Fleet
+from fleetdx.orchestrator.diagnosis.engine import Diagnosis, diagnose
+from fleetdx.orchestrator.report import ProbeSummary, RunKind, RunReport, Schedule, assemble_report
 from fleetdx.probes.bundle import BundleData, collect, read_bundle
-from fleetdx.probes.commands import NCCL_SWEEP_TEST, Level
-from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity, Verdict
+from fleetdx.probes.catalog import NCCL_SWEEP_COLLECTIVE
+from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Level, RunStatus, Severity
 from fleetdx.probes.facts import NodeFacts, node_facts
-from fleetdx.probes.runner import ReplayRunner, Runner, RunResult, RunStatus, SubprocessRunner
+from fleetdx.probes.replay import ReplayRunner
+from fleetdx.probes.runner import Runner, RunResult, SubprocessRunner
 
 if TYPE_CHECKING:
     from fleetdx.orchestrator.cluster.collective import RayHost
@@ -88,13 +90,13 @@ class CappedRunner:
 def node_nccl_binary(level: Level, nccl_tests_dir: str | None = None) -> str | None:
     """The path of ``all_reduce_perf`` for ``level`` on *this* machine (called inside the node's task: paths
     and environments differ per node): ``nccl_tests_dir``, then ``$NCCL_TESTS_HOME``, then ``PATH``
-    (:func:`fleetdx.probes.nccl_tests_runner.find_binary`). ``None`` at quick level or when not found (the sweep is
+    (:func:`fleetdx.probes.nccl_tests_cmd.find_binary`). ``None`` at quick level or when not found (the sweep is
     then recorded ``skipped``)."""
     if level is Level.QUICK:
         return None
-    from fleetdx.probes.nccl_tests_runner import NcclTest, find_binary
+    from fleetdx.probes.nccl_tests_cmd import find_binary
 
-    return find_binary(NcclTest.ALL_REDUCE, nccl_tests_dir, env=os.environ).path
+    return find_binary(NCCL_SWEEP_COLLECTIVE, nccl_tests_dir, env=os.environ).path
 
 
 def collect_on_node(job: NodeJob) -> BundleData:
@@ -103,7 +105,7 @@ def collect_on_node(job: NodeJob) -> BundleData:
     inner: Runner = ReplayRunner(job.bundle_dir) if job.bundle_dir is not None else SubprocessRunner()
     runner = CappedRunner(inner, job.probe_timeout_s, job.delay_s if replay else 0.0)
     if replay:  # the sweep's output is looked up in the bundle by its argv
-        nccl = None if job.level is Level.QUICK else NCCL_SWEEP_TEST.value
+        nccl = None if job.level is Level.QUICK else NCCL_SWEEP_COLLECTIVE.binary
     else:
         nccl = node_nccl_binary(job.level, job.nccl_tests_dir)
     return collect(runner, job.level, job.host, sysfs_root=None if replay else Path("/"), nccl_binary=nccl)
@@ -148,22 +150,19 @@ class PreflightResult(Contract):
         return {h: dict(b.files) for h, b in self.bundles.items()}
 
 
-def build_report(
+def report_of(
     kind: RunKind, diagnosis: Diagnosis, *, started_at: float, level: Level | None, simulated: bool
 ) -> RunReport:
-    """Wrap a diagnosis as a :class:`RunReport` (exit code = the verdict's Nagios value)."""
-    return RunReport(
-        run_id=uuid.uuid4().hex,
-        kind=kind,
+    """A diagnosis as a :class:`RunReport` (:func:`~fleetdx.orchestrator.report.assemble_report`)."""
+    return assemble_report(
+        kind,
+        diagnosis.hosts,
+        diagnosis.findings,
         started_at=started_at,
-        finished_at=time.time(),
-        level=level.value if level else None,
-        verdict=diagnosis.verdict,
-        exit_code=int(diagnosis.verdict),
+        probes=diagnosis.probes,
+        unjudged=diagnosis.unjudged,
+        level=level,
         simulated=simulated,
-        nodes=diagnosis.nodes,
-        findings=diagnosis.findings,
-        exclude=diagnosis.exclude,
     )
 
 
@@ -176,7 +175,8 @@ BANDWIDTH_PROBE = "cross-node-bandwidth"
 
 
 class BandwidthStep(Contract):
-    """How ``--level full`` measures bandwidth across nodes (:func:`fleetdx.orchestrator.preflight.bandwidth.run_bandwidth`).
+    """How ``--level full`` measures bandwidth across nodes
+    (:func:`fleetdx.orchestrator.preflight.bandwidth.run_bandwidth`).
 
     ``sizes`` in bytes (``None``: the probe's default sweep, 4-64 MiB); ``timeout_s`` bounds each round's
     collectives (a group still running then is ``NCCL_TEST_HANG``); ``inject_delay_s`` maps host -> seconds
@@ -231,7 +231,8 @@ def bandwidth_step(
     """Run the cross-node bandwidth step after the node probes and merge it into ``report``.
 
     Pairs :func:`bandwidth_candidates`; with fewer than 2 the step is ``skipped`` with the reason (no
-    measurement, no number). Otherwise :func:`fleetdx.orchestrator.preflight.bandwidth.run_bandwidth` (nccl when every paired
+    measurement, no number). Otherwise :func:`fleetdx.orchestrator.preflight.bandwidth.run_bandwidth` (nccl when every
+    paired
     node has a GPU, else gloo) and :func:`merge_bandwidth`. A step that raises (Ray itself failing) is
     recorded ``failed`` on every paired node with a ``PROBE_FAILED`` warning; the node results stand.
     """
@@ -286,33 +287,33 @@ def merge_bandwidth(
     paired: Mapping[str, ProbeSummary],
     extra: Sequence[Finding] = (),
 ) -> RunReport:
-    """``report`` with the bandwidth step merged in: ``bw``'s findings (all findings sorted as the engine
-    sorts them, :func:`~fleetdx.orchestrator.diagnosis.engine.sort_findings`) and curves, each node's verdict the
-    worse of its two, one ``cross-node-bandwidth`` probe entry per node (``paired``'s, or ``skipped`` with the
-    ``not_paired`` reason), the run verdict the worst of both runs, and the exclude hostlist recomputed from
-    every critical finding (:func:`~fleetdx.orchestrator.diagnosis.engine.exclude_hostlist`).
-    """
-    bw_verdict = {n.host: n.verdict for n in bw.nodes} if bw else {}
-    nodes: list[NodeReport] = []
-    for n in report.nodes:
-        summary = paired.get(n.host) or ProbeSummary(
-            name=BANDWIDTH_PROBE, status=RunStatus.SKIPPED, error=not_paired.get(n.host, "not paired")
-        )
-        extra_verdicts = [f.severity.verdict for f in extra if f.node == n.host]
-        verdict = Verdict.worst([n.verdict, bw_verdict.get(n.host, Verdict.OK), *extra_verdicts])
-        nodes.append(n.model_copy(update={"verdict": verdict, "probes": [*n.probes, summary]}))
-    findings = sort_findings([*report.findings, *(bw.findings if bw else []), *extra])
-    verdict = Verdict.worst([report.verdict, bw.verdict if bw else Verdict.OK, *(n.verdict for n in nodes)])
-    return report.model_copy(
-        update={
-            "nodes": nodes,
-            "findings": findings,
-            "verdict": verdict,
-            "exit_code": int(verdict),
-            "exclude": exclude_hostlist(findings),
-            "curves": [*report.curves, *(bw.curves if bw else [])],
-            "finished_at": time.time(),
-        }
+    """``report`` with the bandwidth step merged in, re-assembled
+    (:func:`~fleetdx.orchestrator.report.assemble_report`) from both runs' findings and ``extra``: one
+    ``cross-node-bandwidth`` probe entry per node (``paired``'s, or ``skipped`` with the ``not_paired``
+    reason), ``bw``'s curves and schedule; the run keeps ``report``'s id, start and level."""
+    probes = {
+        n.host: [
+            *n.probes,
+            paired.get(n.host)
+            or ProbeSummary(
+                name=BANDWIDTH_PROBE, status=RunStatus.SKIPPED, error=not_paired.get(n.host, "not paired")
+            ),
+        ]
+        for n in report.nodes
+    }
+    return assemble_report(
+        report.kind,
+        [n.host for n in report.nodes],
+        [*report.findings, *(bw.findings if bw else []), *extra],
+        started_at=report.started_at,
+        probes=probes,
+        unjudged={n.host: n.unjudged for n in report.nodes if n.unjudged is not None},
+        level=report.level,
+        schedule=bw.schedule if bw else None,
+        simulated=report.simulated,
+        curves=[*report.curves, *(bw.curves if bw else [])],
+        recommendations=report.recommendations,
+        run_id=report.run_id,
     )
 
 
@@ -349,7 +350,7 @@ def run_preflight(
     facts = [node_facts(bundles[h]) for h in sorted(bundles)]
     diagnosis = diagnose(_fleet(facts, expected_gpus, expected_gpus_source), lost=lost)
     level = next(iter(jobs.values())).level if jobs else None
-    report = build_report(RunKind.PREFLIGHT, diagnosis, started_at=started, level=level, simulated=simulated)
+    report = report_of(RunKind.PREFLIGHT, diagnosis, started_at=started, level=level, simulated=simulated)
     if level is Level.FULL:
         report = bandwidth_step(report, sorted(bundles), nodes, bandwidth or BandwidthStep())
     return PreflightResult(report=report, bundles=bundles)
@@ -366,7 +367,7 @@ def analyze_bundles(bundle_dirs: Sequence[Path], expected_gpus: int | None = Non
     facts = [node_facts(b) for b in bundles]
     gpus_source = "--gpus-per-node" if expected_gpus is not None else None
     diagnosis = diagnose(_fleet(facts, expected_gpus, gpus_source))
-    report = build_report(RunKind.ANALYZE, diagnosis, started_at=started, level=None, simulated=False)
+    report = report_of(RunKind.ANALYZE, diagnosis, started_at=started, level=None, simulated=False)
     return PreflightResult(report=report, bundles={b.host: b for b in bundles})
 
 

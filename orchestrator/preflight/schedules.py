@@ -20,18 +20,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from enum import Enum
 
 Group = tuple[str, ...]
 Round = list[Group]
-
-
-class Schedule(str, Enum):
-    """How ``fleetdx bandwidth`` spends its rounds."""
-
-    ROUNDROBIN = "roundrobin"  #: every pair once: N-1 rounds, per-node scores from N-1 pairs each
-    QUICK = "quick"  #: one round of disjoint pairs; flags pairs, does not localise
-    LOCALISE = "localise"  #: the quick screen, then adaptive localisation of flagged pairs
 
 
 def _check_unique(nodes: Sequence[str]) -> list[str]:

@@ -3,7 +3,7 @@
 Input: the captured stdout (+stderr) of one or several ``*_perf`` runs as a console shows it, or the JSON
 file written by ``-J`` (autodetected: the text starts with ``{``).
 
-Text handled (NVIDIA/nccl-tests ``src/common.cu`` history; see the fixtures' SOURCES-nccl.md):
+Text handled (NVIDIA/nccl-tests ``src/common.cu`` history; see tests/fixtures/nccl/README.md):
 
 * the pre-2.13 table (``size count type redop time algbw busbw error ...``: ``error`` a float max
   deviation, ``root`` only for rooted collectives, ``redop`` blank for non-reducing ones) and the 2.13+
@@ -30,32 +30,15 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Literal
 
 from pydantic import Field
 
-from fleetdx.probes.contracts import Contract
+from fleetdx.probes.contracts import Collective, Contract
 from fleetdx.probes.errors import ParseError
 
 FMT_TEXT = "nccl-tests"
 FMT_JSON = "nccl-tests-json"
-
-
-class Collective(str, Enum):
-    """The collective a ``*_perf`` binary measures (the binary name without ``_perf``)."""
-
-    ALL_REDUCE = "all_reduce"
-    ALL_GATHER = "all_gather"
-    REDUCE_SCATTER = "reduce_scatter"
-    ALLTOALL = "alltoall"
-    ALLTOALLV = "alltoallv"
-    BROADCAST = "broadcast"
-    REDUCE = "reduce"
-    SENDRECV = "sendrecv"
-    GATHER = "gather"
-    SCATTER = "scatter"
-    HYPERCUBE = "hypercube"
 
 
 _FACTOR_N_MINUS_1_OVER_N = frozenset(

@@ -1,6 +1,6 @@
 """Parser for NVIDIA XID events in a kernel log (``dmesg``, ``dmesg -T``, ``journalctl -k``, syslog).
 
-The driver prints one line per event (NVIDIA "Xid Errors", and /work/shared/xid.md)::
+The driver prints one line per event (NVIDIA "Xid Errors", docs.nvidia.com/deploy/xid-errors)::
 
     [ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.
     [Sun Nov 22 10:58:12 2026] NVRM: Xid (PCI:0000:3b:00): 13, pid='<unknown>', name=<unknown>, Graphics ...
