@@ -1,5 +1,14 @@
-"""Benchmark of the pre-flight path on simulated clusters: quick-level wall time for 1, 2, 4 and 8 nodes and
-the orchestrator's own overhead per node.
+"""Benchmark of the pre-flight: the whole command as a user runs it, then the orchestration inside it.
+
+Part 1, the whole command (``--whole``, default on): ``fleetdx preflight`` in a fresh process, timed from
+process start to exit -- interpreter and imports, Ray start and stop, probes, diagnosis, and the save into a
+fresh SQLite file -- for this machine (a live run: local Ray, real commands; no GPU here, so the verdict is
+UNKNOWN) and for ``--simulate`` runs of 1, 2 and 4 nodes replaying the idle H100 bundle (Ray's local cluster
+start is part of the figure). Each is run with and without ``--no-save`` (the difference is the save) next to
+``fleetdx --version`` (process start and CLI import alone).
+
+Part 2, the orchestration alone, on one simulated cluster kept up: quick-level wall time for 1, 2, 4 and 8 nodes
+and the orchestrator's own overhead per node.
 
 One simulated cluster of 8 nodes (``ray.cluster_utils.Cluster``); each node replays a copy of the real idle
 H100 bundle (tests/fixtures/bundles/h100-idle), so the probes themselves cost almost nothing and what is timed
@@ -15,7 +24,7 @@ per node.
 This measures the orchestration on this machine (2 cores shared by every simulated node), not a real GPU
 node's probe time (quick-level commands take about 0.3 s on an H100 node, bench/MEASUREMENTS.md).
 
-Run: ``.venv/bin/python bench/preflight.py [--repeat 3] [--sizes 1,2,4,8]``.
+Run: ``.venv/bin/python bench/preflight.py [--repeat 3] [--sizes 1,2,4,8] [--no-whole]``.
 """
 
 from __future__ import annotations
@@ -23,24 +32,22 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from fleetdx.orchestrator.cluster.fanout import OutcomeKind, fan_out, match_hosts, ray_node_hosts
+from fleetdx.orchestrator.cluster.simulate import sim_nodes, simulated_cluster
+from fleetdx.orchestrator.diagnosis.base import Fleet
+from fleetdx.orchestrator.diagnosis.engine import diagnose
+from fleetdx.orchestrator.preflight.run import NodeJob, collect_on_node
+from fleetdx.probes.bundle import BundleData
+from fleetdx.probes.contracts import Level
+from fleetdx.probes.facts import node_facts
+
 ROOT = Path(__file__).resolve().parent.parent
-if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
-    sys.path[0] = str(ROOT)
-
-from fleetdx.orchestrator.cluster.fanout import OutcomeKind, fan_out, match_hosts, ray_node_hosts  # noqa: E402
-from fleetdx.orchestrator.cluster.simulate import sim_nodes, simulated_cluster  # noqa: E402
-from fleetdx.orchestrator.diagnosis.base import Fleet  # noqa: E402
-from fleetdx.orchestrator.diagnosis.engine import diagnose  # noqa: E402
-from fleetdx.orchestrator.preflight.run import NodeJob, collect_on_node  # noqa: E402
-from fleetdx.probes.bundle import BundleData  # noqa: E402
-from fleetdx.probes.catalog import Level  # noqa: E402
-from fleetdx.probes.facts import node_facts  # noqa: E402
-
 BUNDLE = ROOT / "tests" / "fixtures" / "bundles" / "h100-idle"
 
 
@@ -69,13 +76,51 @@ def _one(jobs: dict[str, NodeJob]) -> dict[str, float]:
     }
 
 
+def _command(args: list[str], db: Path | None) -> tuple[float, int]:
+    """Wall seconds and exit code of ``fleetdx ARGS`` in a fresh process (``--db`` a fresh SQLite file, or
+    ``--no-save`` when ``db`` is None, for the commands that save)."""
+    argv = [sys.executable, "-m", "fleetdx", *args]
+    if args and args[0] == "preflight":
+        argv += ["--no-save"] if db is None else ["--db", f"sqlite:///{db}"]
+    t0 = time.perf_counter()
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    return time.perf_counter() - t0, res.returncode
+
+
+def whole_command(tmp: Path, repeat: int) -> None:
+    """Part 1 (see the module doc)."""
+    cases: list[tuple[str, list[str]]] = [("fleetdx --version (process start)", ["--version"])]
+    cases.append(("preflight of this machine (live, local Ray)", ["preflight", "--json"]))
+    for n in (1, 2, 4):
+        dirs = []
+        for i in range(n):
+            d = tmp / f"whole{n}" / f"node{i + 1:02d}"
+            shutil.copytree(BUNDLE, d)
+            dirs.append(str(d))
+        cases.append((f"preflight --simulate, {n} node(s)", ["preflight", "--json", "--simulate", *dirs]))
+    print(f"whole command, fresh process each time, median of {repeat} (exit code in brackets)")
+    print(f"{'command':<48} {'with save (s)':>14} {'--no-save (s)':>14} {'save (s)':>9}")
+    for i, (name, args) in enumerate(cases):
+        saved = [_command(args, tmp / f"db{i}-{k}.sqlite") for k in range(repeat)]
+        if args[0] != "preflight":
+            print(f"{name:<48} {statistics.median(t for t, _ in saved):>14.2f}")
+            continue
+        unsaved = [_command(args, None) for _ in range(repeat)]
+        ws, wn = statistics.median(t for t, _ in saved), statistics.median(t for t, _ in unsaved)
+        print(f"{name:<48} {ws:>14.2f} {wn:>14.2f} {ws - wn:>9.2f}   [{saved[0][1]}]")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sizes", default="1,2,4,8")
+    ap.add_argument("--whole", action=argparse.BooleanOptionalAction, default=True, help="time the whole command")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="fleetdx-bench-") as tmp:
+        if args.whole:
+            whole_command(Path(tmp), args.repeat)
+            print()
         dirs = []
         for i in range(max(sizes)):
             d = Path(tmp) / f"sim{i + 1:02d}"

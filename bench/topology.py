@@ -17,15 +17,9 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
-
-# run as a script, this file's folder comes first on sys.path and its name would shadow the topology package
-if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
-    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from fleetdx.probes.parsers.topo import TopoGpu, TopoMatrix, TopoNic
 from fleetdx.topology.binding import advise
