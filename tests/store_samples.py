@@ -21,9 +21,10 @@ from fleetdx.orchestrator.report import (
     Recommendation,
     RunKind,
     RunReport,
+    Schedule,
+    assemble_report,
 )
-from fleetdx.probes.contracts import Finding, FindingCode, Severity, Verdict
-from fleetdx.probes.runner import RunStatus
+from fleetdx.probes.contracts import Finding, FindingCode, Level, RunStatus, Severity, Verdict
 
 STORE_FIXTURES = Path(__file__).parent / "fixtures" / "store"
 HEALTHY = STORE_FIXTURES / "08_all_reduce_GH200x8_2node_slingshot_healthy.txt"
@@ -149,6 +150,75 @@ def preflight_run(run_id: str, started_at: float, host: str = "h100-vm-idle") ->
 
 def preflight_raw(host: str = "h100-vm-idle") -> dict[str, dict[str, str]]:
     return {host: {"nvidia-smi_topo_-m.txt": read_text(TOPO), "nvidia-smi_-q_-x.xml": read_text(SMI_XML)}}
+
+
+#: the hosts of :func:`pair_run`: GPU01 and GPU02 hang together, GPU03 is slow on its own
+GPU01, GPU02, GPU03 = "gpu01", "gpu02", "gpu03"
+
+
+def pair_run(run_id: str, started_at: float) -> RunReport:
+    """A ``fleetdx bandwidth`` run (schedule localise) over three hosts, made as the command makes it
+    (:func:`assemble_report`): a hung pair (one finding about GPU01 and GPU02, in that order), a straggler
+    (GPU03 alone) and a run-wide finding (no host)."""
+    findings = [
+        Finding(
+            code=FindingCode.NCCL_TEST_HANG,
+            severity=Severity.CRITICAL,
+            nodes=[GPU01, GPU02],
+            subject=f"{GPU01},{GPU02}",
+            message=f"{GPU01},{GPU02}: all_reduce did not finish (no result after 120 s)",
+            evidence={"round": 0, "collective": "all_reduce", "nodes": [GPU01, GPU02], "error": "timeout"},
+        ),
+        Finding(
+            code=FindingCode.STRAGGLER_NODE,
+            severity=Severity.CRITICAL,
+            nodes=[GPU03],
+            subject=GPU03,
+            message=f"{GPU03}: busbw 41.2 GB/s vs allocation median 96.5 GB/s (-57%)",
+            evidence={"measured_gbps": 41.2, "expected_gbps": 96.5},
+        ),
+        Finding(
+            code=FindingCode.NCCL_TESTS_NOT_MPI,
+            severity=Severity.INFO,
+            subject="all_reduce_perf",
+            message="all_reduce_perf was built without MPI: one process per node",
+        ),
+    ]
+    return assemble_report(
+        RunKind.BANDWIDTH,
+        [GPU01, GPU02, GPU03],
+        findings,
+        started_at=started_at,
+        schedule=Schedule.LOCALISE,
+        run_id=run_id,
+    )
+
+
+def full_preflight_run(run_id: str, started_at: float) -> RunReport:
+    """A pre-flight at level full: it carries both a probe level and the bandwidth step's schedule, a
+    finding about a pair whose subject does not list the hosts (the hosts are listed backwards, to show the
+    order is kept), and a node that could not be judged."""
+    findings = [
+        Finding(
+            code=FindingCode.NCCL_BUSBW_LOW,
+            severity=Severity.WARNING,
+            nodes=[GPU02, GPU01],
+            subject="all_reduce 64 MiB",
+            message="busbw 80.1 GB/s vs allocation median 96.5 GB/s (-17%)",
+            evidence={"measured_gbps": 80.1, "expected_gbps": 96.5},
+        )
+    ]
+    return assemble_report(
+        RunKind.PREFLIGHT,
+        [GPU01, GPU02, GPU03],
+        findings,
+        started_at=started_at,
+        level=Level.FULL,
+        schedule=Schedule.QUICK,
+        unjudged={GPU03: "no GPU inventory: nvidia-smi_-q_-x.xml: skipped (nvidia-smi: not found on PATH)"},
+        probes={GPU01: [ProbeSummary(name="nvidia-smi -q -x", status=RunStatus.OK, duration_s=0.12)]},
+        run_id=run_id,
+    )
 
 
 def write_runs(url: str, prefix: str, count: int, same_run_id: bool = False) -> list[bool]:

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from fleetdx.orchestrator.service.api import create_app
 from fleetdx.orchestrator.store import Store
 from fleetdx.orchestrator.store.engine import make_engine, parse_url
+from fleetdx.orchestrator.store.migrate import head_revision
 from tests.store_samples import (
     DOWN_PG_URL,
     NODE_A,
@@ -44,7 +45,7 @@ def sqlite_url(tmp_path: object) -> str:
 
 def test_healthz(client: TestClient) -> None:
     r = client.get("/healthz")
-    assert r.status_code == 200 and r.json() == {"status": "ok", "revision": "0001", "error": None}
+    assert r.status_code == 200 and r.json() == {"status": "ok", "revision": head_revision(), "error": None}
 
 
 def test_runs_newest_first(client: TestClient) -> None:

@@ -3,9 +3,9 @@ and `fleetdx db upgrade` / `db current` drive them (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
-import importlib
 import pytest
 import typer
 from alembic.autogenerate import compare_metadata
@@ -26,6 +26,7 @@ TABLES = {
     "probe_results",
     "raw_outputs",
     "findings",
+    "finding_nodes",
     "recommendations",
     "busbw_curves",
     "busbw_curve_nodes",
@@ -47,7 +48,7 @@ def cli() -> typer.Typer:
 def test_migrations_ship_inside_the_package() -> None:
     assert MIGRATIONS_DIR == Path(importlib.import_module("fleetdx.orchestrator.store").__file__).parent / "migrations"
     assert (MIGRATIONS_DIR / "env.py").is_file() and (MIGRATIONS_DIR / "script.py.mako").is_file()
-    assert head_revision() == "0001" and known_revisions() == {"0001"}
+    assert head_revision() == "0002" and known_revisions() == {"0001", "0002"}
 
 
 def test_upgrade_creates_exactly_the_orm_schema(empty_url: str) -> None:

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 import typer
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from typer.testing import CliRunner
 
 from fleetdx.orchestrator.cli import db_cmd
+from fleetdx.orchestrator.report import RunKind, Schedule
 from fleetdx.orchestrator.store import (
     DatabaseUnreachable,
     NodeHistory,
@@ -27,11 +28,14 @@ from fleetdx.orchestrator.store import (
 from fleetdx.orchestrator.store import engine as engine_mod
 from fleetdx.orchestrator.store import store as store_mod
 from fleetdx.orchestrator.store.migrate import head_revision
-from fleetdx.orchestrator.store.models import FindingRow, NodeRow, RawOutputRow, RunRow
+from fleetdx.orchestrator.store.models import FindingNodeRow, FindingRow, NodeRow, RawOutputRow, RunRow
 from fleetdx.orchestrator.store.settings import resolve_db_url, resolve_spool_dir, user_data_dir
-from fleetdx.probes.contracts import FindingCode, Severity, Verdict
+from fleetdx.probes.contracts import Finding, FindingCode, Level, Severity, Verdict
 from tests.store_samples import (
     DOWN_PG_URL,
+    GPU01,
+    GPU02,
+    GPU03,
     NCCL_FILE,
     NODE_A,
     NODE_B,
@@ -39,7 +43,9 @@ from tests.store_samples import (
     TOPO,
     bandwidth_raw,
     bandwidth_run,
+    full_preflight_run,
     migrated,
+    pair_run,
     preflight_raw,
     preflight_run,
     write_runs,
@@ -338,15 +344,92 @@ def test_sqlite_lock_never_released_is_reported(sqlite_url: str, short_busy_time
             holder.close()
 
 
-def test_level_reads_as_the_schedule_of_a_bandwidth_run_and_the_probe_level_of_others() -> None:
-    from fleetdx.orchestrator.report import RunReport
-    from fleetdx.orchestrator.preflight.schedules import Schedule
-    from fleetdx.probes.commands import Level
+# -- a finding's hosts: pair and group findings ----------------------------------------------------------
+@pytest.fixture
+def pairs(store: Store) -> Store:
+    """A bandwidth run with a hung pair (gpu01, gpu02), then a pre-flight at level full naming the pair
+    backwards (gpu02, gpu01)."""
+    store.save_report(pair_run("bw-pair", T0))
+    store.save_report(full_preflight_run("pf-full", T0 + 60))
+    return store
 
-    common = {"run_id": "r", "started_at": 0.0, "finished_at": 1.0, "verdict": "OK", "exit_code": 0}
-    bw = RunReport.model_validate({**common, "kind": "bandwidth", "level": "quick", "nodes": [], "findings": []})
-    pre = RunReport.model_validate({**common, "kind": "preflight", "level": "quick", "nodes": [], "findings": []})
-    assert bw.level is Schedule.QUICK and pre.level is Level.QUICK
-    assert RunReport.model_validate_json(bw.model_dump_json()) == bw and '"level":"quick"' in bw.model_dump_json()
-    with pytest.raises(ValueError, match="localise"):
-        RunReport.model_validate({**common, "kind": "preflight", "level": "localise", "nodes": [], "findings": []})
+
+def test_pair_findings_round_trip_with_their_hosts_in_order(pairs: Store) -> None:
+    bw = pairs.get_run("bw-pair")
+    assert bw == pair_run("bw-pair", T0).model_copy(update={"finished_at": bw.finished_at})
+    assert [(f.code, f.nodes) for f in bw.findings] == [
+        (FindingCode.NCCL_TEST_HANG, [GPU01, GPU02]),
+        (FindingCode.STRAGGLER_NODE, [GPU03]),
+        (FindingCode.NCCL_TESTS_NOT_MPI, []),
+    ]
+    pf = pairs.get_run("pf-full")
+    assert pf.findings[0].nodes == [GPU02, GPU01]
+    assert (pf.level, pf.schedule) == (Level.FULL, Schedule.QUICK)
+    assert pf.nodes[2].unjudged is not None and pf.nodes[2].unjudged.startswith("no GPU inventory")
+
+
+def test_every_report_round_trips_exactly(store: Store) -> None:
+    for report in (pair_run("bw-pair", T0), full_preflight_run("pf-full", T0 + 60)):
+        store.save_report(report)
+        assert store.get_run(report.run_id) == report
+
+
+def test_pair_finding_is_in_the_history_of_both_hosts(pairs: Store) -> None:
+    for host in (GPU01, GPU02):
+        entries = pairs.node_history(host)
+        assert [e.run_id for e in entries] == ["pf-full", "bw-pair"]
+        assert [(f.code, f.nodes) for f in entries[1].findings] == [(FindingCode.NCCL_TEST_HANG, [GPU01, GPU02])]
+        assert [(f.code, f.nodes) for f in entries[0].findings] == [(FindingCode.NCCL_BUSBW_LOW, [GPU02, GPU01])]
+        assert entries[1].verdict is Verdict.CRITICAL  # a hang counts against each member
+    straggler = pairs.node_history(GPU03)
+    assert [f.code for f in straggler[1].findings] == [FindingCode.STRAGGLER_NODE]  # not the pair's hang
+    assert straggler[0].findings == [] and straggler[0].verdict is Verdict.UNKNOWN  # unjudged in pf-full
+
+
+def test_history_keeps_level_and_schedule_apart(pairs: Store) -> None:
+    entries = pairs.node_history(GPU01)
+    assert [(e.kind, e.level, e.schedule) for e in entries] == [
+        (RunKind.PREFLIGHT, Level.FULL, Schedule.QUICK),
+        (RunKind.BANDWIDTH, None, Schedule.LOCALISE),
+    ]
+    runs = pairs.list_runs()
+    assert [(r.run_id, r.level, r.schedule, r.finding_count) for r in runs] == [
+        ("pf-full", Level.FULL, Schedule.QUICK, 1),
+        ("bw-pair", None, Schedule.LOCALISE, 3),
+    ]
+
+
+def test_find_findings_by_host_matches_every_host_of_a_pair(pairs: Store) -> None:
+    for host in (GPU01, GPU02):
+        found = pairs.find_findings(host=host)
+        assert [(r.run_id, r.finding.code) for r in found] == [
+            ("pf-full", FindingCode.NCCL_BUSBW_LOW),
+            ("bw-pair", FindingCode.NCCL_TEST_HANG),
+        ]
+    hang = pairs.find_findings(host=GPU02, code=FindingCode.NCCL_TEST_HANG, severity=Severity.CRITICAL)
+    assert [r.finding.nodes for r in hang] == [[GPU01, GPU02]]
+    assert [r.finding.code for r in pairs.find_findings(host=GPU03)] == [FindingCode.STRAGGLER_NODE]
+    assert pairs.find_findings(host="gpu99") == []
+    assert len(pairs.find_findings()) == 4  # the run-wide finding too
+
+
+def test_a_host_named_twice_by_one_finding_finds_it_once(store: Store) -> None:
+    twice = Finding(
+        code=FindingCode.NCCL_TEST_FAILED,
+        severity=Severity.CRITICAL,
+        nodes=[GPU01, GPU01],
+        subject="loopback",
+        message="gpu01 paired with itself failed",
+    )
+    report = pair_run("bw-twice", T0).model_copy(update={"findings": [twice]})
+    store.save_report(report)
+    assert store.get_run("bw-twice").findings[0].nodes == [GPU01, GPU01]
+    assert len(store.find_findings(host=GPU01)) == 1
+    assert len(store.node_history(GPU01)[0].findings) == 1
+
+
+def test_deleting_a_run_deletes_its_findings_hosts(pairs: Store) -> None:
+    with Session(pairs.engine) as s, s.begin():
+        s.execute(delete(RunRow).where(RunRow.run_id == "bw-pair"))  # the database's ON DELETE CASCADE
+    assert count(pairs, FindingRow.id) == 1
+    assert count(pairs, FindingNodeRow.finding_pk) == 2  # pf-full's pair finding

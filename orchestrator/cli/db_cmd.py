@@ -100,7 +100,11 @@ def history(
     limit: Annotated[int, typer.Option("--limit", min=1, help="How many of the newest runs to show.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print the history as JSON (NodeHistory).")] = False,
 ) -> None:
-    """Show a node's verdict and findings over time, newest run first."""
+    """Show a node's verdict and findings over time, newest run first.
+
+    A node's findings include every pair or group finding that names it (a hung pair is in the history of
+    both hosts).
+    """
     from fleetdx.orchestrator.store import NodeHistory, Store
 
     with Store.open(db) as store:
@@ -116,6 +120,12 @@ def history(
         table.add_column(col)
     for e in result.entries:
         started = datetime.fromtimestamp(e.started_at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-        lines = [f"{f.severity.value} {f.code.value} {f.subject}: {f.message}" for f in e.findings]
-        table.add_row(started, e.run_id, e.kind.value, e.verdict.name, "\n".join(lines) or "-")
+        how = "/".join(x.value for x in (e.level, e.schedule) if x is not None)
+        lines = []
+        for f in e.findings:
+            # a pair or group finding names its hosts, unless its subject already is that list
+            hosts = f" [{', '.join(f.nodes)}]" if len(f.nodes) > 1 and f.subject != ",".join(f.nodes) else ""
+            lines.append(f"{f.severity.value} {f.code.value} {f.subject}{hosts}: {f.message}")
+        kind = f"{e.kind.value} ({how})" if how else e.kind.value
+        table.add_row(started, e.run_id, kind, e.verdict.name, "\n".join(lines) or "-")
     console.print(table)

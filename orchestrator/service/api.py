@@ -5,9 +5,10 @@ Endpoints (JSON bodies are the store's contracts):
 - ``GET /healthz`` -> ``Health``: 200 when the database answers, 503 (with the reason) when it does not.
 - ``GET /runs?limit=50`` -> ``list[RunSummary]``, newest first.
 - ``GET /runs/{run_id}`` -> ``RunReport``; 404 for an unknown run.
-- ``GET /nodes/{host}/history?limit=20`` -> ``NodeHistory``: the node's verdict and findings per run.
-- ``GET /findings?code=&severity=&host=&limit=100`` -> ``list[FindingRecord]``; an unknown code or severity
-  is a 422 listing the valid values.
+- ``GET /nodes/{host}/history?limit=20`` -> ``NodeHistory``: the node's verdict and findings per run (a
+  pair or group finding is in the history of each host it names).
+- ``GET /findings?code=&severity=&host=&limit=100`` -> ``list[FindingRecord]``; ``host`` matches a finding
+  whose ``nodes`` name it; an unknown code or severity is a 422 listing the valid values.
 
 The store is passed in (:func:`create_app`), so tests and the CLI choose the database; nothing is read from
 the environment here.
@@ -18,6 +19,7 @@ from __future__ import annotations
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
+from fleetdx import __version__
 from fleetdx.orchestrator.report import RunReport
 from fleetdx.orchestrator.store import (
     FindingRecord,
@@ -27,7 +29,6 @@ from fleetdx.orchestrator.store import (
     Store,
     StoreError,
 )
-from fleetdx import __version__
 from fleetdx.probes.contracts import Contract, FindingCode, Severity
 
 MAX_LIMIT = 1000

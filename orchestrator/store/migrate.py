@@ -1,8 +1,16 @@
 """Alembic, driven from code: the migration scripts ship inside the package (``migrations/``), so
-``fleetdx db upgrade`` works from an installed wheel without an alembic.ini."""
+``fleetdx db upgrade`` works from an installed wheel without an alembic.ini.
+
+On SQLite a migration runs with foreign keys off and checks them before it commits, as SQLite's own
+procedure for schema changes says (sqlite.org/lang_altertable.html, "Making Other Kinds Of Table Schema
+Changes"): Alembic's batch mode copies a table, drops the original and renames the copy, and with foreign
+keys on, dropping the original would first delete every row that references it (``ON DELETE CASCADE``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
@@ -10,6 +18,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
+
+from fleetdx.orchestrator.store.errors import StoreError
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -42,11 +52,40 @@ def current_revision(engine: Engine) -> str | None:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Migrate the database up to ``revision`` in one transaction (PostgreSQL DDL is transactional)."""
-    with engine.begin() as conn:
+    with _migrating(engine) as conn:
         command.upgrade(alembic_config(conn), revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:
     """Migrate the database down to ``revision`` (``"base"`` drops every fleetdx table)."""
-    with engine.begin() as conn:
+    with _migrating(engine) as conn:
         command.downgrade(alembic_config(conn), revision)
+
+
+@contextmanager
+def _migrating(engine: Engine) -> Iterator[Connection]:
+    """A connection inside one transaction, committed when the block ends without error. On SQLite, foreign
+    keys are off for the block and ``PRAGMA foreign_key_check`` must find nothing before the commit
+    (:class:`StoreError` otherwise, and nothing is committed)."""
+    with engine.connect() as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        if sqlite:
+            _sqlite_foreign_keys(conn, on=False)  # outside any transaction: SQLite ignores it inside one
+        try:
+            with conn.begin():
+                yield conn
+                if sqlite:
+                    broken = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
+                    if broken:
+                        raise StoreError(f"migration left rows whose foreign key points nowhere: {broken[:5]}")
+        finally:
+            if sqlite:
+                _sqlite_foreign_keys(conn, on=True)
+
+
+def _sqlite_foreign_keys(conn: Connection, on: bool) -> None:
+    """Set ``PRAGMA foreign_keys`` on the DBAPI connection itself (autocommit mode, see ``engine.py``), so
+    that SQLAlchemy does not open a transaction first."""
+    dbapi = conn.connection.driver_connection
+    assert dbapi is not None
+    dbapi.execute(f"PRAGMA foreign_keys = {'ON' if on else 'OFF'}")

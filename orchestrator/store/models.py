@@ -6,7 +6,8 @@ probe results)::
 
     runs ─┬─ nodes ── probe_results         status, duration of each probe on that node
           ├─ raw_outputs                    each node's raw tool output, zlib-compressed, size and sha256
-          ├─ findings                       one diagnosed fact (code, severity, node, subject, evidence)
+          ├─ findings ── finding_nodes      one diagnosed fact (code, severity, subject, evidence) and,
+          │                                 in order, every host it is about (none for a run-wide one)
           ├─ recommendations                placement advice
           └─ busbw_curves ── busbw_curve_nodes   busbw-vs-size curves, indexed by the nodes they ran on
 
@@ -26,7 +27,6 @@ from sqlalchemy import (
     Enum,
     Float,
     ForeignKey,
-    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -36,10 +36,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from fleetdx.orchestrator.report import CurveBackend, RecommendationKind, RunKind
-from fleetdx.probes.contracts import FindingCode, Severity, Verdict
-from fleetdx.probes.parsers.nccl_tests import Collective
-from fleetdx.probes.runner import RunStatus
+from fleetdx.orchestrator.report import CurveBackend, RecommendationKind, RunKind, Schedule
+from fleetdx.probes.contracts import Collective, FindingCode, Level, RunStatus, Severity, Verdict
 
 #: constraint names fixed by convention, so migrations are reproducible on SQLite and PostgreSQL
 NAMING_CONVENTION = {
@@ -80,7 +78,8 @@ class RunRow(Base):
     kind: Mapped[RunKind] = mapped_column(_str_enum(RunKind, 16))
     started_at: Mapped[float] = mapped_column(Float, index=True)
     finished_at: Mapped[float] = mapped_column(Float)
-    level: Mapped[str | None] = mapped_column(String(16))  #: a Level or, for a bandwidth run, a Schedule
+    level: Mapped[Level | None] = mapped_column(_str_enum(Level, 16))  #: a pre-flight's probe level
+    schedule: Mapped[Schedule | None] = mapped_column(_str_enum(Schedule, 16))  #: a bandwidth run's schedule
     verdict: Mapped[Verdict] = mapped_column(VerdictColumn)
     exit_code: Mapped[int] = mapped_column(Integer)
     simulated: Mapped[bool] = mapped_column(Boolean)
@@ -112,6 +111,7 @@ class NodeRow(Base):
     position: Mapped[int] = mapped_column(Integer)  #: index in RunReport.nodes
     host: Mapped[str] = mapped_column(String(255), index=True)
     verdict: Mapped[Verdict] = mapped_column(VerdictColumn)
+    unjudged: Mapped[str | None] = mapped_column(Text)  #: why the node could not be judged (NodeReport.unjudged)
 
     run: Mapped[RunRow] = relationship(back_populates="nodes")
     probes: Mapped[list[ProbeResultRow]] = relationship(
@@ -159,24 +159,37 @@ class RawOutputRow(Base):
 
 
 class FindingRow(Base):
-    """One :class:`~fleetdx.probes.contracts.Finding` of a run. ``node`` is the host name (NULL for run-wide
-    findings), denormalised so that a node's history and the ``/findings`` query need no join through
-    ``nodes``."""
+    """One :class:`~fleetdx.probes.contracts.Finding` of a run. The hosts it is about (``Finding.nodes``) are
+    its :class:`FindingNodeRow` rows, in order: a host's findings are found through ``finding_nodes.host``,
+    so a pair or group finding is found from each of its hosts."""
 
     __tablename__ = "findings"
-    __table_args__ = (Index("ix_findings_node_code", "node", "code"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_pk: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     position: Mapped[int] = mapped_column(Integer)
     code: Mapped[FindingCode] = mapped_column(_str_enum(FindingCode, 64), index=True)
     severity: Mapped[Severity] = mapped_column(_str_enum(Severity, 16))
-    node: Mapped[str | None] = mapped_column(String(255))
     subject: Mapped[str] = mapped_column(String(255))
     message: Mapped[str] = mapped_column(Text)
     evidence: Mapped[dict[str, Any]] = mapped_column(JSON)
 
     run: Mapped[RunRow] = relationship(back_populates="findings")
+    hosts: Mapped[list[FindingNodeRow]] = relationship(
+        back_populates="finding", cascade="all, delete-orphan", order_by="FindingNodeRow.position"
+    )
+
+
+class FindingNodeRow(Base):
+    """One host a finding is about: ``position`` is its index in ``Finding.nodes`` (the order is kept)."""
+
+    __tablename__ = "finding_nodes"
+
+    finding_pk: Mapped[int] = mapped_column(ForeignKey("findings.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host: Mapped[str] = mapped_column(String(255), index=True)
+
+    finding: Mapped[FindingRow] = relationship(back_populates="hosts")
 
 
 class RecommendationRow(Base):

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field
 
-from fleetdx.orchestrator.report import CurveBackend, RunKind, level_of
-from fleetdx.orchestrator.preflight.schedules import Schedule
-from fleetdx.probes.commands import Level
-from fleetdx.probes.contracts import Contract, Finding, VerdictName
-from fleetdx.probes.parsers.nccl_tests import Collective
+from fleetdx.orchestrator.report import CurveBackend, RunKind, Schedule
+from fleetdx.probes.contracts import Collective, Contract, Finding, Level, VerdictName
 
 
 class RunSummary(Contract):
@@ -16,7 +13,8 @@ class RunSummary(Contract):
 
     run_id: str
     kind: RunKind
-    level: Level | Schedule | None = None  #: the pre-flight's probe level, or a bandwidth run's schedule
+    level: Level | None = None  #: a pre-flight's probe level
+    schedule: Schedule | None = None  #: a bandwidth run's schedule (a pre-flight at level full may have one)
     started_at: float
     finished_at: float
     verdict: VerdictName
@@ -26,26 +24,18 @@ class RunSummary(Contract):
     node_count: int
     finding_count: int
 
-    @field_validator("level", mode="before")
-    @classmethod
-    def _level(cls, value: object, info: ValidationInfo) -> object:
-        return level_of(info.data.get("kind"), value)
-
 
 class NodeHistoryEntry(Contract):
-    """One node in one past run: the node's verdict and the findings about it, newest run first."""
+    """One node in one past run: the node's verdict and the findings about it (those whose ``nodes`` name
+    it, pair and group findings included), newest run first."""
 
     run_id: str
     kind: RunKind
-    level: Level | Schedule | None = None  #: the pre-flight's probe level, or a bandwidth run's schedule
+    level: Level | None = None  #: a pre-flight's probe level
+    schedule: Schedule | None = None  #: a bandwidth run's schedule (a pre-flight at level full may have one)
     started_at: float
     verdict: VerdictName  #: the node's verdict in that run (not the run's)
     findings: list[Finding] = Field(default_factory=list)
-
-    @field_validator("level", mode="before")
-    @classmethod
-    def _level(cls, value: object, info: ValidationInfo) -> object:
-        return level_of(info.data.get("kind"), value)
 
 
 class NodeHistory(Contract):

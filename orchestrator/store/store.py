@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from enum import Enum
 from typing import TypeVar
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import ColumnElement, Engine, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
@@ -41,6 +41,7 @@ from fleetdx.orchestrator.store.errors import DatabaseUnreachable, SchemaOutdate
 from fleetdx.orchestrator.store.models import (
     CurveNodeRow,
     CurveRow,
+    FindingNodeRow,
     FindingRow,
     NodeRow,
     ProbeResultRow,
@@ -201,7 +202,7 @@ class Store:
                 .where(RunRow.run_id == run_id)
                 .options(
                     selectinload(RunRow.nodes).selectinload(NodeRow.probes),
-                    selectinload(RunRow.findings),
+                    selectinload(RunRow.findings).selectinload(FindingRow.hosts),
                     selectinload(RunRow.recommendations),
                     selectinload(RunRow.curves),
                 )
@@ -231,7 +232,9 @@ class Store:
             return [_summary_of(run, nodes, findings) for run, nodes, findings in session.execute(stmt)]
 
     def node_history(self, host: str, limit: int = 20) -> list[NodeHistoryEntry]:
-        """``host``'s verdict and findings in its ``limit`` newest runs, newest first."""
+        """``host``'s verdict and findings in its ``limit`` newest runs (those that list it as a node),
+        newest first. A finding is ``host``'s when its ``nodes`` name it: a pair or group finding is in the
+        history of each of its hosts."""
         stmt = (
             select(NodeRow, RunRow)
             .join(RunRow)
@@ -246,8 +249,9 @@ class Store:
             if run_pks:
                 findings = session.scalars(
                     select(FindingRow)
-                    .where(FindingRow.run_pk.in_(run_pks), FindingRow.node == host)
+                    .where(FindingRow.run_pk.in_(run_pks), _names(host))
                     .order_by(FindingRow.run_pk, FindingRow.position)
+                    .options(selectinload(FindingRow.hosts))
                 )
                 for f in findings:
                     by_run[f.run_pk].append(_finding_of(f))
@@ -256,6 +260,7 @@ class Store:
                     run_id=run.run_id,
                     kind=run.kind,
                     level=run.level,
+                    schedule=run.schedule,
                     started_at=run.started_at,
                     verdict=node.verdict,
                     findings=by_run[run.id],
@@ -270,15 +275,20 @@ class Store:
         host: str | None = None,
         limit: int = 100,
     ) -> list[FindingRecord]:
-        """Stored findings matching every given filter, newest run first."""
+        """Stored findings matching every given filter, newest run first; ``host`` matches a finding whose
+        ``nodes`` name it (a pair or group finding matches each of its hosts)."""
         stmt = select(FindingRow, RunRow.run_id, RunRow.started_at).join(RunRow)
         if code is not None:
             stmt = stmt.where(FindingRow.code == code)
         if severity is not None:
             stmt = stmt.where(FindingRow.severity == severity)
         if host is not None:
-            stmt = stmt.where(FindingRow.node == host)
-        stmt = stmt.order_by(RunRow.started_at.desc(), RunRow.id.desc(), FindingRow.position).limit(limit)
+            stmt = stmt.where(_names(host))
+        stmt = (
+            stmt.order_by(RunRow.started_at.desc(), RunRow.id.desc(), FindingRow.position)
+            .limit(limit)
+            .options(selectinload(FindingRow.hosts))
+        )
         with self._errors(), Session(self.engine) as session:
             return [
                 FindingRecord(run_id=run_id, started_at=started, finding=_finding_of(f))
@@ -357,7 +367,8 @@ def _insert_run(session: Session, report: RunReport, raw: Mapping[str, Mapping[s
         kind=report.kind,
         started_at=report.started_at,
         finished_at=report.finished_at,
-        level=None if report.level is None else report.level.value,
+        level=report.level,
+        schedule=report.schedule,
         verdict=report.verdict,
         exit_code=report.exit_code,
         simulated=report.simulated,
@@ -376,7 +387,7 @@ def _insert_run(session: Session, report: RunReport, raw: Mapping[str, Mapping[s
 
 
 def _node_row(position: int, node: NodeReport) -> NodeRow:
-    row = NodeRow(position=position, host=node.host, verdict=node.verdict)
+    row = NodeRow(position=position, host=node.host, verdict=node.verdict, unjudged=node.unjudged)
     row.probes = [
         ProbeResultRow(position=i, name=p.name, status=p.status, duration_s=p.duration_s, error=p.error)
         for i, p in enumerate(node.probes)
@@ -406,15 +417,22 @@ def _decompress(row: RawOutputRow) -> str:
 
 
 def _finding_row(position: int, f: Finding) -> FindingRow:
-    return FindingRow(
+    row = FindingRow(
         position=position,
         code=f.code,
         severity=f.severity,
-        node=f.node,
         subject=f.subject,
         message=f.message,
         evidence=f.model_dump(mode="json")["evidence"],
     )
+    row.hosts = [FindingNodeRow(position=i, host=h) for i, h in enumerate(f.nodes)]
+    return row
+
+
+def _names(host: str) -> ColumnElement[bool]:
+    """The condition "this finding is about ``host``" (an EXISTS on ``finding_nodes``: one row per finding
+    even when its nodes name the host twice)."""
+    return FindingRow.hosts.any(FindingNodeRow.host == host)
 
 
 def _recommendation_row(position: int, r: Recommendation) -> RecommendationRow:
@@ -448,7 +466,7 @@ def _finding_of(row: FindingRow) -> Finding:
     return Finding(
         code=row.code,
         severity=row.severity,
-        node=row.node,
+        nodes=[h.host for h in row.hosts],
         subject=row.subject,
         message=row.message,
         evidence=row.evidence,
@@ -463,6 +481,7 @@ def _report_of(run: RunRow) -> RunReport:
         started_at=run.started_at,
         finished_at=run.finished_at,
         level=run.level,
+        schedule=run.schedule,
         verdict=run.verdict,
         exit_code=run.exit_code,
         simulated=run.simulated,
@@ -470,6 +489,7 @@ def _report_of(run: RunRow) -> RunReport:
             NodeReport(
                 host=n.host,
                 verdict=n.verdict,
+                unjudged=n.unjudged,
                 probes=[
                     ProbeSummary(name=p.name, status=p.status, duration_s=p.duration_s, error=p.error) for p in n.probes
                 ],
@@ -500,6 +520,7 @@ def _summary_of(run: RunRow, node_count: int, finding_count: int) -> RunSummary:
         run_id=run.run_id,
         kind=run.kind,
         level=run.level,
+        schedule=run.schedule,
         started_at=run.started_at,
         finished_at=run.finished_at,
         verdict=run.verdict,
