@@ -14,13 +14,16 @@ import typer
 from typer.testing import CliRunner
 
 from fleetdx.orchestrator.cli import db_cmd
+from fleetdx.orchestrator.report import RunKind, Schedule
 from fleetdx.orchestrator.store import SpoolError, Store, import_spool_file, read_spool, save_or_spool, write_spool
-from fleetdx.orchestrator.store.spool import SPOOL_SUFFIX, spool_name
+from fleetdx.orchestrator.store.spool import SPOOL_SUFFIX, spool_name, upgrade_v1
+from fleetdx.probes.contracts import FindingCode
 from tests.store_samples import (
     DOWN_PG_URL,
     NCCL_FILE,
     NODE_A,
     SMI_XML,
+    STORE_FIXTURES,
     TOPO,
     bandwidth_raw,
     bandwidth_run,
@@ -173,3 +176,53 @@ def test_when_the_spool_fails_too_the_outcome_says_both(tmp_path: Path) -> None:
 
 def test_spool_names_are_safe_file_names() -> None:
     assert spool_name("pf-2026-11-23T08:00:00Z/job 42") == f"pf-2026-11-23T08_00_00Z_job_42{SPOOL_SUFFIX}"
+
+
+# -- spool files of the previous release (report schema_version 1) ---------------------------------------
+LEGACY_SPOOL = STORE_FIXTURES / "legacy_v1_spool"
+
+
+def test_previous_release_spool_files_import(migrated_url: str, tmp_path: Path) -> None:
+    """Spool files written by the previous release's write_spool (tests/fixtures/store/README.md): a
+    bandwidth run (schedule in ``level``, a hung group with ``node`` null and the hosts in its subject) and
+    a pre-flight (a finding with ``node``)."""
+    spool_dir = tmp_path / "spool"
+    shutil.copytree(LEGACY_SPOOL, spool_dir)
+    for path in spool_dir.iterdir():
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        assert doc["report"]["schema_version"] == 1 and all("node" in f for f in doc["report"]["findings"])
+    result = CliRunner().invoke(cli(), ["db", "import", str(spool_dir), "--db", migrated_url])
+    assert result.exit_code == 0, result.output
+    assert "2 of 2 spool files loaded" in result.output and list(spool_dir.iterdir()) == []
+    with Store.open(migrated_url) as store:
+        bw = store.get_run("bw-spooled")
+        assert (bw.kind, bw.level, bw.schedule, bw.schema_version) == (RunKind.BANDWIDTH, None, Schedule.QUICK, 2)
+        assert [(f.code, f.nodes, f.subject) for f in bw.findings] == [
+            (FindingCode.NCCL_TEST_HANG, ["gpu01", "gpu02", "gpu03"], "gpu01,gpu02,gpu03")
+        ]
+        assert store.get_raw("bw-spooled", "gpu01") == {
+            "bandwidth.log": "round 0: gpu01,gpu02,gpu03 all_reduce: no result after 120 s\n"
+        }
+        for host in ("gpu01", "gpu02", "gpu03"):
+            (entry,) = store.node_history(host)
+            assert [f.code for f in entry.findings] == [FindingCode.NCCL_TEST_HANG]
+        # the previous release built it with tests/store_samples.py's preflight_run, as this one does
+        assert store.get_run("pf-spooled") == preflight_run("pf-spooled", T0 + 14460)
+        assert store.get_raw("pf-spooled", "h100-vm-idle")["nvidia-smi_-q_-x.xml"].encode() == SMI_XML.read_bytes()
+
+
+def test_upgrade_v1_touches_only_version_1_group_findings() -> None:
+    def doc(version: int, **finding: object) -> dict[str, object]:
+        return {"report": {"schema_version": version, "kind": "bandwidth", "findings": [finding]}}
+
+    group = {"code": "NCCL_BUSBW_LOW", "node": None, "subject": "h1, h2,h1"}
+    assert upgrade_v1(doc(1, **group))["report"]["findings"] == [
+        {"code": "NCCL_BUSBW_LOW", "subject": "h1, h2,h1", "nodes": ["h1", "h2"]}
+    ]
+    for unchanged in (
+        doc(2, **group),  # version 2 says what it means
+        doc(1, code="NCCL_BUSBW_LOW", node="h1", subject="h1,h2"),  # a node finding
+        doc(1, code="GPU_XID", node=None, subject="a,b"),  # not a code of the bandwidth screen
+        {"format": "something-else"},
+    ):
+        assert upgrade_v1(unchanged) == unchanged

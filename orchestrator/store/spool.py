@@ -5,18 +5,24 @@ A spool file is gzip-compressed JSON of :class:`SpoolFile`, named ``<run_id>.fle
 atomically (a temporary file in the same directory, fsync, ``os.replace``), so a crash never leaves a
 half-written spool file under the final name. Import is idempotent (``run_id`` is unique in the store) and a
 file is removed only after the transaction that stored its run committed.
+
+Spool files of the previous release (report ``schema_version`` 1) still import: the contracts upgrade the
+report (``Finding.node`` -> ``nodes``, a bandwidth run's schedule out of ``level``), and :func:`upgrade_v1`
+first gives the pair and group findings of the bandwidth screen their hosts, which version 1 kept only
+comma-joined in the subject (as migration 0002 does for the rows of an old database).
 """
 
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
@@ -30,6 +36,9 @@ from fleetdx.probes.contracts import Contract
 
 SPOOL_SUFFIX = ".fleetdx-spool.json.gz"
 SPOOL_VERSION = 1
+#: codes whose findings the version-1 bandwidth screen wrote with ``node`` null and the hosts comma-joined in
+#: ``subject`` (the same list as migration 0002's ``GROUP_CODES``)
+V1_GROUP_CODES = frozenset({"NCCL_BUSBW_LOW", "NCCL_TEST_HANG", "NCCL_TEST_FAILED", "NCCL_WRONG_RESULTS"})
 
 
 class SpoolFile(Contract):
@@ -137,10 +146,36 @@ def read_spool(path: Path) -> SpoolFile:
             raise
         raise SpoolError(f"{path}: not a gzip-compressed spool file ({e})") from None
     try:
-        return SpoolFile.model_validate_json(data)
+        doc = json.loads(data)
+    except ValueError as e:  # not UTF-8, not JSON
+        raise SpoolError(f"{path}: not a fleetdx spool file (not JSON: {e})") from None
+    try:
+        return SpoolFile.model_validate(upgrade_v1(doc))
     except ValidationError as e:
         first = e.errors()[0]["msg"]
         raise SpoolError(f"{path}: not a fleetdx spool file ({e.error_count()} errors; {first})") from None
+
+
+def upgrade_v1(doc: Any) -> Any:
+    """A spool document whose report has ``schema_version`` 1, with each pair or group finding of the
+    bandwidth screen (a code of :data:`V1_GROUP_CODES`, ``node`` null) given ``nodes`` split from its
+    comma-joined subject; any other document unchanged. The contracts' own validators do the rest."""
+    report = doc.get("report") if isinstance(doc, dict) else None
+    if not isinstance(report, dict) or not isinstance(report.get("schema_version"), int):
+        return doc
+    if report["schema_version"] >= 2 or not isinstance(report.get("findings"), list):
+        return doc
+    findings = [_v1_finding(f) for f in report["findings"]]
+    return {**doc, "report": {**report, "findings": findings}}
+
+
+def _v1_finding(f: Any) -> Any:
+    if not isinstance(f, dict) or "nodes" in f or f.get("node") is not None:
+        return f
+    if f.get("code") not in V1_GROUP_CODES or not isinstance(f.get("subject"), str):
+        return f
+    hosts = list(dict.fromkeys(h.strip() for h in f["subject"].split(",") if h.strip()))
+    return {**{k: v for k, v in f.items() if k != "node"}, "nodes": hosts}
 
 
 def spool_files(paths: list[Path]) -> list[Path]:
