@@ -68,6 +68,7 @@ class CommandMeta(Contract):
     started_at: float | None = None
     reason: str | None = None
     stderr_tail: str | None = None
+    stdout_dropped_bytes: int = 0  #: stdout bytes the runner dropped between the kept head and tail
 
 
 class BundleData(Contract):
@@ -131,6 +132,7 @@ def _record(cmd: ProbeSpec, res: RunResult) -> tuple[CommandMeta, str | None]:
         started_at=res.started_at or None,
         reason=reason,
         stderr_tail=res.stderr[-STDERR_TAIL_CHARS:] or None,
+        stdout_dropped_bytes=res.stdout_dropped_bytes,
     )
     return meta, text
 

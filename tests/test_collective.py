@@ -32,6 +32,7 @@ from fleetdx.orchestrator.preflight.schedules import localisation_round_bound
 from fleetdx.orchestrator.report import RunReport, Schedule
 from fleetdx.probes.contracts import Collective, FindingCode, Verdict
 from fleetdx.probes.parsers.nccl_tests import busbw_factor
+from tests.straggler import STRAGGLER_DELAY_S
 
 
 def test_bus_factors_are_nccl_tests_ones() -> None:
@@ -101,7 +102,7 @@ def run_small(
     schedule: Schedule,
     slow: str,
     policy: DetectionPolicy | None = None,
-    delay_s: float = 0.2,
+    delay_s: float = STRAGGLER_DELAY_S,
 ) -> RunReport:
     """A short gloo sweep (1 and 8 MiB, 4 timed iterations) with ``slow``'s rank delayed ``delay_s`` per
     operation."""
@@ -165,7 +166,7 @@ def test_localise_names_the_injected_straggler_among_eight(sim_cluster: list[str
     # 8 gloo ranks on 2 cores: healthy pairs of one round differ up to 3x, and 4 pairs give a wide MAD. The
     # default z cut (3.5) needs more pairs than that; this test lowers it and keeps gloo's 50% minimum drop.
     policy = DetectionPolicy(min_drop=0.5, noise_floor=0.15, z_threshold=2.0)
-    rep = run_small(sim_cluster, Schedule.LOCALISE, "sim5", policy, delay_s=0.5)
+    rep = run_small(sim_cluster, Schedule.LOCALISE, "sim5", policy)
     assert [f.node for f in rep.findings if f.code is FindingCode.STRAGGLER_NODE] == ["sim5"]
     assert rep.exclude == "sim5"
     assert ["sim4", "sim5"] == rep.curves[2].nodes  # the screen pair that flagged it

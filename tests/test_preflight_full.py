@@ -33,6 +33,7 @@ from fleetdx.orchestrator.preflight.run import (
 from fleetdx.orchestrator.report import BusbwCurve, NodeReport, ProbeSummary, RunKind, RunReport
 from fleetdx.probes.contracts import Finding, FindingCode, Level, RunStatus, Severity, Verdict
 from fleetdx.probes.facts import node_facts
+from tests.straggler import STRAGGLER_DELAY_S
 from tests.test_standard_level import LARGEST_ROW, STANDIN, STANDIN_BIN, SWEEP_FILE, fake_nvidia_smi
 
 BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
@@ -76,7 +77,7 @@ def _bw(node: NodeReport) -> ProbeSummary:
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_full_level_names_the_injected_straggler_and_skips_the_critical_node(cluster: SimCluster) -> None:
-    report = _run(cluster, sorted(COPIES), Level.FULL, short_step({"gpu03": 0.2})).report
+    report = _run(cluster, sorted(COPIES), Level.FULL, short_step({"gpu03": STRAGGLER_DELAY_S})).report
     by_host = {n.host: n for n in report.nodes}
     # gpu05 was critical after the node probes: not paired, and the report says why
     assert _bw(by_host["gpu05"]).status is RunStatus.SKIPPED

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -182,3 +184,41 @@ def test_replay_runner_answers_from_bundle_files(tmp_path: Path) -> None:
     assert res.stdout == "# nccl-tests\n"
     missing = rr.run(["nvidia-smi", "-L"], timeout_s=1)
     assert missing.status is RunStatus.SKIPPED and missing.replayed
+
+
+def test_a_flood_of_output_is_capped_while_reading_and_ends_at_the_deadline() -> None:
+    # `yes` writes GB/s; before the cap the runner kept every chunk (4.7 GB, 9 s for a 2 s timeout)
+    t0 = time.monotonic()
+    res = SubprocessRunner().run(["yes"], timeout_s=2)
+    elapsed = time.monotonic() - t0
+    assert res.status is RunStatus.TIMEOUT
+    assert elapsed < 2 + runner_mod.KILL_GRACE_S + 2 * runner_mod.PIPE_GRACE_S + 3  # generous: a loaded machine
+    assert res.stdout_dropped_bytes > 0
+    assert len(res.stdout.encode()) <= runner_mod.MAX_OUTPUT_BYTES + 100
+    assert res.stdout.startswith("y\ny\n") and res.stdout.endswith("y\n")
+    assert f"[fleetdx: {res.stdout_dropped_bytes} bytes of output dropped here]" in res.stdout
+
+
+def test_reader_keeps_head_and_tail_and_counts_the_middle(tmp_path: Path) -> None:
+    script = "import sys; sys.stdout.write('H' * 100 + 'M' * 1000 + 'T' * 100)"
+    r, w = os.pipe()
+    with os.fdopen(w, "wb") as out:
+        proc = subprocess.Popen([PY, "-c", script], stdout=out)
+    reader = runner_mod._Reader(os.fdopen(r, "rb"), cap=200)
+    proc.wait(timeout=30)
+    assert reader.wait(time.monotonic() + 10)
+    assert reader.dropped == 1000
+    assert reader.text() == "H" * 100 + "\n[fleetdx: 1000 bytes of output dropped here]\n" + "T" * 100
+
+
+def test_a_grandchild_that_escapes_the_group_is_killed_and_named_at_the_deadline(tmp_path: Path) -> None:
+    # the leader exits at once, but its grandchild left the process group (setsid) holding stdout open
+    script = "import subprocess; subprocess.Popen(['setsid', 'sleep', '60']); print('hi', flush=True)"
+    t0 = time.monotonic()
+    res = SubprocessRunner().run([PY, "-c", script], timeout_s=3)
+    elapsed = time.monotonic() - t0
+    assert elapsed < 3 + 2 * runner_mod.PIPE_GRACE_S + 3
+    assert res.status is RunStatus.TIMEOUT and res.stdout == "hi\n"
+    (escaped,) = res.escaped
+    assert escaped.endswith("(sleep)") and "left its process group" in (res.reason or "")
+    assert _gone(int(escaped.split()[1]))
