@@ -39,10 +39,12 @@ from fleetdx.probes.catalog import (
     commands,
     file_name_for_argv,
     nccl_sweep_probe,
+    rows_reading,
     spec_for_argv,
 )
 from fleetdx.probes.contracts import SCHEMA_VERSION, Contract, Level, RunStatus
 from fleetdx.probes.errors import BundleError
+from fleetdx.probes.rawfile import DEFAULT_MAX_BYTES, RawFileError, read_raw
 from fleetdx.probes.runner import Runner, RunResult
 from fleetdx.probes.sysfs import COLLECTOR_SOURCES, COLLECTORS, SysfsSource, SysfsText
 
@@ -83,6 +85,9 @@ class BundleData(Contract):
     replayed: bool = False
     files: dict[str, str] = Field(default_factory=dict)
     commands: list[CommandMeta] = Field(default_factory=list)
+    #: bundle entries that could not be read (a symlink loop, a FIFO, a subdirectory, no permission, over the
+    #: size limit) -> why: evidence that is missing, reported, never silently skipped
+    unreadable: dict[str, str] = Field(default_factory=dict)
 
     def meta_for(self, file: str) -> CommandMeta | None:
         return next((c for c in self.commands if c.file == file), None)
@@ -316,37 +321,56 @@ def write_bundle(data: BundleData, directory: Path, *, replace: bool = False) ->
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in data.files.items():
         (directory / name).write_text(text, encoding="utf-8")
-    meta = _Meta(**data.model_dump(exclude={"files"}))
+    meta = _Meta(**data.model_dump(exclude={"files", "unreadable"}))
     (directory / META_FILE).write_text(meta.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return directory
 
 
-def read_bundle(directory: Path) -> BundleData:
+def _read_entry(path: Path, max_bytes: int | None) -> str:
+    """One bundle file under the rules of :func:`fleetdx.probes.rawfile.read_raw`, with the size limit and line
+    filter of the catalog row that reads it (``max_bytes`` overrides the limit)."""
+    rows = [r for r in rows_reading(path.name) if r.parser is not None]
+    parser = rows[0].parser if rows else None
+    limit = max_bytes if max_bytes is not None else (parser.max_bytes if parser else DEFAULT_MAX_BYTES)
+    return read_raw(path, limit, keep=parser.keep if parser else None)
+
+
+def read_bundle(directory: Path, max_bytes: int | None = None) -> BundleData:
     """Read a bundle directory (with or without ``meta.json``).
 
+    Each file is read under :func:`fleetdx.probes.rawfile.read_raw`'s rules (``max_bytes`` overrides the
+    per-kind size limits); an entry that cannot be read -- a symlink loop, a FIFO, a subdirectory, a file
+    without read permission or over its limit -- lands in :attr:`BundleData.unreadable` with the reason.
+
     Raises:
-        BundleError: the directory does not exist, is not a directory, holds no file, or has a meta.json that
+        BundleError: the directory does not exist, is not a directory, holds nothing, or has a meta.json that
             is not valid.
     """
     directory = Path(directory)
     if not directory.is_dir():
         raise BundleError(f"{directory}: not a bundle directory")
-    files = {
-        p.name: p.read_text(encoding="utf-8", errors="replace")
-        for p in sorted(directory.iterdir())
-        if p.is_file() and p.name != META_FILE and not p.name.startswith(".")
-    }
+    files: dict[str, str] = {}
+    unreadable: dict[str, str] = {}
+    try:
+        entries = sorted(p for p in directory.iterdir() if p.name != META_FILE and not p.name.startswith("."))
+    except OSError as e:
+        raise BundleError(f"{directory}: cannot list the bundle: {e.strerror}") from None
+    for p in entries:
+        try:
+            files[p.name] = _read_entry(p, max_bytes)
+        except RawFileError as e:
+            unreadable[p.name] = str(e).removeprefix(f"{p}: ")
     meta_path = directory / META_FILE
     if meta_path.is_file():
         try:
-            meta = _Meta.model_validate_json(meta_path.read_text(encoding="utf-8"))
-        except (ValidationError, UnicodeDecodeError) as e:
+            meta = _Meta.model_validate_json(read_raw(meta_path))
+        except (ValidationError, RawFileError) as e:
             raise BundleError(f"{meta_path}: invalid meta.json: {str(e).splitlines()[0]}") from None
-        return BundleData(**meta.model_dump(), files=files)
-    if not files:
+        return BundleData(**meta.model_dump(), files=files, unreadable=unreadable)
+    if not files and not unreadable:
         raise BundleError(f"{directory}: no raw files and no meta.json")
     commands = [CommandMeta(file=name, source=ProbeSource.FILE, status=RunStatus.OK) for name in files]
-    return BundleData(host=directory.resolve().name, files=files, commands=commands)
+    return BundleData(host=directory.resolve().name, files=files, commands=commands, unreadable=unreadable)
 
 
 def find_raw_file(bundle_dir: Path, argv: Sequence[str]) -> Path | None:

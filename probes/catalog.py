@@ -38,6 +38,7 @@ from fleetdx.probes.parsers.smi_csv import parse_smi_csv
 from fleetdx.probes.parsers.smi_xml import parse_smi_xml
 from fleetdx.probes.parsers.topo import parse_topo
 from fleetdx.probes.parsers.xid import parse_xid
+from fleetdx.probes.rawfile import DEFAULT_MAX_BYTES
 
 
 class ProbeSource(str, Enum):
@@ -63,11 +64,15 @@ class Parser:
     """A pure parser of one kind of tool output. ``kind`` is the ``fleetdx parse KIND`` argument; ``parse``
     takes the raw text and returns a model, raising only :class:`~fleetdx.probes.errors.ParseError`;
     ``hint``, when given, reads keyword arguments for ``parse`` from the raw file's name (older nccl-tests
-    outputs never print which collective they ran: the binary name in ``all_gather_perf_-b8.txt`` does)."""
+    outputs never print which collective they ran: the binary name in ``all_gather_perf_-b8.txt`` does).
+    ``max_bytes`` is the largest input read (:func:`fleetdx.probes.rawfile.read_raw`); ``keep``, when given,
+    streams the file keeping only the lines it accepts (kernel logs), ``max_bytes`` then bounding what is kept."""
 
     kind: str
     parse: Callable[..., BaseModel]
     hint: Callable[[str], dict[str, Any]] | None = None
+    max_bytes: int = DEFAULT_MAX_BYTES
+    keep: Callable[[str], bool] | None = None
 
     def for_file(self, file_name: str | None) -> Callable[[str], BaseModel]:
         """The parse function for a raw file named ``file_name`` (hints applied)."""
@@ -85,11 +90,12 @@ P2P = Parser("p2p", parse_p2p)
 SMI_XML = Parser("smi-xml", parse_smi_xml)
 SMI_CSV = Parser("smi-csv", parse_smi_csv)
 NCCL_TESTS = Parser("nccl-tests", parse_nccl_tests, _collective_hint)
-NCCL_LOG = Parser("nccl-log", parse_nccl_log)
+#: NCCL_DEBUG=INFO logs of many ranks run to tens of MB
+NCCL_LOG = Parser("nccl-log", parse_nccl_log, max_bytes=4 * DEFAULT_MAX_BYTES)
 NUMACTL = Parser("numactl", parse_numactl)
 LSCPU = Parser("lscpu", parse_lscpu)
 IBSTAT = Parser("ibstat", parse_ibstat)
-XID = Parser("xid", parse_xid)
+XID = Parser("xid", parse_xid, keep=lambda line: XID_LINE_RE.search(line) is not None)
 MICROBENCH = Parser("microbench", parse_microbench)
 
 #: in an argv, replaced by the Python interpreter that runs the node's probes (the micro-benchmark row)

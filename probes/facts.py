@@ -152,6 +152,7 @@ class NodeFacts(Contract):
     replayed: bool = False  #: the facts come from a replayed/simulated bundle, not a live run
     probes: list[ProbeRecord] = Field(default_factory=list)
     parse_failures: list[ParseFailure] = Field(default_factory=list)
+    unreadable: dict[str, str] = Field(default_factory=dict)  #: bundle entries that could not be read -> why
     topo: TopoMatrix | None = None
     p2p: P2PMatrix | None = None
     smi: SmiReport | None = None
@@ -230,6 +231,7 @@ def node_facts(data: BundleData) -> NodeFacts:
         replayed=data.replayed,
         probes=_probe_records(data),
         parse_failures=failures,
+        unreadable=dict(data.unreadable),
         sources=sources,
         **single,
         **many,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fleetdx.probes.bundle import find_raw_file
 from fleetdx.probes.contracts import RunStatus
+from fleetdx.probes.rawfile import RawFileError, read_raw
 from fleetdx.probes.runner import RunResult
 
 
@@ -29,7 +30,10 @@ class ReplayRunner:
         path = find_raw_file(self.bundle_dir, argv)
         if path is None:
             return RunResult(argv=argv, status=RunStatus.SKIPPED, reason="not in bundle (replay)", replayed=True)
+        try:
+            text = read_raw(path)
+        except RawFileError as e:
+            return RunResult(argv=argv, status=RunStatus.FAILED, reason=f"replay: {e}", replayed=True)
         return RunResult(
-            argv=argv, status=RunStatus.OK, returncode=0,
-            stdout=path.read_text(encoding="utf-8", errors="replace"), replayed=True, started_at=time.time(),
+            argv=argv, status=RunStatus.OK, returncode=0, stdout=text, replayed=True, started_at=time.time()
         )

@@ -22,6 +22,7 @@ from fleetdx.orchestrator.cli.common import console, handle_errors, print_json
 from fleetdx.probes import catalog
 from fleetdx.probes.contracts import RunStatus
 from fleetdx.probes.errors import ConfigError
+from fleetdx.probes.rawfile import read_raw
 
 #: cells longer than this are cut in human tables (the JSON keeps everything)
 MAX_CELL = 60
@@ -239,17 +240,27 @@ def register(app: typer.Typer) -> None:
         kind: Annotated[ParseTarget, typer.Argument(help="Parser kind, or 'bundle' for a bundle directory.")],
         path: Annotated[Path, typer.Argument(help="The raw output file (or bundle directory).")],
         json_out: Annotated[bool, typer.Option("--json", help="Print the JSON model only.")] = False,
+        max_bytes: Annotated[
+            int | None,
+            typer.Option(
+                "--max-bytes",
+                min=1,
+                help="Largest input read, bytes (default per kind: 16 MiB, NCCL logs 64 MiB; kernel logs are "
+                "streamed and this bounds the XID/NVRM lines kept).",
+            ),
+        ] = None,
     ) -> None:
         """Parse one tool output (or a whole bundle) and show the typed facts."""
         if kind.value == BUNDLE:
             from fleetdx.probes.bundle import read_bundle
             from fleetdx.probes.facts import node_facts
 
-            facts = node_facts(read_bundle(path))
+            facts = node_facts(read_bundle(path, max_bytes))
             print_json(facts) if json_out else render_bundle(facts, path)
             return
         if path.is_dir():
             raise ConfigError(f"{path}: is a directory (use 'fleetdx parse bundle {path}')")
         pkind = catalog.parser_named(kind.value)
-        model = pkind.for_file(path.name)(path.read_text(encoding="utf-8", errors="replace"))
+        text = read_raw(path, max_bytes or pkind.max_bytes, keep=pkind.keep)
+        model = pkind.for_file(path.name)(text)
         print_json(model) if json_out else _render(pkind, model, f"{kind.value}: {path.name}")

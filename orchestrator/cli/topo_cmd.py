@@ -25,6 +25,7 @@ from fleetdx.probes.contracts import Severity
 from fleetdx.probes.errors import ConfigError
 from fleetdx.probes.parsers.numactl import NumaTopology, parse_numactl
 from fleetdx.probes.parsers.topo import TopoMatrix, parse_topo
+from fleetdx.probes.rawfile import read_raw
 
 if TYPE_CHECKING:  # topology/ is imported inside the commands, so that other commands start fast
     from fleetdx.probes.facts import NodeFacts
@@ -72,7 +73,7 @@ class NodeInput:
         """The ``topo -m`` matrix. Raises :class:`ParseError` for a file that does not parse, and
         :class:`ConfigError` for a bundle without a parsed one."""
         if self.facts is None:
-            return parse_topo(self.path.read_text(encoding="utf-8", errors="replace"))
+            return parse_topo(read_raw(self.path))
         if self.facts.topo is not None:
             return self.facts.topo
         why = next((f.message for f in self.facts.parse_failures if f.file == TOPO_FILE), f"no {TOPO_FILE}")
@@ -82,7 +83,7 @@ class NodeInput:
         """``numactl -H`` facts: the ``--numactl`` file, else the bundle's (``numactl_-H.txt`` or the sysfs
         dump), else ``None``. Raises :class:`ParseError` when the ``--numactl`` file does not parse."""
         if numactl is not None:
-            return parse_numactl(numactl.read_text(encoding="utf-8", errors="replace"))
+            return parse_numactl(read_raw(numactl))
         if self.facts is None:
             return None
         if self.facts.numa is None:  # a bundle file that does not parse: a warning, the matrix still advises

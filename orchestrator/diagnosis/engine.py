@@ -40,15 +40,26 @@ class Diagnosis(Contract):
 
 
 def probe_findings(node: NodeFacts) -> list[Finding]:
-    """``PROBE_TIMEOUT`` / ``PROBE_FAILED`` for each probe that timed out or failed, ``PARSE_FAILED`` for
-    each raw file its parser rejected; all ``warning`` (issue 4: a probe that could not run is not proof of
-    a fault)."""
+    """``PROBE_TIMEOUT`` / ``PROBE_FAILED`` for each probe that timed out or failed and each bundle entry that
+    could not be read, ``PARSE_FAILED`` for each raw file its parser rejected; all ``warning``: a probe that
+    could not run is not proof of a fault."""
     out: list[Finding] = []
     for p in node.probes:
         if p.status is RunStatus.TIMEOUT:
             out.append(_probe_finding(node.host, p, FindingCode.PROBE_TIMEOUT, "timed out"))
         elif p.status is RunStatus.FAILED:
             out.append(_probe_finding(node.host, p, FindingCode.PROBE_FAILED, "failed"))
+    for name, why in sorted(node.unreadable.items()):
+        out.append(
+            Finding(
+                code=FindingCode.PROBE_FAILED,
+                severity=Severity.WARNING,
+                node=node.host,
+                subject=name,
+                message=f"bundle entry {name} could not be read: {why}; its evidence is missing",
+                evidence={"file": name, "error": why},
+            )
+        )
     for f in node.parse_failures:
         out.append(
             Finding(
