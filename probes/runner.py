@@ -277,10 +277,10 @@ class SubprocessRunner:
                 reason += "; killed processes that had left its process group: " + ", ".join(escaped)
             return RunResult(
                 status=RunStatus.TIMEOUT, returncode=None if timed_out else proc.returncode, duration_s=duration,
-                reason=reason, escaped=escaped, **dropped, **common,  # type: ignore[arg-type]
+                reason=reason, escaped=escaped, **dropped, **common,
             )
         rc = proc.returncode
         return RunResult(
             status=RunStatus.OK if rc == 0 else RunStatus.FAILED, returncode=rc, duration_s=duration,
-            reason=None if rc == 0 else f"exit code {rc}", **dropped, **common,  # type: ignore[arg-type]
+            reason=None if rc == 0 else f"exit code {rc}", **dropped, **common,
         )

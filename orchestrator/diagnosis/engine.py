@@ -54,7 +54,7 @@ def probe_findings(node: NodeFacts) -> list[Finding]:
             Finding(
                 code=FindingCode.PROBE_FAILED,
                 severity=Severity.WARNING,
-                node=node.host,
+                nodes=[node.host],
                 subject=name,
                 message=f"bundle entry {name} could not be read: {why}; its evidence is missing",
                 evidence={"file": name, "error": why},
@@ -65,7 +65,7 @@ def probe_findings(node: NodeFacts) -> list[Finding]:
             Finding(
                 code=FindingCode.PARSE_FAILED,
                 severity=Severity.WARNING,
-                node=node.host,
+                nodes=[node.host],
                 subject=f.file,
                 message=f"{f.file} could not be parsed as {f.kind}: {f.message}",
                 evidence={"file": f.file, "kind": f.kind, "line": f.line, "error": f.message},
@@ -79,7 +79,7 @@ def _probe_finding(host: str, p: ProbeRecord, code: FindingCode, what: str) -> F
     return Finding(
         code=code,
         severity=Severity.WARNING,
-        node=host,
+        nodes=[host],
         subject=p.name,
         message=f"probe {cmd!r} {what}: {p.error or p.status.value}",
         evidence={

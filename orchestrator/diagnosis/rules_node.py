@@ -37,7 +37,7 @@ def _finding(node: NodeFacts, ca: IbCa, port: IbPort, severity: Severity) -> Fin
     return Finding(
         code=FindingCode.IB_PORT_DOWN,
         severity=severity,
-        node=node.host,
+        nodes=[node.host],
         subject=f"{ca.name}/{port.port}",
         message=f"{ca.name} port {port.port} ({layer}) is {port.state.value}"
         + (f", physical state {phys}" if phys else ""),

@@ -27,7 +27,6 @@ from pydantic import Field
 
 from fleetdx.orchestrator.cluster.collective import (
     Backend,
-    Collective,
     GroupResult,
     GroupStatus,
     RayCollectiveProbe,
@@ -55,7 +54,7 @@ from fleetdx.orchestrator.preflight.schedules import (
     split_round,
 )
 from fleetdx.orchestrator.report import BusbwCurve, RunKind, RunReport, Schedule, assemble_report
-from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, JsonScalar, Severity
+from fleetdx.probes.contracts import Collective, Contract, EvidenceValue, Finding, FindingCode, JsonScalar, Severity
 from fleetdx.probes.errors import ConfigError
 
 #: runs one round (round index, its disjoint groups) and returns one measurement per group, in order
@@ -223,7 +222,7 @@ def findings_for(
             Finding(
                 code=FindingCode.STRAGGLER_NODE,
                 severity=Severity.CRITICAL,
-                node=host,
+                nodes=[host],
                 subject=host,
                 message=(
                     f"{host}: busbw {_fmt(j.score_gbps)} GB/s vs allocation median {_fmt(base.median)} GB/s "

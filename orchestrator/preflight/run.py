@@ -124,7 +124,7 @@ def lost_finding(outcome: NodeOutcome[Any], run_timeout_s: float) -> Finding:
         return Finding(
             code=FindingCode.PROBE_FAILED,
             severity=Severity.WARNING,
-            node=outcome.host,
+            nodes=[outcome.host],
             subject="collect",
             message=f"the probe task failed on the node: {outcome.error}",
             evidence=evidence,
@@ -132,7 +132,7 @@ def lost_finding(outcome: NodeOutcome[Any], run_timeout_s: float) -> Finding:
     return Finding(
         code=FindingCode.NODE_UNREACHABLE,
         severity=Severity.CRITICAL,
-        node=outcome.host,
+        nodes=[outcome.host],
         subject="node",
         message=f"no bundle from the node: {outcome.error}",
         evidence=evidence,
@@ -268,7 +268,7 @@ def bandwidth_step(
             Finding(
                 code=FindingCode.PROBE_FAILED,
                 severity=Severity.WARNING,
-                node=h,
+                nodes=[h],
                 subject=BANDWIDTH_PROBE,
                 message=f"the cross-node bandwidth step failed: {err}",
                 evidence={"paired": list(pair), "error": err},
