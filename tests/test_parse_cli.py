@@ -12,6 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from fleetdx.orchestrator.cli import collect_cmd, parse_cmd
+from fleetdx.orchestrator.cli.main import NagiosGroup
 
 FIX = Path(__file__).parent / "fixtures"
 HOST = FIX / "host"
@@ -30,7 +31,7 @@ def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
+    app = typer.Typer(cls=NagiosGroup)  # the real root group: usage errors exit 3
     parse_cmd.register(app)
     collect_cmd.register(app)
 
@@ -81,26 +82,26 @@ def test_parse_topo_human_matrix() -> None:
     assert "GPU0" in out and "0-15" in out
 
 
-def test_parse_error_is_one_stderr_line_and_exit_2(tmp_path: Path) -> None:
+def test_parse_error_is_one_stderr_line_and_exit_3(tmp_path: Path) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_text("available: two nodes\n")
     code, out, err = invoke("parse", "numactl", str(bad))
-    assert code == 2
+    assert code == 3
     assert out == ""
     assert err.strip().count("\n") == 0
     assert "numactl: line 1: expected" in err
 
 
-def test_parse_missing_file_and_directory_exit_2(tmp_path: Path) -> None:
+def test_parse_missing_file_and_directory_exit_3(tmp_path: Path) -> None:
     code, _, err = invoke("parse", "lscpu", str(tmp_path / "nope.txt"))
-    assert code == 2 and "no such file" in err
+    assert code == 3 and "no such file" in err
     code, _, err = invoke("parse", "lscpu", str(tmp_path))
-    assert code == 2 and "is a directory" in err
+    assert code == 3 and "a directory" in err
 
 
 def test_parse_unknown_kind_is_a_usage_error() -> None:
     code, _, _ = invoke("parse", "dcgm", str(NUMA))
-    assert code == 2
+    assert code == 3
 
 
 def test_parse_bundle_of_the_captured_h100() -> None:
@@ -115,9 +116,9 @@ def test_parse_bundle_of_the_captured_h100() -> None:
     assert "lscpu_-J.json" in out and "Intel(R) Xeon(R) Processor" in out
 
 
-def test_parse_bundle_of_a_non_bundle_exits_2(tmp_path: Path) -> None:
+def test_parse_bundle_of_a_non_bundle_exits_3(tmp_path: Path) -> None:
     code, _, err = invoke("parse", "bundle", str(tmp_path / "none"))
-    assert code == 2 and "not a bundle directory" in err
+    assert code == 3 and "not a bundle directory" in err
 
 
 @pytest.mark.timeout(120)

@@ -99,14 +99,14 @@ def test_advise_json_shape(run) -> None:  # type: ignore[no-untyped-def]
     assert r.exit_code == 0 and "export CUDA_VISIBLE_DEVICES=" in r.stdout
 
 
-def test_bad_inputs_exit_2_without_traceback(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_bad_inputs_exit_3_without_traceback(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     r = run("topo", "show", str(tmp_path / "missing.txt"))
-    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.exit_code == 3 and "Traceback" not in r.output
     r = run("topo", "show", str(tmp_path))  # a directory without the topo file
-    assert r.exit_code == 2 and "nvidia-smi_topo_-m.txt" in r.output
+    assert r.exit_code == 3 and "nvidia-smi_topo_-m.txt" in r.output
     _needs_parser(H100)
     r = run("topo", "advise", str(H100), "--gpus", "9")
-    assert r.exit_code == 2 and "cannot choose 9 GPUs" in r.output
+    assert r.exit_code == 3 and "cannot choose 9 GPUs" in r.output
 
 
 def test_cluster_and_slurm_conf(run) -> None:  # type: ignore[no-untyped-def]
@@ -119,9 +119,9 @@ def test_cluster_and_slurm_conf(run) -> None:  # type: ignore[no-untyped-def]
     r = run("topo", "cluster", "--topology-conf", str(CONF), "--nodes", "3", "--exclude", "gpu01")
     assert r.exit_code == 0 and r.stdout.splitlines()[0] == "gpu[02-04]"
     r = run("topo", "cluster", "--topology-conf", str(CONF), "--nodes", "99")
-    assert r.exit_code == 2 and "no switch has 99 free nodes" in r.output
+    assert r.exit_code == 3 and "no switch has 99 free nodes" in r.output
     r = run("topo", "cluster", "--topology-conf", str(CONF), "--nodes", "2", "--exclude", "gpu[1-")
-    assert r.exit_code == 2 and "bad hostlist" in r.output
+    assert r.exit_code == 3 and "bad hostlist" in r.output
     r = run("topo", "cluster", "--topology-conf", str(FIX / "topology" / "switchmap.yaml"), "--nodes", "5")
     assert r.exit_code == 0 and "spine1" in r.stdout
     r = run("topo", "slurm-conf", str(FIX / "topology" / "switchmap.yaml"))

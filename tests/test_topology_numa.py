@@ -81,5 +81,5 @@ def test_cli_advise_reads_numactl(tmp_path: Path) -> None:
         app, ["topo", "advise", str(TOPO), "--gpus", "2", "--numactl", str(bundle / "numactl_-H.txt")]
     )
     assert (
-        r.exit_code == 2 and "Traceback" not in r.output
+        r.exit_code == 3 and "Traceback" not in r.output
     )  # a --numactl file that does not parse is an error

@@ -1,8 +1,13 @@
 """Helpers shared by the CLI commands: consoles, JSON output, error handling.
 
-Exit codes: verdict commands (``preflight``, ``analyze``, ``bandwidth``) exit with the Nagios verdict
-(0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN); every other command exits 0 on success and 2 on bad input
-(a :class:`fleetdx.probes.errors.FleetdxError`, e.g. a ``ParseError``), printing one line on stderr, never a traceback.
+Exit codes follow the Nagios plugin guidelines (nagios-plugins.org/doc/guidelines.html, "Plugin Return
+Codes"): verdict commands (``preflight``, ``analyze``, ``bandwidth``) exit with the verdict (0 OK, 1 WARNING,
+2 CRITICAL, 3 UNKNOWN). A usage error (bad option or argument), bad input (a
+:class:`fleetdx.probes.errors.FleetdxError`, e.g. a ``ParseError``), an unreachable service or an internal
+error exits :data:`EXIT_UNKNOWN` (3) with one line on stderr, never a traceback and never 2: a script that
+resubmits a job without the nodes of a CRITICAL verdict must not do so for a typo. Other commands exit 0 on
+success. :data:`EXIT_NOT_STORED` (4) is a run judged OK or WARNING whose report could be neither saved nor
+spooled (the report is printed so it is not lost).
 """
 
 from __future__ import annotations
@@ -34,7 +39,10 @@ def _console(stderr: bool = False) -> Console:
 console = _console()
 err_console = _console(stderr=True)
 
-EXIT_USAGE = 2
+#: usage, input, environment and internal errors: UNKNOWN, as the Nagios plugin guidelines ask
+EXIT_UNKNOWN = 3
+#: a run judged OK or WARNING whose report was neither saved nor spooled
+EXIT_NOT_STORED = 4
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,14 +57,14 @@ def print_json(model: BaseModel | dict[str, Any] | list[Any]) -> None:
     sys.stdout.flush()
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+def fail(message: str, code: int = EXIT_UNKNOWN) -> typer.Exit:
     """Print ``message`` on stderr and return a ``typer.Exit`` to raise."""
     err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
 def handle_errors(func: F) -> F:
-    """Turn a :class:`FleetdxError` or a missing file into one stderr line and exit code 2."""
+    """Turn a :class:`FleetdxError` or a missing file into one stderr line and exit code 3 (UNKNOWN)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -6,9 +6,47 @@ SQLAlchemy) are imported inside the commands that need them, so ``fleetdx parse`
 
 from __future__ import annotations
 
+import os
+import sys
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
 
 from fleetdx import __version__
+from fleetdx.orchestrator.cli.common import EXIT_UNKNOWN, err_console
+
+
+class NagiosGroup(TyperGroup):
+    """The root command group: whatever goes wrong before or outside a verdict exits 3 (UNKNOWN), never 2
+    (click's usage-error code, which a batch script would read as CRITICAL): bad options and arguments,
+    click's own errors, and an unexpected exception (a bug; ``FLEETDX_DEBUG=1`` shows its traceback)."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        try:
+            rv = super().main(*args, **{**kwargs, "standalone_mode": False})
+        except typer.TyperException as e:  # click's usage errors (typer vendors click): shown as click shows them
+            from typer import rich_utils
+
+            rich_utils.rich_format_error(e)  # type: ignore[arg-type]
+            rv = EXIT_UNKNOWN
+        except typer.Abort:
+            err_console.print("aborted", highlight=False)
+            rv = 130
+        except Exception as e:  # noqa: BLE001 - the edge: a bug must still end as UNKNOWN with one line
+            if os.environ.get("FLEETDX_DEBUG"):
+                raise
+            err_console.print(
+                f"[bold red]internal error:[/] {type(e).__name__}: {e} (a fleetdx bug; FLEETDX_DEBUG=1 shows "
+                "the traceback)",
+                highlight=False,
+                soft_wrap=True,
+            )
+            rv = EXIT_UNKNOWN
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
 
 app = typer.Typer(
     name="fleetdx",
@@ -16,9 +54,11 @@ app = typer.Typer(
         "Diagnostics for distributed GPU training.\n\n"
         "Pre-flight an allocation before training (preflight), explain a failed or slow job from collected "
         "bundles (analyze), and advise placement (topo advise, topo cluster).\n\n"
-        "Verdict commands exit with the Nagios convention: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."
+        "Verdict commands exit with the Nagios convention: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. Usage and "
+        "input errors exit 3, never 2."
     ),
     no_args_is_help=True,
+    cls=NagiosGroup,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
