@@ -135,3 +135,31 @@ def test_fleetdx_serve_answers_over_http(sqlite_url: str) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/runs/%00",
+        "/runs/a%00b",
+        "/nodes/%00/history",
+        "/nodes/h%0A1/history",
+        "/findings?host=%00",
+        "/runs/" + "x" * 300,
+    ],
+)
+def test_malformed_path_or_query_is_a_client_error(client: TestClient, path: str) -> None:
+    # PostgreSQL rejects NUL in text: this was a 503 (a server error) for a client's mistake
+    r = client.get(path)
+    assert r.status_code == 422, (path, r.status_code, r.text)
+
+
+def test_error_bodies_never_carry_the_database_url(client: TestClient, tmp_path: object) -> None:
+    r = client.get("/runs/nope")
+    assert r.status_code == 404 and "sqlite" not in r.text and "api.db" not in r.text
+    store = Store(make_engine(parse_url(DOWN_PG_URL)))
+    down = TestClient(create_app(store))
+    for path in ("/healthz", "/runs", "/nodes/n1/history"):
+        body = down.get(path).text
+        assert "postgresql" not in body and "fleetdx@" not in body, body
+    store.close()

@@ -10,13 +10,18 @@ Endpoints (JSON bodies are the store's contracts):
 - ``GET /findings?code=&severity=&host=&limit=100`` -> ``list[FindingRecord]``; ``host`` matches a finding
   whose ``nodes`` name it; an unknown code or severity is a 422 listing the valid values.
 
+A malformed path or query value (a control character such as ``%00``, over 255 characters) is a 422 client
+error, never a 5xx; error bodies never carry the database URL (the server's log has the full reason).
+
 The store is passed in (:func:`create_app`), so tests and the CLI choose the database; nothing is read from
 the environment here.
 """
 
 from __future__ import annotations
 
-from fastapi import FastAPI, HTTPException, Query, Request
+import logging
+
+from fastapi import FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from fleetdx import __version__
@@ -32,6 +37,10 @@ from fleetdx.orchestrator.store import (
 from fleetdx.probes.contracts import Contract, FindingCode, Severity
 
 MAX_LIMIT = 1000
+#: a run id or host name: 1-255 characters, none of them a control character (PostgreSQL rejects NUL in text)
+SAFE_TEXT = r"^[^\x00-\x1f\x7f]{1,255}$"
+
+log = logging.getLogger("fleetdx.api")
 
 
 class Health(Contract):
@@ -46,37 +55,44 @@ def create_app(store: Store) -> FastAPI:
     """The API app reading from ``store``. Store errors become 503 responses with a one-line ``detail``."""
     app = FastAPI(title="fleetdx", version=__version__, description="Read-only run history of fleetdx.")
 
+    def public(exc: Exception) -> str:
+        """The error's message without the database URL (logged in full)."""
+        log.warning("%s", exc)
+        return str(exc).replace(store.url, "the run database")
+
     @app.exception_handler(StoreError)
     async def _store_error(_request: Request, exc: StoreError) -> JSONResponse:
-        return JSONResponse(status_code=503, content={"detail": str(exc)})
+        return JSONResponse(status_code=503, content={"detail": public(exc)})
 
     @app.get("/healthz", response_model=Health)
     def healthz() -> JSONResponse | Health:
         try:
             return Health(status="ok", revision=store.revision())
         except StoreError as e:
-            return JSONResponse(status_code=503, content=Health(status="error", error=str(e)).model_dump())
+            return JSONResponse(status_code=503, content=Health(status="error", error=public(e)).model_dump())
 
     @app.get("/runs", response_model=list[RunSummary])
     def runs(limit: int = Query(50, ge=1, le=MAX_LIMIT)) -> list[RunSummary]:
         return store.list_runs(limit=limit)
 
     @app.get("/runs/{run_id}", response_model=RunReport)
-    def run(run_id: str) -> RunReport:
+    def run(run_id: str = Path(pattern=SAFE_TEXT)) -> RunReport:
         try:
             return store.get_run(run_id)
         except RunNotFound as e:
-            raise HTTPException(status_code=404, detail=str(e)) from None
+            raise HTTPException(status_code=404, detail=public(e)) from None
 
     @app.get("/nodes/{host}/history", response_model=NodeHistory)
-    def node_history(host: str, limit: int = Query(20, ge=1, le=MAX_LIMIT)) -> NodeHistory:
+    def node_history(
+        host: str = Path(pattern=SAFE_TEXT), limit: int = Query(20, ge=1, le=MAX_LIMIT)
+    ) -> NodeHistory:
         return NodeHistory(host=host, entries=store.node_history(host, limit=limit))
 
     @app.get("/findings", response_model=list[FindingRecord])
     def findings(
         code: FindingCode | None = None,
         severity: Severity | None = None,
-        host: str | None = None,
+        host: str | None = Query(None, pattern=SAFE_TEXT),
         limit: int = Query(100, ge=1, le=MAX_LIMIT),
     ) -> list[FindingRecord]:
         return store.find_findings(code=code, severity=severity, host=host, limit=limit)
