@@ -121,7 +121,7 @@ def test_cli_import_loads_a_spool_directory(migrated_url: str, tmp_path: Path) -
     assert "2 of 2 spool files loaded" in result.output
     assert list(spool_dir.iterdir()) == []
     again = CliRunner().invoke(cli(), ["db", "import", str(spool_dir), "--db", migrated_url])
-    assert again.exit_code == 2 and "no spool files found" in again.output
+    assert again.exit_code == 3 and "no spool files found" in again.output
 
 
 def test_cli_import_reports_a_bad_file_and_keeps_it(migrated_url: str, tmp_path: Path) -> None:
@@ -129,7 +129,7 @@ def test_cli_import_reports_a_bad_file_and_keeps_it(migrated_url: str, tmp_path:
     bad = tmp_path / "spool" / f"broken{SPOOL_SUFFIX}"
     bad.write_bytes(b"not gzip")
     result = CliRunner().invoke(cli(), ["db", "import", str(bad), str(good), "--db", migrated_url, "--json"])
-    assert result.exit_code == 2
+    assert result.exit_code == 3
     assert "broken" in result.output and "not a gzip-compressed spool file" in result.output
     assert bad.exists() and not good.exists()
     with Store.open(migrated_url) as store:
@@ -139,7 +139,7 @@ def test_cli_import_reports_a_bad_file_and_keeps_it(migrated_url: str, tmp_path:
 def test_cli_import_with_the_database_down_keeps_the_files(tmp_path: Path) -> None:
     paths = spool_while_down(tmp_path / "spool")
     result = CliRunner().invoke(cli(), ["db", "import", *map(str, paths), "--db", DOWN_PG_URL])
-    assert result.exit_code == 2
+    assert result.exit_code == 3
     assert "cannot reach database" in result.output and "Traceback" not in result.output
     assert all(p.exists() for p in paths)
 
@@ -226,3 +226,24 @@ def test_upgrade_v1_touches_only_version_1_group_findings() -> None:
         {"format": "something-else"},
     ):
         assert upgrade_v1(unchanged) == unchanged
+
+
+@pytest.mark.slow
+def test_parallel_importers_store_every_run_once_and_all_succeed(migrated_url: str, tmp_path: Path) -> None:
+    # four `fleetdx db import DIR` at once: each file is claimed by a rename, so none fails for a file another
+    # importer took (before: every run stored once, but each process exited 2)
+    import subprocess
+    import sys
+
+    spool_dir = tmp_path / "spool"
+    ids = [f"pf-{i:02d}" for i in range(16)]
+    for i, run_id in enumerate(ids):
+        write_spool(preflight_run(run_id, T0 + i), preflight_raw(), spool_dir)
+    argv = [sys.executable, "-m", "fleetdx", "db", "import", str(spool_dir), "--db", migrated_url]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, (out, err)
+    assert list(spool_dir.iterdir()) == []
+    with Store.open(migrated_url) as store:
+        assert sorted(r.run_id for r in store.list_runs(limit=100)) == ids

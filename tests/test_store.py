@@ -303,7 +303,7 @@ def test_cli_history_table_lists_findings(history: Store, migrated_url: str) -> 
 
 def test_cli_history_with_the_database_down_is_one_line() -> None:
     result = CliRunner().invoke(history_cli(), ["history", NODE_A, "--db", DOWN_PG_URL])
-    assert result.exit_code == 2
+    assert result.exit_code == 3
     assert "cannot reach database" in result.output and "Traceback" not in result.output
 
 

@@ -67,28 +67,39 @@ def import_(
     """Load spool files (reports written while the database was unreachable) into the database.
 
     Importing is idempotent: a run already stored is skipped. Each file is deleted only after its run is
-    committed (unless --keep); a bad file is reported and left in place, and the exit code is then 2.
+    committed (unless --keep); a bad file is reported and left in place, and the exit code is then 3. Importers
+    may run at once: each file is claimed by an atomic rename, and one taken by another importer is not an
+    error.
     """
     from fleetdx.orchestrator.store import ImportResult, SpoolError, Store, import_spool_file
     from fleetdx.orchestrator.store.spool import spool_files
 
+    missing = [str(p) for p in files if not p.exists()]
+    if missing:
+        raise fail(f"no such file or directory: {', '.join(missing)}")
     paths = spool_files(files)
     results: list[ImportResult] = []
-    failed = 0
+    failed = taken = 0
     with Store.open(db) as store:
         for path in paths:
             try:
-                results.append(import_spool_file(store, path, keep=keep))
-            except (SpoolError, FileNotFoundError, IsADirectoryError) as e:
+                result = import_spool_file(store, path, keep=keep)
+            except (SpoolError, IsADirectoryError) as e:
                 failed += 1
                 typer.echo(f"error: {e}", err=True)
+                continue
+            if result is None:
+                taken += 1  # another importer running at the same time took it: it is being stored
+            else:
+                results.append(result)
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])
     else:
         for r in results:
             what = "imported" if r.inserted else "already stored"
             typer.echo(f"{r.path}: run {r.run_id} {what}")
-        typer.echo(f"{len(results)} of {len(paths)} spool files loaded into {store.url}")
+        also = f" ({taken} taken by another importer)" if taken else ""
+        typer.echo(f"{len(results)} of {len(paths)} spool files loaded into {store.url}{also}")
     if failed or not paths:
         raise fail("no spool files found" if not paths else f"{failed} spool files could not be imported")
 

@@ -186,15 +186,40 @@ def spool_files(paths: list[Path]) -> list[Path]:
     return out
 
 
-def import_spool_file(store: Store, path: Path, keep: bool = False) -> ImportResult:
+#: infix of a spool file claimed by an importer: ``<name>.claimed-<pid>``
+CLAIM_INFIX = ".claimed-"
+
+
+def _claim(path: Path) -> Path | None:
+    """Take ``path`` for this process by renaming it (atomic within a file system); ``None`` when another
+    importer took it first."""
+    claimed = path.with_name(f"{path.name}{CLAIM_INFIX}{os.getpid()}")
+    try:
+        os.rename(path, claimed)
+    except FileNotFoundError:
+        return None
+    return claimed
+
+
+def import_spool_file(store: Store, path: Path, keep: bool = False) -> ImportResult | None:
     """Load one spool file into ``store`` and, unless ``keep``, delete it after the commit.
 
-    Idempotent: a run already stored is not stored again (``inserted`` false) and its file is still removed.
-    Raises :class:`SpoolError` for a bad file and :class:`StoreError` for a database failure (the file is
-    then left in place).
+    The file is first claimed by an atomic rename, so importers running at once never load or fail on the
+    same file: ``None`` means another importer had already taken it (not an error). Idempotent: a run already
+    stored is not stored again (``inserted`` false) and its file is still removed. Raises :class:`SpoolError`
+    for a bad file and :class:`StoreError` for a database failure; the file is then given back its name.
     """
-    content = read_spool(path)
-    inserted = store.save_report(content.report, content.raw)
-    if not keep:
-        path.unlink()
+    claimed = _claim(path)
+    if claimed is None:
+        return None
+    try:
+        content = read_spool(claimed)
+        inserted = store.save_report(content.report, content.raw)
+    except BaseException:
+        os.rename(claimed, path)
+        raise
+    if keep:
+        os.rename(claimed, path)
+    else:
+        claimed.unlink()
     return ImportResult(path=str(path), run_id=content.report.run_id, inserted=inserted, removed=not keep)
