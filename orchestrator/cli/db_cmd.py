@@ -100,8 +100,8 @@ def import_(
             typer.echo(f"{r.path}: run {r.run_id} {what}")
         also = f" ({taken} taken by another importer)" if taken else ""
         typer.echo(f"{len(results)} of {len(paths)} spool files loaded into {store.url}{also}")
-    if failed or not paths:
-        raise fail("no spool files found" if not paths else f"{failed} spool files could not be imported")
+    if failed:
+        raise fail(f"{failed} spool files could not be imported")
 
 
 @handle_errors
