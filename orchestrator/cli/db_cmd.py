@@ -69,7 +69,7 @@ def import_(
     Importing is idempotent: a run already stored is skipped. Each file is deleted only after its run is
     committed (unless --keep); a bad file is reported and left in place, and the exit code is then 3. Importers
     may run at once: each file is claimed by an atomic rename, and one taken by another importer is not an
-    error.
+    error, nor is a spool directory with nothing left to import (exit 0).
     """
     from fleetdx.orchestrator.store import ImportResult, SpoolError, Store, import_spool_file
     from fleetdx.orchestrator.store.spool import spool_files
