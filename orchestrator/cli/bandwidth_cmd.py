@@ -7,7 +7,6 @@ The report (with its busbw-vs-size curves) is saved to the store unless ``--no-s
 
 from __future__ import annotations
 
-import logging
 import re
 import statistics
 from collections.abc import Sequence
@@ -163,7 +162,10 @@ def register(app: typer.Typer) -> None:
         ),
         reference: float = typer.Option(None, "--reference-gbps", help="Expected busbw of this SKU (GB/s)."),
         address: str = typer.Option(
-            None, "--address", help="Ray cluster address (default: RAY_ADDRESS or auto)."
+            None,
+            "--ray-address",
+            "--address",
+            help="Ray cluster address, HOST:PORT or auto (default: RAY_ADDRESS, else a local Ray).",
         ),
         db: str = typer.Option(
             None, "--db", help="Database URL for history and saving (default: the store's)."
@@ -191,15 +193,9 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(str(e)) from None
         started_ray = False
         if not ray.is_initialized():
-            try:
-                ray.init(
-                    address=address or "auto",
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    logging_level=logging.ERROR,
-                )
-            except ConnectionError as e:
-                raise ConfigError(f"no Ray cluster to measure on: {e}") from None
+            from fleetdx.orchestrator.cluster.connect import connect
+
+            connect(address, default="auto")
             started_ray = True
         try:
             known = ray_hosts()
