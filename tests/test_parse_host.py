@@ -304,3 +304,43 @@ def test_ibstat_bad_input_raises_parse_error(text: str) -> None:
     with pytest.raises(ParseError) as e:
         parse_ibstat(text)
     assert e.value.fmt == "ibstat"
+
+
+# --- variants seen in public posts ----------------------------------------------------------------------------
+
+
+def test_ibstat_truncated_after_number_of_ports() -> None:
+    """The real ibstat cut right before mlx5_0's ``Port 1:`` block: it says ``Number of ports: 1`` and
+    lists no port. Reading ``ports: []`` would say the HCA has no port; the output is cut."""
+    text = read(IBSTAT)
+    cut = text[: text.index("\tPort 1:")]
+    with pytest.raises(ParseError) as e:
+        parse_ibstat(cut)
+    assert e.value.fmt == "ibstat" and e.value.line == 1
+    assert "Port 1:" in e.value.expected and "mlx5_0" in e.value.expected
+    assert "Number of ports: 1" in e.value.expected
+
+
+def test_ibstat_fewer_port_blocks_than_announced() -> None:
+    """mlx5_4's block of the real ibstat changed to announce 2 ports: one block is missing."""
+    text = read(IBSTAT)
+    start = text.index("CA 'mlx5_4'")
+    changed = text[:start] + text[start:].replace("Number of ports: 1", "Number of ports: 2", 1)
+    with pytest.raises(ParseError) as e:
+        parse_ibstat(changed)
+    assert "2 port block(s)" in e.value.expected and "mlx5_4" in e.value.expected
+    assert e.value.line == text[:start].count("\n") + 1
+
+
+def test_ibstat_ca_cut_before_its_number_of_ports() -> None:
+    text = read(IBSTAT)
+    cut = text[: text.index("\tNumber of ports: 1")]
+    with pytest.raises(ParseError) as e:
+        parse_ibstat(cut)
+    assert "'Port N:' block" in e.value.expected
+
+
+def test_ibstat_bad_number_of_ports() -> None:
+    with pytest.raises(ParseError) as e:
+        parse_ibstat(read(IBSTAT).replace("Number of ports: 1", "Number of ports: one", 1))
+    assert "Number of ports" in e.value.expected

@@ -17,6 +17,10 @@ PhyTest), as the kernel names them in ``drivers/infiniband/core/sysfs.c`` (``sta
 
 Quirks seen in real output (tests/fixtures/host/): CAs in lexical order (``mlx5_1, mlx5_10, mlx5_11,
 mlx5_2``), ``Rate: 40`` on a Down port, Ethernet (RoCE) ports listed beside InfiniBand ones, no final newline.
+
+``ibstat`` prints every port of a CA after its ``Number of ports: N`` line (infiniband-diags ``ibstat.c``
+dumps ports 1..N, and a CA without ports is not listed): a CA block with fewer ``Port N:`` blocks than it
+announced, or with none, is a cut output and raises, rather than reading as a CA without ports.
 """
 
 from __future__ import annotations
@@ -99,6 +103,7 @@ _SYSFS_LINE = re.compile(r"^/sys/class/infiniband/([^/\s]+)/(?:ports/([0-9]{1,3}
 _RATE = re.compile(r"^([0-9]{1,4}(?:\.[0-9]{1,3})?)(?:\s*Gb/sec.*)?$")
 _NUM_PREFIX = re.compile(r"^[0-9]:\s*")
 _LID = re.compile(r"^(0x[0-9a-fA-F]{1,8}|[0-9]{1,10})$")
+_NUM_PORTS = re.compile(r"^[0-9]{1,3}$")
 
 
 class IbPort(Contract):
@@ -215,22 +220,37 @@ class _PortAcc:
         )
 
 
+def _check_port_count(name: str, line: int, announced: int | None, ports: list[_PortAcc], end: str) -> None:
+    """A CA block lists every port it announced (``Number of ports: N``), and at least one."""
+    if announced is None and not ports:
+        raise ParseError(FMT, line, f"a 'Port N:' block under CA '{name}' (State, Physical state, Rate ...)", end)
+    if announced is not None and len(ports) != announced:
+        expected = (
+            f"{announced} port block(s) ('Port 1:' ... 'Port {announced}:') under CA '{name}', as its "
+            f"'Number of ports: {announced}' announced"
+        )
+        raise ParseError(FMT, line, expected, f"{len(ports)} listed before {end}")
+
+
 def _parse_ibstat(lines: list[str]) -> list[IbCa]:
     cas: list[IbCa] = []
     name: str | None = None
+    ca_line = 0
+    announced: int | None = None
     ca_vals: dict[str, str] = {}
     ports: list[_PortAcc] = []
 
-    def close() -> None:
+    def close(end: str) -> None:
         if name is not None:
+            _check_port_count(name, ca_line, announced, ports, end)
             cas.append(IbCa(name=name, ports=[p.build() for p in ports], **ca_vals))
 
     for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         if m := _CA.match(line):
-            close()
-            name, ca_vals, ports = m.group(1), {}, []
+            close(f"the next CA at line {i}")
+            name, ca_vals, ports, ca_line, announced = m.group(1), {}, [], i, None
         elif name is None:
             raise ParseError(FMT, i, "CA 'name'", line)
         elif m := _PORT.match(line):
@@ -243,9 +263,13 @@ def _parse_ibstat(lines: list[str]) -> list[IbCa]:
                 ports[-1].set(key, m.group(2), i)
             elif key in _CA_KEYS:
                 ca_vals[_CA_KEYS[key]] = m.group(2)
+            elif key == "number of ports":
+                if not _NUM_PORTS.match(m.group(2)):
+                    raise ParseError(FMT, i, "an integer for 'Number of ports'", line)
+                announced = int(m.group(2))
         else:
             raise ParseError(FMT, i, "'Key: value', 'Port N:' or CA 'name'", line)
-    close()
+    close("the end of the output")
     return cas
 
 
