@@ -261,3 +261,60 @@ def test_bus_key_matches_across_tools() -> None:
     assert bus_key("00000000:00:06.0") == bus_key("0000:00:06.0") == bus_key("PCI:0000:00:06") == (0, 0, 6)
     assert bus_key("0000:3b:00") == (0, 0x3B, 0)
     assert bus_key("GPU0") is None
+
+
+# --- CSV header plausibility and long lines -------------------------------------------------------------
+
+
+def test_csv_long_line_of_one_letter_is_not_a_header() -> None:
+    """A 50 MB line of ``A`` (a corrupt capture) used to read as a one-column header."""
+    with pytest.raises(ParseError) as e:
+        parse_smi_csv("A" * (50 * 1024 * 1024))
+    assert e.value.line == 1
+    assert "index, name" in e.value.expected and "[MiB]" in e.value.expected
+    assert len(e.value.detail) < 300  # the error carries a clipped excerpt, not the 50 MB line
+
+
+def test_csv_long_line_with_commas_is_refused_without_splitting() -> None:
+    """A 50 MB line of ``a,`` would make 25 M cells if split: refused as a header by its length."""
+    with pytest.raises(ParseError) as e:
+        parse_smi_csv("a," * (25 * 1024 * 1024))
+    assert e.value.line == 1 and len(e.value.detail) < 300
+
+
+def test_csv_long_data_line_after_a_real_header() -> None:
+    """The real idle query-gpu header, then one 50 MB row of ``0,``: a row with the wrong cell count."""
+    header = read(IDLE / "nvidia-smi_query-gpu.csv").splitlines()[0]
+    with pytest.raises(ParseError) as e:
+        parse_smi_csv(header + "\n" + "0," * (25 * 1024 * 1024) + "\n")
+    assert e.value.line == 2 and "19 cells" in e.value.expected and len(e.value.detail) < 300
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        "Hello, world",  # words, not field names
+        "Failed to initialize NVML: Driver/library version mismatch",  # nvidia-smi's own error
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+        "foo, bar, baz",  # plausible shapes but no nvidia-smi field
+        "index, name, memory.total [MiB] [MiB]",
+    ],
+)
+def test_csv_first_line_that_is_no_header(first: str) -> None:
+    body = read(IDLE / "nvidia-smi_query-gpu.csv").splitlines()[1]
+    with pytest.raises(ParseError) as e:
+        parse_smi_csv(first + "\n" + body + "\n")
+    assert e.value.line == 1 and "header" in e.value.expected
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "index, name, fan.speed [%], pstate, encoder.stats.sessionCount",  # camelCase field of --help-query-gpu
+        "timestamp, gpu_uuid, pid, used_gpu_memory [MiB]",
+        "pci.bus_id, clocks_event_reasons.hw_slowdown",
+    ],
+)
+def test_csv_other_real_field_names_are_headers(header: str) -> None:
+    t = parse_smi_csv(header + "\n")
+    assert t.header and t.rows == []

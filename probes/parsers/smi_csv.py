@@ -11,12 +11,20 @@ was asked for (``clocks.sm`` -> ``clocks.current.sm [MHz]``, ``clocks_throttle_r
 ``[N/A]`` or ``[Not Supported]``; cells carry units (``1980 MHz``, ``80 %``) unless ``nounits`` was given.
 A query with no result (no compute process) prints the header alone: that is zero rows, not an error.
 With ``noheader`` the caller passes the field list it asked for.
+
+A first line is a header only if it looks like one: at most :data:`MAX_HEADER_CHARS` characters and
+:data:`MAX_COLUMNS` cells, each a field name as nvidia-smi spells them (lower-case first letter, dotted
+words: ``clocks.current.sm``, ``encoder.stats.sessionCount``) with an optional short unit in brackets, and
+at least one cell naming a known field family (``index``, ``memory.*``, ``remapped_rows.*`` ...). Lines are
+read one at a time and a line's cells are counted before it is split, so a 50 MB line costs no more than
+its own text.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from enum import Enum
 
 from pydantic import Field
@@ -27,7 +35,27 @@ from fleetdx.probes.parsers import smi_values as V
 from fleetdx.probes.parsers.smi_values import ClockEventReason
 
 FMT = "smi-csv"
-_HEADER_CELL_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)(?: \[([^\]]+)\])?$")
+#: one header cell: a field name (lower-case first letter, dotted words of letters, digits and ``_``) and an
+#: optional unit in brackets (``[MiB]``, ``[MHz]``, ``[W]``, ``[%]``, ``[us]``)
+_HEADER_CELL_RE = re.compile(r"^([a-z][A-Za-z0-9_]{0,63}(?:\.[A-Za-z0-9_]{1,64}){0,6})(?: \[([^\]\[]{1,16})\])?$")
+#: nvidia-smi has some 200 query fields (``--help-query-gpu``): a header is never longer than this
+MAX_HEADER_CHARS = 16384
+MAX_COLUMNS = 256
+#: the first dotted word of the ``--query-gpu``, ``--query-compute-apps``, ``--query-remapped-rows`` and
+#: ``--query-retired-pages`` fields (``nvidia-smi --help-query-*``): a header names at least one of them
+KNOWN_FIELD_ROOTS = frozenset(
+    {
+        "accounting", "addressing_mode", "c2c", "clocks", "clocks_event_reasons", "clocks_event_reasons_counters",
+        "clocks_throttle_reasons", "compute_cap", "compute_mode", "count", "display_active", "display_attached",
+        "display_mode", "driver_model", "driver_version", "ecc", "encoder", "enforced", "fabric", "fan", "fbc",
+        "gom", "gpu_bus_id", "gpu_name", "gpu_serial", "gpu_uuid", "gsp", "index", "inforom", "memory", "mig",
+        "module", "name", "pci", "pcie", "persistence_mode", "pid", "platform", "power", "process_name",
+        "protected_memory", "pstate", "remapped_rows", "reset_status", "retired_pages", "serial", "temperature",
+        "timestamp", "used_gpu_memory", "used_memory", "utilization", "uuid", "vbios_version",
+    }
+)
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f]")  # control characters but the tab
+_EXCERPT = 120
 
 #: canonical field -> the other names nvidia-smi accepts or prints for it (``nvidia-smi --help-query-gpu``)
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -213,13 +241,36 @@ def _split(line: str) -> list[str]:
     return [c.strip() for c in line.split(",")]
 
 
-def _header(cells: list[str]) -> list[CsvColumn] | None:
+def _excerpt(line: str) -> str:
+    """``line`` clipped for an error message (the error keeps it: never a whole 50 MB line)."""
+    return line if len(line) <= _EXCERPT else f"{line[:_EXCERPT]}... ({len(line)} characters)"
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """(1-based number, line without ``\r``) of each non-blank line, one at a time."""
+    start, n = 0, 1
+    while start <= len(text):
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        line = text[start:end]
+        if line and not line.isspace():
+            yield n, line.rstrip("\r")
+        start, n = end + 1, n + 1
+
+
+def _header(line: str) -> list[CsvColumn] | None:
+    """The columns of ``line`` if it looks like a header of nvidia-smi field names (see the module doc)."""
+    if len(line) > MAX_HEADER_CHARS or line.count(",") >= MAX_COLUMNS:
+        return None
     cols = []
-    for c in cells:
+    for c in _split(line):
         m = _HEADER_CELL_RE.match(c)
         if m is None:
             return None
         cols.append(CsvColumn(name=m.group(1), unit=m.group(2)))
+    if not any(c.name.split(".", 1)[0] in KNOWN_FIELD_ROOTS for c in cols):
+        return None
     return cols
 
 
@@ -234,32 +285,36 @@ def parse_smi_csv(text: str, fields: Sequence[str] | None = None) -> SmiCsv:
     """
     if "\x00" in text:
         raise ParseError(FMT, None, "CSV text", "NUL byte in input")
-    lines = [(n, ln.rstrip("\r")) for n, ln in enumerate(text.split("\n"), start=1) if ln.strip()]
-    if not lines:
+    lines = _lines(text)
+    first_line = next(lines, None)
+    if first_line is None:
         raise ParseError(FMT, None, "a header line or rows", "empty input")
-    first_no, first = lines[0]
-    columns = _header(_split(first))
+    first_no, first = first_line
+    columns = _header(first)
     header = columns is not None and not (fields is not None and _looks_like_data(first, fields))
     if header and columns is not None:
         if fields is not None and len(fields) != len(columns):
             raise ParseError(FMT, first_no, f"{len(fields)} header columns", first)
-        body = lines[1:]
+        body: Iterable[tuple[int, str]] = lines
     elif fields is not None:
         columns = [CsvColumn(name=f.strip()) for f in fields]
-        body = lines
+        body = itertools.chain([first_line], lines)
     else:
-        raise ParseError(FMT, first_no, "a header like 'index, name, memory.total [MiB]'", first)
+        expected = (
+            "a header of nvidia-smi field names with their units in brackets, like "
+            "'index, name, memory.total [MiB]'"
+        )
+        raise ParseError(FMT, first_no, expected, _excerpt(first))
     names = [c.name for c in columns]
     if len(set(names)) != len(names):
         raise ParseError(FMT, first_no, "distinct column names", first)
     rows = []
     for n, ln in body:
-        if any(ord(ch) < 32 and ch != "\t" for ch in ln):
-            raise ParseError(FMT, n, "printable text", ln)
-        cells = _split(ln)
-        if len(cells) != len(names):
-            raise ParseError(FMT, n, f"{len(names)} cells", ln)
-        rows.append(dict(zip(names, cells, strict=True)))
+        if _CONTROL_RE.search(ln):
+            raise ParseError(FMT, n, "printable text", _excerpt(ln))
+        if ln.count(",") + 1 != len(names):
+            raise ParseError(FMT, n, f"{len(names)} cells", _excerpt(ln))
+        rows.append(dict(zip(names, _split(ln), strict=True)))
     table = SmiCsv(query=_query_of(names), columns=columns, rows=rows, header=header)
     _validate(table)
     return table
@@ -286,7 +341,7 @@ def _validate(table: SmiCsv) -> None:
 
 def _looks_like_data(line: str, fields: Sequence[str]) -> bool:
     """With ``fields`` given, a first line is a header only if its names match those fields (or aliases)."""
-    cols = _header(_split(line))
+    cols = _header(line)
     if cols is None or len(cols) != len(fields):
         return True
     for col, f in zip(cols, fields, strict=True):
