@@ -12,6 +12,7 @@ import pytest
 from fleetdx.probes.errors import ParseError
 from fleetdx.probes.parsers.ibstat import IbFormat, LinkLayer, PhysState, PortState, parse_ibstat
 from fleetdx.probes.parsers.lscpu import LscpuFormat, parse_lscpu
+from fleetdx.probes.parsers.lscpu import _fields as _lscpu_fields
 from fleetdx.probes.parsers.numactl import NumaFormat, parse_numactl
 
 FIX = Path(__file__).parent / "fixtures"
@@ -307,6 +308,78 @@ def test_ibstat_bad_input_raises_parse_error(text: str) -> None:
 
 
 # --- variants seen in public posts ----------------------------------------------------------------------------
+
+
+def _wrap_flags(text: str, width: int, indent: str) -> str:
+    """``text`` with its ``Flags:`` value cut into lines of at most ``width`` characters, each continuation
+    line starting with ``indent`` (as a terminal-width-aware paste or ``fold -s`` with an indent shows it)."""
+    lines = text.splitlines()
+    i = next(n for n, ln in enumerate(lines) if ln.startswith("Flags:"))
+    head, value = lines[i][: lines[i].index("fpu")], lines[i][lines[i].index("fpu") :]
+    chunks, cur = [], ""
+    for word in value.split():
+        if cur and len(cur) + 1 + len(word) > width:
+            chunks.append(cur)
+            cur = word
+        else:
+            cur = f"{cur} {word}" if cur else word
+    chunks.append(cur)
+    lines[i : i + 1] = [head + chunks[0]] + [indent + c for c in chunks[1:]]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [HOST / "lscpu_01_princeton-della-k18g3_8x-h100-node_xeon8468_interleaved-numa.txt", IDLE / "lscpu.txt"],
+    ids=["della-flags-last", "h100-vm-flags-mid"],
+)
+@pytest.mark.parametrize("indent", [" " * 41, "\t", "  "], ids=["value-column", "tab", "two-spaces"])
+def test_lscpu_wrapped_flags_continuation_lines(path: Path, indent: str) -> None:
+    """The real lscpu text with its long ``Flags:`` value wrapped onto indented continuation lines: the
+    continuation lines belong to ``Flags`` and the host's CPU facts are those of the unwrapped file."""
+    text = read(path)
+    wrapped = _wrap_flags(text, 100, indent)
+    assert wrapped.count("\n") > text.count("\n") + 3
+    assert parse_lscpu(wrapped) == parse_lscpu(text)
+
+
+def test_lscpu_wrapped_cpu_list_joins_without_blank() -> None:
+    """della's ``NUMA node0 CPU(s):`` list wrapped after a comma: the ids read as in the one-line list."""
+    text = read(HOST / "lscpu_01_princeton-della-k18g3_8x-h100-node_xeon8468_interleaved-numa.txt")
+    line = next(ln for ln in text.splitlines() if ln.startswith("NUMA node0 CPU(s):"))
+    cut = line.index(",48,") + 1
+    wrapped = text.replace(line, line[:cut] + "\n" + " " * 21 + line[cut:])
+    assert wrapped != text
+    assert parse_lscpu(wrapped).numa_cpus == parse_lscpu(text).numa_cpus
+
+
+def test_lscpu_wrapped_vulnerability_value_with_colons() -> None:
+    """h100 VM's ``Vulnerability Spectre v2:`` value wrapped where it reads ``... IBPB conditional; ...``
+    with a colon-bearing continuation (``PBRSB-eIBRS: SW sequence``): still a continuation, not a field."""
+    text = read(IDLE / "lscpu.txt")
+    line = next(ln for ln in text.splitlines() if ln.startswith("Vulnerability Spectre v2:"))
+    wrapped = line.replace("; PBRSB-eIBRS SW sequence", ";\n" + " " * 41 + "PBRSB-eIBRS: SW sequence")
+    changed = text.replace(line, wrapped)
+    assert changed != text
+    assert parse_lscpu(changed) == parse_lscpu(text)
+    fields, _ = _lscpu_fields(changed)
+    assert "PBRSB-eIBRS" not in fields
+    assert fields["Vulnerability Spectre v2"] == _lscpu_fields(text)[0]["Vulnerability Spectre v2"].replace(
+        "; PBRSB-eIBRS SW sequence", "; PBRSB-eIBRS: SW sequence"
+    )
+
+
+def test_lscpu_unindented_line_without_colon_is_still_an_error() -> None:
+    text = read(IDLE / "lscpu.txt").replace("Flags:", "Flags:\nnot a field\n", 1)
+    with pytest.raises(ParseError) as e:
+        parse_lscpu(text)
+    assert e.value.expected == "'Field: value'"
+
+
+def test_lscpu_continuation_before_any_field_is_an_error() -> None:
+    with pytest.raises(ParseError) as e:
+        parse_lscpu("    fpu vme de pse\n" + read(IDLE / "lscpu.txt"))
+    assert e.value.line == 1
 
 
 def test_ibstat_truncated_after_number_of_ports() -> None:

@@ -7,6 +7,11 @@ headings such as ``Caches (sum of all):`` or ``NUMA:``); indentation and heading
 walked depth-first. The first occurrence of a field wins (hybrid CPUs print one ``Model name`` per core type).
 
 Values of ``-`` (lscpu's "unknown", e.g. ``Socket(s): -`` on some Arm servers) become ``None``.
+
+A long value (``Flags``, a CPU list, a vulnerability's mitigations) may come wrapped onto indented
+continuation lines (a terminal-width paste, ``fold``): an indented line without ``:``, one starting at or
+beyond the column where values start, or one whose text before ``:`` is no field name (``IBPB: conditional;
+...``) continues the previous field's value, joined with a blank (without one after a ``,``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ FMT = "lscpu"
 
 _NUMA_FIELD = re.compile(r"^NUMA node([0-9]{1,5}) CPU\(s\)$")
 _INT = re.compile(r"^[0-9]{1,7}$")
+#: an lscpu field name (``On-line CPU(s) list``, ``NUMA node0 CPU(s)``, ``Vulnerability Spec store bypass``,
+#: ``L1d``): starts with a letter or digit and holds none of the ``;``/``,``/``=`` that values hold
+_LABEL = re.compile(r"^[^\W_][^;,=]*$")
 
 
 class LscpuFormat(str, Enum):
@@ -81,14 +89,35 @@ def _json_fields(text: str) -> Iterator[tuple[str, str | None]]:
     yield from walk(doc["lscpu"])
 
 
+def _join(value: str, more: str) -> str:
+    if not value:
+        return more
+    return value + more if value.endswith(",") or more.startswith(",") else f"{value} {more}"
+
+
 def _text_fields(text: str) -> Iterator[tuple[str, str | None]]:
+    pending: tuple[str, str] | None = None
+    value_col: int | None = None  # where values start (lscpu aligns them), from the first field with one
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         key, sep, value = line.partition(":")
-        if not sep or not key.strip():
+        indent = len(line) - len(line.lstrip())
+        is_field = bool(sep) and bool(key.strip())
+        if is_field and indent > 0:
+            is_field = _LABEL.match(key.strip()) is not None and (value_col is None or indent < value_col)
+        if not is_field:
+            if indent > 0 and pending is not None:
+                pending = (pending[0], _join(pending[1], line.strip()))
+                continue
             raise ParseError(FMT, i, "'Field: value'", line)
-        yield key.strip() + ":", value.strip() or None
+        if pending is not None:
+            yield pending[0], pending[1] or None
+        pending = (key.strip() + ":", value.strip())
+        if value_col is None and value.strip():
+            value_col = len(line) - len(value.lstrip())
+    if pending is not None:
+        yield pending[0], pending[1] or None
 
 
 def _fields(text: str) -> tuple[dict[str, str | None], LscpuFormat]:
