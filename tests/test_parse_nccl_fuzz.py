@@ -28,8 +28,10 @@ from tests.test_parse_nccl_tests import GOLDEN, NOT_NCCL_TESTS
 
 FIX = Path(__file__).parent / "fixtures" / "nccl"
 NAMES = sorted(set(GOLDEN) | set(NOT_NCCL_TESTS))
-TEXTS = [(FIX / n).read_text(encoding="utf-8") for n in NAMES]
-TEXT_ONLY = [t for n, t in zip(NAMES, TEXTS, strict=True) if not n.endswith(".json")]
+#: the hand-written variants of tests/fixtures/nccl_variants (aborts before any output) join the corpus
+VARIANTS = sorted((FIX.parent / "nccl_variants").glob("*.txt"))
+TEXTS = [(FIX / n).read_text(encoding="utf-8") for n in NAMES] + [p.read_text(encoding="utf-8") for p in VARIANTS]
+TEXT_ONLY = [t for n, t in zip(NAMES + [p.name for p in VARIANTS], TEXTS, strict=True) if not n.endswith(".json")]
 
 FUZZ = settings(
     max_examples=120,
@@ -156,3 +158,37 @@ def test_truncation_inside_the_table_is_never_complete(text: str) -> None:
     for cut in range(first_row, footer):
         runs = parse_nccl_tests("\n".join(lines[:cut])).runs
         assert runs and not any(r.complete for r in runs)
+
+
+#: launcher prefixes (Ray/job launcher, Open MPI tag, srun -l, log collector timestamp, MPICH -l, coloured Ray)
+PREFIXES = [
+    "(train, rank=3, pid=77) ",
+    "[1,3]<stdout>:",
+    "3: ",
+    "2024-05-01T10:00:00.123Z: ",
+    "[3] ",
+    "\x1b[36m(RayTrainWorker pid=77, ip=10.0.0.5)\x1b[0m ",
+]
+
+
+@settings(FUZZ, max_examples=40)
+@given(st.sampled_from(TEXT_ONLY), st.lists(st.sampled_from(PREFIXES), min_size=1, max_size=4))
+def test_stacked_launcher_prefixes_do_not_change_the_result(text: str, stack: list[str]) -> None:
+    """Every line of a capture behind the same stack of launcher prefixes, in any order: same runs, same
+    error lines, same NCCL facts."""
+    prefix = "".join(stack)
+    stacked = "\n".join(prefix + line for line in text.splitlines())
+    try:
+        before = parse_nccl_tests(text)
+    except ParseError:
+        with pytest.raises(ParseError):
+            parse_nccl_tests(stacked)
+    else:
+        after = parse_nccl_tests(stacked)
+        assert _summary(stacked) == _summary(text)
+        assert after.errors == before.errors
+    try:
+        log = parse_nccl_log(text)
+    except ParseError:
+        return
+    assert parse_nccl_log(stacked) == log

@@ -3,13 +3,15 @@
 Lines read (formats of NCCL's log calls as they appear in the fixtures):
 
 * ``host:pid:tid [dev] NCCL INFO <message>`` and ``... [dev] file.cc:line NCCL WARN <message>``, after
-  launcher prefixes such as ``[1,0]<stdout>:`` (Open MPI ``--tag-output``) or ``0: `` (``srun -l``);
-* ``NCCL version 2.18.3+cuda12.2`` (INFO, or the bare line nccl-tests prints);
+  launcher prefixes such as ``[1,0]<stdout>:`` (Open MPI ``--tag-output``), ``0: `` (``srun -l``) or
+  ``(name, rank=N, pid=P)`` (Ray, job launchers), stacked in any order (:func:`clean_line`);
+* ``NCCL version 2.18.3+cuda12.2`` (INFO, or the bare line nccl-tests prints), RCCL's ``RCCL version
+  2.18.3+hip6.0 develop:7e1cbb4`` and ``RCCL version : 2.28.3-...`` alike;
 * network selection: ``Using network IB|Socket|IBext_v8|AWS Libfabric``,
   ``NET/IB : Using [0]mlx5_0:1/IB/SHARP ...``, ``NET/Socket : Using [0]eth0:...``,
   ``NET/IB : No device found.``, ``Failed to initialize NET plugin IB``, ``NET/OFI Selected Provider is efa``;
-* GPU Direct RDMA: ``GPU Direct RDMA Enabled|Disabled for HCA ...`` and the ``/GDRDMA`` suffix of a
-  connection;
+* GPU Direct RDMA: ``GPU Direct RDMA Enabled|Disabled for HCA ...`` and the ``GDRDMA`` component of a
+  connection, whatever flags follow it in newer NCCL (``/GDRDMA/Shared``, ``/GDRDMA(PCI)``, ``/GDRDMA/flush``);
 * environment echoes ``NCCL_X set by environment to Y`` and launcher ``-x NCCL_X=Y`` options;
 * connections: ``Channel 00/0 : 7[1] -> 0[0] [receive] via NET/IBext_v8/1/GDRDMA``,
   ``Channel 01 : 2[201c0] -> 7[a01d0] via P2P/IPC/read``,
@@ -30,7 +32,7 @@ from pydantic import Field
 
 from fleetdx.probes.contracts import Contract
 from fleetdx.probes.errors import ParseError
-from fleetdx.probes.parsers.nccl_tests import clean_line
+from fleetdx.probes.parsers.nccl_tests import LIB_VERSION_RE, clean_line
 
 FMT = "nccl-log"
 
@@ -124,7 +126,8 @@ _LINE_RE = re.compile(
     r"^(?:(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+)\s+\[\d+\]\s+)?(?:\S+:\d+\s+)?"
     r"NCCL (?P<lvl>INFO|WARN)\s?(?P<msg>.*)$"
 )
-_BARE_VERSION_RE = re.compile(r"^NCCL version\s+(\S+)\s*$")
+#: the bare banner (``NCCL_DEBUG=VERSION``, nccl-tests): the version, then at most RCCL's ``branch:hash``
+_BARE_VERSION_RE = re.compile(LIB_VERSION_RE.pattern + r"(?:\s+\S+:\S+)?\s*$")
 _LAUNCH_ENV_RE = re.compile(r"(?:^|\s)-x\s+(NCCL_\w+)=(\S+)")
 _NET_DEV_RE = re.compile(r"\[(\d+)\]([^\s\[\]]+)")
 _CONN_RE = re.compile(
@@ -133,6 +136,8 @@ _CONN_RE = re.compile(
     r"via\s+(?P<via>.+?)\s*$"
 )
 _NIC_RE = re.compile(r"^(\d+)(?:\((\d+)\))?$")
+#: the GPU Direct RDMA component of a ``via`` path: ``GDRDMA``, ``GDRDMA(PCI)`` (NCCL 2.2x, over PCIe)
+_GDRDMA_RE = re.compile(r"^GDRDMA(?:\(\w+\))?$")
 _COLLNET_FALLBACK = "Cannot initialize CollNet"
 
 
@@ -175,7 +180,7 @@ def _connection(host: str | None, m: re.Match[str]) -> Connection:
         net_name=net_name,
         nic=nic,
         pxn_proxy_rank=proxy,
-        gdrdma=parts[-1] == "GDRDMA",
+        gdrdma=kind in (TransportKind.NET, TransportKind.COLLNET) and any(_GDRDMA_RE.match(p) for p in parts[2:]),
     )
 
 
@@ -303,7 +308,7 @@ _Handler = Callable[[_State, "str | None", "re.Match[str]"], None]
 
 #: INFO message patterns, tried in order; the first that matches handles the line.
 _INFO_HANDLERS: list[tuple[re.Pattern[str], _Handler]] = [
-    (re.compile(r"^NCCL version\s+(\S+)"), _on_version),
+    (LIB_VERSION_RE, _on_version),
     (re.compile(r"^Using network\s+(.+?)\s*$"), _on_network),
     (re.compile(r"^NET/IB\s*:\s*No device found"), _on_no_ib),
     (re.compile(r"^NET/(\w+)\s*:\s*Using\s+(.*)$"), _on_net_using),

@@ -143,6 +143,10 @@ class NcclTestsRun(Contract):
     meant to form one job each ran alone (one-rank tables). ``out_of_bounds``: the footer's count of
     (size x placement) tests with wrong values. ``avg_busbw_gbps``: the footer's mean busbw over all rows
     and both placements. ``last_lines``: the last lines seen while the run was open (hang evidence).
+    ``aborted``: a process of the run aborted or died on a signal (``errors`` holds the lines that say so,
+    even when it happened before nccl-tests printed anything: a run with no rows); ``signal``: that
+    signal, ``"Aborted (6)"``, when a line named it. ``headerless``: the rows came without their column
+    header (pasted or filtered output): the layout was read from the rows themselves.
     """
 
     collective: Collective | None
@@ -163,6 +167,9 @@ class NcclTestsRun(Contract):
     devices: list[Device] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
     last_lines: list[str] = Field(default_factory=list)
+    aborted: bool = False
+    signal: str | None = None
+    headerless: bool = False
 
     def _sides(self) -> list[Timing]:
         return [t for r in self.rows for t in (r.out_of_place, r.in_place) if t is not None]
@@ -195,10 +202,17 @@ class NcclTestsReport(Contract):
 
 # ----------------------------------------------------------------------------------------------- text
 
+#: launcher prefixes, stripped one after the other in any order and any number (a job launcher's
+#: ``(name, rank=N, pid=P)`` before an MPI tag, a log collector's timestamp before both)
 _PREFIX_RES = (
+    re.compile(r"^\x1b\[[0-9;]*m"),  # ANSI colour (Ray colours its prefix)
     re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:"),  # Open MPI --tag-output
     re.compile(r"^\s{0,3}\d+:\s"),  # srun -l / --label
+    re.compile(r"^\s?\((?:[A-Za-z_][\w.\-]*(?:,\s*|\s+))?\w+=[^\s,()]*(?:,\s*\w+=[^\s,()]*)*\)\s?"),  # Ray, launchers
+    re.compile(r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?\s"),  # ISO 8601 time
+    re.compile(r"^\[\d+\]\s"),  # MPICH / Intel MPI -prepend-rank (-l)
 )
+_MAX_PREFIXES = 16
 _BANNER_RE = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+\d+")
 _VERSION_RE = re.compile(r"^#?\s*nccl-tests version\s+(\S+)")
 _STARTING_RE = re.compile(r"^#?\s*Collective test starting:\s*(\S+)")
@@ -208,8 +222,11 @@ _DEVICE_RE = re.compile(
 )
 _OOB_RE = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 _AVG_RE = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
-_NCCL_VERSION_RE = re.compile(r"^NCCL version\s+(\S+)\s*$")
-_INFO_VERSION_RE = re.compile(r"NCCL INFO NCCL version\s+(\S+)")
+#: the library's version banner: ``NCCL version 2.18.3+cuda12.2``, RCCL's ``RCCL version 2.18.3+hip6.0
+#: develop:7e1cbb4`` (a branch:hash may follow) and ``RCCL version : 2.28.3-gfx1151-rccl:a188cf2``
+LIB_VERSION_RE = re.compile(r"^[NR]CCL version\s*:?\s*(\d+\.\d+\.\d+\S*)")
+_BARE_VERSION_RE = re.compile(LIB_VERSION_RE.pattern + r"(?:\s+\S+:\S+)?\s*$")
+_INFO_VERSION_RE = re.compile(r"NCCL INFO " + LIB_VERSION_RE.pattern.removeprefix("^"))
 _PERF_RE = re.compile(r"(?:^|[/\s_#.])([a-z_]+?)_perf(?:_mpi)?(?![A-Za-z0-9])")
 _NP_RE = re.compile(r"\b(?:mpirun|mpiexec|srun)\b.*?\s(?:-np|-n|--np|--ntasks)[\s=](\d+)")
 _ERROR_RES = (
@@ -221,22 +238,78 @@ _ERROR_RES = (
     re.compile(r"mpirun noticed that process rank"),
     re.compile(r"mpirun detected that one or more processes exited with non-zero status"),
 )
+#: signals by the names the C library and Slurm print (``signal(7)``)
+_SIGNALS = {
+    "Illegal instruction": 4,
+    "Aborted": 6,
+    "Bus error": 7,
+    "Floating point exception": 8,
+    "Killed": 9,
+    "Segmentation fault": 11,
+}
+_SIGNAL_NAMES = "|".join(_SIGNALS)
+#: lines of a process that died on a signal or aborted: Open MPI's signal handler (``*** Process received
+#: signal ***``, ``Signal: Aborted (6)``), ``mpirun``'s and ``srun``'s notices, a failed assertion (libfabric,
+#: MPI), ``MPI_ABORT``, a C++ ``terminate``, the shell's ``Aborted (core dumped)``
+_ABORT_RES = (
+    re.compile(r"\*\*\* Process received signal \*\*\*"),
+    re.compile(r"\bSignal: (?P<name>[A-Z][A-Za-z ]*?) \((?P<num>\d+)\)"),
+    re.compile(r"\bexited on signal (?P<num>\d+) \((?P<name>[^)]+)\)"),
+    re.compile(rf"^srun: error: \S+: tasks? [\d,\-]+: (?P<name>{_SIGNAL_NAMES})\b"),
+    re.compile(rf"\b(?P<name>{_SIGNAL_NAMES}) \(core dumped\)"),
+    re.compile(r"\bAssertion [`'].*' failed\b"),
+    re.compile(r"\bMPI_ABORT was invoked\b"),
+    re.compile(r"\bis aborting the MPI job\b"),
+    re.compile(r"^terminate called after throwing an instance of\b"),
+)
+#: the ``[host:pid] `` Open MPI's signal handler puts before each of its lines: one message per process
+HANDLER_PREFIX_RE = re.compile(r"^\[[^\]\s]+:\d+\]\s*")
+#: a backtrace frame, ``[host:pid] [ 3] /lib64/libc.so.6(abort+0xd7)[0x7fd0e64287f3]`` (glibc
+#: ``backtrace_symbols``): never a command line, even when it names the ``*_perf`` binary
+_FRAME_RE = re.compile(r"\S*\([^()\s]*\)\s?\[0x[0-9a-fA-F]+\]\s*$")
 _NOISE_RE = re.compile(r"NCCL (?:INFO|WARN|TRACE)")
 _ROW_START_RE = re.compile(r"^\s*\d+\s+\d+\s+\S")
 _TIME_COLS = ("time", "cputime")
 _LAST_LINES = 8
+#: data types and reduction operations nccl-tests prints in its ``type``/``redop`` columns (``src/common.cu``
+#: ``test_typenames``/``test_opnames``, older names included): a header-less row must use them
+_TYPES = frozenset(
+    {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "f8e4m3",
+     "f8e5m2", "char", "int"}
+)
+_REDOPS = frozenset({"sum", "prod", "max", "min", "avg", "mulsum", "premulsum", "none"})
+_DATE_RE = re.compile(r"^\d{4}-\d\d-\d\d$")
+_CLOCK_RE = re.compile(r"^\d\d:\d\d:\d\d$")
 
 
 def clean_line(raw: str) -> str:
-    """``raw`` without its launcher prefix (Open MPI ``--tag-output`` ``[1,0]<stdout>:``, ``srun -l``
-    ``0: ``) and with every run of blanks folded to one space: pasted output re-spaces lines at will. Shared
-    by the nccl-tests and NCCL log parsers."""
-    for rx in _PREFIX_RES:
-        m = rx.match(raw)
-        if m:
-            raw = raw[m.end() :]
+    """``raw`` without its launcher prefixes and with every run of blanks folded to one space: pasted output
+    re-spaces lines at will. Prefixes (Open MPI ``--tag-output`` ``[1,0]<stdout>:``, ``srun -l`` ``0: ``,
+    Ray and job launchers ``(name, rank=N, pid=P)``, MPICH ``[0] ``, ISO 8601 timestamps, ANSI colours) may
+    be stacked in any order. Shared by the nccl-tests and NCCL log parsers."""
+    for _ in range(_MAX_PREFIXES):
+        for rx in _PREFIX_RES:
+            m = rx.match(raw)
+            if m:
+                raw = raw[m.end() :].lstrip(" \t")  # blanks between stacked prefixes
+                break
+        else:
             break
     return " ".join(raw.split())
+
+
+def abort_signal(body: str) -> str | None:
+    """For a line telling that a process aborted or died on a signal: the signal as ``"Aborted (6)"``, or
+    ``""`` when the line names none (an assertion, ``MPI_ABORT``); ``None`` for any other line."""
+    for rx in _ABORT_RES:
+        m = rx.search(body)
+        if m is None:
+            continue
+        names = m.groupdict()
+        name = (names.get("name") or "").strip()
+        num = names.get("num") or (str(_SIGNALS[name]) if name in _SIGNALS else None)
+        return f"{name} ({num})" if name and num else name
+    return None
 
 
 def _number(tok: str, lineno: int, what: str, raw: str) -> float | None:
@@ -389,7 +462,13 @@ class _Builder:
     complete: bool = False
     closed: bool = False
     errors: list[str] = field(default_factory=list)
+    error_keys: set[str] = field(default_factory=set)
     last_lines: list[str] = field(default_factory=list)
+    aborted: bool = False
+    signal: str | None = None
+    headerless: bool = False
+    first_row_line: int | None = None
+    last_row_line: int | None = None
 
     def note(self, line: str) -> None:
         self.last_lines.append(line)
@@ -417,6 +496,11 @@ class _TextParser:
         self.pending_np: int | None = None
         self.pending_version: str | None = None
         self.pending_nccl_version: str | None = None
+        self.error_keys: set[str] = set()
+        #: a command started a launch that printed nothing of its own yet
+        self.launch_pending = False
+        #: the run made for error lines of a launch that failed before its banner (closed, no rows)
+        self.failed_launch: _Builder | None = None
 
     def _open(self) -> list[_Builder]:
         return [b for b in self.builders if not b.closed]
@@ -435,6 +519,8 @@ class _TextParser:
         )
         self.pending_version = None
         self.pending_nccl_version = None
+        self.launch_pending = False
+        self.failed_launch = None
         self.builders.append(b)
         return b
 
@@ -450,15 +536,18 @@ class _TextParser:
             return
         for b in self._open():
             b.note(body)
-        if any(rx.search(body) for rx in _ERROR_RES):
-            self._error(body)
+        signal = abort_signal(body)
+        if signal is not None or any(rx.search(body) for rx in _ERROR_RES):
+            self._error(body, signal)
             return
+        if _FRAME_RE.search(body):
+            return  # a backtrace frame
         handlers = (self._banner, self._version, self._starting, self._device, self._footer, self._header)
         for handler in handlers:
             if handler(body):
                 self.recognised = True
                 return
-        m = _NCCL_VERSION_RE.match(body)
+        m = _BARE_VERSION_RE.match(body)
         if m:
             self.recognised = True
             self._set_nccl_version(m.group(1))
@@ -467,13 +556,42 @@ class _TextParser:
         else:
             self._command(body)
 
-    def _error(self, body: str) -> None:
+    def _error(self, body: str, signal: str | None) -> None:
+        """An error line; ``signal`` is not ``None`` for an abort (see :func:`abort_signal`). Each message is
+        kept once: an abort's lines once whatever process printed them (``[host:pid]`` aside)."""
         self.recognised = True
-        if body not in self.errors:
+        key = body if signal is None else HANDLER_PREFIX_RE.sub("", body)
+        if key not in self.error_keys:
+            self.error_keys.add(key)
             self.errors.append(body)
-        for b in (self._open() or self.builders)[-1:]:
-            if body not in b.errors:
+        for b in self._error_target():
+            if key not in b.error_keys:
+                b.error_keys.add(key)
                 b.errors.append(body)
+            if signal is None:
+                continue
+            b.aborted = True
+            b.signal = b.signal or signal or None
+            named = _PERF_RE.search(body)
+            if b.collective is None and named:
+                b.collective = _collective_of(named.group(1))
+
+    def _error_target(self) -> list[_Builder]:
+        """The run an error line belongs to: the last open one; else the run of a launch that failed before
+        printing anything (made here: no rows, closed), when a command started a launch since the last run
+        or no run was seen at all; else the last run (a launcher's message after its footer)."""
+        opened = self._open()
+        if opened:
+            return opened[-1:]
+        if self.failed_launch is not None:
+            return [self.failed_launch]
+        if self.builders and not self.launch_pending:
+            return self.builders[-1:]
+        self.group += 1
+        b = self._new_builder()
+        b.closed = True
+        self.failed_launch = b
+        return [b]
 
     def _banner(self, body: str) -> bool:
         m = _BANNER_RE.match(body)
@@ -534,15 +652,46 @@ class _TextParser:
         return True
 
     def _row(self, lineno: int, body: str) -> None:
+        toks = body.split()
         tables = [b for b in self._open() if b.layout is not None and not b.complete]
-        if not tables:
-            if not self._open():
-                return  # numbers outside any run: launcher or shell noise
-            raise ParseError(FMT_TEXT, lineno, "a column header (size count type ...) before data rows", body)
-        target = _row_owner(tables, _integer(body.split()[0], lineno, "size", body))
+        owner = _row_owner(tables, _integer(toks[0], lineno, "size", body), toks[2]) if tables else None
+        target = owner or self._headerless_table(lineno, body, toks)
+        if target is None:
+            return  # numbers that are no table row: launcher or shell noise
         assert target.layout is not None
-        target.rows.append(_read_row(target.layout, body.split(), lineno, body))
+        if target.headerless:
+            try:
+                row = _read_row(target.layout, toks, lineno, body)
+            except ParseError:
+                return  # the layout was guessed from other rows: a line that does not fit it is noise
+        else:
+            row = _read_row(target.layout, toks, lineno, body)
+        target.rows.append(row)
+        target.first_row_line = target.first_row_line or lineno
+        target.last_row_line = lineno
         self.recognised = True
+
+    def _headerless_table(self, lineno: int, body: str, toks: list[str]) -> _Builder | None:
+        """The table of a row that no open table takes: rows printed without their column header (pasted,
+        filtered, or a build without MPI whose processes' rows interleave). The layout is read from the row
+        itself (:func:`_infer_layout`); a run that printed its banner but no header takes it, else a new
+        table opens, in the launch of the open runs (another process of it) or a new one. ``None`` when the
+        line does not read as a row."""
+        layout = _infer_layout(toks)
+        waiting = [b for b in self._open() if b.layout is None]
+        if layout is None:
+            if waiting:
+                raise ParseError(FMT_TEXT, lineno, "a column header (size count type ...) before data rows", body)
+            return None
+        if waiting:
+            target = waiting[0]
+        else:
+            if not self._open():
+                self.group += 1
+            target = self._new_builder()
+        target.layout = layout
+        target.headerless = True
+        return target
 
     def _footer(self, body: str) -> bool:
         m = _OOB_RE.match(body)
@@ -589,26 +738,39 @@ class _TextParser:
         if np_match:
             self._close_all()
             self.pending_np = int(np_match.group(1))
+            self._launch()
         m = _PERF_RE.search(body)
         coll = _collective_of(m.group(1)) if m and not body.startswith("#") else None
         if coll is None:
             return
         self._close_all()
+        self._launch()
         self.pending_collective = coll
         if not np_match and not continued:
             self.pending_np = None
+
+    def _launch(self) -> None:
+        self.launch_pending = True
+        self.failed_launch = None
 
     def finish(self) -> NcclTestsReport:
         if not self.recognised:
             expected = "nccl-tests output (banner, column header, table rows or footer)"
             raise ParseError(FMT_TEXT, None, expected)
-        non_mpi = _non_mpi_builders(self.builders)
-        runs = [self._run(b, id(b) in non_mpi) for b in self.builders]
+        collectives = {id(b): b.collective or self.hint or _collective_from_ratio(b.rows) for b in self.builders}
+        nranks = {id(b): _nranks(b, collectives[id(b)]) for b in self.builders}
+        non_mpi = _non_mpi_builders(self.builders, {k: n for k, (n, _) in nranks.items()})
+        runs = [self._run(b, collectives[id(b)], nranks[id(b)], id(b) in non_mpi) for b in self.builders]
         return NcclTestsReport(source_format="text", runs=runs, errors=self.errors)
 
-    def _run(self, b: _Builder, non_mpi: bool) -> NcclTestsRun:
-        collective = b.collective or self.hint or _collective_from_ratio(b.rows)
-        nranks, source = _nranks(b, collective)
+    def _run(
+        self,
+        b: _Builder,
+        collective: Collective | None,
+        counted: tuple[int | None, NranksSource | None],
+        non_mpi: bool,
+    ) -> NcclTestsRun:
+        nranks, source = counted
         return NcclTestsRun(
             collective=collective,
             nranks=nranks,
@@ -627,15 +789,21 @@ class _TextParser:
             devices=b.devices,
             errors=b.errors,
             last_lines=b.last_lines,
+            aborted=b.aborted,
+            signal=b.signal,
+            headerless=b.headerless,
         )
 
 
-def _row_owner(tables: list[_Builder], size: int) -> _Builder:
-    """The open table a row of ``size`` bytes belongs to, when several processes print at once.
+def _row_owner(tables: list[_Builder], size: int, dtype: str) -> _Builder | None:
+    """The open table a row of ``size`` bytes and type ``dtype`` belongs to, when several processes print
+    at once.
 
     Each process sweeps sizes upwards (``-f``/``-i``), so the row continues the table whose last size is
     the closest below it (smallest step); a table without rows takes a size no other can continue. When
-    no table can continue (``-d all`` and ``-N`` restart the sweep), the table with the fewest rows.
+    no table can continue (``-d all`` and ``-N`` restart the sweep), the table with the fewest rows; but
+    when every table came without a header, nothing says how many processes print: a row of another type
+    restarts a table's sweep (``-d all``), a row of the same type starts another table (``None``).
     """
 
     def step(b: _Builder) -> float:
@@ -646,15 +814,52 @@ def _row_owner(tables: list[_Builder], size: int) -> _Builder:
     if growing:
         return min(growing, key=step)
     fresh = [b for b in tables if not b.rows]
-    return fresh[0] if fresh else min(tables, key=lambda b: len(b.rows))
+    if fresh:
+        return fresh[0]
+    if all(b.headerless for b in tables):
+        return next((b for b in tables if b.rows[-1].type != dtype), None)
+    return min(tables, key=lambda b: len(b.rows))
 
 
-def _non_mpi_builders(builders: list[_Builder]) -> set[int]:
+def _infer_layout(toks: list[str]) -> _Layout | None:
+    """The layout of a data row seen without its column header, or ``None`` when ``toks`` is no row.
+
+    Rows of the 2.13+ table have 13 columns (``size count type redop root`` and two sides of ``time algbw
+    busbw #wrong``); pre-2.13 ones 11 to 13 (``redop`` blank for non-reducing collectives, ``root`` only for
+    rooted ones, ``error`` a float). ``-S`` adds a date and a time. ``type`` and ``redop`` must be names
+    nccl-tests prints, and every value must read: numbers alone are noise, not a row.
+    """
+    if len(toks) < 3 or toks[2] not in _TYPES:
+        return None
+    timestamp = _DATE_RE.match(toks[-2]) is not None and _CLOCK_RE.match(toks[-1]) is not None
+    ncols = len(toks) - (2 if timestamp else 0)
+    prefix = ncols - 8
+    if prefix < 3 or prefix > 5:
+        return None
+    has_redop = toks[3] in _REDOPS if prefix > 3 else False
+    has_root = prefix == 5 or (prefix == 4 and not has_redop)
+    if prefix == 5 and not has_redop:
+        return None
+    # 2.13+ prints both redop and root and an integer #wrong; the old error column is a float (2e-07)
+    wrong = prefix == 5 and all(t.isdigit() or t == "N/A" for t in (toks[8], toks[12]))
+    side = ["time", "algbw", "busbw", "#wrong" if wrong else "error"]
+    layout = _Layout(has_redop, has_root, [side, list(side)], timestamp)
+    try:
+        _read_row(layout, toks, 0, "")
+    except ParseError:
+        return None
+    return layout
+
+
+def _non_mpi_builders(builders: list[_Builder], nranks: dict[int, int | None]) -> set[int]:
     """Runs of a build without MPI (nccl-tests README: multi-process runs need ``MPI=1``).
 
     Signature 1: two or more processes of one launch each print a table whose only device is rank 0.
     Signature 2: the launcher asked for ``-np N > 1`` processes but the table lists the devices of one
     process only (an MPI build lists every process's devices).
+    Signature 3: tables of one launch whose rows interleave (only the root process of an MPI build prints
+    rows, so two tables printing at once are two processes each running alone), none of more than one
+    rank (``nranks``, by run id): it needs no device line nor header, which pasted or filtered output lacks.
     """
     out: set[int] = set()
     groups: dict[int, list[_Builder]] = {}
@@ -664,10 +869,24 @@ def _non_mpi_builders(builders: list[_Builder]) -> set[int]:
         solo = [b for b in members if b.devices and all(d.rank == 0 for d in b.devices)]
         if len(solo) >= 2 and len({(d.host, d.pid) for b in solo for d in b.devices}) >= 2:
             out.update(id(b) for b in solo)
+        interleaved = _interleaved(members)
+        if len(interleaved) >= 2 and all((nranks[id(b)] or 1) == 1 for b in interleaved):
+            out.update(id(b) for b in interleaved)
     for b in builders:
         if b.launcher_np and b.launcher_np > 1 and b.devices and len({d.pid for d in b.devices}) == 1:
             out.add(id(b))
     return out
+
+
+def _interleaved(tables: list[_Builder]) -> list[_Builder]:
+    """The tables whose rows were printed while another table's were (their line spans overlap)."""
+    spans = [(b.first_row_line, b.last_row_line, b) for b in tables]
+    rows = [(first, last, b) for first, last, b in spans if first is not None and last is not None]
+    return [
+        b
+        for first, last, b in rows
+        if any(other is not b and o_first < last and first < o_last for o_first, o_last, other in rows)
+    ]
 
 
 def _reliable_ratio(rows: list[Row]) -> float | None:
@@ -702,8 +921,9 @@ def _nranks(b: _Builder, collective: Collective | None) -> tuple[int | None, Nra
     else:
         return None, None
     rounded = round(n)
-    # values carry two printed decimals: accept n only when factor(n) reproduces the ratio to 0.5 %
-    if rounded < 2 or abs(busbw_factor(collective, rounded) - ratio) > 0.005 * ratio:
+    # values carry two printed decimals: accept n only when factor(n) reproduces the ratio to 0.5 %; a busbw
+    # of 0.00 beside an algbw of 1 GB/s or more is factor 0: one rank
+    if rounded < 1 or abs(busbw_factor(collective, rounded) - ratio) > 0.005 * ratio:
         return None, None
     return rounded, "busbw_ratio"
 
