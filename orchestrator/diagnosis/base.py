@@ -3,16 +3,25 @@
 A rule is a pure function ``rule(node: NodeFacts, fleet: Fleet) -> list[Finding]``. ``fleet`` gives the peers
 (for majority and peer comparisons) and the job's expectations. Rules never raise on odd facts: missing facts
 mean "cannot judge" and produce no finding (the engine reports probes that did not run).
+
+The engine runs every rule on every node, so a rule must not scan the whole fleet for each node (that is
+quadratic in the node count: 4,096 nodes, 16 million peer visits per rule). What a rule needs from all nodes
+(a majority, a peer group's figures) it computes once per fleet with :meth:`Fleet.derived` and then reads
+for each node.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
+from typing import Any, TypeVar, cast
 
 from pydantic import Field
 
 from fleetdx.probes.contracts import Contract, Finding
 from fleetdx.probes.facts import NodeFacts
+
+T = TypeVar("T")
 
 
 class Fleet(Contract):
@@ -24,7 +33,30 @@ class Fleet(Contract):
     extra: dict[str, str] = Field(default_factory=dict)
 
     def peers_of(self, host: str) -> list[NodeFacts]:
+        """Every node but ``host``'s, in O(nodes): a statistic over the peers of *every* node belongs in
+        :meth:`derived`."""
         return [n for n in self.nodes if n.host != host]
+
+    def derived(self, build: Callable[[Fleet], T]) -> T:
+        """``build(self)``, computed on the first call and kept for the fleet's life.
+
+        For what a rule reads about the whole fleet on each node (the GPU-count majority, a peer group's
+        figures): built once, read per node. ``build`` is the cache key, so pass a module-level function,
+        pure in the fleet's fields. The value is rebuilt if ``nodes`` is another list (a ``model_copy`` with
+        new nodes); the nodes must not be changed in place after the first call.
+        """
+        memo = self._derived
+        hit = memo.get(build)
+        if hit is None or hit[0] is not self.nodes:
+            hit = memo[build] = (self.nodes, build(self))
+        return cast(T, hit[1])
+
+    @cached_property
+    def _derived(self) -> dict[Callable[[Fleet], Any], tuple[list[NodeFacts], Any]]:
+        """:meth:`derived`'s cache: ``build -> (the nodes it was built from, the value)``. A cached property,
+        not a field nor a private attribute: it is neither dumped nor compared (pydantic ignores such keys of
+        ``__dict__`` in ``==``)."""
+        return {}
 
 
 Rule = Callable[[NodeFacts, Fleet], list[Finding]]

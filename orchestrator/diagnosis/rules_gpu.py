@@ -18,7 +18,7 @@ no finding (the engine reports probes that did not run or parse).
 
 from __future__ import annotations
 
-import statistics
+from bisect import bisect_left
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
@@ -104,6 +104,13 @@ def _majority(counts: Iterable[int]) -> int | None:
     return value if n * 2 > len(values) else None
 
 
+def _gpu_count_majority(fleet: Fleet) -> tuple[int | None, int]:
+    """(the GPU count a strict majority of all nodes of ``fleet`` share, else ``None``; the number of nodes
+    whose count is known). Once per fleet (:meth:`Fleet.derived`)."""
+    counts = [got[0] for got in map(gpu_count, fleet.nodes) if got is not None]
+    return _majority(counts), len(counts)
+
+
 def gpu_count_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     """GPU_COUNT_MISMATCH (critical): the node sees a different number of GPUs than expected.
 
@@ -117,11 +124,10 @@ def gpu_count_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     if fleet.expected_gpus_per_node is not None:
         expected, basis = fleet.expected_gpus_per_node, fleet.expected_gpus_source or "expected_gpus_per_node"
     else:
-        counts = [c for c in (gpu_count(n) for n in fleet.nodes) if c is not None]
-        majority = _majority(c for c, _ in counts)
+        majority, known = fleet.derived(_gpu_count_majority)
         if majority is None:
             return []
-        expected, basis = majority, f"majority of {len(counts)} nodes"
+        expected, basis = majority, f"majority of {known} nodes"
     if count == expected:
         return []
     return [
@@ -501,18 +507,76 @@ def _value(m: Microbench, metric: ref.Metric) -> float | None:
     return v if isinstance(v, float) else None
 
 
+class PeerFigures:
+    """One figure (a :class:`~references.Metric`) of one GPU model over every node of a fleet: all the values,
+    sorted, and each host's own. The median over the *peers* of a host (every node but the host's) is that of
+    the sorted values less the host's k values, found in O(k log n) without copying the n values.
+
+    Figures are finite (the micro-benchmark parser rejects others), so sorting them is a total order.
+    """
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self.by_host: dict[str, list[float]] = defaultdict(list)
+
+    def add(self, host: str, value: float) -> None:
+        self.by_host[host].append(value)
+
+    def seal(self) -> None:
+        """Sort the values once all are added."""
+        self.values = sorted(v for own in self.by_host.values() for v in own)
+
+    def peer_median(self, host: str) -> tuple[float, int] | None:
+        """(median, count) of the values of every host but ``host``, as ``statistics.median`` gives it;
+        ``None`` when there is none."""
+        values = self.values
+        own = sorted(self.by_host.get(host, ()))
+        count = len(values) - len(own)
+        if count <= 0:
+            return None
+        # positions of the host's values in ``values``: a value seen c times takes the first c of its run
+        gone: list[int] = []
+        for i, v in enumerate(own):
+            gone.append(gone[-1] + 1 if i and own[i - 1] == v else bisect_left(values, v))
+
+        def at(rank: int) -> float:  # the rank-th (0-based) of the values left
+            i = rank
+            for g in gone:
+                if g > i:
+                    break
+                i += 1
+            return values[i]
+
+        half = count // 2
+        if count % 2:
+            return at(half), count
+        return (at(half - 1) + at(half)) / 2, count
+
+
+def _peer_figures(fleet: Fleet) -> dict[tuple[str, ref.Metric], PeerFigures]:
+    """(GPU model, metric) -> its :class:`PeerFigures` over ``fleet``. Once per fleet (:meth:`Fleet.derived`)."""
+    out: dict[tuple[str, ref.Metric], PeerFigures] = {}
+    for node in fleet.nodes:
+        for m in node.microbench:
+            if m.gpu_name is None:
+                continue
+            for metric, *_ in _METRICS:
+                v = _value(m, metric)
+                if v is not None:
+                    out.setdefault((m.gpu_name, metric), PeerFigures()).add(node.host, v)
+    for figures in out.values():
+        figures.seal()
+    return out
+
+
 def _peer_median(
     node: NodeFacts, fleet: Fleet, name: str | None, metric: ref.Metric
 ) -> tuple[float, int] | None:
+    """(median, count) of ``metric`` over the GPUs named ``name`` of ``node``'s peers, else ``None``."""
     if name is None:
         return None
-    values = [
-        v
-        for p in fleet.peers_of(node.host)
-        for m in p.microbench
-        if m.gpu_name == name and (v := _value(m, metric)) is not None
-    ]
-    return (statistics.median(values), len(values)) if values else None
+    figures = fleet.derived(_peer_figures).get((name, metric))
+    return figures.peer_median(node.host) if figures is not None else None
 
 
 def _bench_subject(node: NodeFacts, m: Microbench) -> str:
