@@ -2,7 +2,7 @@
 
 Codes and severities (issue 3): TOPO_GPU_PAIR_SYS [warning], TOPO_NVLINK_DEGRADED [critical],
 TOPO_GPU_NIC_REMOTE [warning], TOPO_NIC_OVERSUBSCRIBED [warning], TOPO_AFFINITY_MISSING [warning],
-TOPO_MISMATCH_PEERS [warning] (:func:`peer_findings`).
+TOPO_MISMATCH_PEERS [warning] (:func:`peer_findings`, :func:`comparison_findings`).
 """
 
 from __future__ import annotations
@@ -176,7 +176,13 @@ def peer_findings(
 ) -> tuple[PeerComparison, list[Finding]]:
     """TOPO_MISMATCH_PEERS, one per cell where ``topo`` differs from the majority of comparable peers."""
     cmp = compare_to_peers(topo, peers)
-    out = [
+    return cmp, comparison_findings(cmp, host)
+
+
+def comparison_findings(cmp: PeerComparison, host: str | None = None) -> list[Finding]:
+    """TOPO_MISMATCH_PEERS, one per differing cell of ``cmp`` (:func:`peer_findings` without the
+    comparison, for a caller that compared through :class:`~fleetdx.topology.fleet.CellCounts`)."""
+    return [
         Finding(
             code=FindingCode.TOPO_MISMATCH_PEERS,
             severity=Severity.WARNING,
@@ -192,4 +198,3 @@ def peer_findings(
         )
         for d in cmp.diffs
     ]
-    return cmp, out

@@ -9,10 +9,15 @@ run or parse).
 
 from __future__ import annotations
 
+from collections import defaultdict
+from functools import cached_property
+
 from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
 from fleetdx.probes.contracts import Finding
 from fleetdx.probes.facts import NodeFacts
-from fleetdx.topology.findings import node_findings, peer_findings
+from fleetdx.probes.parsers.topo import TopoMatrix
+from fleetdx.topology.findings import comparison_findings, node_findings
+from fleetdx.topology.fleet import MIN_PEERS, CellCounts, LayoutKey, compare_to_majority, layout_key
 
 
 def topo_node_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
@@ -31,21 +36,56 @@ def gpu_model(node: NodeFacts) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
+class LayoutGroup:
+    """The matrices of a fleet that share one :func:`~fleetdx.topology.fleet.layout_key`, counted once per GPU
+    model (``by_model``, ``None`` for an unknown model) and over every model (:attr:`every`), with each host's
+    own matrices and their models (to leave a node's host out of its peers)."""
+
+    def __init__(self) -> None:
+        self.by_model: dict[str | None, CellCounts] = defaultdict(CellCounts)
+        self.by_host: dict[str, list[tuple[str | None, TopoMatrix]]] = defaultdict(list)
+
+    def add(self, host: str, model: str | None, topo: TopoMatrix) -> None:
+        self.by_model[model].add(topo)
+        self.by_host[host].append((model, topo))
+
+    @cached_property
+    def every(self) -> CellCounts:
+        """The counts over every model (the peers of a node whose model is unknown)."""
+        if len(self.by_model) == 1:
+            return next(iter(self.by_model.values()))
+        return CellCounts.union(self.by_model.values())
+
+
+def layout_groups(fleet: Fleet) -> dict[LayoutKey, LayoutGroup]:
+    """The fleet's parsed matrices grouped by layout. Once per fleet (:meth:`Fleet.derived`)."""
+    out: dict[LayoutKey, LayoutGroup] = defaultdict(LayoutGroup)
+    for n in fleet.nodes:
+        if n.topo is not None:
+            out[layout_key(n.topo)].add(n.host, gpu_model(n), n.topo)
+    return dict(out)
+
+
 def topo_peers_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     """TOPO_MISMATCH_PEERS: ``node``'s cells that differ from the majority of comparable peers (2 at least).
 
-    Peers are the nodes with the same GPU model (when ``node``'s is known, peers of another or an unknown
-    model are left out) and, inside :func:`fleetdx.topology.fleet.compare_to_peers`, the same GPU rows and NIC names.
+    Peers are the other hosts' nodes with the same GPU model (when ``node``'s is known, peers of another or an
+    unknown model are left out), the same GPU rows and NIC names
+    (:func:`fleetdx.topology.fleet.compare_to_peers`'s comparison): the node's layout group, counted once per
+    fleet, less the node's host.
     """
     if node.topo is None:
         return []
+    group = fleet.derived(layout_groups)[layout_key(node.topo)]
     model = gpu_model(node)
-    peers = [
-        p.topo
-        for p in fleet.peers_of(node.host)
-        if p.topo is not None and (model is None or gpu_model(p) == model)
-    ]
-    return peer_findings(node.topo, peers, host=node.host)[1]
+    own = group.by_host[node.host]
+    if model is None:
+        counts, leave_out = group.every, [t for _, t in own]
+    else:
+        counts, leave_out = group.by_model[model], [t for m, t in own if m == model]
+    peers = counts.size - len(leave_out)
+    majority = counts.majority(leave_out) if peers >= MIN_PEERS else {}
+    return comparison_findings(compare_to_majority(node.topo, majority, peers), host=node.host)
 
 
 RULES: list[Rule] = [topo_node_rule, topo_peers_rule]
