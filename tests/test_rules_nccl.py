@@ -220,3 +220,54 @@ def test_logs_without_fallback(name: str) -> None:
 def test_rules_are_pure_and_listed_once() -> None:
     assert RULES == [wrong_results_rule, failed_run_rule, hang_rule, not_mpi_rule, transport_fallback_rule]
     assert run_all(NodeFacts(host=HOST)) == []
+
+
+VARIANTS = Path(__file__).parent / "fixtures" / "nccl_variants"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["all_reduce_perf_mpirun_ofi_abort_before_output.txt", "all_reduce_perf_srun_efa_abort_before_output.txt"],
+)
+def test_abort_before_any_output_is_a_failed_test(name: str) -> None:
+    """An abort (signal 6) before nccl-tests printed anything (tests/fixtures/nccl_variants, modelled on
+    nccl-tests#295): a failed test whose evidence is the abort lines, not a parse failure nor a hang."""
+    node = facts_with_tests(name, (VARIANTS / name).read_text(encoding="utf-8"))
+    findings = run_all(node)
+    assert codes(findings) == [FindingCode.NCCL_TEST_FAILED]
+    f = findings[0]
+    assert f.severity is Severity.CRITICAL and f.subject == "all_reduce"
+    assert "aborted (Aborted (6))" in f.message and "before printing any result" in f.message
+    assert f.evidence["signal"] == "Aborted (6)"
+    abort_lines = f.evidence["abort_lines"]
+    assert isinstance(abort_lines, list)
+    assert any("Signal: Aborted (6)" in str(line) for line in abort_lines)
+    assert any("*** Process received signal ***" in str(line) for line in abort_lines)
+    assert not any("[ 0]" in str(line) for line in abort_lines)  # backtrace frames are not evidence
+
+
+def test_abort_lines_reach_the_evidence_after_many_other_errors() -> None:
+    """20 (eight ranks' ``Test NCCL failure`` lines and mpirun's notice) followed by the srun abort's
+    handler lines: the abort lines are in the evidence although ``errors`` keeps only the first lines."""
+    name = "20_all_reduce_H100x16_2node_IB_bootstrap_WARN_TestNCCLfailure.txt"
+    abort = (VARIANTS / "all_reduce_perf_srun_efa_abort_before_output.txt").read_text(encoding="utf-8")
+    node = facts_with_tests(name, text_of(name) + abort)
+    (f,) = failed_run_rule(node, Fleet(nodes=[node]))
+    assert f.evidence["signal"] == "Aborted (6)"
+    lines = f.evidence["abort_lines"]
+    assert isinstance(lines, list) and "[gpu-a11:20914] Signal: Aborted (6)" in lines
+
+
+def test_non_mpi_rows_without_header_or_devices() -> None:
+    """13's second launch with every ``#`` line but the footers dropped and no NCCL INFO line: only the
+    two processes' interleaved rows and their footers remain; still a build without MPI."""
+    lines = text_of("13_all_reduce_V100_2node_RoCE_nonMPI_build_nranks1_ncclinfo.txt").splitlines()[151:]
+    kept = [
+        ln
+        for ln in lines
+        if "NCCL INFO" not in ln and (not ln.startswith("#") or "Out of bounds" in ln or "Avg bus" in ln)
+    ]
+    name = "all_reduce_perf_-b8_-e1G_-f2_-g1.txt"
+    findings = run_all(facts_with_tests(name, "\n".join(kept)))
+    assert codes(findings) == [FindingCode.NCCL_TESTS_NOT_MPI]
+    assert findings[0].evidence["one_rank_runs"] == 2 and findings[0].evidence["nranks"] == [1, 1]

@@ -5,8 +5,9 @@
 * :func:`wrong_results_rule` NCCL_WRONG_RESULTS (critical): ``#wrong`` > 0 in any row, a non-zero or
   ``FAILED`` ``Out of bounds values`` footer, or a pre-2.13 ``error`` value >= :data:`OLD_ERROR_LIMIT`;
 * :func:`failed_run_rule` NCCL_TEST_FAILED (critical): nccl-tests error lines (``Test NCCL failure``,
-  ``Test CUDA failure``, ``Test failure``, ``Invalid number of GPUs``, MPI aborts) or a ``FAILED``
-  average (``NCCL_TESTS_MIN_BW``);
+  ``Test CUDA failure``, ``Test failure``, ``Invalid number of GPUs``, MPI aborts), a process that aborted
+  or died on a signal (even before nccl-tests printed anything: the abort lines are the evidence), or a
+  ``FAILED`` average (``NCCL_TESTS_MIN_BW``);
 * :func:`hang_rule` NCCL_TEST_HANG (critical): a run that started (banner or table) and printed neither a
   footer nor an error: it hung, was killed, or the capture was cut;
 * :func:`not_mpi_rule` NCCL_TESTS_NOT_MPI (critical): a build without MPI ran one-rank tables, one per
@@ -29,7 +30,7 @@ from fleetdx.probes.contracts import EvidenceValue, Finding, FindingCode, JsonSc
 from fleetdx.probes.facts import NamedNcclLog, NamedNcclTests, NodeFacts
 from fleetdx.probes.parsers.ibstat import IbReport, PortState
 from fleetdx.probes.parsers.nccl_log import Connection, NcclLog, TransportKind
-from fleetdx.probes.parsers.nccl_tests import NcclTestsRun, Row
+from fleetdx.probes.parsers.nccl_tests import HANDLER_PREFIX_RE, NcclTestsRun, Row, abort_signal
 
 #: Pre-2.13 nccl-tests printed ``error``, the largest deviation of any element from the expected value.
 #: Correct runs print rounding noise (fixtures: ``2e-07``, ``5e-07`` for float). The loosest rounding of
@@ -109,20 +110,33 @@ def failed_run_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
         below_min = [i for i, r in enumerate(report.runs) if r.avg_busbw_ok is False]
         if not report.errors and not below_min:
             continue
-        subject = _subject(report.runs[0]) if report.runs else "nccl-tests"
+        aborted = [r for r in report.runs if r.aborted]
+        failed = aborted[0] if aborted else report.runs[0] if report.runs else None
+        subject = _subject(failed) if failed is not None else "nccl-tests"
         first = report.errors[0] if report.errors else "average busbw below NCCL_TESTS_MIN_BW (FAILED)"
+        abort_lines = [e for e in report.errors if abort_signal(e) is not None]
+        signal = next((r.signal for r in aborted if r.signal), None)
+        if aborted:
+            when = "before printing any result" if not any(r.rows for r in aborted) else "during the run"
+            what = f"aborted ({signal})" if signal else "aborted"
+            said = HANDLER_PREFIX_RE.sub("", abort_lines[0]) if abort_lines else first  # [host:pid] in evidence
+            message = f"{subject} {what} {when} in {named.file}: {said}"
+        else:
+            message = f"{subject} failed in {named.file}: {first}"
         findings.append(
             Finding(
                 code=FindingCode.NCCL_TEST_FAILED,
                 severity=Severity.CRITICAL,
                 node=node.host,
                 subject=subject,
-                message=f"{subject} failed in {named.file}: {first}",
+                message=message,
                 evidence={
                     "file": named.file,
                     "errors": _scalars(report.errors[:EVIDENCE_LINES]),
                     "error_count": len(report.errors),
                     "runs_below_min_bw": _scalars(below_min),
+                    "signal": signal,
+                    "abort_lines": _scalars(abort_lines[:EVIDENCE_LINES]),
                 },
             )
         )
