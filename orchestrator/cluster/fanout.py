@@ -11,6 +11,11 @@ raise within 240 s even after the node was marked dead (``shared/PLATFORM.md``).
 with it, or that has not answered by its deadline becomes an :attr:`OutcomeKind.UNREACHABLE` outcome (its task
 is cancelled with ``force=True``), and the call returns by the run deadline plus one poll interval.
 
+Each pass of the loop waits for one result (at most a poll interval), then takes every other result already
+in with a second, non-blocking ``ray.wait``: a ``ray.wait`` costs O(pending), so one call per node would make
+collecting N results O(N²), one per batch keeps it about linear (4,096 tasks already done, on a busy 2-core
+machine: 4,096 waits and 16 s before, 2 waits and 2.5 s now).
+
 ``import ray`` happens inside the functions: the CLI must start fast.
 """
 
@@ -207,7 +212,10 @@ def fan_out(
         now = clock()
         if now >= deadline:
             break
-        ready, _ = ray.wait(list(pending), num_returns=1, timeout=min(LIVENESS_POLL_S, deadline - now))
+        ready, rest = ray.wait(list(pending), num_returns=1, timeout=min(LIVENESS_POLL_S, deadline - now))
+        if ready and rest:  # and every other result already in, without waiting: one batch, not one per node
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
         for ref in ready:
             host, _nid = pending.pop(ref)
             out[host] = _outcome_of_ready(host, ref, clock() - start)
