@@ -7,6 +7,7 @@ line on stderr. ``--json`` prints only the :class:`~fleetdx.orchestrator.report.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -130,14 +131,27 @@ def _print_report(report: RunReport, saved: str | None) -> None:
         console.print(saved, style="dim", highlight=False)
 
 
-def _finish(result: PreflightResult, as_json: bool, exclude_file: Path | None, saved: str | None) -> None:
+def _finish(
+    result: PreflightResult,
+    as_json: bool,
+    exclude_file: Path | None,
+    save: Callable[[PreflightResult], str] | None = None,
+) -> None:
+    """Write the exclude file and print the report with its verdict; then ``save`` it (when given) and print
+    the line saying where; then exit with the verdict. The database is last: a slow or unreachable one never
+    delays the verdict or the exclude file that the job script acts on."""
     report = result.report
     if exclude_file is not None:
         exclude_file.write_text(report.exclude + "\n" if report.exclude else "", encoding="utf-8")
     if as_json:
         print_json(report)
     else:
-        _print_report(report, saved)
+        _print_report(report, None)
+        console.file.flush()
+    if save is not None:
+        saved = save(result)
+        if saved:
+            (err_console if as_json else console).print(saved, style="dim", highlight=False)
     raise typer.Exit(report.exit_code)
 
 
@@ -316,10 +330,7 @@ def preflight(
         result = _live(
             nodes, level, gpus_per_node, run_timeout, probe_timeout, ray_address, not as_json, nccl_tests_dir
         )
-    saved = None if no_save else save(db, result)
-    if saved and as_json:
-        err_console.print(saved, style="dim", highlight=False)
-    _finish(result, as_json, exclude_file, saved)
+    _finish(result, as_json, exclude_file, None if no_save else functools.partial(save, db))
 
 
 @handle_errors
@@ -342,7 +353,7 @@ def analyze(
     """
     from fleetdx.orchestrator.preflight.run import analyze_bundles
 
-    _finish(analyze_bundles(bundles, gpus_per_node), as_json, exclude_file, None)
+    _finish(analyze_bundles(bundles, gpus_per_node), as_json, exclude_file)
 
 
 def register(app: typer.Typer) -> None:
