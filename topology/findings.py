@@ -20,6 +20,11 @@ def _scalars(items: Sequence[str]) -> list[JsonScalar]:
     return list(items)
 
 
+def _nodes(host: str | None) -> list[str]:
+    """The ``Finding.nodes`` of a finding about ``host`` (none for an anonymous matrix)."""
+    return [host] if host else []
+
+
 def sys_pair_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding]:
     """One TOPO_GPU_PAIR_SYS for a node with GPU pairs that cross the SMP interconnect with no NVLink."""
     rp = remote_gpu_pairs(topo)
@@ -31,7 +36,7 @@ def sys_pair_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding
         Finding(
             code=FindingCode.TOPO_GPU_PAIR_SYS,
             severity=Severity.WARNING,
-            node=host,
+            nodes=_nodes(host),
             subject="GPU pairs",
             message=(
                 f"{len(sys_cells)} of {rp.total_pairs} GPU pairs cross the CPU socket link (SYS) "
@@ -58,7 +63,7 @@ def nvlink_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding]:
             Finding(
                 code=FindingCode.TOPO_NVLINK_DEGRADED,
                 severity=Severity.CRITICAL,
-                node=host,
+                nodes=_nodes(host),
                 subject=c.key,
                 message=(
                     f"{c.a}-{c.b} is {c.link} where the node's GPU pairs are {rep.pattern}: "
@@ -75,7 +80,7 @@ def nvlink_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding]:
             Finding(
                 code=FindingCode.TOPO_NVLINK_DEGRADED,
                 severity=Severity.CRITICAL,
-                node=host,
+                nodes=_nodes(host),
                 subject=g,
                 message=f"{g} has {rep.per_gpu[g]} NVLinks where its siblings have {rep.expected_per_gpu}",
                 evidence={
@@ -90,7 +95,7 @@ def nvlink_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding]:
             Finding(
                 code=FindingCode.TOPO_NVLINK_DEGRADED,
                 severity=Severity.CRITICAL,
-                node=host,
+                nodes=_nodes(host),
                 subject=f"{a.a}-{a.b}",
                 message=f"NVLink asymmetry: {a.a}->{a.b} is {a.ab} but {a.b}->{a.a} is {a.ba}",
                 evidence={f"{a.a}-{a.b}": a.ab, f"{a.b}-{a.a}": a.ba},
@@ -113,7 +118,7 @@ def nic_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding]:
             Finding(
                 code=FindingCode.TOPO_GPU_NIC_REMOTE,
                 severity=Severity.WARNING,
-                node=host,
+                nodes=_nodes(host),
                 subject=f"{g}-{nic}",
                 message=(
                     f"{g}'s nearest NIC {nic} is {c.link} away ({where}): "
@@ -128,7 +133,7 @@ def nic_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding]:
             Finding(
                 code=FindingCode.TOPO_NIC_OVERSUBSCRIBED,
                 severity=Severity.WARNING,
-                node=host,
+                nodes=_nodes(host),
                 subject=nic,
                 message=(
                     f"{nic} is the nearest NIC of {len(gpus)} GPUs ({', '.join(gpus)}) "
@@ -152,7 +157,7 @@ def affinity_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding
             Finding(
                 code=FindingCode.TOPO_AFFINITY_MISSING,
                 severity=Severity.WARNING,
-                node=host,
+                nodes=_nodes(host),
                 subject=i.gpu,
                 message=f"{i.gpu}'s CPU affinity is {what}: its rank cannot be bound to the GPU's NUMA node",
                 evidence={"cpu_affinity": i.raw, "kind": i.kind.value},
@@ -186,7 +191,7 @@ def comparison_findings(cmp: PeerComparison, host: str | None = None) -> list[Fi
         Finding(
             code=FindingCode.TOPO_MISMATCH_PEERS,
             severity=Severity.WARNING,
-            node=host,
+            nodes=_nodes(host),
             subject=f"{d.a}-{d.b}",
             message=d.sentence(),
             evidence={

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fleetdx.orchestrator.cli.common import console, err_console, fail, handle_errors, print_json
-from fleetdx.probes.commands import Level
-from fleetdx.probes.contracts import Severity, Verdict
+from fleetdx.probes.contracts import Level, Severity, Verdict
 
 if TYPE_CHECKING:
     from fleetdx.orchestrator.preflight.run import PreflightResult
@@ -208,8 +207,8 @@ def _simulated(
     show_progress: bool,
 ) -> PreflightResult:
     from fleetdx.orchestrator.cluster.fanout import match_hosts, ray_node_hosts
-    from fleetdx.orchestrator.preflight.run import NodeJob, run_preflight
     from fleetdx.orchestrator.cluster.simulate import sim_nodes, simulated_cluster
+    from fleetdx.orchestrator.preflight.run import NodeJob, run_preflight
 
     sims = sim_nodes(bundles)
     jobs = {

@@ -6,7 +6,7 @@ pinned with ``NodeAffinitySchedulingStrategy(node_id, soft=False)`` and ``max_re
 silently re-run elsewhere or twice).
 
 Deadlines are enforced here, never left to Ray: under a network partition an in-flight ``ray.get`` did not
-raise within 240 s even after the node was marked dead (``shared/PLATFORM.md``). :func:`fan_out` loops on
+raise within 240 s even after the node was marked dead (``bench/MEASUREMENTS.md``). :func:`fan_out` loops on
 ``ray.wait(timeout=...)`` and polls ``ray.nodes()`` for liveness; a node that is marked dead, whose task dies
 with it, or that has not answered by its deadline becomes an :attr:`OutcomeKind.UNREACHABLE` outcome (its task
 is cancelled with ``force=True``), and the call returns by the run deadline plus one poll interval.

@@ -78,7 +78,7 @@ def _finding(
     evidence: dict[str, EvidenceValue],
 ) -> Finding:
     return Finding(
-        code=code, severity=severity, node=node.host, subject=subject, message=message, evidence=evidence
+        code=code, severity=severity, nodes=[node.host], subject=subject, message=message, evidence=evidence
     )
 
 
