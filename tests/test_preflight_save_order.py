@@ -12,6 +12,7 @@ import typer
 
 from fleetdx.orchestrator.cli import preflight_cmd
 from fleetdx.orchestrator.preflight.run import PreflightResult, analyze_bundles
+from fleetdx.orchestrator.store import SaveOutcome
 
 BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
 
@@ -24,11 +25,11 @@ def test_verdict_and_exclude_file_come_before_the_save(
     exclude = tmp_path / "bad-nodes.txt"
     seen: dict[str, str] = {}
 
-    def save(r: PreflightResult) -> str:
+    def save(r: PreflightResult) -> SaveOutcome:
         assert r is result
         seen["exclude"] = exclude.read_text()
         seen["stdout"] = capsys.readouterr().out
-        return "report saved: run 42"
+        return SaveOutcome(saved=True, database="sqlite:///test.db")
 
     with pytest.raises(typer.Exit) as exited:
         preflight_cmd._finish(result, as_json, exclude, save)
@@ -39,6 +40,6 @@ def test_verdict_and_exclude_file_come_before_the_save(
     else:
         assert "verdict: CRITICAL (exit 2)" in seen["stdout"]
     after = capsys.readouterr()
-    assert "report saved: run 42" in (after.err if as_json else after.out)
+    assert "report saved to sqlite:///test.db" in (after.err if as_json else after.out)
     if as_json:
         assert after.out == ""

@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import re
 import statistics
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
-from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json
+from fleetdx.orchestrator.cli.common import (
+    console,
+    err_console,
+    exit_code_after_save,
+    finite_positive,
+    handle_errors,
+    print_json,
+)
 from fleetdx.orchestrator.preflight.detection import DetectionPolicy
 from fleetdx.orchestrator.report import CurveBackend, RunReport
 from fleetdx.probes.contracts import Collective
@@ -130,11 +138,17 @@ def _history(
         return {}
 
 
-def _save(db_url: str | None, report: RunReport) -> None:
-    """Save the report (curves included) through the store, spooling when the database is unreachable."""
+def _save(db_url: str | None, report: RunReport, as_json: bool) -> bool:
+    """Save the report (curves included) through the store, spooling when the database is unreachable;
+    whether it is stored somewhere. A report neither saved nor spooled is written to stderr as JSON (unless
+    ``as_json`` already prints it on stdout)."""
     from fleetdx.orchestrator.store import save_or_spool
 
-    err_console.print(save_or_spool(db_url, report, None).message, highlight=False)
+    outcome = save_or_spool(db_url, report, None)
+    err_console.print(outcome.message, highlight=False)
+    if not outcome.stored and not as_json:
+        sys.stderr.write(report.model_dump_json(indent=2) + "\n")
+    return outcome.stored
 
 
 def register(app: typer.Typer) -> None:
@@ -158,9 +172,11 @@ def register(app: typer.Typer) -> None:
         ),
         iters: int = typer.Option(10, "--iters", min=1, help="Timed iterations per size."),
         timeout: float = typer.Option(
-            120.0, "--timeout", min=1.0, help="Seconds per round before a group is a hang."
+            120.0, "--timeout", callback=finite_positive, help="Seconds per round before a group is a hang."
         ),
-        reference: float = typer.Option(None, "--reference-gbps", help="Expected busbw of this SKU (GB/s)."),
+        reference: float = typer.Option(
+            None, "--reference-gbps", callback=finite_positive, help="Expected busbw of this SKU (GB/s)."
+        ),
         address: str = typer.Option(
             None,
             "--ray-address",
@@ -219,8 +235,7 @@ def register(app: typer.Typer) -> None:
         finally:
             if started_ray:
                 ray.shutdown()
-        if save:
-            _save(db, report)
+        stored = _save(db, report, as_json) if save else True
         if as_json:
             print_json(report)
         else:
@@ -232,4 +247,4 @@ def register(app: typer.Typer) -> None:
                 console.print(f"{f.severity.value.upper():8} {f.code.value}: {f.message}", highlight=False)
             if report.exclude:
                 console.print(f"exclude: {report.exclude}", highlight=False)
-        raise typer.Exit(report.exit_code)
+        raise typer.Exit(exit_code_after_save(report.exit_code, stored))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -45,6 +46,22 @@ EXIT_UNKNOWN = 3
 EXIT_NOT_STORED = 4
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def finite_positive(value: float | None) -> float | None:
+    """Option callback for every float option of the CLI (durations in s, bandwidths in GB/s): a finite
+    number above 0, or absent. ``nan`` and ``inf`` pass typer's own range checks (every comparison with nan is
+    false), so they are refused here, as a usage error (exit 3)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"{value!r}: must be a finite number > 0")
+    return value
+
+
+def exit_code_after_save(verdict_code: int, stored: bool) -> int:
+    """The exit code of a verdict command once its report was stored, or not: a run judged OK (0) or WARNING
+    (1) whose report could be neither saved nor spooled exits :data:`EXIT_NOT_STORED`, so no script mistakes
+    a lost report for success; CRITICAL and UNKNOWN keep their code (the script must act on those)."""
+    return EXIT_NOT_STORED if not stored and verdict_code in (0, 1) else verdict_code
 
 
 def print_json(model: BaseModel | dict[str, Any] | list[Any]) -> None:

@@ -138,5 +138,7 @@ def history(
             hosts = f" [{', '.join(f.nodes)}]" if len(f.nodes) > 1 and f.subject != ",".join(f.nodes) else ""
             lines.append(f"{f.severity.value} {f.code.value} {f.subject}{hosts}: {f.message}")
         kind = f"{e.kind.value} ({how})" if how else e.kind.value
+        if e.simulated:
+            kind += " SIMULATED"
         table.add_row(started, e.run_id, kind, e.verdict.name, "\n".join(lines) or "-")
     console.print(table)

@@ -1,8 +1,8 @@
 """``fleetdx preflight`` (probe the allocation before training) and ``fleetdx analyze`` (the same diagnosis,
 offline, on collected bundles).
 
-Both exit with the run's Nagios verdict: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; bad input exits 2 with one
-line on stderr. ``--json`` prints only the :class:`~fleetdx.orchestrator.report.RunReport` dump on stdout.
+Both exit with the run's Nagios verdict: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; bad input exits 3 with one
+line on stderr, and 4 is a run judged OK or WARNING whose report could be neither saved nor spooled. ``--json`` prints only the :class:`~fleetdx.orchestrator.report.RunReport` dump on stdout.
 """
 
 from __future__ import annotations
@@ -17,12 +17,21 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fleetdx.orchestrator.cli.common import console, err_console, fail, handle_errors, print_json
+from fleetdx.orchestrator.cli.common import (
+    console,
+    err_console,
+    exit_code_after_save,
+    fail,
+    finite_positive,
+    handle_errors,
+    print_json,
+)
 from fleetdx.probes.contracts import Level, Severity, Verdict
 
 if TYPE_CHECKING:
     from fleetdx.orchestrator.preflight.run import PreflightResult
     from fleetdx.orchestrator.report import RunReport
+    from fleetdx.orchestrator.store import SaveOutcome
 
 _VERDICT_STYLE = {
     Verdict.OK: "green",
@@ -134,7 +143,7 @@ def _finish(
     result: PreflightResult,
     as_json: bool,
     exclude_file: Path | None,
-    save: Callable[[PreflightResult], str] | None = None,
+    save: Callable[[PreflightResult], SaveOutcome] | None = None,
 ) -> None:
     """Write the exclude file and print the report with its verdict; then ``save`` it (when given) and print
     the line saying where; then exit with the verdict. The database is last: a slow or unreachable one never
@@ -147,18 +156,15 @@ def _finish(
     else:
         _print_report(report, None)
         console.file.flush()
+    code = report.exit_code
     if save is not None:
-        saved = save(result)
-        if saved:
-            (err_console if as_json else console).print(saved, style="dim", highlight=False)
-    raise typer.Exit(report.exit_code)
-
-
-def _connect(ray_address: str | None) -> None:
-    import ray
-
-    address = ray_address or os.environ.get("RAY_ADDRESS") or "local"
-    ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        outcome = save(result)
+        (err_console if as_json else console).print(outcome.message, style="dim", highlight=False)
+        if not outcome.stored:
+            if not as_json:  # the report must not be lost: its JSON goes to stderr beside the message
+                sys.stderr.write(report.model_dump_json(indent=2) + "\n")
+            code = exit_code_after_save(code, stored=False)
+    raise typer.Exit(code)
 
 
 def _live(
@@ -173,12 +179,13 @@ def _live(
 ) -> PreflightResult:
     import ray
 
+    from fleetdx.orchestrator.cluster.connect import connect
     from fleetdx.orchestrator.cluster.fanout import gpu_nodes_if_any, match_hosts, ray_node_hosts
     from fleetdx.orchestrator.preflight.run import NodeJob, run_preflight
     from fleetdx.orchestrator.scheduler.targets import resolve_targets
 
     targets = resolve_targets(nodes, gpus_per_node, os.environ)
-    _connect(ray_address)
+    connect(ray_address)
     try:
         alive = ray_node_hosts(include_simulated=False)
         hosts = targets.hosts if targets.hosts is not None else sorted(gpu_nodes_if_any(alive))
@@ -240,6 +247,7 @@ GpusOpt = Annotated[
     int | None,
     typer.Option(
         "--gpus-per-node",
+        min=1,
         help="Expected GPUs per node; preflight defaults to SLURM_GPUS_ON_NODE, else SLURM_GPUS_PER_NODE.",
     ),
 ]
@@ -275,13 +283,18 @@ def preflight(
         float | None,
         typer.Option(
             "--timeout",
+            callback=finite_positive,
             help="Deadline of the node probes, s (quick 60, standard and full 900); nodes without an answer by "
             "then are NODE_UNREACHABLE. At full, the bandwidth step follows, bounded per round.",
         ),
     ] = None,
     probe_timeout: Annotated[
         float | None,
-        typer.Option("--probe-timeout", help="Cap on each command's timeout, s (default: a third of --timeout)."),
+        typer.Option(
+            "--probe-timeout",
+            callback=finite_positive,
+            help="Cap on each command's timeout, s (default: a third of --timeout).",
+        ),
     ] = None,
     ray_address: Annotated[
         str | None,
@@ -299,7 +312,12 @@ def preflight(
         list[Path] | None,
         typer.Argument(metavar="BUNDLE_DIR", help="With --simulate: the bundles to replay, one node each."),
     ] = None,
-    no_save: Annotated[bool, typer.Option("--no-save", help="Do not store the report.")] = False,
+    no_save: Annotated[
+        bool,
+        typer.Option(
+            "--no-save", help="Do not store the report (a --simulate run is stored only when --db is given)."
+        ),
+    ] = False,
     nccl_tests_dir: Annotated[
         str | None,
         typer.Option(
@@ -316,8 +334,6 @@ def preflight(
     from fleetdx.orchestrator.preflight.run import DEFAULT_RUN_TIMEOUT_S, default_probe_cap, save
 
     run_timeout = timeout if timeout is not None else DEFAULT_RUN_TIMEOUT_S[level]
-    if run_timeout <= 0 or (probe_timeout is not None and probe_timeout <= 0):
-        raise fail("--timeout and --probe-timeout must be > 0")
     probe_timeout = probe_timeout if probe_timeout is not None else default_probe_cap(run_timeout)
     if simulate != bool(bundles):
         raise fail("--simulate takes one or more BUNDLE_DIR arguments, and BUNDLE_DIR needs --simulate")
@@ -329,7 +345,9 @@ def preflight(
         result = _live(
             nodes, level, gpus_per_node, run_timeout, probe_timeout, ray_address, not as_json, nccl_tests_dir
         )
-    _finish(result, as_json, exclude_file, None if no_save else functools.partial(save, db))
+    # a simulated run is not history: it goes to a database only when one is named
+    store = not no_save and (db is not None or not simulate)
+    _finish(result, as_json, exclude_file, functools.partial(save, db) if store else None)
 
 
 @handle_errors
@@ -342,7 +360,7 @@ def analyze(
             "commands is a bundle).",
         ),
     ],
-    gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node", help="Expected GPUs per node.")] = None,
+    gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node", min=1, help="Expected GPUs per node.")] = None,
     as_json: JsonFlag = False,
     exclude_file: ExcludeOpt = None,
 ) -> None:

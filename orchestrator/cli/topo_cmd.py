@@ -195,9 +195,9 @@ def show(
 @handle_errors
 def advise_cmd(
     path: TopoPath,
-    gpus: Annotated[int, typer.Option("--gpus", "-k", help="GPUs the job needs on this node.")],
+    gpus: Annotated[int, typer.Option("--gpus", "-k", min=1, help="GPUs the job needs on this node.")],
     ib_port: Annotated[
-        int, typer.Option("--ib-port", help="HCA port for UCX_NET_DEVICES (topo -m lists no ports).")
+        int, typer.Option("--ib-port", min=1, help="HCA port for UCX_NET_DEVICES (topo -m lists no ports).")
     ] = 1,
     numactl: Annotated[
         Path | None,
@@ -270,7 +270,7 @@ def cluster_cmd(
     topology_conf: Annotated[
         Path, typer.Option("--topology-conf", help="Slurm topology.conf, or a .yaml/.json switch map.")
     ],
-    nodes: Annotated[int, typer.Option("--nodes", "-N", help="Nodes the job needs.")],
+    nodes: Annotated[int, typer.Option("--nodes", "-N", min=1, help="Nodes the job needs.")],
     exclude: Annotated[
         str, typer.Option("--exclude", "-x", help="Hostlist of unhealthy or busy nodes.")
     ] = "",

@@ -45,6 +45,7 @@ from fleetdx.probes.runner import Runner, RunResult, SubprocessRunner
 
 if TYPE_CHECKING:
     from fleetdx.orchestrator.cluster.collective import RayHost
+    from fleetdx.orchestrator.store import SaveOutcome
 
 #: default run deadline, seconds: quick level is meant to take <= 10 s per node (issue 4), nodes in parallel;
 #: standard leaves room for the micro-benchmark (180 s cap) then the nccl-tests sweep (300 s cap) in sequence
@@ -371,11 +372,12 @@ def analyze_bundles(bundle_dirs: Sequence[Path], expected_gpus: int | None = Non
     return PreflightResult(report=report, bundles={b.host: b for b in bundles})
 
 
-def save(url: str | None, result: PreflightResult) -> str:
-    """Save the report and its raw bundles (``fleetdx.orchestrator.store.save_or_spool``: the database at ``url``,
-    else ``FLEETDX_DB_URL``, else SQLite; a spool file when the database cannot be reached); returns one line
-    saying where. Never raises for a database failure. The store is imported here: SQLAlchemy is heavy.
+def save(url: str | None, result: PreflightResult) -> SaveOutcome:
+    """Save the report and its raw bundles (``fleetdx.orchestrator.store.save_or_spool``: the database at
+    ``url``, else ``FLEETDX_DB_URL``, else SQLite; a spool file when the database cannot be reached); the
+    outcome says where (its ``message`` in one line). Never raises for a database failure. The store is
+    imported here: SQLAlchemy is heavy.
     """
     from fleetdx.orchestrator.store import save_or_spool
 
-    return save_or_spool(url, result.report, result.raw()).message
+    return save_or_spool(url, result.report, result.raw())

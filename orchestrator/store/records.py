@@ -35,6 +35,7 @@ class NodeHistoryEntry(Contract):
     schedule: Schedule | None = None  #: a bandwidth run's schedule (a pre-flight at level full may have one)
     started_at: float
     verdict: VerdictName  #: the node's verdict in that run (not the run's)
+    simulated: bool = False  #: the run replayed bundles on simulated nodes: nothing in it was measured
     findings: list[Finding] = Field(default_factory=list)
 
 

@@ -58,12 +58,18 @@ class SaveOutcome(Contract):
     saved: bool
     spool_path: Path | None = None
     error: str | None = None
+    database: str | None = None  #: the database saved to, its password masked
+
+    @property
+    def stored(self) -> bool:
+        """Whether the report is kept somewhere (the database or a spool file)."""
+        return self.saved or self.spool_path is not None
 
     @property
     def message(self) -> str:
         """One line for the user: what happened and, for a spooled report, the command that loads it."""
         if self.saved:
-            return "report saved to the database"
+            return f"report saved to {self.database or 'the database'}"
         if self.spool_path is not None:
             return (
                 f"report not saved to the database ({self.error}); spooled to {self.spool_path}; "
@@ -85,7 +91,8 @@ def save_or_spool(
     try:
         with Store.open(url) as store:
             store.save_report(report, raw)
-        return SaveOutcome(saved=True)
+            database = store.url
+        return SaveOutcome(saved=True, database=database)
     except (StoreError, SQLAlchemyError, OSError) as e:  # the edge: any failure to store means spool
         db_error = str(e)
     try:

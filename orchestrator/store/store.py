@@ -263,6 +263,7 @@ class Store:
                     schedule=run.schedule,
                     started_at=run.started_at,
                     verdict=node.verdict,
+                    simulated=run.simulated,
                     findings=by_run[run.id],
                 )
                 for node, run in rows
