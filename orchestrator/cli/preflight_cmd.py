@@ -2,7 +2,8 @@
 offline, on collected bundles).
 
 Both exit with the run's Nagios verdict: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; bad input exits 3 with one
-line on stderr, and 4 is a run judged OK or WARNING whose report could be neither saved nor spooled. ``--json`` prints only the :class:`~fleetdx.orchestrator.report.RunReport` dump on stdout.
+line on stderr, and 4 is a run judged OK or WARNING whose report could be neither saved nor spooled.
+``--json`` prints only the :class:`~fleetdx.orchestrator.report.RunReport` dump on stdout.
 """
 
 from __future__ import annotations
