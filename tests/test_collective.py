@@ -167,7 +167,11 @@ def test_localise_names_the_injected_straggler_among_eight(sim_cluster: list[str
     # default z cut (3.5) needs more pairs than that; this test lowers it and keeps gloo's 50% minimum drop.
     policy = DetectionPolicy(min_drop=0.5, noise_floor=0.15, z_threshold=2.0)
     rep = run_small(sim_cluster, Schedule.LOCALISE, "sim5", policy)
-    assert [f.node for f in rep.findings if f.code is FindingCode.STRAGGLER_NODE] == ["sim5"]
+    measured = [(c.nodes, round(c.points[-1].busbw_gbps, 4)) for c in rep.curves if c.points]
+    assert [f.node for f in rep.findings if f.code is FindingCode.STRAGGLER_NODE] == ["sim5"], (
+        measured,
+        [(f.code.value, f.message) for f in rep.findings],
+    )
     assert rep.exclude == "sim5"
     assert ["sim4", "sim5"] == rep.curves[2].nodes  # the screen pair that flagged it
     assert len(rep.curves) <= 4 + localisation_round_bound(8) * 2

@@ -85,7 +85,7 @@ def test_full_level_names_the_injected_straggler_and_skips_the_critical_node(clu
     assert all(_bw(by_host[h]).status is RunStatus.OK for h in ("gpu01", "gpu02", "gpu03", "gpu04"))
     # 4 nodes (< min_nodes_for_screen) are measured round-robin: every pair once, never with gpu05
     pairs = sorted(tuple(c.nodes) for c in report.curves)
-    assert len(pairs) == 6 and len(set(pairs)) == 6
+    assert len(pairs) == 6 and len(set(pairs)) == 6, [(f.code.value, f.message) for f in report.findings]
     assert all("gpu05" not in p for p in pairs)
     assert {c.backend for c in report.curves} == {"gloo"}
     stragglers = [f.node for f in report.findings if f.code is FindingCode.STRAGGLER_NODE]
