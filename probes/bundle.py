@@ -302,6 +302,23 @@ def _clear_previous(directory: Path) -> None:
     meta_path.unlink()
 
 
+def check_target(directory: Path, *, replace: bool = False) -> None:
+    """Raise :class:`BundleError` unless a bundle can be written to ``directory``: it must be absent, an empty
+    directory, or (with ``replace``) a directory holding a fleetdx bundle. Callers check before collecting, so
+    minutes of probes are not lost to a typo in ``--out``."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise BundleError(f"{directory}: exists and is not a directory (give a new or empty directory)")
+    if directory.is_dir() and any(directory.iterdir()):
+        if not replace:
+            raise BundleError(f"{directory}: not empty (use a new directory, or replace the bundle in it)")
+        if not (directory / META_FILE).is_file():
+            raise BundleError(f"{directory}: not empty and holds no fleetdx meta.json; not replacing it")
+    parent = directory.resolve().parent
+    if not parent.is_dir():
+        raise BundleError(f"{parent}: no such directory")
+
+
 def write_bundle(data: BundleData, directory: Path, *, replace: bool = False) -> Path:
     """Write ``data`` as a bundle directory (created if needed) and return the directory.
 
@@ -314,9 +331,8 @@ def write_bundle(data: BundleData, directory: Path, *, replace: bool = False) ->
     """
     directory = Path(directory)
     _check_names(data)
+    check_target(directory, replace=replace)
     if directory.is_dir() and any(directory.iterdir()):
-        if not replace:
-            raise BundleError(f"{directory}: not empty (use a new directory, or replace the bundle in it)")
         _clear_previous(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in data.files.items():

@@ -234,3 +234,21 @@ def test_sysfs_collector_os_error_is_recorded_not_raised(
     assert meta is not None and meta.status is RunStatus.FAILED
     assert meta.reason is not None and "Permission denied" in meta.reason
     assert SysfsSource.INFINIBAND.value not in data.files
+
+
+def test_collect_out_naming_a_file_is_refused_before_collecting(tmp_path: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from fleetdx.orchestrator.cli import collect_cmd
+    from fleetdx.orchestrator.cli.main import NagiosGroup
+
+    app = typer.Typer(cls=NagiosGroup)
+    collect_cmd.register(app)
+    app.command("noop")(lambda: None)
+    target = tmp_path / "afile"
+    target.write_text("keep me\n")
+    r = CliRunner().invoke(app, ["collect", "--out", str(target)])
+    # before: an internal FileExistsError after the probes ran
+    assert r.exit_code == 3 and "exists and is not a directory" in r.stderr and "Traceback" not in r.output
+    assert target.read_text() == "keep me\n"

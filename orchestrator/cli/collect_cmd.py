@@ -18,7 +18,7 @@ import typer
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, handle_errors, print_json
-from fleetdx.probes.bundle import BundleData, collect, write_bundle
+from fleetdx.probes.bundle import BundleData, check_target, collect, write_bundle
 from fleetdx.probes.contracts import Level, RunStatus
 from fleetdx.probes.runner import SubprocessRunner
 
@@ -66,6 +66,7 @@ def register(app: typer.Typer) -> None:
         """Write a bundle of this node's raw command outputs and sysfs facts to --out."""
         from fleetdx.orchestrator.preflight.run import node_nccl_binary  # the same lookup as pre-flight's node task
 
+        check_target(out, replace=replace)  # before minutes of probes, not after
         nccl = node_nccl_binary(level, str(nccl_tests_dir) if nccl_tests_dir else None)
         data = collect(SubprocessRunner(), level, host, nccl_binary=nccl)
         write_bundle(data, out, replace=replace)
