@@ -12,6 +12,7 @@ runs. It exists only in simulation.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from typing import Any
 from fleetdx.orchestrator.cluster.fanout import SIM_RESOURCE_PREFIX
 from fleetdx.probes.bundle import read_bundle
 from fleetdx.probes.contracts import Contract
-from fleetdx.probes.errors import ConfigError
+from fleetdx.probes.errors import ConfigError, FleetdxError
 
 
 class SimNode(Contract):
@@ -63,9 +64,21 @@ class SimCluster:
         self.cluster.remove_node(self.ray_nodes[host], allow_graceful=False)
 
 
+class SimulationError(FleetdxError):
+    """The simulated cluster could not be started (a raylet that died, a node that never joined)."""
+
+
+#: seconds allowed for the simulated cluster to start: a base plus a per-node share (1.1 s measured per node)
+START_BASE_S = 60.0
+START_PER_NODE_S = 5.0
+
+
 @contextmanager
 def simulated_cluster(nodes: Sequence[SimNode]) -> Iterator[SimCluster]:
     """Start the simulated cluster, connect this process to it, and tear both down on exit.
+
+    Raises :class:`SimulationError` (one line, the reason) when the cluster cannot start: a node raylet that
+    dies, or nodes that have not joined within ``START_BASE_S + START_PER_NODE_S * len(nodes)`` seconds.
 
     Takes about 1.1 s and 150 MB per node on the development machine (bench/MEASUREMENTS.md). The cluster is kept on
     loopback (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``). Only the processes this cluster started are stopped.
@@ -74,13 +87,25 @@ def simulated_cluster(nodes: Sequence[SimNode]) -> Iterator[SimCluster]:
     import ray
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    deadline_s = START_BASE_S + START_PER_NODE_S * len(nodes)
     try:
-        handles = {
-            n.host: cluster.add_node(num_cpus=1, resources={SIM_RESOURCE_PREFIX + n.host: 1}) for n in nodes
-        }
-        ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
-        cluster.wait_for_nodes()
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    except Exception as e:  # noqa: BLE001 - the edge: Ray's own start failure becomes one line
+        raise SimulationError(f"the simulated Ray cluster could not start: {type(e).__name__}: {e}") from None
+    try:
+        try:
+            handles = {
+                n.host: cluster.add_node(num_cpus=1, resources={SIM_RESOURCE_PREFIX + n.host: 1}) for n in nodes
+            }
+            ray.init(
+                address=cluster.address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR
+            )
+            cluster.wait_for_nodes(timeout=deadline_s)
+        except Exception as e:  # noqa: BLE001 - a raylet that died, a node that never joined
+            raise SimulationError(
+                f"the simulated Ray cluster of {len(nodes)} nodes could not start within {deadline_s:g} s: "
+                f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            ) from None
         yield SimCluster(cluster, list(nodes), handles)
     finally:
         if ray.is_initialized():

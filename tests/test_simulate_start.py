@@ -1,0 +1,38 @@
+"""A simulated cluster that cannot start is one clear error, not a traceback after the deadline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetdx.orchestrator.cluster.simulate import SimNode, SimulationError, simulated_cluster
+
+BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(120)
+def test_a_raylet_that_dies_while_the_cluster_starts_is_a_simulation_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray.cluster_utils import Cluster
+
+    shut: list[bool] = []
+    real_shutdown, real_add_node = Cluster.shutdown, Cluster.add_node
+
+    def dying_add_node(self: Cluster, **kwargs: object) -> object:
+        if not kwargs.get("resources"):  # the head node starts for real
+            return real_add_node(self, **kwargs)
+        # stand-in for a simulated node's raylet exiting during start-up (what Ray raises then)
+        raise RuntimeError("Raylet process exited unexpectedly (stand-in)")
+
+    def shutdown(self: Cluster) -> None:
+        shut.append(True)
+        real_shutdown(self)
+
+    monkeypatch.setattr(Cluster, "add_node", dying_add_node)
+    monkeypatch.setattr(Cluster, "shutdown", shutdown)
+    node = SimNode(host="sim01", bundle_dir=BUNDLES / "h100-idle")
+    with pytest.raises(SimulationError, match="could not start.*Raylet process exited"):
+        with simulated_cluster([node]):
+            pass
+    assert shut == [True]  # what had started was stopped
