@@ -4,9 +4,9 @@ hosts into a report (node verdicts, run verdict, exit code, exclude hostlist). P
 
 Verdicts follow the Nagios plugin convention (:class:`~fleetdx.probes.contracts.Verdict`):
 
-- a node's verdict is the worst severity of the findings that name it (``info`` counts as OK), and at least
-  UNKNOWN when the node could not be judged (``unjudged``): fleetdx never calls a node healthy on missing
-  evidence. A finding about several nodes counts against each of them, except the codes of
+- a node's verdict is the worst severity of the findings that name it (``info`` counts as OK). A node that
+  could not be judged (``unjudged``: no GPU inventory) is UNKNOWN unless a finding makes it CRITICAL: fleetdx
+  never calls a node healthy, or merely WARNING, on missing evidence (what it could not see may be worse). A finding about several nodes counts against each of them, except the codes of
   :data:`GROUP_ONLY_CODES` (a group measured slow says nothing yet about which member is slow: localisation
   names the straggler with a finding of its own);
 - the run's verdict is :meth:`Verdict.worst` of the node verdicts and of the findings no node's verdict
@@ -170,11 +170,12 @@ def blames(finding: Finding) -> list[str]:
 
 
 def node_verdict(findings: Iterable[Finding], unjudged: bool) -> Verdict:
-    """Worst severity of ``findings``; at least UNKNOWN when the node could not be judged."""
-    verdicts = [f.severity.verdict for f in findings]
-    if unjudged:
-        verdicts.append(Verdict.UNKNOWN)
-    return Verdict.worst(verdicts)
+    """Worst severity of ``findings``; for a node that could not be judged, CRITICAL when a finding is
+    critical, else UNKNOWN (a warning about what could be seen does not judge the rest)."""
+    worst = Verdict.worst(f.severity.verdict for f in findings)
+    if unjudged and worst is not Verdict.CRITICAL:
+        return Verdict.UNKNOWN
+    return worst
 
 
 def exclude_hostlist(findings: Iterable[Finding]) -> str:
