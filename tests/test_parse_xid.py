@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fleetdx.probes.errors import ParseError
-from fleetdx.probes.parsers.xid import parse_xid
+from fleetdx.probes.parsers.xid import DriverEventKind, parse_xid
 
 DMESG = Path(__file__).parent / "fixtures" / "hosts" / "h100-vm-idle" / "dmesg_nvrm.txt"
 
@@ -56,3 +56,131 @@ def test_older_line_without_pid() -> None:
 def test_bad_input_raises_parse_error(text: str) -> None:
     with pytest.raises(ParseError):
         parse_xid(text)
+
+
+# --- driver lines without an XID (issue 14) ------------------------------------------------------------------
+# Modelled on real reports: NVIDIA/NVSentinel issue #155 (the fallen-off-the-bus message printed over three
+# NVRM lines with no XID, then "probe routine failed"), NVIDIA/gpu-operator issue #1146 (journal lines of
+# RmInitAdapter failures), NVIDIA/open-gpu-kernel-modules issue #789 (dmesg RmInitAdapter with a GSP detail
+# line) and Bumblebee issue #554 (the older "GPU at ... has fallen off the bus." form).
+
+SPLIT_FALLEN = """\
+[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0
+               NVRM: (PCI ID: 10de:26b5) installed in this system has
+               NVRM: fallen off the bus and is not responding to commands.
+[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).
+[ 1843.439669] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  570.158.01  Release Build  (dvs-builder@U22)
+"""
+
+ONE_LINE_FALLEN = (
+    "[  912.004417] NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:20b0) installed in this system has fallen "
+    "off the bus and is not responding to commands.\n"
+)
+
+JOURNAL_FALLEN = """\
+Oct 25 10:41:07 gpu-node-17 kernel: NVRM: The NVIDIA GPU 0000:b3:00.0
+Oct 25 10:41:07 gpu-node-17 kernel: NVRM: (PCI ID: 10de:26b5) installed in this system has
+Oct 25 10:41:07 gpu-node-17 kernel: NVRM: fallen off the bus and is not responding to commands.
+"""
+
+INIT_FAILED = """\
+Dec  2 11:49:53 worker4 kernel: [  885.242168] NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)
+Dec  2 11:49:53 worker4 kernel: [  885.242457] NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor number 5
+[  903.609564] NVRM: RmInitAdapter: Cannot initialize GSP firmware RM
+[  903.610907] NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x62:0x65:1792)
+[   21.238204] NVRM: osInitNvMapping: *** Cannot attach gpu
+[   21.238209] NVRM: RmInitAdapter: osInitNvMapping failed, bailing out of RmInitAdapter
+[   12.100001] NVRM: RmInitAdapter failed! (0x26:0xffff:1227)
+[   12.100002] NVRM: rm_init_adapter failed for device bearing minor number 0
+"""
+
+
+def test_fallen_off_the_bus_split_over_three_lines_is_one_event() -> None:
+    log = parse_xid(SPLIT_FALLEN)
+    assert log.events == []  # no XID was printed
+    fallen, probe = log.driver_events
+    assert (fallen.kind, fallen.line, fallen.pci, fallen.pci_key) == (
+        DriverEventKind.FALLEN_OFF_BUS,
+        1,
+        "0000:b3:00.0",
+        (0, 0xB3, 0),
+    )
+    assert (fallen.pci_id, fallen.uptime_s) == ("10de:26b5", 1843.308145)
+    assert fallen.raw == "\n".join(SPLIT_FALLEN.splitlines()[:3])
+    assert (probe.kind, probe.line, probe.pci) == (DriverEventKind.PROBE_FAILED, 4, None)
+    assert probe.raw == SPLIT_FALLEN.splitlines()[3]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ONE_LINE_FALLEN,
+        JOURNAL_FALLEN,
+        "[  361.001] NVRM: GPU 0000:b3:00.0: GPU has fallen off the bus.\n",  # open kernel module
+        "[   49.261458] NVRM: GPU at 0000:b3:00.0 has fallen off the bus.\n",  # older drivers
+    ],
+    ids=["one-line", "journal", "open-module", "gpu-at"],
+)
+def test_fallen_off_the_bus_variants(text: str) -> None:
+    (e,) = parse_xid(text).driver_events
+    assert (e.kind, e.line, e.pci_key) == (DriverEventKind.FALLEN_OFF_BUS, 1, (0, 0xB3, 0))
+    assert e.raw == text.rstrip("\n")
+
+
+def test_one_line_message_keeps_the_pci_id_and_time() -> None:
+    (e,) = parse_xid(ONE_LINE_FALLEN).driver_events
+    assert (e.pci, e.pci_id, e.uptime_s) == ("0000:b3:00.0", "10de:20b0", 912.004417)
+    (j,) = parse_xid(JOURNAL_FALLEN).driver_events
+    assert (j.time, j.pci_id) == ("Oct 25 10:41:07", "10de:26b5")
+
+
+def test_rm_init_adapter_failures() -> None:
+    log = parse_xid(INIT_FAILED)
+    assert log.events == []
+    got = [(e.kind, e.line, e.pci) for e in log.driver_events]
+    assert got == [
+        (DriverEventKind.INIT_FAILED, 1, "0000:0a:00.0"),
+        (DriverEventKind.INIT_FAILED, 2, "0000:0a:00.0"),
+        (DriverEventKind.INIT_FAILED, 4, "0000:3b:00.0"),
+        (DriverEventKind.INIT_FAILED, 7, None),  # older drivers name no device
+        (DriverEventKind.INIT_FAILED, 8, None),
+    ]
+    assert log.driver_events[0].time == "Dec  2 11:49:53"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[    5.100000] NVRM: The NVIDIA probe routine failed for 1 device(s).",
+        "[    5.100001] NVRM: None of the NVIDIA devices were initialized.",
+        "[    5.100002] NVRM: The NVIDIA probe routine was not called for 2 device(s).",
+    ],
+)
+def test_probe_failures(line: str) -> None:
+    (e,) = parse_xid(line + "\n").driver_events
+    assert (e.kind, e.pci, e.raw) == (DriverEventKind.PROBE_FAILED, None, line)
+
+
+def test_xid_79_is_an_xid_not_a_driver_event_and_informational_nvrm_lines_are_nothing() -> None:
+    text = """\
+[74889.644112] NVRM: GPU at PCI:0000:02:00: GPU-660d987e-5b28-3bf6-2a2d-1d5ecae7f6df
+[74889.644132] NVRM: GPU Board Serial Number: 0322716036227
+[74889.644138] NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.
+[74889.700000] NVRM: A GPU crash dump has been created. If possible, please run
+               NVRM: nvidia-bug-report.sh as root to collect this data before
+               NVRM: the NVIDIA kernel module is unloaded.
+"""
+    log = parse_xid(text)
+    assert log.codes() == [79] and log.driver_events == []
+    assert parse_xid(DMESG.read_text()).driver_events == []
+
+
+def test_a_cut_message_followed_by_an_xid_is_not_a_fall() -> None:
+    """The message start without its end (the buffer wrapped), then an XID line: the XID is read, no fall is made
+    up from half a message."""
+    text = (
+        "[ 1.0] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+        "[ 2.0] NVRM: Xid (PCI:0000:b3:00): 79, GPU has fallen off the bus.\n"
+    )
+    log = parse_xid(text)
+    assert log.codes() == [79] and log.driver_events == []

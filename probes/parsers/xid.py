@@ -1,20 +1,37 @@
-"""Parser for NVIDIA XID events in a kernel log (``dmesg``, ``dmesg -T``, ``journalctl -k``, syslog).
+"""Parser for NVIDIA XID events in a kernel log (``dmesg``, ``dmesg -T``, ``journalctl -k``, syslog), and for the
+driver's lines that lose or fail a GPU without an XID.
 
-The driver prints one line per event (NVIDIA "Xid Errors", docs.nvidia.com/deploy/xid-errors)::
+The driver prints one line per XID event (NVIDIA "Xid Errors", docs.nvidia.com/deploy/xid-errors)::
 
     [ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.
     [Sun Nov 22 10:58:12 2026] NVRM: Xid (PCI:0000:3b:00): 13, pid='<unknown>', name=<unknown>, Graphics ...
     Nov 22 10:58:12 node01 kernel: NVRM: Xid (PCI:0000:86:00): 31, pid=3208, Ch 00000008, intr 10000000 ...
 
-The regex follows Meta GCM's ``NVRM: Xid \\(([^)]+)\\): (\\d+)``; lines without ``NVRM: Xid`` (other NVRM or
-AER
-messages) are not events and are ignored. A line that names ``NVRM: Xid`` but cannot be read raises
-:class:`~fleetdx.probes.errors.ParseError`, as does binary input: an unreadable log never reads as "no XIDs".
+The regex follows Meta GCM's ``NVRM: Xid \\(([^)]+)\\): (\\d+)``. A line that names ``NVRM: Xid`` but cannot be
+read raises :class:`~fleetdx.probes.errors.ParseError`, as does binary input: an unreadable log never reads as
+"no XIDs".
+
+Some of the worst failures print no XID at all (NVIDIA's XID documentation lists XID 79 for a GPU that fell off
+the bus, but the driver also reports a lost or unusable GPU in plain ``NVRM:`` lines; NVIDIA NVSentinel issue
+#155 shows one with no XID beside it). These are :class:`DriverEvent` s:
+
+* ``FALLEN_OFF_BUS``: ``NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:20b0) installed in this system has fallen
+  off the bus and is not responding to commands.``, which dmesg often wraps over three ``NVRM:`` lines (the
+  later ones with no timestamp; in the journal each with its own prefix), ``NVRM: GPU 0000:b3:00.0: GPU has
+  fallen off the bus.`` (open kernel module) and ``NVRM: GPU at 0000:b3:00.0 has fallen off the bus.`` (older).
+* ``INIT_FAILED``: ``NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x22:0x56:894)`` and its companion
+  ``rm_init_adapter failed, device minor number 0`` (older drivers: the same words with no device).
+* ``PROBE_FAILED``: ``NVRM: The NVIDIA probe routine failed for 1 device(s).``, ``... was not called for ...``,
+  ``NVRM: None of the NVIDIA devices were initialized.`` (no device named).
+
+Other NVRM lines (driver banner, ``GPU at PCI:...: GPU-<uuid>``, crash-dump notices, detail lines such as
+``RmInitAdapter: osInitNvMapping failed, bailing out``) and non-NVRM lines (AER) are neither.
 """
 
 from __future__ import annotations
 
 import re
+from enum import Enum
 
 from pydantic import Field
 
@@ -31,6 +48,38 @@ _SYSLOG_TIME_RE = re.compile(r"^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d
 _PID_RE = re.compile(r"\bpid=(?:'?<unknown>'?|(\d+))")
 _NAME_RE = re.compile(r"\bname=([^,]*)")
 
+_NVRM = "NVRM:"
+#: a PCI address as the driver prints it outside XID lines: "0000:b3:00.0", "PCI:0000:b3:00"
+_PCI_RE = re.compile(
+    r"(?<![0-9A-Fa-f:])(?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)(?![0-9A-Fa-f])"
+)
+_PCI_ID_RE = re.compile(r"PCI ID: ([0-9A-Fa-f]{4}:[0-9A-Fa-f]{4})")
+#: the start of the message dmesg wraps over several lines ("The NVIDIA GPU 0000:b3:00.0" / "(PCI ID: ...)
+#: installed in this system has" / "fallen off the bus and is not responding to commands.")
+_WRAPPED_START_RE = re.compile(r"^The NVIDIA GPU \S+")
+_MAX_CONTINUATION = 3
+#: how a message of its own begins (a line that begins otherwise may continue a wrapped message)
+_MESSAGE_START_RE = re.compile(r"^(?:The NVIDIA|GPU\b|RmInitAdapter|rm_init_adapter|None of the NVIDIA|loading NVIDIA)")
+_END_RE = re.compile(r"[.!]\s*$")
+
+
+class DriverEventKind(str, Enum):
+    """What an NVRM line without an XID says happened to a GPU (see the module doc)."""
+
+    FALLEN_OFF_BUS = "fallen-off-bus"  #: the GPU stopped answering on PCIe
+    INIT_FAILED = "init-failed"  #: the driver could not initialise the GPU (RmInitAdapter)
+    PROBE_FAILED = "probe-failed"  #: the driver's probe rejected a device or initialised none
+
+
+_DRIVER_RES: list[tuple[DriverEventKind, re.Pattern[str]]] = [
+    (DriverEventKind.FALLEN_OFF_BUS, re.compile(r"fallen off the bus", re.I)),
+    (DriverEventKind.INIT_FAILED, re.compile(r"\bRmInitAdapter failed\b|\brm_init_adapter failed\b")),
+    (
+        DriverEventKind.PROBE_FAILED,
+        re.compile(r"probe routine (?:failed|was not called)|None of the NVIDIA devices (?:were|was) initiali[sz]ed"),
+    ),
+]
+
 
 class XidEvent(Contract):
     """One ``NVRM: Xid`` line."""
@@ -46,10 +95,26 @@ class XidEvent(Contract):
     message: str  #: the text after the code, e.g. "pid=..., name=..., GPU has fallen off the bus."
 
 
+class DriverEvent(Contract):
+    """One NVRM message, possibly wrapped over several lines, that reports a lost or failed GPU without an XID."""
+
+    line: int  #: 1-based line number of the message's first line
+    kind: DriverEventKind
+    pci: str | None = None  #: the device as printed, e.g. "0000:b3:00.0"; None when the line names none
+    pci_key: tuple[int, int, int] | None = None  #: (domain, bus, device), comparable with nvidia-smi bus ids
+    pci_id: str | None = None  #: vendor:device, e.g. "10de:20b0", when printed
+    uptime_s: float | None = None
+    time: str | None = None
+    message: str  #: the NVRM text, wrapped lines joined with a space
+    raw: str  #: the log line(s) as read, joined with newlines
+
+
 class XidLog(Contract):
-    """The XID events of one kernel log, in log order, plus how many lines were read."""
+    """The XID events of one kernel log, in log order, the driver events without an XID, and how many lines were
+    read."""
 
     events: list[XidEvent] = Field(default_factory=list)
+    driver_events: list[DriverEvent] = Field(default_factory=list)
     lines_read: int = 0
 
     def codes(self) -> list[int]:
@@ -77,14 +142,79 @@ def _event(lineno: int, line: str) -> XidEvent:
     )
 
 
+def _nvrm_text(line: str) -> str:
+    return line.split(_NVRM, 1)[1].strip()
+
+
+def _driver_kind(message: str) -> DriverEventKind | None:
+    for kind, pattern in _DRIVER_RES:
+        if pattern.search(message):
+            return kind
+    return None
+
+
+def _driver_event(kind: DriverEventKind, chunk: list[tuple[int, str]]) -> DriverEvent:
+    first_no, first = chunk[0]
+    message = " ".join(_nvrm_text(line) for _, line in chunk)
+    pci_m, id_m = _PCI_RE.search(message), _PCI_ID_RE.search(message)
+    pci = pci_m.group(1) if pci_m else None
+    uptime_m, t_m, s_m = _UPTIME_RE.match(first), _PREFIX_TIME_RE.match(first), _SYSLOG_TIME_RE.match(first)
+    return DriverEvent(
+        line=first_no,
+        kind=kind,
+        pci=pci,
+        pci_key=bus_key(pci) if pci else None,
+        pci_id=id_m.group(1) if id_m else None,
+        uptime_s=float(uptime_m.group(1)) if uptime_m else None,
+        time=t_m.group(1) if t_m else (s_m.group(1) if s_m else None),
+        message=message,
+        raw="\n".join(line for _, line in chunk),
+    )
+
+
 def parse_xid(text: str) -> XidLog:
-    """All XID events of a kernel log. Raises :class:`ParseError` for NUL/binary input or a malformed
-    ``NVRM: Xid`` line."""
+    """All XID events and driver events of a kernel log. Raises :class:`ParseError` for NUL/binary input or a
+    malformed ``NVRM: Xid`` line.
+
+    A line starting the driver's wrapped message (``NVRM: The NVIDIA GPU <pci>`` with no sentence end) takes up
+    to three following ``NVRM:`` lines until one ends the sentence; an XID line, or a line that begins a message
+    of its own, cuts it, and a cut message, or one that says nothing of the kinds above, is dropped (never half
+    a message read as a fall).
+    """
     if "\x00" in text or "\ufffd" in text:
         raise ParseError(FMT, None, "kernel log text", "binary data in input")
-    events = []
+    events: list[XidEvent] = []
+    driver: list[DriverEvent] = []
     lines = text.splitlines()
+    pending: list[tuple[int, str]] = []
+
+    def flush() -> None:
+        if pending:
+            kind = _driver_kind(" ".join(_nvrm_text(line) for _, line in pending))
+            if kind is not None:
+                driver.append(_driver_event(kind, list(pending)))
+            pending.clear()
+
     for n, line in enumerate(lines, start=1):
         if _XID_MARK in line:
+            pending.clear()  # a wrapped message cut short by an XID line is not read as a whole one
             events.append(_event(n, line))
-    return XidLog(events=events, lines_read=len(lines))
+            continue
+        if _NVRM not in line:
+            continue
+        body = _nvrm_text(line)
+        if pending:
+            if not _MESSAGE_START_RE.match(body):
+                pending.append((n, line))
+                if _END_RE.search(body) or len(pending) > _MAX_CONTINUATION:
+                    flush()
+                continue
+            pending.clear()  # the wrapped message never ended: this line begins another
+        if _WRAPPED_START_RE.match(body) and not _END_RE.search(body):
+            pending.append((n, line))
+            continue
+        kind = _driver_kind(body)
+        if kind is not None:
+            driver.append(_driver_event(kind, [(n, line)]))
+    pending.clear()  # a wrapped message cut by the end of the log says nothing whole
+    return XidLog(events=events, driver_events=driver, lines_read=len(lines))
