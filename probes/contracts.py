@@ -134,6 +134,7 @@ class FindingCode(str, Enum):
     PCIE_LINK_DEGRADED = "PCIE_LINK_DEGRADED"
     IB_PORT_DOWN = "IB_PORT_DOWN"
     GPU_XID = "GPU_XID"
+    GPU_LOST = "GPU_LOST"
     GEMM_SLOW = "GEMM_SLOW"
     HBM_SLOW = "HBM_SLOW"
     H2D_SLOW = "H2D_SLOW"

@@ -12,6 +12,7 @@ from fleetdx.orchestrator.diagnosis import references as ref
 from fleetdx.orchestrator.diagnosis import rules_gpu as R
 from fleetdx.orchestrator.diagnosis import xid_table
 from fleetdx.orchestrator.diagnosis.base import Fleet
+from fleetdx.orchestrator.report import exclude_hostlist
 from fleetdx.probes.contracts import FindingCode, Severity
 from fleetdx.probes.facts import NodeFacts
 from fleetdx.probes.parsers.microbench import Microbench, parse_microbench
@@ -258,6 +259,138 @@ def test_xid_table_classes_follow_xid_md() -> None:
     assert xid_table.classify(8, 2) is xid_table.XidClass.RESET  # "APP -> RESET if repeats"
     msg = "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
     assert xid_table.classify(154, 1, msg) is xid_table.XidClass.NODE
+
+
+def _idle_with(*lines: str) -> NodeFacts:
+    """Modified copy of the idle dmesg (whose GPU0 sits at PCI 0000:00:06.0) with ``lines`` appended."""
+    text = (HOSTS / "h100-vm-idle" / "dmesg_nvrm.txt").read_text().rstrip("\n") + "\n" + "\n".join(lines) + "\n"
+    return facts("h100-vm-idle", "idle", xids=parse_xid(text))
+
+
+# --- issue 14: a GPU lost or failed without an XID --------------------------------------------------------
+
+
+def test_modified_fallen_off_the_bus_without_xid_is_critical_and_excludes_the_node() -> None:
+    """The driver's message of NVSentinel issue #155, moved to the fixture GPU's bus (00:06), as dmesg wraps it."""
+    node = _idle_with(
+        "[ 1843.308145] NVRM: The NVIDIA GPU 0000:00:06.0",
+        "               NVRM: (PCI ID: 10de:2330) installed in this system has",
+        "               NVRM: fallen off the bus and is not responding to commands.",
+        "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).",
+    )
+    got = R.xid_rule(node, Fleet(nodes=[node]))
+    assert [(f.code, f.severity, f.subject) for f in got] == [
+        (FindingCode.GPU_LOST, Severity.CRITICAL, "GPU0"),
+        (FindingCode.GPU_LOST, Severity.CRITICAL, "NVIDIA driver"),
+    ]
+    fallen, probe = got
+    assert fallen.nodes == ["idle"]
+    assert fallen.evidence["kind"] == "fallen-off-bus" and fallen.evidence["pci"] == "0000:00:06.0"
+    assert fallen.evidence["pci_id"] == "10de:2330" and fallen.evidence["lines"] == [4]
+    assert str(fallen.evidence["raw"]).splitlines()[2].endswith("not responding to commands.")
+    assert "fallen off the bus" in fallen.message
+    assert probe.evidence["kind"] == "probe-failed" and probe.evidence["lines"] == [7]
+    assert exclude_hostlist(got) == "idle"
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        (
+            "[  912.004417] NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:20b0) installed in this system has "
+            "fallen off the bus and is not responding to commands.",
+            "fallen-off-bus",
+        ),
+        ("[  903.610907] NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x62:0x65:1792)", "init-failed"),
+        (
+            "Dec  2 11:49:53 worker4 kernel: NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x24:0x72:1568)",
+            "init-failed",
+        ),
+    ],
+)
+def test_modified_gpu_not_in_the_inventory_is_named_by_its_address(line: str, kind: str) -> None:
+    node = _idle_with(line)
+    (f,) = R.xid_rule(node, Fleet(nodes=[node]))
+    assert (f.code, f.severity, f.evidence["kind"]) == (FindingCode.GPU_LOST, Severity.CRITICAL, kind)
+    assert f.subject.startswith("PCI:0000:") and f.evidence["lines"] == [4]
+    assert f.evidence["raw"] == line
+
+
+def test_modified_init_failure_lines_of_one_gpu_are_one_finding() -> None:
+    node = _idle_with(
+        "[  885.242168] NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)",
+        "[  885.242457] NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor number 5",
+        "[  926.232044] NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)",
+        "[  926.232358] NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor number 5",
+    )
+    (f,) = R.xid_rule(node, Fleet(nodes=[node]))
+    assert (f.subject, f.evidence["count"], f.evidence["lines"]) == ("PCI:0000:0a:00.0", 4, [4, 5, 6, 7])
+    assert f.evidence["last_uptime_s"] == 926.232358
+
+
+# --- issue 15: the message's own fatal / non-fatal word ---------------------------------------------------
+# NVLink5 lines as the driver prints them (leptonai/gpud's tests quote them from production logs and NVIDIA's
+# XID catalog), XID 74 as NVIDIA's catalog and AWS HyperPod's documentation quote it.
+
+NVL = "NVRM: Xid (PCI:0000:00:06): "
+
+
+@pytest.mark.parametrize(
+    ("message", "severity", "cls"),
+    [
+        ("145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)",
+         Severity.WARNING, "INFO"),
+        ("145, pid=876767, name=ray::WorkerDict, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 "
+         "0x00000001 0x00000000 0x00100000 0x00000004)", Severity.WARNING, "INFO"),
+        ("144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 0x00000000 0x00000000 0x00000000 0x00000000)",
+         Severity.WARNING, "INFO"),
+        ("146, TLW_RX_PIPE1 Nonfatal XC0 i0 Link 03 (0x00000010 0x00000020 0x00000030 0x00000040)",
+         Severity.WARNING, "INFO"),
+        ("149, NETIR_BER_EVENT Nonfatal XC0 i0 Link 03 (0x00086226 0x00000001 0x00000000 0x00000000 0x00000000 "
+         "0x00000000)", Severity.WARNING, "INFO"),
+        ("149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 0x00000000 0x00000000 0x00000000 "
+         "0x00000000)", Severity.CRITICAL, "RESET"),
+        ("149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)",
+         Severity.CRITICAL, "RESET"),
+        ("145, pid=11436, name=fatal_loader, RLW_SRC_TRACK Nonfatal XC1 i0 Link 03 (0x040868e2 0x00000008 "
+         "0x00000000 0x00000000 0x00000000 0x00000000)", Severity.WARNING, "INFO"),  # the process name is not the word
+        ("74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on link 14(0x0, 0x0, 0x10000, 0x0, "
+         "0x0, 0x0, 0x0)", Severity.CRITICAL, "RESET"),
+        ("74, pid=1234, name=python3, NVLink: non-fatal error detected on link 6(0x0, 0x0, 0x100, 0x0, 0x0, 0x0, "
+         "0x0)", Severity.WARNING, "INFO"),
+        ("74, NVLink: Nonfatal error detected on link 2", Severity.WARNING, "INFO"),
+        ("74, pid=1234, name=python3, NVLink Error on GPU 0000:00:06", Severity.CRITICAL, "RESET"),  # no word: table
+        ("147, TREX Fatal XC0 i0 Link 01 (0x00000001 0x00000000 0x00000000 0x00000000)", Severity.CRITICAL, "RESET"),
+    ],
+)
+def test_modified_nvlink_xid_severity_reads_the_fatal_word(message: str, severity: Severity, cls: str) -> None:
+    node = _idle_with(f"[ 5000.000001] {NVL}{message}")
+    (f,) = R.xid_rule(node, Fleet(nodes=[node]))
+    assert (f.code, f.severity, f.evidence["class"], f.subject) == (FindingCode.GPU_XID, severity, cls, "GPU0")
+
+
+def test_modified_a_fatal_line_among_nonfatal_ones_makes_the_gpu_critical() -> None:
+    nonfatal = "145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x0)"
+    fatal = "145, RLW_SRC_TRACK Fatal XC0 i0 Link 03 (0x040868e2 0x00000008 0x00000000 0x00000000 0x00000000 0x0)"
+    only_nonfatal = _idle_with(*(f"[ {5000 + i}.0] {NVL}{nonfatal}" for i in range(5)))
+    (f,) = R.xid_rule(only_nonfatal, Fleet(nodes=[only_nonfatal]))
+    assert f.severity is Severity.WARNING and f.evidence["count"] == 5
+    assert f.evidence["fatality"] == {"fatal": 0, "nonfatal": 5, "unmarked": 0}
+    assert "non-fatal" in f.message
+    mixed = _idle_with(f"[ 5000.0] {NVL}{nonfatal}", f"[ 5001.0] {NVL}{fatal}", f"[ 5002.0] {NVL}{nonfatal}")
+    (g,) = R.xid_rule(mixed, Fleet(nodes=[mixed]))
+    assert g.severity is Severity.CRITICAL and g.evidence["fatality"] == {"fatal": 1, "nonfatal": 2, "unmarked": 0}
+
+
+def test_fatal_word_is_read_only_for_families_that_carry_one() -> None:
+    # XID 45 names the previous XID; "Nonfatal" in another family's text changes nothing
+    assert xid_table.message_fatality("RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0)") is False
+    assert xid_table.message_fatality("NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x0)") is True
+    assert xid_table.message_fatality("NVLink: non-fatal error detected on link 6") is False
+    assert xid_table.message_fatality("pid=1, name=python3, Ch 00000001 caused by previous Xid 145") is None
+    assert xid_table.classify(145, 1, "RLW_RXPIPE Nonfatal XC0 i0 Link 13") is xid_table.XidClass.INFO
+    assert xid_table.classify(48, 1, "DBE (double bit error) ECC error Nonfatal") is xid_table.XidClass.RESET
+    assert xid_table.classify(145, 1, "") is xid_table.XidClass.RESET
 
 
 def test_busy_microbench_slow_vs_reference_and_peer() -> None:

@@ -8,7 +8,8 @@
 * :func:`row_remap_rule` GPU_ROW_REMAP_PENDING (warning) / GPU_ROW_REMAP_FAILURE (critical).
 * :func:`clocks_rule` GPU_CLOCKS_THROTTLED (critical for hardware/thermal slowdowns; see the rule).
 * :func:`pcie_rule` PCIE_LINK_DEGRADED (warning).
-* :func:`xid_rule` GPU_XID (severity from :mod:`fleetdx.orchestrator.diagnosis.xid_table`).
+* :func:`xid_rule` GPU_XID (severity from :mod:`fleetdx.orchestrator.diagnosis.xid_table`), and GPU_LOST
+  (critical) for the driver's lines that lose or fail a GPU without an XID.
 * :func:`microbench_rule` GEMM_SLOW / HBM_SLOW / H2D_SLOW (warning; :mod:`fleetdx.orchestrator.diagnosis.references`).
 
 Clocks, power and PCIe state come from the one per-GPU view (:attr:`~fleetdx.probes.facts.NodeFacts.gpus`);
@@ -38,7 +39,7 @@ from fleetdx.probes.contracts import EvidenceValue, Finding, FindingCode, Severi
 from fleetdx.probes.facts import GpuView, NodeFacts
 from fleetdx.probes.parsers.microbench import Microbench
 from fleetdx.probes.parsers.smi_values import ClockEventReason, bus_key
-from fleetdx.probes.parsers.xid import XidEvent
+from fleetdx.probes.parsers.xid import DriverEvent, DriverEventKind, XidEvent
 
 MIB = 1 << 20
 
@@ -452,9 +453,10 @@ _MAX_LINES = 10
 
 def xid_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     """GPU_XID: one finding per (GPU, XID code), severity from the class in :mod:`xid_table` (application XIDs
-    such as 13, 31, 43 are INFO and never condemn the node; repeated "escalates if repeats" codes and XID
-    154's recovery action are honoured). Events are grouped so a storm of one code is one finding with a
-    count."""
+    such as 13, 31, 43 are INFO and never condemn the node; repeated "escalates if repeats" codes, XID
+    154's recovery action and the NVLink XIDs' own fatal / non-fatal word are honoured). Events are grouped so a
+    storm of one code is one finding with a count. Then GPU_LOST for the driver events without an XID
+    (:func:`gpu_lost_findings`)."""
     if node.xids is None:
         return []
     groups: dict[tuple[str, int], list[XidEvent]] = defaultdict(list)
@@ -468,21 +470,83 @@ def xid_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
         info = xid_table.lookup(code)
         idx = _index_by_bus(node).get(events[0].pci_key) if events[0].pci_key is not None else None
         subject = _subject(idx) if idx is not None else f"PCI:{pci}"
+        message = f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}; {info.action}"
+        evidence: dict[str, EvidenceValue] = {
+            "xid": code,
+            "mnemonic": info.mnemonic,
+            "class": cls.value,
+            "count": len(events),
+            "pci": pci,
+            "lines": [e.line for e in events[:_MAX_LINES]],
+            "first_message": events[0].message,
+            "last_uptime_s": events[-1].uptime_s,
+            "last_time": events[-1].time,
+            "file": DMESG_FILE,
+        }
+        if code in xid_table.FATALITY_IN_MESSAGE:
+            said = Counter(xid_table.message_fatality(e.message) for e in events)
+            evidence["fatality"] = {"fatal": said[True], "nonfatal": said[False], "unmarked": said[None]}
+            if cls.severity is not Severity.CRITICAL:
+                message = (
+                    f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}, non-fatal by the driver's own "
+                    "message: watch the link (nvidia-smi nvlink -e); a fatal one needs a reset"
+                )
+        out.append(_finding(node, FindingCode.GPU_XID, cls.severity, subject, message, evidence))
+    return out + gpu_lost_findings(node)
+
+
+_LOST_WHAT = {
+    DriverEventKind.FALLEN_OFF_BUS: (
+        "has fallen off the bus (the driver's message, no XID): it does not answer on PCIe; drain, reboot or "
+        "power-cycle, check PCIe AER, riser and slot"
+    ),
+    DriverEventKind.INIT_FAILED: (
+        "could not be initialised by the driver (RmInitAdapter failed): it cannot be used; drain, reset or "
+        "reboot, check the driver and firmware versions and the PCIe link"
+    ),
+    DriverEventKind.PROBE_FAILED: (
+        "rejected a GPU at probe or initialised none: a GPU cannot be used; drain, check which GPU is missing "
+        "(nvidia-smi, lspci) and the messages before this one"
+    ),
+}
+
+
+def gpu_lost_findings(node: NodeFacts) -> list[Finding]:
+    """GPU_LOST (critical), one per (device, kind) of the kernel log's driver events without an XID
+    (:class:`~fleetdx.probes.parsers.xid.DriverEvent`): a GPU that fell off the bus, that the driver could not
+    initialise, or a driver probe that failed. NVIDIA's "Xid Errors" documentation (docs.nvidia.com/deploy/
+    xid-errors) has a GPU off the bus (XID 79) need a node reboot; the same fall printed without an XID, or a
+    GPU the driver never brought up, leaves the node short of a GPU as surely. Evidence: the PCI address, the
+    line numbers and the first raw line(s)."""
+    if node.xids is None:
+        return []
+    groups: dict[tuple[object, DriverEventKind], list[DriverEvent]] = defaultdict(list)
+    for e in node.xids.driver_events:
+        groups[(e.pci_key or e.pci, e.kind)].append(e)
+    by_bus = _index_by_bus(node)
+    out = []
+    for (_, kind), events in groups.items():
+        first = events[0]
+        idx = by_bus.get(first.pci_key) if first.pci_key is not None else None
+        if idx is not None:
+            subject = _subject(idx)
+        else:
+            subject = f"PCI:{first.pci}" if first.pci else "NVIDIA driver"
+        who = subject if kind is not DriverEventKind.PROBE_FAILED else "the NVIDIA driver"
         out.append(
             _finding(
                 node,
-                FindingCode.GPU_XID,
-                cls.severity,
+                FindingCode.GPU_LOST,
+                Severity.CRITICAL,
                 subject,
-                f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}; {info.action}",
+                f'{who} {_LOST_WHAT[kind]}; x{len(events)}, first: "{first.message}"',
                 {
-                    "xid": code,
-                    "mnemonic": info.mnemonic,
-                    "class": cls.value,
+                    "kind": kind.value,
+                    "pci": first.pci,
+                    "pci_id": first.pci_id,
                     "count": len(events),
-                    "pci": pci,
                     "lines": [e.line for e in events[:_MAX_LINES]],
-                    "first_message": events[0].message,
+                    "raw": first.raw,
                     "last_uptime_s": events[-1].uptime_s,
                     "last_time": events[-1].time,
                     "file": DMESG_FILE,

@@ -19,6 +19,12 @@ Codes NVIDIA's XID catalog marks "APP -> RESET if repeats" (8, 69) and "APP -> H
 codes) are APP here for one event and escalate to RESET / HW_INVESTIGATE when the same GPU logs the code
 :data:`REPEAT_ESCALATION` times or more. XID 154 carries the driver's own recovery action and is read from
 its message (:func:`recovery_action_class`).
+
+The NVLink XIDs carry their own fatality in the message: NVIDIA's XID catalog (docs.nvidia.com/deploy/xid-errors,
+XID 74 NVLINK_ERROR and the NVLink5 XIDs 144-150) shows ``NVLink: fatal error detected on link 14(0x0, ...)``
+and ``<unit> Fatal|Nonfatal XC0 i0 Link 13 (0x...)``, e.g. ``145, RLW_RXPIPE Nonfatal XC0 i0 Link 13``. For the
+families of :data:`FATALITY_IN_MESSAGE` a non-fatal event is INFO (a warning: watch the link), a fatal one keeps
+the table's class; a message with neither word keeps it too (:func:`message_fatality`).
 """
 
 from __future__ import annotations
@@ -367,6 +373,25 @@ def recovery_action_class(message: str) -> XidClass | None:
     return XidClass.RESET
 
 
+#: XID families whose message says itself whether the event is fatal (NVIDIA's XID catalog: 74, 144-150)
+FATALITY_IN_MESSAGE: frozenset[int] = frozenset({74, *range(144, 151)})
+_FATAL_WORD_RE = re.compile(r"\b(non[-_ ]?fatal|fatal)\b", re.IGNORECASE)
+_PROCESS_RE = re.compile(r"\b(?:pid|name)=[^,]*,?")
+
+
+def message_fatality(message: str) -> bool | None:
+    """``True`` when an XID message says ``Fatal`` (any case), ``False`` when it says only ``Nonfatal`` /
+    ``Non-fatal``, ``None`` when it says neither. The ``pid=`` and ``name=`` fields are left out (a process may be
+    called anything)."""
+    text = _PROCESS_RE.sub("", message)
+    words = {re.sub(r"[-_ ]", "", w.lower()) for w in _FATAL_WORD_RE.findall(text)}
+    if "fatal" in words:
+        return True
+    if "nonfatal" in words:
+        return False
+    return None
+
+
 def lookup(code: int) -> XidInfo:
     """The table row of ``code``; a code the table does not list is HW_INVESTIGATE (NVIDIA's XID catalog, last row)."""
     info = XID_TABLE.get(code)
@@ -382,9 +407,12 @@ def lookup(code: int) -> XidInfo:
 
 
 def classify(code: int, count_on_gpu: int, message: str = "") -> XidClass:
-    """Class of ``code`` seen ``count_on_gpu`` times on one GPU (repeats escalate; XID 154 by action)."""
+    """Class of ``code`` seen ``count_on_gpu`` times on one GPU (repeats escalate; XID 154 by action; a non-fatal
+    event of a :data:`FATALITY_IN_MESSAGE` family is INFO)."""
     if code == 154:
         return recovery_action_class(message) or XidClass.INFO
+    if code in FATALITY_IN_MESSAGE and message_fatality(message) is False:
+        return XidClass.INFO
     info = lookup(code)
     if info.escalates_to is not None and count_on_gpu >= REPEAT_ESCALATION:
         return info.escalates_to
