@@ -64,24 +64,72 @@ def asymmetric_cells(topo: TopoMatrix) -> list[AsymmetricCell]:
     return out
 
 
-def nvlink_report(topo: TopoMatrix) -> NvlinkReport:
-    """NVLink bonds weaker than the node's own pattern, GPUs with fewer NVLinks than their siblings,
-    asymmetry.
+def _max_clique(nodes: list[str], edges: set[frozenset[str]]) -> int:
+    """Size of the largest set of ``nodes`` that are pairwise joined by ``edges`` (Bron-Kerbosch with a pivot;
+    a ``topo -m`` matrix has at most a few dozen GPUs)."""
+    adj = {v: {w for w in nodes if w != v and frozenset((v, w)) in edges} for v in nodes}
+    best = 0
 
-    The pattern is the NV# class of at least half of the GPU pairs: an NVSwitch system (every pair NV18 on
-    HGX H100, NV12 on HGX A100) or a fully meshed board. A node without such a class (DGX-1 hybrid cube-mesh
-    with NV1/NV2/SYS, a workstation with one NVLink bridge) has no pair pattern, and only the per-GPU totals
-    are compared: on a DGX-1 every GPU has 6 NVLinks, so a GPU with 5 is short. GPUs with no NVLink at all
-    are left out of the per-GPU mode (a PCIe GPU beside a bridged pair is by design).
+    def grow(size: int, cand: set[str], done: set[str]) -> None:
+        nonlocal best
+        if not cand and not done:
+            best = max(best, size)
+            return
+        if size + len(cand) <= best:
+            return
+        pivot = max(cand | done, key=lambda v: len(adj[v] & cand))
+        for v in list(cand - adj[pivot]):
+            grow(size + 1, cand & adj[v], done & adj[v])
+            cand = cand - {v}
+            done = done | {v}
+
+    grow(0, set(nodes), set())
+    return best
+
+
+def all_to_all_class(topo: TopoMatrix) -> Link | None:
+    """The NV# class of an all-to-all NVLink fabric (NVSwitch: NV18 on HGX H100, NV12 on HGX A100; a fully meshed
+    board such as 4x A100 NV4), or ``None`` when the matrix does not show one.
+
+    A class is the fabric's when it joins at least three quarters of the GPU pairs and more than half of the GPUs
+    are all joined to each other by it: an all-to-all fabric of which one pair, or one GPU of eight, lost links.
+    A hybrid cube-mesh never passes, nor does any slice of one a VM or container is given: on a V100 DGX-1 /
+    p3.16xlarge NV1 and NV2 each join 8 of 28 pairs as an 8-cycle (no three GPUs pairwise NV1 or NV2), on its
+    4-GPU slices (p3.8xlarge, NDv2 GPUs 0-3) NV1 and NV2 tie at 3 of 6 pairs, on 3-GPU slices one class joins 2
+    of 3; the P100 DGX-1 joins 16 of 28 pairs by NV1 (4 GPUs at most pairwise), its slices at most 7 of 10.
+    Fewer than three quarters (half the pairs of a 4-GPU tray on one GPU, two GPUs of eight) cannot be told from
+    a design with fewer links; the peers judge those (:func:`fleetdx.topology.findings.comparison_findings`).
+    """
+    gpus = topo.gpu_names
+    pairs = gpu_pairs(topo)
+    by_class: dict[Link, set[frozenset[str]]] = {}
+    for a, b in pairs:
+        lk = link_between(topo, a, b)
+        if lk is not None and lk.is_nvlink:
+            by_class.setdefault(lk, set()).add(frozenset((a, b)))
+    for lk, edges in by_class.items():
+        if 4 * len(edges) >= 3 * len(pairs) and 2 * _max_clique(gpus, edges) > len(gpus):
+            return lk  # at most one class holds three quarters of the pairs
+    return None
+
+
+def nvlink_report(topo: TopoMatrix) -> NvlinkReport:
+    """NVLink bonds weaker than the node's all-to-all class, per-GPU lane totals, asymmetric NV# cells.
+
+    ``pattern`` is :func:`all_to_all_class`; ``weaker`` the GPU pairs below it (NV17 among NV18, SYS on an
+    NVSwitch board). ``asymmetric`` are the NV# cells whose mirror cell differs (A->B NV2, B->A NV1): the matrix
+    disagrees with itself. Both are evidence of a degraded link from the node's matrix alone.
+
+    ``per_gpu`` (each GPU's total lanes), ``expected_per_gpu`` (the most common non-zero total) and
+    ``short_gpus`` (GPUs below it) describe the node but are no evidence: GPUs of one node may have different
+    totals by design (a 4-GPU slice of a DGX-1 cube-mesh, AWS p3.8xlarge: GPU0/GPU1 4 lanes, GPU2/GPU3 5). A
+    lost lane that leaves the matrix symmetric and no all-to-all class shows only against the same cell on the
+    node's peers (:func:`fleetdx.topology.findings.comparison_findings`). GPUs with no NVLink at all are left
+    out of the totals' mode (a PCIe GPU beside a bridged pair is by design).
     """
     pairs = gpu_pairs(topo)
     links = {(a, b): link_between(topo, a, b) for a, b in pairs}
-    counts = Counter(str(lk) for lk in links.values() if lk is not None and lk.is_nvlink)
-    pattern: Link | None = None
-    if counts and pairs:
-        top, n_top = counts.most_common(1)[0]
-        if 2 * n_top >= len(pairs):
-            pattern = parse_link(top)
+    pattern = all_to_all_class(topo)
     weaker: list[Cell] = []
     if pattern is not None:
         for (a, b), lk in links.items():

@@ -3,17 +3,23 @@
 Codes and severities (issue 3): TOPO_GPU_PAIR_SYS [warning], TOPO_NVLINK_DEGRADED [critical],
 TOPO_GPU_NIC_REMOTE [warning], TOPO_NIC_OVERSUBSCRIBED [warning], TOPO_AFFINITY_MISSING [warning],
 TOPO_MISMATCH_PEERS [warning] (:func:`peer_findings`, :func:`comparison_findings`).
+
+TOPO_NVLINK_DEGRADED rests on evidence, never on a GPU having fewer NVLink lanes than its siblings (a hybrid
+cube-mesh slice has such GPUs by design): a pair below the node's all-to-all class or an NV# cell whose mirror
+cell differs (:func:`nvlink_findings`), or an NV# cell below the same cell on the majority of the node's
+comparable peers while the node has fewer lanes than they do (:func:`comparison_findings`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fleetdx.probes.contracts import Finding, FindingCode, JsonScalar, Severity
+from fleetdx.probes.contracts import EvidenceValue, Finding, FindingCode, JsonScalar, Severity
 from fleetdx.probes.parsers.topo import TopoMatrix
 from fleetdx.topology.analyses import affinity_issues, nic_report, nvlink_report, remote_gpu_pairs
 from fleetdx.topology.contracts import AffinityIssueKind, PeerComparison
 from fleetdx.topology.fleet import compare_to_peers
+from fleetdx.topology.links import parse_link
 
 
 def _scalars(items: Sequence[str]) -> list[JsonScalar]:
@@ -55,7 +61,9 @@ def sys_pair_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding
 
 
 def nvlink_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding]:
-    """TOPO_NVLINK_DEGRADED per weaker pair, per GPU short of NVLinks, and per asymmetric NV# cell."""
+    """TOPO_NVLINK_DEGRADED per pair weaker than the node's all-to-all NV# class and per asymmetric NV# cell
+    (:func:`~fleetdx.topology.analyses.nvlink_report`). A GPU with fewer lanes than its siblings is not one: a
+    cube-mesh slice has such GPUs by design; the peers judge that case (:func:`comparison_findings`)."""
     rep = nvlink_report(topo)
     out: list[Finding] = []
     for c in rep.weaker:
@@ -70,24 +78,6 @@ def nvlink_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding]:
                     "NVLink lost or down"
                 ),
                 evidence={"cell": c.link, "pattern": rep.pattern},
-            )
-        )
-    in_weak = {g for c in rep.weaker for g in (c.a, c.b)}
-    for g in rep.short_gpus:
-        if g in in_weak:
-            continue
-        out.append(
-            Finding(
-                code=FindingCode.TOPO_NVLINK_DEGRADED,
-                severity=Severity.CRITICAL,
-                nodes=_nodes(host),
-                subject=g,
-                message=f"{g} has {rep.per_gpu[g]} NVLinks where its siblings have {rep.expected_per_gpu}",
-                evidence={
-                    "nvlinks": rep.per_gpu[g],
-                    "expected": rep.expected_per_gpu,
-                    "per_gpu": dict(rep.per_gpu),
-                },
             )
         )
     for a in rep.asymmetric:
@@ -179,27 +169,73 @@ def node_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding]:
 def peer_findings(
     topo: TopoMatrix, peers: Sequence[TopoMatrix], host: str | None = None
 ) -> tuple[PeerComparison, list[Finding]]:
-    """TOPO_MISMATCH_PEERS, one per cell where ``topo`` differs from the majority of comparable peers."""
+    """TOPO_MISMATCH_PEERS, one per cell where ``topo`` differs from the majority of comparable peers, and
+    TOPO_NVLINK_DEGRADED where such a cell shows lost NVLinks (:func:`comparison_findings`)."""
     cmp = compare_to_peers(topo, peers)
-    return cmp, comparison_findings(cmp, host)
+    return cmp, comparison_findings(cmp, host, topo=topo)
 
 
-def comparison_findings(cmp: PeerComparison, host: str | None = None) -> list[Finding]:
+def _nvlinks(cell: str | None) -> int:
+    """The NVLink count of a cell (0 for a PCIe class or an absent device)."""
+    return parse_link(cell).nvlinks if cell is not None and cell.startswith("NV") else 0
+
+
+def comparison_findings(
+    cmp: PeerComparison, host: str | None = None, *, topo: TopoMatrix | None = None
+) -> list[Finding]:
     """TOPO_MISMATCH_PEERS, one per differing cell of ``cmp`` (:func:`peer_findings` without the
-    comparison, for a caller that compared through :class:`~fleetdx.topology.fleet.CellCounts`)."""
-    return [
-        Finding(
-            code=FindingCode.TOPO_MISMATCH_PEERS,
-            severity=Severity.WARNING,
-            nodes=_nodes(host),
-            subject=f"{d.a}-{d.b}",
-            message=d.sentence(),
-            evidence={
-                "here": d.here,
-                "majority": d.majority,
-                "majority_count": d.majority_count,
-                "peers": d.peers,
-            },
+    comparison, for a caller that compared through :class:`~fleetdx.topology.fleet.CellCounts`).
+
+    With the node's matrix ``topo``, also TOPO_NVLINK_DEGRADED (critical) for each GPU pair that is below an NV#
+    majority of the peers (NV1 here, NV2 on 3 of 3 peers; SYS here, NV12 on the peers) when, over the GPU pairs,
+    the node has fewer NVLink lanes than the peers' majority: links were lost, not wired otherwise (a slice of
+    another board with as many lanes differs cell by cell but loses none: mismatches only). A cell the node's
+    own matrix already condemns (:func:`nvlink_findings`) is not condemned twice.
+    """
+    gpus = set(topo.gpu_names) if topo is not None else set()
+    short = sum(_nvlinks(d.majority) - _nvlinks(d.here) for d in cmp.diffs if d.a in gpus and d.b in gpus)
+    condemned: set[frozenset[str]] = set()
+    if topo is not None and short > 0:
+        rep = nvlink_report(topo)
+        condemned = {frozenset((c.a, c.b)) for c in rep.weaker} | {frozenset((x.a, x.b)) for x in rep.asymmetric}
+    out: list[Finding] = []
+    for d in cmp.diffs:
+        evidence: dict[str, EvidenceValue] = {
+            "here": d.here,
+            "majority": d.majority,
+            "majority_count": d.majority_count,
+            "peers": d.peers,
+        }
+        out.append(
+            Finding(
+                code=FindingCode.TOPO_MISMATCH_PEERS,
+                severity=Severity.WARNING,
+                nodes=_nodes(host),
+                subject=f"{d.a}-{d.b}",
+                message=d.sentence(),
+                evidence=evidence,
+            )
         )
-        for d in cmp.diffs
-    ]
+        if (
+            short > 0
+            and d.a in gpus
+            and d.b in gpus
+            and d.here is not None
+            and d.majority.startswith("NV")
+            and parse_link(d.here).rank < parse_link(d.majority).rank
+            and frozenset((d.a, d.b)) not in condemned
+        ):
+            out.append(
+                Finding(
+                    code=FindingCode.TOPO_NVLINK_DEGRADED,
+                    severity=Severity.CRITICAL,
+                    nodes=_nodes(host),
+                    subject=f"{d.a}-{d.b}",
+                    message=(
+                        f"{d.sentence()}: NVLink lost or down (the node has {short} NVLink lane(s) fewer than "
+                        "its peers)"
+                    ),
+                    evidence={**evidence, "nvlinks_short": short},
+                )
+            )
+    return out

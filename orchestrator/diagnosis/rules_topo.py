@@ -3,8 +3,9 @@
 ``RULES`` (in order): the node's own topology findings (:func:`fleetdx.topology.findings.node_findings`: SYS GPU
 pairs, degraded NVLink, remote or oversubscribed NICs, missing CPU affinity), then the comparison with its
 peers (TOPO_MISMATCH_PEERS: cells that differ from the majority of peers with the same GPU model, GPU rows
-and NIC names). A node without a parsed matrix gives no finding (the engine reports the probe that did not
-run or parse).
+and NIC names; TOPO_NVLINK_DEGRADED where such a cell is an NVLink bond below the peers' while the node has
+fewer NVLink lanes than they do). A node without a parsed matrix gives no finding (the engine reports the probe
+that did not run or parse).
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def layout_groups(fleet: Fleet) -> dict[LayoutKey, LayoutGroup]:
 
 
 def topo_peers_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
-    """TOPO_MISMATCH_PEERS: ``node``'s cells that differ from the majority of comparable peers (2 at least).
+    """TOPO_MISMATCH_PEERS: ``node``'s cells that differ from the majority of comparable peers (2 at least), and
+    TOPO_NVLINK_DEGRADED for those that show lost NVLinks (:func:`fleetdx.topology.findings.comparison_findings`).
 
     Peers are the other hosts' nodes with the same GPU model (when ``node``'s is known, peers of another or an
     unknown model are left out), the same GPU rows and NIC names
@@ -85,7 +87,7 @@ def topo_peers_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
         counts, leave_out = group.by_model[model], [t for m, t in own if m == model]
     peers = counts.size - len(leave_out)
     majority = counts.majority(leave_out) if peers >= MIN_PEERS else {}
-    return comparison_findings(compare_to_majority(node.topo, majority, peers), host=node.host)
+    return comparison_findings(compare_to_majority(node.topo, majority, peers), host=node.host, topo=node.topo)
 
 
 RULES: list[Rule] = [topo_node_rule, topo_peers_rule]
