@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fleetdx.probes.errors import ParseError
 from fleetdx.probes.parsers.xid import DriverEventKind, parse_xid
@@ -184,3 +186,32 @@ def test_a_cut_message_followed_by_an_xid_is_not_a_fall() -> None:
     )
     log = parse_xid(text)
     assert log.codes() == [79] and log.driver_events == []
+
+
+POOL = [
+    *SPLIT_FALLEN.splitlines(),
+    *JOURNAL_FALLEN.splitlines(),
+    *INIT_FAILED.splitlines(),
+    ONE_LINE_FALLEN.rstrip("\n"),
+    *CONSTRUCTED.splitlines(),
+    "[ 74889.700000] NVRM: A GPU crash dump has been created. If possible, please run",
+    "               NVRM: nvidia-bug-report.sh as root to collect this data before",
+]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(POOL), max_size=25))
+def test_any_mix_of_real_lines_parses_and_every_event_points_at_its_lines(lines: list[str]) -> None:
+    text = "\n".join(lines) + "\n"
+    log = parse_xid(text)
+    for e in log.driver_events:
+        got = e.raw.splitlines()
+        assert got[0] == lines[e.line - 1] and set(got) <= set(lines)
+        if e.kind is DriverEventKind.FALLEN_OFF_BUS:
+            assert "fallen off the bus" in e.message
+    # a one-line fall is always found, wherever it lands
+    assert sum(1 for ln in lines if ln == ONE_LINE_FALLEN.rstrip("\n")) <= sum(
+        1 for e in log.driver_events if e.kind is DriverEventKind.FALLEN_OFF_BUS
+    )
+    assert len(log.events) == sum(1 for ln in lines if "NVRM: Xid" in ln)
+
