@@ -316,50 +316,27 @@ def _low_finding(
 
 
 def _failure_findings(m: Measurement) -> list[Finding]:
+    """A group that hung, failed or returned wrong elements: one critical finding naming every member (which
+    member is at fault, the group cannot tell: no member is excluded for it, see ``orchestrator.report``)."""
     subject = ",".join(m.nodes)
+    coll = m.collective.value
     ev: dict[str, EvidenceValue] = {
-        "round": m.round_index,
-        "collective": m.collective.value,
-        "nodes": list(m.nodes),
-        "error": m.error,
+        "round": m.round_index, "collective": coll, "nodes": list(m.nodes), "error": m.error
     }
     if m.status is MeasureStatus.HANG:
-        return [
-            Finding(
-                code=FindingCode.NCCL_TEST_HANG,
-                severity=Severity.CRITICAL,
-                nodes=list(m.nodes),
-                subject=subject,
-                message=f"{subject}: {m.collective.value} did not finish ({m.error})",
-                evidence=ev,
-            )
-        ]
-    if m.status is MeasureStatus.FAILED:
-        return [
-            Finding(
-                code=FindingCode.NCCL_TEST_FAILED,
-                severity=Severity.CRITICAL,
-                nodes=list(m.nodes),
-                subject=subject,
-                message=f"{subject}: {m.collective.value} failed: {m.error}",
-                evidence=ev,
-            )
-        ]
-    if m.wrong > 0:
-        return [
-            Finding(
-                code=FindingCode.NCCL_WRONG_RESULTS,
-                severity=Severity.CRITICAL,
-                nodes=list(m.nodes),
-                subject=subject,
-                message=f"{subject}: {m.collective.value} returned {m.wrong} wrong elements (data corruption)",
-                evidence={**ev, "wrong": m.wrong},
-            )
-        ]
-    return []
+        code, message = FindingCode.NCCL_TEST_HANG, f"{subject}: {coll} did not finish ({m.error})"
+    elif m.status is MeasureStatus.FAILED:
+        code, message = FindingCode.NCCL_TEST_FAILED, f"{subject}: {coll} failed: {m.error}"
+    elif m.wrong > 0:
+        code = FindingCode.NCCL_WRONG_RESULTS
+        message = f"{subject}: {coll} returned {m.wrong} wrong elements (data corruption)"
+        ev["wrong"] = m.wrong
+    else:
+        return []
+    return [Finding(code=code, severity=Severity.CRITICAL, nodes=list(m.nodes), subject=subject, message=message,
+                    evidence=ev)]
 
 
-# ------------------------------------------------------------------------------------------------ report
 def build_report(
     result: ScreenResult,
     findings: list[Finding],

@@ -121,21 +121,14 @@ def lost_finding(outcome: NodeOutcome[Any], run_timeout_s: float) -> Finding:
         "run_timeout_s": run_timeout_s,
         "error": outcome.error,
     }
-    if outcome.kind is OutcomeKind.FAILED:
-        return Finding(
-            code=FindingCode.PROBE_FAILED,
-            severity=Severity.WARNING,
-            nodes=[outcome.host],
-            subject="collect",
-            message=f"the probe task failed on the node: {outcome.error}",
-            evidence=evidence,
-        )
+    failed = outcome.kind is OutcomeKind.FAILED
     return Finding(
-        code=FindingCode.NODE_UNREACHABLE,
-        severity=Severity.CRITICAL,
+        code=FindingCode.PROBE_FAILED if failed else FindingCode.NODE_UNREACHABLE,
+        severity=Severity.WARNING if failed else Severity.CRITICAL,
         nodes=[outcome.host],
-        subject="node",
-        message=f"no bundle from the node: {outcome.error}",
+        subject="collect" if failed else "node",
+        message=(f"the probe task failed on the node: {outcome.error}" if failed
+                 else f"no bundle from the node: {outcome.error}"),
         evidence=evidence,
     )
 
