@@ -62,11 +62,12 @@ class AsymmetricCell(Contract):
 class NvlinkReport(Contract):
     """NVLink bonds against the node's own pattern.
 
-    ``pattern`` is the NV# class shared by at least half of the GPU pairs (an all-to-all NVSwitch or
-    fully-meshed board), else ``None`` (hybrid cube-mesh, bridged pairs, PCIe only). ``weaker`` are the GPU
-    pairs below ``pattern``. ``per_gpu`` is each GPU's total NVLink count (sum of # over its NV# cells);
+    ``pattern`` is the NV# class of an all-to-all fabric (:func:`fleetdx.topology.analyses.all_to_all_class`:
+    at least three quarters of the GPU pairs, more than half of the GPUs pairwise joined by it), else ``None``
+    (hybrid cube-mesh and its slices, bridged pairs, PCIe only). ``weaker`` are the GPU pairs below
+    ``pattern``. ``per_gpu`` is each GPU's total NVLink count (sum of # over its NV# cells);
     ``expected_per_gpu`` the most common non-zero total; ``short_gpus`` the GPUs with a non-zero total below
-    it.
+    it: reported, not evidence on their own (a cube-mesh slice has them by design; peers judge them).
     """
 
     pattern: str | None
