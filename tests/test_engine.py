@@ -134,9 +134,10 @@ def test_failed_nccl_tests_output_is_critical_and_excluded() -> None:
     # the file's own text: "h100-4: Test NCCL failure common.cu:1057 'internal error / '"
     report = analyze_bundles([BUNDLES / "nccl-h100x16-fail", BUNDLES / "h100-idle"]).report
     assert report.verdict is Verdict.CRITICAL and report.exit_code == 2
-    assert report.exclude == "nccl-h100x16-fail"
+    # the host the evidence names is excluded, not the bundle's folder (issue 10, item 22)
+    assert report.exclude == "h100-4"
     failed = [f for f in report.findings if f.code is FindingCode.NCCL_TEST_FAILED]
-    assert failed and failed[0].node == "nccl-h100x16-fail"
+    assert failed and failed[0].nodes == ["h100-4"]
     assert "common.cu:1057" in failed[0].message
 
 

@@ -16,6 +16,7 @@ from fleetdx.orchestrator.diagnosis.rules_nccl import (
     RULES,
     failed_run_rule,
     hang_rule,
+    misconfigured_rule,
     not_mpi_rule,
     transport_fallback_rule,
     wrong_results_rule,
@@ -75,7 +76,8 @@ def test_nccl_failure_at_init() -> None:
     findings = run_all(facts_with_tests(name))
     assert codes(findings) == [FindingCode.NCCL_TEST_FAILED]  # failed, so not also reported as a hang
     f = findings[0]
-    assert f.severity is Severity.CRITICAL and f.node == HOST and f.subject == "all_reduce"
+    # the failure lines name h100-4, one of the run's two hosts: the finding is about it, not the bundle's host
+    assert f.severity is Severity.CRITICAL and f.nodes == ["h100-4"] and f.subject == "all_reduce"
     assert "Test NCCL failure common.cu:1057" in f.message
     assert f.evidence["file"] == name
     errors = f.evidence["errors"]
@@ -218,7 +220,14 @@ def test_logs_without_fallback(name: str) -> None:
 
 
 def test_rules_are_pure_and_listed_once() -> None:
-    assert RULES == [wrong_results_rule, failed_run_rule, hang_rule, not_mpi_rule, transport_fallback_rule]
+    assert RULES == [
+        wrong_results_rule,
+        failed_run_rule,
+        misconfigured_rule,
+        hang_rule,
+        not_mpi_rule,
+        transport_fallback_rule,
+    ]
     assert run_all(NodeFacts(host=HOST)) == []
 
 
@@ -271,3 +280,31 @@ def test_non_mpi_rows_without_header_or_devices() -> None:
     findings = run_all(facts_with_tests(name, "\n".join(kept)))
     assert codes(findings) == [FindingCode.NCCL_TESTS_NOT_MPI]
     assert findings[0].evidence["one_rank_runs"] == 2 and findings[0].evidence["nranks"] == [1, 1]
+
+
+def test_a_test_asking_for_more_gpus_than_the_node_has_is_misconfigured_not_failed() -> None:
+    # "Invalid number of GPUs: 2 requested but only 1 were found" (a real capture on a one-GPU VM): before,
+    # NCCL_TEST_FAILED condemned the node CRITICAL for a typo in the command
+    for name in ("all_reduce_perf_-g2_error_one_gpu.txt", "all_reduce_perf_-t2_error_one_gpu.txt"):
+        findings = run_all(facts_with_tests(name))
+        assert codes(findings) == [FindingCode.NCCL_TEST_MISCONFIGURED], name
+        f = findings[0]
+        assert f.severity is Severity.WARNING and "Invalid number of GPUs: 2 requested" in f.message
+
+
+def test_a_multi_node_run_told_to_use_sockets_despite_named_hcas_is_a_transport_fallback() -> None:
+    # the captured command line: mpirun ... -x NCCL_IB_DISABLE=1 ... -x NCCL_IB_HCA=mlx5_1,mlx5_3 ... on two
+    # L40S nodes; it reached 8.1 GB/s over TCP. Before: no finding at all (UNKNOWN)
+    name = "15_all_reduce_L40Sx2_2node_socket_IBdisabled.txt"
+    findings = run_all(facts_with_tests(name))
+    (f,) = [f for f in findings if f.code is FindingCode.NCCL_TRANSPORT_FALLBACK]
+    assert f.subject == "NET/Socket" and "NCCL_IB_DISABLE=1" in f.message
+    assert f.evidence["NCCL_IB_HCA"] == "mlx5_1,mlx5_3" and f.evidence["peak_busbw_gbps"] == 8.11
+
+
+def test_sockets_on_one_node_or_without_rdma_are_no_fallback() -> None:
+    name = "15_all_reduce_L40Sx2_2node_socket_IBdisabled.txt"
+    no_hca = facts_with_tests(name, text_of(name).replace(" -x NCCL_IB_HCA=mlx5_1,mlx5_3", ""))
+    assert transport_fallback_rule(no_hca, Fleet(nodes=[no_hca])) == []  # nothing says this node has RDMA
+    one_node = facts_with_tests("all_reduce_perf_-b8_-e512M_-f2_-g1.txt")
+    assert transport_fallback_rule(one_node, Fleet(nodes=[one_node])) == []

@@ -8,14 +8,17 @@
   ``Test CUDA failure``, ``Test failure``, ``Invalid number of GPUs``, MPI aborts), a process that aborted
   or died on a signal (even before nccl-tests printed anything: the abort lines are the evidence), or a
   ``FAILED`` average (``NCCL_TESTS_MIN_BW``);
+* :func:`misconfigured_rule` NCCL_TEST_MISCONFIGURED (warning): nccl-tests refused its own arguments (more
+  GPUs requested than the node has): a configuration mistake, never evidence against the node;
 * :func:`hang_rule` NCCL_TEST_HANG (critical): a run that started (banner or table) and printed neither a
   footer nor an error: it hung, was killed, or the capture was cut;
 * :func:`not_mpi_rule` NCCL_TESTS_NOT_MPI (critical): a build without MPI ran one-rank tables, one per
   process, so its figures measure no traffic between GPUs or nodes (nccl-tests README: multi-process runs
   need ``MPI=1``);
 * :func:`transport_fallback_rule` NCCL_TRANSPORT_FALLBACK (warning): NCCL used TCP sockets (or was told
-  ``NCCL_IB_DISABLE=1``) although its log lists IB/RoCE devices or the node's ``ibstat`` facts show Active
-  RDMA ports; NET connections without GPU Direct RDMA although IB devices are present; CollNet (SHARP)
+  ``NCCL_IB_DISABLE=1``/``NCCL_NET=Socket``, in its log or on a multi-node nccl-tests command line) although
+  its log lists IB/RoCE devices, the command names HCAs, or the node's ``ibstat`` facts show Active RDMA
+  ports; NET connections without GPU Direct RDMA although IB devices are present; CollNet (SHARP)
   requested but NCCL fell back to point-to-point.
 
 A node without nccl-tests files or NCCL logs gives no finding. Rules never raise on odd facts.
@@ -23,6 +26,7 @@ A node without nccl-tests files or NCCL logs gives no finding. Rules never raise
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
@@ -90,7 +94,7 @@ def wrong_results_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                 Finding(
                     code=FindingCode.NCCL_WRONG_RESULTS,
                     severity=Severity.CRITICAL,
-                    node=node.host,
+                    nodes=[node.host],
                     subject=_subject(run),
                     message=(
                         f"{_subject(run)} returned wrong data: {run.wrong_total} wrong elements, "
@@ -102,12 +106,74 @@ def wrong_results_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     return findings
 
 
+#: nccl-tests' own checks of its arguments against the machine (src/common.cu: "Invalid number of GPUs: %d
+#: requested but only %d were found", then "Test failure"): the command asked for what the node does not have.
+#: Such a run measured nothing and says nothing about the hardware.
+CONFIG_ERROR_RE = re.compile(
+    r"Invalid number of GPUs|Please check the number of processes and GPUs per process|Test failure common\.cu"
+)
+
+
+def _misconfigured(errors: list[str]) -> list[str]:
+    """The lines that show a misconfigured test, when every error line is of that kind (else ``[]``: a
+    hardware or NCCL failure among them keeps the run a failure)."""
+    config = [e for e in errors if CONFIG_ERROR_RE.search(e)]
+    shown = [e for e in config if "Invalid number of GPUs" in e]
+    return config if shown and len(config) == len(errors) else []
+
+
+#: the host an nccl-tests failure line names: ``h100-4: Test NCCL failure common.cu:1057 ...`` or
+#: `` .. h100-4 pid 739790: Test failure common.cu:893`` (src/common.cu prints the failing process's host)
+FAILURE_HOST_RE = re.compile(r"^\s*(?:\.\.\s+)?([A-Za-z0-9][\w.-]*)(?:\s+pid\s+\d+)?:\s+Test (?:NCCL |CUDA )?failure")
+
+
+def failing_hosts(named: NamedNcclTests, fallback: str) -> list[str]:
+    """The hosts the failure lines name, when they are hosts of the run (its ``Rank ... on HOST`` lines):
+    in a multi-node run the node whose process failed, not the bundle that holds the capture; else
+    ``[fallback]``."""
+    ran_on = {d.host for r in named.report.runs for d in r.devices}
+    named_hosts = {m.group(1) for e in named.report.errors if (m := FAILURE_HOST_RE.match(e))}
+    found = sorted(named_hosts & ran_on)
+    return found or [fallback]
+
+
+def misconfigured_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """NCCL_TEST_MISCONFIGURED (warning): a run that nccl-tests refused because it asked for more GPUs than
+    the node has (``-g``/``-t`` x processes). A configuration mistake, never evidence against the node: fix
+    the command and run it again."""
+    findings = []
+    for named in node.nccl_tests:
+        lines = _misconfigured(named.report.errors)
+        if not lines:
+            continue
+        run = named.report.runs[0] if named.report.runs else None
+        findings.append(
+            Finding(
+                code=FindingCode.NCCL_TEST_MISCONFIGURED,
+                severity=Severity.WARNING,
+                nodes=[node.host],
+                subject=_subject(run) if run is not None else "nccl-tests",
+                message=f"the test in {named.file} was misconfigured, not failed: {lines[0]}",
+                evidence={
+                    "file": named.file,
+                    "errors": _scalars(lines[:EVIDENCE_LINES]),
+                    "ngpus": run.ngpus if run is not None else None,
+                    "nthreads": run.nthreads if run is not None else None,
+                },
+            )
+        )
+    return findings
+
+
 def failed_run_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
-    """NCCL_TEST_FAILED: one finding per file with error lines or a run below ``NCCL_TESTS_MIN_BW``."""
+    """NCCL_TEST_FAILED: one finding per file with error lines or a run below ``NCCL_TESTS_MIN_BW`` (a
+    misconfigured test is :func:`misconfigured_rule`'s, not a failure)."""
     findings = []
     for named in node.nccl_tests:
         report = named.report
         below_min = [i for i, r in enumerate(report.runs) if r.avg_busbw_ok is False]
+        if _misconfigured(report.errors) and not below_min:
+            continue
         if not report.errors and not below_min:
             continue
         aborted = [r for r in report.runs if r.aborted]
@@ -127,7 +193,7 @@ def failed_run_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
             Finding(
                 code=FindingCode.NCCL_TEST_FAILED,
                 severity=Severity.CRITICAL,
-                node=node.host,
+                nodes=failing_hosts(named, node.host),
                 subject=subject,
                 message=message,
                 evidence={
@@ -160,7 +226,7 @@ def hang_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                 Finding(
                     code=FindingCode.NCCL_TEST_HANG,
                     severity=Severity.CRITICAL,
-                    node=node.host,
+                    nodes=[node.host],
                     subject=_subject(run),
                     message=(
                         f"{_subject(run)} stopped {where} with neither footer nor error in {named.file}: "
@@ -184,7 +250,7 @@ def not_mpi_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
             Finding(
                 code=FindingCode.NCCL_TESTS_NOT_MPI,
                 severity=Severity.CRITICAL,
-                node=node.host,
+                nodes=[node.host],
                 subject=_subject(solo[0]),
                 message=(
                     f"nccl-tests built without MPI: {len(solo)} one-rank table(s) in {named.file}; "
@@ -218,7 +284,7 @@ def _fallback(
     return Finding(
         code=FindingCode.NCCL_TRANSPORT_FALLBACK,
         severity=Severity.WARNING,
-        node=node.host,
+        nodes=[node.host],
         subject=subject,
         message=f"{message} ({named.file})",
         evidence=evidence,
@@ -295,9 +361,66 @@ def _log_fallbacks(node: NodeFacts, named: NamedNcclLog) -> list[Finding]:
     return out
 
 
+def _told_sockets(env: dict[str, str]) -> list[str]:
+    """The settings that put NCCL's network traffic on TCP sockets (NCCL environment variables doc:
+    ``NCCL_IB_DISABLE=1`` disables the IB/RoCE transport, ``NCCL_NET=Socket`` selects the socket one)."""
+    out = []
+    if env.get("NCCL_IB_DISABLE") == "1":
+        out.append("NCCL_IB_DISABLE=1")
+    if env.get("NCCL_NET", "").lower() == "socket":
+        out.append(f"NCCL_NET={env['NCCL_NET']}")
+    return out
+
+
+def _tests_socket_fallback(node: NodeFacts, named: NamedNcclTests) -> Finding | None:
+    """A multi-node nccl-tests run whose command line or environment put it on sockets although the node has
+    RDMA: its command names HCAs (``NCCL_IB_HCA``) or the node's ibstat facts show Active ports."""
+    report = named.report
+    told = _told_sockets(report.env)
+    hosts = sorted({d.host for r in report.runs for d in r.devices})
+    if not told or len(hosts) < 2:
+        return None  # one node: its traffic never took the network transport
+    hca = report.env.get("NCCL_IB_HCA")
+    active = _active_rdma_ports(node.ib)
+    if not (hca or active):
+        return None
+    seen = f"HCAs {hca} named on the same command line" if hca else f"{len(active)} Active RDMA port(s) in ibstat"
+    peaks = [row.out_of_place.busbw_gbps for r in report.runs for row in r.rows if row.out_of_place.busbw_gbps]
+    peak = max(peaks, default=None)
+    return Finding(
+        code=FindingCode.NCCL_TRANSPORT_FALLBACK,
+        severity=Severity.WARNING,
+        nodes=[node.host],
+        subject="NET/Socket",
+        message=(
+            f"a {len(hosts)}-node run was told to use TCP sockets ({', '.join(told)}) although the node has "
+            f"{seen}" + (f"; peak busbw {peak:g} GB/s" if peak is not None else "") + f" ({named.file})"
+        ),
+        evidence={
+            "file": named.file,
+            "settings": _scalars(told),
+            "NCCL_IB_HCA": hca,
+            "NCCL_SOCKET_IFNAME": report.env.get("NCCL_SOCKET_IFNAME"),
+            "hosts": _scalars(hosts),
+            "peak_busbw_gbps": peak,
+            "active_rdma_ports": _scalars(active[:EVIDENCE_LINES]),
+        },
+    )
+
+
 def transport_fallback_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
-    """NCCL_TRANSPORT_FALLBACK: NCCL used a slower transport than its own log shows is available."""
-    return [f for named in node.nccl_logs for f in _log_fallbacks(node, named)]
+    """NCCL_TRANSPORT_FALLBACK: NCCL used a slower transport than the node has: per its own log, or per a
+    multi-node nccl-tests run's command line and environment."""
+    found = [f for named in node.nccl_logs for f in _log_fallbacks(node, named)]
+    found += [f for named in node.nccl_tests if (f := _tests_socket_fallback(node, named)) is not None]
+    return found
 
 
-RULES: list[Rule] = [wrong_results_rule, failed_run_rule, hang_rule, not_mpi_rule, transport_fallback_rule]
+RULES: list[Rule] = [
+    wrong_results_rule,
+    failed_run_rule,
+    misconfigured_rule,
+    hang_rule,
+    not_mpi_rule,
+    transport_fallback_rule,
+]

@@ -198,6 +198,9 @@ class NcclTestsReport(Contract):
     source_format: Literal["text", "json"] = "text"
     runs: list[NcclTestsRun] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
+    #: NCCL_* settings the capture shows: assignments on its command line (``-x NCCL_IB_DISABLE=1``,
+    #: ``NCCL_DEBUG=INFO ./all_reduce_perf``, ``export ...``) and NCCL's own ``NCCL_X set by environment to Y``
+    env: dict[str, str] = Field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------------------- text
@@ -213,6 +216,9 @@ _PREFIX_RES = (
     re.compile(r"^\[\d+\]\s"),  # MPICH / Intel MPI -prepend-rank (-l)
 )
 _MAX_PREFIXES = 16
+#: an NCCL_* assignment on a command line, or NCCL's own report of one
+_ENV_ASSIGN_RE = re.compile(r"(?:^|[\s'\"=,])(NCCL_[A-Z0-9_]+)=((?:[^\s'\",;]|,(?![A-Z][A-Z0-9_]*=))+)")
+_ENV_REPORTED_RE = re.compile(r"\b(NCCL_[A-Z0-9_]+) set by environment to ([^\s.]+(?:\.[^\s.]+)*)")
 _BANNER_RE = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+\d+")
 _VERSION_RE = re.compile(r"^#?\s*nccl-tests version\s+(\S+)")
 _STARTING_RE = re.compile(r"^#?\s*Collective test starting:\s*(\S+)")
@@ -489,6 +495,7 @@ class _TextParser:
         self.hint = collective_hint
         self.builders: list[_Builder] = []
         self.errors: list[str] = []
+        self.env: dict[str, str] = {}
         self.recognised = False
         self.group = 0
         self.continuation = False
@@ -528,6 +535,9 @@ class _TextParser:
         body = clean_line(raw_line)
         if not body:
             return
+        if "NCCL_" in body:
+            for env_match in (*_ENV_ASSIGN_RE.finditer(body), *_ENV_REPORTED_RE.finditer(body)):
+                self.env[env_match.group(1)] = env_match.group(2)
         if _NOISE_RE.search(body):
             self.recognised = True
             m = _INFO_VERSION_RE.search(body)
@@ -761,7 +771,7 @@ class _TextParser:
         nranks = {id(b): _nranks(b, collectives[id(b)]) for b in self.builders}
         non_mpi = _non_mpi_builders(self.builders, {k: n for k, (n, _) in nranks.items()})
         runs = [self._run(b, collectives[id(b)], nranks[id(b)], id(b) in non_mpi) for b in self.builders]
-        return NcclTestsReport(source_format="text", runs=runs, errors=self.errors)
+        return NcclTestsReport(source_format="text", runs=runs, errors=self.errors, env=self.env)
 
     def _run(
         self,
