@@ -7,8 +7,9 @@ Verdicts follow the Nagios plugin convention (:class:`~fleetdx.probes.contracts.
 - a node's verdict is the worst severity of the findings that name it (``info`` counts as OK). A node that
   could not be judged (``unjudged``: no GPU inventory) is UNKNOWN unless a finding makes it CRITICAL: fleetdx
   never calls a node healthy, or merely WARNING, on missing evidence (what it could not see may be worse).
-  A finding about several nodes counts against each of them, except the codes of :data:`GROUP_ONLY_CODES` (a group measured slow says nothing yet about which member is slow: localisation
-  names the straggler with a finding of its own);
+  A finding about several nodes counts against each of them, except the codes of :data:`GROUP_ONLY_CODES`
+  (a group measured slow says nothing yet about which member is slow: localisation names the straggler with
+  a finding of its own);
 - the run's verdict is :meth:`Verdict.worst` of the node verdicts and of the findings no node's verdict
   carries (run-wide ones, and group-only ones);
 - the exclude hostlist (python-hostlist ``collect_hostlist``, ready for ``sbatch --exclude``) holds the nodes
