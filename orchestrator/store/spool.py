@@ -222,6 +222,9 @@ def import_spool_file(store: Store, path: Path, keep: bool = False) -> ImportRes
     try:
         content = read_spool(claimed)
         inserted = store.save_report(content.report, content.raw)
+    except SpoolError as e:
+        os.rename(claimed, path)
+        raise SpoolError(str(e).replace(str(claimed), str(path))) from None  # name the file the user gave
     except BaseException:
         os.rename(claimed, path)
         raise
