@@ -82,6 +82,7 @@ def connect(address: str | None, timeout_s: float = CONNECT_TIMEOUT_S, default: 
     import ray
 
     addr, source = resolve(address, default)
+    logging.getLogger("ray").setLevel(logging.WARNING)  # keep Ray's INFO lines off the command's stderr
     gcs = gcs_of(addr)
     if gcs is not None:
         check_gcs(gcs, min(timeout_s, 5.0))

@@ -88,6 +88,7 @@ def simulated_cluster(nodes: Sequence[SimNode]) -> Iterator[SimCluster]:
     from ray.cluster_utils import Cluster
 
     deadline_s = START_BASE_S + START_PER_NODE_S * len(nodes)
+    logging.getLogger("ray").setLevel(logging.WARNING)  # Ray's INFO lines ("Overwriting previous Ray address")
     try:
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     except Exception as e:  # noqa: BLE001 - the edge: Ray's own start failure becomes one line
