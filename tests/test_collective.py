@@ -32,7 +32,7 @@ from fleetdx.orchestrator.preflight.schedules import localisation_round_bound
 from fleetdx.orchestrator.report import RunReport, Schedule
 from fleetdx.probes.contracts import Collective, FindingCode, Verdict
 from fleetdx.probes.parsers.nccl_tests import busbw_factor
-from tests.straggler import STRAGGLER_DELAY_S
+from tests.straggler import LOCALISE_DELAY_S, LOCALISE_ITERS, LOCALISE_SIZES, STRAGGLER_DELAY_S
 
 
 def test_bus_factors_are_nccl_tests_ones() -> None:
@@ -103,16 +103,18 @@ def run_small(
     slow: str,
     policy: DetectionPolicy | None = None,
     delay_s: float = STRAGGLER_DELAY_S,
+    sizes: list[int] | None = None,
+    iters: int = 4,
 ) -> RunReport:
-    """A short gloo sweep (1 and 8 MiB, 4 timed iterations) with ``slow``'s rank delayed ``delay_s`` per
-    operation."""
+    """A short gloo sweep (default 1 and 8 MiB, 4 timed iterations) with ``slow``'s rank delayed ``delay_s``
+    per operation."""
     from fleetdx.orchestrator.preflight.bandwidth import run_bandwidth
 
     return run_bandwidth(
         nodes,
         schedule=schedule,
-        sizes=[1 << 20, 8 << 20],
-        iters=4,
+        sizes=sizes or [1 << 20, 8 << 20],
+        iters=iters,
         warmup_iters=1,
         timeout_s=60.0,
         inject_delay_s={slow: delay_s},
@@ -166,7 +168,9 @@ def test_localise_names_the_injected_straggler_among_eight(sim_cluster: list[str
     # 8 gloo ranks on 2 cores: healthy pairs of one round differ up to 3x, and 4 pairs give a wide MAD. The
     # default z cut (3.5) needs more pairs than that; this test lowers it and keeps gloo's 50% minimum drop.
     policy = DetectionPolicy(min_drop=0.5, noise_floor=0.15, z_threshold=2.0)
-    rep = run_small(sim_cluster, Schedule.LOCALISE, "sim5", policy)
+    rep = run_small(
+        sim_cluster, Schedule.LOCALISE, "sim5", policy, LOCALISE_DELAY_S, LOCALISE_SIZES, LOCALISE_ITERS
+    )
     measured = [(c.nodes, round(c.points[-1].busbw_gbps, 4)) for c in rep.curves if c.points]
     assert [f.node for f in rep.findings if f.code is FindingCode.STRAGGLER_NODE] == ["sim5"], (
         measured,
