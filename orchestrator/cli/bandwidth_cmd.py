@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import (
@@ -134,7 +135,7 @@ def _history(
         with Store.open(db_url) as store:
             return {h: history_values(store.recent_busbw(h, collective), backend) for h in hosts}
     except StoreError as e:  # edge: history is optional; say why it is missing
-        err_console.print(f"[yellow]note:[/] no history from the store ({e})", highlight=False)
+        err_console.print(f"[yellow]note:[/] no history from the store ({escape(str(e))})", highlight=False)
         return {}
 
 
@@ -244,7 +245,7 @@ def register(app: typer.Typer) -> None:
             if heat is not None:
                 console.print(heat)
             for f in report.findings:
-                console.print(f"{f.severity.value.upper():8} {f.code.value}: {f.message}", highlight=False)
+                console.print(escape(f"{f.severity.value.upper():8} {f.code.value}: {f.message}"), highlight=False)
             if report.exclude:
                 console.print(f"exclude: {report.exclude}", highlight=False)
         raise typer.Exit(exit_code_after_save(report.exit_code, stored))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, handle_errors, print_json
@@ -37,7 +38,7 @@ def render_collect(data: BundleData, out: Path) -> None:
         table.add_column(col, justify="right" if col == "s" else "left")
     for c in data.commands:
         dur = f"{c.duration_s:.3f}" if c.duration_s is not None else "-"
-        table.add_row(c.file, f"[{STATUS_STYLE[c.status]}]{c.status.value}[/]", dur, c.reason or "")
+        table.add_row(c.file, f"[{STATUS_STYLE[c.status]}]{c.status.value}[/]", dur, escape(c.reason or ""))
     console.print(table)
 
 

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import typer
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 
 from fleetdx.probes.errors import FleetdxError
 
@@ -76,7 +77,7 @@ def print_json(model: BaseModel | dict[str, Any] | list[Any]) -> None:
 
 def fail(message: str, code: int = EXIT_UNKNOWN) -> typer.Exit:
     """Print ``message`` on stderr and return a ``typer.Exit`` to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, fail, handle_errors, print_json
@@ -140,5 +141,5 @@ def history(
         kind = f"{e.kind.value} ({how})" if how else e.kind.value
         if e.simulated:
             kind += " SIMULATED"
-        table.add_row(started, e.run_id, kind, e.verdict.name, "\n".join(lines) or "-")
+        table.add_row(started, e.run_id, kind, e.verdict.name, escape("\n".join(lines)) or "-")
     console.print(table)

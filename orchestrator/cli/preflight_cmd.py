@@ -73,6 +73,7 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
 
 
 def _print_report(report: RunReport, saved: str | None) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from fleetdx.orchestrator.preflight.run import BANDWIDTH_PROBE
@@ -102,11 +103,11 @@ def _print_report(report: RunReport, saved: str | None) -> None:
     console.print(nodes)
     for n in report.nodes:
         if n.unjudged:
-            console.print(f"{n.host}: cannot be judged: {n.unjudged}", highlight=False)
+            console.print(escape(f"{n.host}: cannot be judged: {n.unjudged}"), highlight=False)
     for n in report.nodes:
         for p in n.probes:
             if p.name == BANDWIDTH_PROBE and p.status.value != "ok":
-                console.print(f"{n.host}: {BANDWIDTH_PROBE} {p.status.value}: {p.error}", highlight=False)
+                console.print(escape(f"{n.host}: {BANDWIDTH_PROBE} {p.status.value}: {p.error}"), highlight=False)
     if report.curves:
         curves = Table("nodes", "collective", "backend", "size (B)", "busbw (GB/s)", title="bandwidth curves")
         for c in report.curves:
@@ -124,10 +125,10 @@ def _print_report(report: RunReport, saved: str | None) -> None:
         for f in report.findings:
             table.add_row(
                 f"[{_SEVERITY_STYLE[f.severity]}]{f.severity.value}[/]",
-                f.node or "",
+                escape(",".join(f.nodes)),
                 f.code.value,
-                f.subject,
-                f.message,
+                escape(f.subject),
+                escape(f.message),  # tool output in messages ("[receive]", "[host:pid]") is text, not markup
             )
         console.print(table)
     style = _VERDICT_STYLE[report.verdict]
