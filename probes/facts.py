@@ -21,14 +21,16 @@ from pydantic import BaseModel, Field, model_validator
 from fleetdx.probes.bundle import BundleData
 from fleetdx.probes.catalog import (
     CATALOG,
+    COMPUTE_APPS_FILE,
     QUERY_GPU_FILE,
+    REMAPPED_ROWS_FILE,
     SMI_XML_FILE,
     NamedNcclLog,
     NamedNcclTests,
     ProbeSpec,
     rows_reading,
 )
-from fleetdx.probes.contracts import Contract, RunStatus
+from fleetdx.probes.contracts import Contract, EvidenceValue, RunStatus
 from fleetdx.probes.errors import ParseError
 from fleetdx.probes.parsers.ibstat import IbReport
 from fleetdx.probes.parsers.lscpu import CpuInfo
@@ -36,7 +38,7 @@ from fleetdx.probes.parsers.microbench import Microbench
 from fleetdx.probes.parsers.numactl import NumaTopology
 from fleetdx.probes.parsers.p2p import P2PMatrix
 from fleetdx.probes.parsers.smi_csv import SmiCsv
-from fleetdx.probes.parsers.smi_values import ClockEventReason
+from fleetdx.probes.parsers.smi_values import ClockEventReason, bus_key
 from fleetdx.probes.parsers.smi_xml import SmiReport
 from fleetdx.probes.parsers.topo import TopoMatrix
 from fleetdx.probes.parsers.xid import XidLog
@@ -80,6 +82,9 @@ class GpuView(Contract):
     default_power_limit_w: float | None = None
     temperature_c: float | None
     utilization_gpu_pct: float | None
+    #: volatile uncorrectable ECC errors (since the driver loaded); ``ecc_evidence`` names the source's cells
+    ecc_uncorrectable: int | None = None
+    ecc_evidence: dict[str, EvidenceValue] = Field(default_factory=dict)
     gen_current: int | None
     gen_max: int | None
     width_current: int | None
@@ -92,6 +97,114 @@ class GpuView(Contract):
         if self.utilization_gpu_pct is None:
             return None
         return self.utilization_gpu_pct > 0 and ClockEventReason.GPU_IDLE not in self.reasons
+
+
+class GpuProcessView(Contract):
+    """A process holding a GPU: from the XML's ``<processes>``, else the compute-apps CSV (``file`` says
+    which). ``gpu_index`` is ``None`` when its bus id matches no GPU of the inventory; memory in bytes."""
+
+    pid: int
+    name: str | None
+    type: str | None = None  #: "C", "G" or "C+G" (XML only)
+    used_memory_bytes: int | None
+    bus_id: str | None
+    gpu_index: int | None
+    file: str
+
+
+class RemapView(Contract):
+    """One GPU's row-remapping state: from the XML when it reports one for any GPU, else the remapped-rows
+    CSV. ``gpu_index`` as in :class:`GpuProcessView`."""
+
+    bus_id: str | None
+    gpu_index: int | None
+    pending: bool | None
+    failure: bool | None
+    correctable: int | None
+    uncorrectable: int | None
+    file: str
+
+
+def gpu_index_by_bus(gpus: list[GpuView]) -> dict[tuple[int, int, int], int]:
+    """PCI (domain, bus, device) -> GPU index, over the per-GPU view."""
+    out: dict[tuple[int, int, int], int] = {}
+    for g in gpus:
+        key = bus_key(g.bus_id) if g.bus_id else None
+        if key is not None and g.index is not None:
+            out[key] = g.index
+    return out
+
+
+def _index_of(index: dict[tuple[int, int, int], int], bus_id: str | None) -> int | None:
+    key = bus_key(bus_id) if bus_id else None
+    return index.get(key) if key is not None else None
+
+
+def gpu_processes(
+    smi: SmiReport | None, compute_apps: SmiCsv | None, index: dict[tuple[int, int, int], int]
+) -> list[GpuProcessView]:
+    """Every process holding a GPU: the XML's, else the compute-apps CSV's."""
+    if smi is not None:
+        return [
+            GpuProcessView(
+                pid=p.pid,
+                name=p.name,
+                type=p.type,
+                used_memory_bytes=p.used_memory_bytes,
+                bus_id=g.bus_id,
+                gpu_index=g.index,
+                file=SMI_XML_FILE,
+            )
+            for g in smi.gpus
+            for p in g.processes
+        ]
+    if compute_apps is None:
+        return []
+    return [
+        GpuProcessView(
+            pid=a.pid,
+            name=a.process_name,
+            used_memory_bytes=a.used_memory_bytes,
+            bus_id=a.bus_id,
+            gpu_index=_index_of(index, a.bus_id),
+            file=COMPUTE_APPS_FILE,
+        )
+        for a in compute_apps.compute_apps()
+    ]
+
+
+def remaps(
+    smi: SmiReport | None, remapped_rows: SmiCsv | None, index: dict[tuple[int, int, int], int]
+) -> list[RemapView]:
+    """Each GPU's row remapping: the XML's when it reports it for any GPU, else the remapped-rows CSV's."""
+    if smi is not None and any(g.remapped_rows is not None for g in smi.gpus):
+        return [
+            RemapView(
+                bus_id=g.bus_id,
+                gpu_index=g.index,
+                pending=r.pending,
+                failure=r.failure,
+                correctable=r.correctable,
+                uncorrectable=r.uncorrectable,
+                file=SMI_XML_FILE,
+            )
+            for g in smi.gpus
+            if (r := g.remapped_rows) is not None
+        ]
+    if remapped_rows is None:
+        return []
+    return [
+        RemapView(
+            bus_id=r.bus_id,
+            gpu_index=_index_of(index, r.bus_id),
+            pending=r.pending,
+            failure=r.failure,
+            correctable=r.correctable,
+            uncorrectable=r.uncorrectable,
+            file=REMAPPED_ROWS_FILE,
+        )
+        for r in remapped_rows.remapped_rows()
+    ]
 
 
 def gpu_views(smi: SmiReport | None, query_gpu: SmiCsv | None) -> tuple[list[GpuView], str | None]:
@@ -111,6 +224,13 @@ def gpu_views(smi: SmiReport | None, query_gpu: SmiCsv | None) -> tuple[list[Gpu
                 default_power_limit_w=g.default_power_limit_w,
                 temperature_c=g.temperature_c,
                 utilization_gpu_pct=g.utilization_gpu_pct,
+                ecc_uncorrectable=g.ecc_volatile.uncorrectable,
+                ecc_evidence={
+                    "volatile_sram_uncorrectable": g.ecc_volatile.sram_uncorrectable,
+                    "volatile_dram_uncorrectable": g.ecc_volatile.dram_uncorrectable,
+                    "volatile_double_bit_total": g.ecc_volatile.uncorrectable_total,
+                    "aggregate_uncorrectable": g.ecc_aggregate.uncorrectable,
+                },
                 gen_current=g.pcie.gen_current,
                 gen_max=g.pcie.gen_max,
                 width_current=g.pcie.width_current,
@@ -133,6 +253,8 @@ def gpu_views(smi: SmiReport | None, query_gpu: SmiCsv | None) -> tuple[list[Gpu
                 power_limit_w=r.power_limit_w,
                 temperature_c=r.temperature_c,
                 utilization_gpu_pct=r.utilization_gpu_pct,
+                ecc_uncorrectable=r.ecc_uncorrected_volatile_total,
+                ecc_evidence={"ecc.errors.uncorrected.volatile.total": r.ecc_uncorrected_volatile_total},
                 gen_current=r.pcie_gen_current,
                 gen_max=r.pcie_gen_max,
                 width_current=r.pcie_width_current,
@@ -173,13 +295,21 @@ class NodeFacts(Contract):
     #: derived from ``smi``/``query_gpu`` when not given
     gpus: list[GpuView] = Field(default_factory=list)
     gpu_source: str | None = None
+    #: processes holding a GPU, and each GPU's row remapping, normalised the same way (see their models)
+    gpu_processes: list[GpuProcessView] = Field(default_factory=list)
+    remaps: list[RemapView] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _derive_gpu_view(self) -> NodeFacts:
+        """Fill the normalised GPU views from the parsed files, once, when not given."""
         if self.gpu_source is None and not self.gpus:
             gpus, source = gpu_views(self.smi, self.query_gpu)
-            object.__setattr__(self, "gpus", gpus)  # frozen model: set once, while it is being built
+            index = gpu_index_by_bus(gpus)
+            # frozen model: set once, while it is being built
+            object.__setattr__(self, "gpus", gpus)
             object.__setattr__(self, "gpu_source", source)
+            object.__setattr__(self, "gpu_processes", gpu_processes(self.smi, self.compute_apps, index))
+            object.__setattr__(self, "remaps", remaps(self.smi, self.remapped_rows, index))
         return self
 
 

@@ -12,9 +12,10 @@
   (critical) for the driver's lines that lose or fail a GPU without an XID.
 * :func:`microbench_rule` GEMM_SLOW / HBM_SLOW / H2D_SLOW (warning; :mod:`fleetdx.orchestrator.diagnosis.references`).
 
-Clocks, power and PCIe state come from the one per-GPU view (:attr:`~fleetdx.probes.facts.NodeFacts.gpus`);
-the health counters prefer ``nvidia-smi -q -x`` and fall back to the ``--query-*`` CSVs; facts that are missing give
-no finding (the engine reports probes that did not run or parse).
+Every rule reads the GPU facts normalised once in :mod:`fleetdx.probes.facts` (``NodeFacts.gpus``,
+``gpu_processes``, ``remaps``: ``nvidia-smi -q -x`` when it parsed, else the ``--query-*`` CSVs, the source
+named in each view and in the evidence); facts that are missing give no finding (the engine reports probes
+that did not run or parse).
 """
 
 from __future__ import annotations
@@ -27,18 +28,14 @@ from fleetdx.orchestrator.diagnosis import references as ref
 from fleetdx.orchestrator.diagnosis import xid_table
 from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
 from fleetdx.probes.catalog import (
-    COMPUTE_APPS_FILE,
     DMESG_FILE,
     MICROBENCH_FILE,
-    QUERY_GPU_FILE,
-    REMAPPED_ROWS_FILE,
-    SMI_XML_FILE,
     TOPO_FILE,
 )
 from fleetdx.probes.contracts import EvidenceValue, Finding, FindingCode, Severity
-from fleetdx.probes.facts import GpuView, NodeFacts
+from fleetdx.probes.facts import GpuView, NodeFacts, gpu_index_by_bus
 from fleetdx.probes.parsers.microbench import Microbench
-from fleetdx.probes.parsers.smi_values import ClockEventReason, bus_key
+from fleetdx.probes.parsers.smi_values import ClockEventReason
 from fleetdx.probes.parsers.xid import DriverEvent, DriverEventKind, XidEvent
 
 MIB = 1 << 20
@@ -46,28 +43,6 @@ MIB = 1 << 20
 
 def _subject(index: int | None) -> str:
     return f"GPU{index}" if index is not None else "GPU"
-
-
-def _index_by_bus(node: NodeFacts) -> dict[tuple[int, int, int], int]:
-    """PCI (domain, bus, device) -> GPU index, from the XML or the query-gpu CSV."""
-    out: dict[tuple[int, int, int], int] = {}
-    if node.smi is not None:
-        for g in node.smi.gpus:
-            key = bus_key(g.bus_id)
-            if key is not None:
-                out[key] = g.index
-    elif node.query_gpu is not None:
-        for row in node.query_gpu.gpus():
-            key = bus_key(row.bus_id) if row.bus_id else None
-            if key is not None and row.index is not None:
-                out[key] = row.index
-    return out
-
-
-def _gpu_of(node: NodeFacts, bus_id: str | None) -> str:
-    key = bus_key(bus_id) if bus_id else None
-    idx = _index_by_bus(node).get(key) if key is not None else None
-    return _subject(idx) if idx is not None else f"PCI:{bus_id}"
 
 
 def _finding(
@@ -146,56 +121,39 @@ def gpu_count_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
 # --- foreign processes ----------------------------------------------------------------------------------
 
 
+def _subject_of(index: int | None, bus_id: str | None) -> str:
+    """``GPU<index>``, else ``PCI:<bus id>`` for a device the inventory does not list, else ``GPU``."""
+    if index is not None:
+        return _subject(index)
+    return f"PCI:{bus_id}" if bus_id else "GPU"
+
+
 def foreign_process_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     """GPU_FOREIGN_PROCESS (critical): a process holds a GPU context before the job starts (it takes memory
     and SM time: the h100-vm-busy fixture's foreign GEMM loop cost the micro-benchmark 13% GEMM and 47% copy
-    bandwidth). From ``<processes>`` of the XML, else the compute-apps CSV. Meant for pre-flight, when the
-    job's own processes have not started."""
+    bandwidth). From :attr:`NodeFacts.gpu_processes` (the XML's ``<processes>``, else the compute-apps CSV).
+    Meant for pre-flight, when the job's own processes have not started."""
     out = []
-    if node.smi is not None:
-        for g in node.smi.gpus:
-            for p in g.processes:
-                mem = None if p.used_memory_bytes is None else p.used_memory_bytes // MIB
-                out.append(
-                    _finding(
-                        node,
-                        FindingCode.GPU_FOREIGN_PROCESS,
-                        Severity.CRITICAL,
-                        _subject(g.index),
-                        f"pid {p.pid} ({p.name or '?'}) holds {_subject(g.index)}"
-                        + (f" with {mem} MiB" if mem is not None else ""),
-                        {
-                            "pid": p.pid,
-                            "process_name": p.name,
-                            "type": p.type,
-                            "used_memory_mib": mem,
-                            "bus_id": g.bus_id,
-                            "file": SMI_XML_FILE,
-                        },
-                    )
-                )
-        return out
-    if node.compute_apps is not None:
-        for app in node.compute_apps.compute_apps():
-            mem = None if app.used_memory_bytes is None else app.used_memory_bytes // MIB
-            subject = _gpu_of(node, app.bus_id) if app.bus_id else "GPU"
-            out.append(
-                _finding(
-                    node,
-                    FindingCode.GPU_FOREIGN_PROCESS,
-                    Severity.CRITICAL,
-                    subject,
-                    f"pid {app.pid} ({app.process_name or '?'}) holds {subject}"
-                    + (f" with {mem} MiB" if mem is not None else ""),
-                    {
-                        "pid": app.pid,
-                        "process_name": app.process_name,
-                        "used_memory_mib": mem,
-                        "bus_id": app.bus_id,
-                        "file": COMPUTE_APPS_FILE,
-                    },
-                )
+    for p in node.gpu_processes:
+        mem = None if p.used_memory_bytes is None else p.used_memory_bytes // MIB
+        subject = _subject_of(p.gpu_index, p.bus_id)
+        out.append(
+            _finding(
+                node,
+                FindingCode.GPU_FOREIGN_PROCESS,
+                Severity.CRITICAL,
+                subject,
+                f"pid {p.pid} ({p.name or '?'}) holds {subject}" + (f" with {mem} MiB" if mem is not None else ""),
+                {
+                    "pid": p.pid,
+                    "process_name": p.name,
+                    "type": p.type,
+                    "used_memory_mib": mem,
+                    "bus_id": p.bus_id,
+                    "file": p.file,
+                },
             )
+        )
     return out
 
 
@@ -209,51 +167,21 @@ def ecc_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     "ECC Errors": "Volatile error counters track the number of errors detected since the last driver load.
     Aggregate error counts persist indefinitely"). Only volatile errors say the GPU is unfit now; an old
     aggregate count that row remapping repaired is history, reported in the evidence only. NVIDIA "A100/H100
-    GPU Memory Error Management": an uncorrectable error needs a GPU reset (XID 48/95).
+    GPU Memory Error Management": an uncorrectable error needs a GPU reset (XID 48/95). Read from the per-GPU
+    view (:attr:`NodeFacts.gpus`: the XML's counters, else the query-gpu CSV's).
     """
-    out = []
-    if node.smi is not None:
-        for g in node.smi.gpus:
-            v = g.ecc_volatile
-            unc = v.uncorrectable
-            if unc:
-                out.append(
-                    _finding(
-                        node,
-                        FindingCode.GPU_ECC_UNCORRECTABLE,
-                        Severity.CRITICAL,
-                        _subject(g.index),
-                        f"{unc} uncorrectable ECC errors since the driver loaded",
-                        {
-                            "volatile_sram_uncorrectable": v.sram_uncorrectable,
-                            "volatile_dram_uncorrectable": v.dram_uncorrectable,
-                            "volatile_double_bit_total": v.uncorrectable_total,
-                            "aggregate_uncorrectable": g.ecc_aggregate.uncorrectable,
-                            "bus_id": g.bus_id,
-                            "file": SMI_XML_FILE,
-                        },
-                    )
-                )
-        return out
-    if node.query_gpu is not None:
-        for row in node.query_gpu.gpus():
-            if row.ecc_uncorrected_volatile_total:
-                out.append(
-                    _finding(
-                        node,
-                        FindingCode.GPU_ECC_UNCORRECTABLE,
-                        Severity.CRITICAL,
-                        _subject(row.index),
-                        f"{row.ecc_uncorrected_volatile_total} uncorrectable ECC errors since the driver "
-                        "loaded",
-                        {
-                            "ecc.errors.uncorrected.volatile.total": row.ecc_uncorrected_volatile_total,
-                            "bus_id": row.bus_id,
-                            "file": QUERY_GPU_FILE,
-                        },
-                    )
-                )
-    return out
+    return [
+        _finding(
+            node,
+            FindingCode.GPU_ECC_UNCORRECTABLE,
+            Severity.CRITICAL,
+            _subject(g.index),
+            f"{g.ecc_uncorrectable} uncorrectable ECC errors since the driver loaded",
+            {**g.ecc_evidence, "bus_id": g.bus_id, "file": g.file},
+        )
+        for g in node.gpus
+        if g.ecc_uncorrectable
+    ]
 
 
 def _remap_findings(
@@ -304,36 +232,20 @@ def row_remap_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     """GPU_ROW_REMAP_PENDING (warning) and GPU_ROW_REMAP_FAILURE (critical), NVIDIA "A100/H100 GPU Memory
     Error Management", Row Remapping: *pending* means a row was marked for remapping and takes effect at the
     next GPU reset (until then the GPU runs with the faulty row's pages retired); *failure* means a remap was
-    needed but could not be done (no spare row in the bank), which NVIDIA's flow sends to RMA. XML first, else
-    the remapped-rows CSV."""
+    needed but could not be done (no spare row in the bank), which NVIDIA's flow sends to RMA. From
+    :attr:`NodeFacts.remaps` (the XML's, else the remapped-rows CSV's)."""
     out: list[Finding] = []
-    if node.smi is not None and any(g.remapped_rows is not None for g in node.smi.gpus):
-        for g in node.smi.gpus:
-            r = g.remapped_rows
-            if r is not None:
-                out += _remap_findings(
-                    node,
-                    _subject(g.index),
-                    g.bus_id,
-                    r.pending,
-                    r.failure,
-                    r.correctable,
-                    r.uncorrectable,
-                    SMI_XML_FILE,
-                )
-        return out
-    if node.remapped_rows is not None:
-        for row in node.remapped_rows.remapped_rows():
-            out += _remap_findings(
-                node,
-                _gpu_of(node, row.bus_id),
-                row.bus_id,
-                row.pending,
-                row.failure,
-                row.correctable,
-                row.uncorrectable,
-                REMAPPED_ROWS_FILE,
-            )
+    for r in node.remaps:
+        out += _remap_findings(
+            node,
+            _subject_of(r.gpu_index, r.bus_id),
+            r.bus_id,
+            r.pending,
+            r.failure,
+            r.correctable,
+            r.uncorrectable,
+            r.file,
+        )
     return out
 
 
@@ -468,7 +380,7 @@ def xid_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
         classes = [xid_table.classify(code, len(events), e.message) for e in events]
         cls = max(classes, key=lambda c: rank[c.severity])
         info = xid_table.lookup(code)
-        idx = _index_by_bus(node).get(events[0].pci_key) if events[0].pci_key is not None else None
+        idx = gpu_index_by_bus(node.gpus).get(events[0].pci_key) if events[0].pci_key is not None else None
         subject = _subject(idx) if idx is not None else f"PCI:{pci}"
         message = f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}; {info.action}"
         evidence: dict[str, EvidenceValue] = {
@@ -523,7 +435,7 @@ def gpu_lost_findings(node: NodeFacts) -> list[Finding]:
     groups: dict[tuple[object, DriverEventKind], list[DriverEvent]] = defaultdict(list)
     for e in node.xids.driver_events:
         groups[(e.pci_key or e.pci, e.kind)].append(e)
-    by_bus = _index_by_bus(node)
+    by_bus = gpu_index_by_bus(node.gpus)
     out = []
     for (_, kind), events in groups.items():
         first = events[0]
