@@ -146,9 +146,11 @@ def test_cli_analyze_json_exit_code_and_exclude_file(tmp_path: Path) -> None:
     doc = json.loads(res.stdout)
     assert {"verdict", "exit_code", "simulated", "nodes", "findings", "exclude"} <= set(doc)
     assert (doc["verdict"], doc["exit_code"], doc["simulated"]) == ("CRITICAL", 2, False)
-    assert {"name", "status", "duration_s", "error"} <= set(doc["nodes"][0]["probes"][0])
+    idle = next(n for n in doc["nodes"] if n["host"] == "h100-idle")
+    assert {"name", "status", "duration_s", "error"} <= set(idle["probes"][0])
     assert {"code", "severity", "nodes", "subject", "message", "evidence"} <= set(doc["findings"][0])
-    assert exclude.read_text() == "nccl-h100x16-fail\n"
+    # the failure lines name h100-4, the host excluded (not the bundle's folder name: issue 10, item 22)
+    assert exclude.read_text() == "h100-4\n"
 
 
 def test_cli_preflight_simulate_is_labelled(tmp_path: Path) -> None:
