@@ -165,9 +165,11 @@ def test_round_robin_names_the_injected_straggler(sim_cluster: list[str]) -> Non
 @pytest.mark.timeout(300)
 def test_localise_names_the_injected_straggler_among_eight(sim_cluster: list[str]) -> None:
 
-    # 8 gloo ranks on 2 cores: healthy pairs of one round differ up to 3x, and 4 pairs give a wide MAD. The
-    # default z cut (3.5) needs more pairs than that; this test lowers it and keeps gloo's 50% minimum drop.
-    policy = DetectionPolicy(min_drop=0.5, noise_floor=0.15, z_threshold=2.0)
+    # 8 gloo ranks on 2 cores: healthy pairs of one round differ 3x idle and up to 36x under a CPU hog and a
+    # parallel CI run (0.58 vs 0.016 GB/s), and four pairs give a MAD too wide for any z cut to pass a fault
+    # 165x below the median (z -1.9). This test checks localisation, not thresholds (bench/detection.py
+    # measures those): the injected fault is >= 100x, so it asks for a 90% drop and takes a weak z.
+    policy = DetectionPolicy(min_drop=0.9, noise_floor=0.15, z_threshold=1.0)
     rep = run_small(
         sim_cluster, Schedule.LOCALISE, "sim5", policy, LOCALISE_DELAY_S, LOCALISE_SIZES, LOCALISE_ITERS
     )
