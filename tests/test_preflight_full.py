@@ -33,7 +33,7 @@ from fleetdx.orchestrator.preflight.run import (
 from fleetdx.orchestrator.report import BusbwCurve, NodeReport, ProbeSummary, RunKind, RunReport
 from fleetdx.probes.contracts import Finding, FindingCode, Level, RunStatus, Severity, Verdict
 from fleetdx.probes.facts import node_facts
-from tests.straggler import STRAGGLER_DELAY_S
+from tests.straggler import STRAGGLER_DELAY_S, STRAGGLER_ITERS, STRAGGLER_SIZES
 from tests.test_standard_level import LARGEST_ROW, STANDIN, STANDIN_BIN, SWEEP_FILE, fake_nvidia_smi
 
 BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
@@ -42,9 +42,13 @@ COPIES["gpu05"] = "h100-busy"
 
 
 def short_step(inject_delay_s: dict[str, float] | None = None) -> BandwidthStep:
-    """A short gloo sweep (1 and 8 MiB, 4 timed iterations), as tests/test_collective.py's run_small."""
+    """A short gloo sweep (tests/straggler.py), as tests/test_collective.py's run_small."""
     return BandwidthStep(
-        sizes=[1 << 20, 8 << 20], iters=4, warmup_iters=1, timeout_s=60.0, inject_delay_s=inject_delay_s or {}
+        sizes=STRAGGLER_SIZES,
+        iters=STRAGGLER_ITERS,
+        warmup_iters=1,
+        timeout_s=60.0,
+        inject_delay_s=inject_delay_s or {},
     )
 
 
