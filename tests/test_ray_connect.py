@@ -93,3 +93,28 @@ def test_cli_bandwidth_with_a_dead_address_is_one_line_and_exit_3() -> None:
     )
     assert res.returncode == 3, res.stderr
     assert "does not answer" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(180)
+def test_the_main_job_preflight_of_this_machine_runs_on_a_private_local_ray(tmp_path: Path) -> None:
+    # the README's first command: a local Ray started for the run. Started on a watchdog thread, its GCS died
+    # with that thread and the command ended after 60 s in Ray's "Failed to connect to GCS"
+    import json
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["FLEETDX_DB_URL"] = f"sqlite:///{tmp_path}/f.db"
+    t0 = time.monotonic()
+    res = subprocess.run(
+        [sys.executable, "-m", "fleetdx", "preflight", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        env=env,
+        cwd=tmp_path,
+    )
+    doc = json.loads(res.stdout)
+    assert res.returncode == doc["exit_code"] and doc["kind"] == "preflight" and not doc["simulated"], res.stderr
+    assert len(doc["nodes"]) == 1 and "Failed to connect to GCS" not in res.stderr
+    assert time.monotonic() - t0 < 60

@@ -4,7 +4,8 @@
 that died) retries "Failed to connect to GCS ... within 5 seconds" for many minutes. :func:`connect` checks that
 the cluster's GCS answers a TCP connection first (a refused or silent address fails in seconds, naming the
 address and where it came from), then runs ``ray.init`` under :data:`CONNECT_TIMEOUT_S`, quietly: Ray's own log
-lines stay out of the command's stderr.
+lines stay out of the command's stderr. A private local Ray (the default of ``preflight``) is started in the
+calling thread: its processes die with the thread that started them.
 
 ``import ray`` happens inside the functions: the CLI must start fast.
 """
@@ -91,7 +92,7 @@ def connect(address: str | None, timeout_s: float = CONNECT_TIMEOUT_S, default: 
     def init() -> None:
         try:
             ray.init(
-                address=None if addr == LOCAL else addr,
+                address=addr,  # "local" starts a private instance; None would join /tmp/ray's last cluster
                 include_dashboard=False,
                 log_to_driver=False,
                 logging_level=logging.ERROR,
@@ -99,6 +100,13 @@ def connect(address: str | None, timeout_s: float = CONNECT_TIMEOUT_S, default: 
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
             failure.append(e)
 
+    if addr == LOCAL:
+        # a local instance is started in this thread: Ray ties its GCS and raylet to the starting thread
+        # (PR_SET_PDEATHSIG), so starting them on a watchdog thread killed them when it ended
+        init()
+        if failure:
+            raise RayUnavailable(f"could not start a local Ray: {failure[0]}")
+        return "Ray: started a local instance"
     worker = threading.Thread(target=init, name="fleetdx-ray-connect", daemon=True)
     worker.start()
     worker.join(timeout_s)
@@ -106,4 +114,4 @@ def connect(address: str | None, timeout_s: float = CONNECT_TIMEOUT_S, default: 
         raise RayUnavailable(f"could not connect to Ray at {addr} ({source}) within {timeout_s:g} s")
     if failure:
         raise RayUnavailable(f"could not connect to Ray at {addr} ({source}): {failure[0]}")
-    return "Ray: started a local instance" if addr == LOCAL else f"Ray: connected to {gcs or addr} ({source})"
+    return f"Ray: connected to {gcs or addr} ({source})"
