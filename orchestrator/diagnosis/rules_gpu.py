@@ -376,12 +376,13 @@ def xid_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
         groups[(e.pci, e.code)].append(e)
     out = []
     rank = {s: i for i, s in enumerate((Severity.INFO, Severity.WARNING, Severity.CRITICAL))}
+    by_bus = gpu_index_by_bus(node.gpus)  # once per node, not per XID group
     for (pci, code), events in groups.items():
         classes = [xid_table.classify(code, len(events), e.message) for e in events]
         cls = max(classes, key=lambda c: rank[c.severity])
         info = xid_table.lookup(code)
-        idx = gpu_index_by_bus(node.gpus).get(events[0].pci_key) if events[0].pci_key is not None else None
-        subject = _subject(idx) if idx is not None else f"PCI:{pci}"
+        idx = by_bus.get(events[0].pci_key) if events[0].pci_key is not None else None
+        subject = _subject_of(idx, pci)
         message = f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}; {info.action}"
         evidence: dict[str, EvidenceValue] = {
             "xid": code,
