@@ -1,0 +1,1 @@
+"""Step-time decomposition of a slow job across ranks: the stalling stage, rank-local or global."""
