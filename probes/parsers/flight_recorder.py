@@ -1,0 +1,366 @@
+"""Parser for one rank's PyTorch Flight Recorder dump (``TORCH_FR_BUFFER_SIZE`` / ``TORCH_NCCL_TRACE_BUFFER_SIZE``
+with ``TORCH_NCCL_DUMP_ON_TIMEOUT``; files ``${TORCH_FR_DUMP_TEMP_FILE}<rank>``, default
+``/tmp/nccl_trace_rank_<rank>``).
+
+A dump is one dict (PyTorch's ``FlightRecorder::dump``, read by ``torch.distributed.flight_recorder``'s
+``fr_trace`` analyzer, format versions 2.x)::
+
+    {"version": "2.10", "comm_lib_version": "", "pg_config": {pg_name: {"name", "desc", "ranks": "[0, 1]"}},
+     "pg_status": {pg: {"last_enqueued_collective": 5, "last_started_collective": -1,
+                        "last_completed_collective": 5}},
+     "entries": [{"record_id", "pg_id", "process_group": (name, desc), "collective_seq_id", "p2p_seq_id",
+                  "op_id", "profiling_name": "nccl:all_reduce", "time_created_ns", "input_sizes": [[1024]],
+                  "input_dtypes": ["Float"], "output_sizes", "output_dtypes", "state": "scheduled|started|completed",
+                  "time_discovered_started_ns", "time_discovered_completed_ns", "retired", "timeout_ms",
+                  "is_p2p", "frames": [{"name", "filename", "line"}]}, ...]}
+
+written either as a pickle (``_dump_fr_trace``, what dump-on-timeout writes) or as JSON (``_dump_fr_trace_json``:
+no frames, numbers in ``pg_status`` as strings, ``0`` for an unknown time). Versions before 2.2 name the
+sequence id ``seq_id``; both are read.
+
+**Pickles are never loaded with the default unpickler** (loading a pickle runs whatever callable it names). The
+restricted unpickler here refuses every global (``find_class``), persistent id and out-of-band buffer, so only
+the plain containers and scalars pickle builds by itself (dict, list, tuple, str, bytes, int, float, bool,
+None) can come out; a dump that holds anything else is a :class:`ParseError`, and nothing in it ran. Real dumps
+need nothing more (see ``tests/fixtures/flight_recorder``).
+
+Input is bytes (the caller reads the file under a size limit); memory is bounded by it (pickle and JSON build
+at most a few objects per input byte). Errors: :class:`~fleetdx.probes.errors.ParseError` (format
+``"flight-recorder"``) and nothing else, whatever the bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+from typing import Any, Literal
+
+from pydantic import Field
+
+from fleetdx.probes.contracts import Contract
+from fleetdx.probes.errors import ParseError
+
+FMT = "flight-recorder"
+#: the deepest nesting a dump needs is 5 (dump > entries > entry > sizes > dims); deeper input is refused
+#: before it is read further, so a hostile dump cannot exhaust the stack
+MAX_DEPTH = 12
+#: stack frames kept per entry (innermost first, as recorded)
+MAX_FRAMES = 16
+
+
+class FrGroup(Contract):
+    """One process group as ``pg_config`` names it; ``ranks`` are global ranks, ``None`` when not recorded."""
+
+    key: str  #: the key in ``pg_config``
+    name: str
+    desc: str
+    ranks: list[int] | None = None
+
+
+class FrGroupStatus(Contract):
+    """``pg_status`` of one process group: the sequence ids of the last collectives enqueued, started and
+    completed on this rank (-1 or ``None``: none, or not reported)."""
+
+    key: str
+    last_enqueued: int | None = None
+    last_started: int | None = None
+    last_completed: int | None = None
+
+
+class FrEntry(Contract):
+    """One recorded collective or point-to-point operation of one rank."""
+
+    record_id: int  #: position in this rank's ring buffer history (rank-local, across all groups)
+    pg_name: str  #: ``process_group[0]``: the group's name (``"0"`` for the default group)
+    pg_desc: str  #: ``process_group[1]``: ``"default_pg"`` or the user's ``group_desc``
+    pg_id: int | None = None
+    collective_seq_id: int  #: per group, 1-based, the same on every member for the same collective
+    p2p_seq_id: int = 0
+    op_id: int | None = None
+    profiling_name: str  #: ``"nccl:all_reduce"``, ``"gloo:broadcast"``, ...
+    is_p2p: bool = False
+    input_sizes: list[list[int]] = Field(default_factory=list)
+    output_sizes: list[list[int]] = Field(default_factory=list)
+    input_dtypes: list[str] = Field(default_factory=list)
+    output_dtypes: list[str] = Field(default_factory=list)
+    state: str = ""  #: ``scheduled``, ``started`` or ``completed`` as recorded
+    retired: bool | None = None
+    time_created_ns: int | None = None  #: Unix time, ns
+    time_started_ns: int | None = None  #: ``time_discovered_started_ns`` (None when 0 or absent)
+    time_completed_ns: int | None = None  #: ``time_discovered_completed_ns``
+    timeout_ms: int | None = None
+    frames: list[str] = Field(default_factory=list)  #: ``"name at file:line"``, at most :data:`MAX_FRAMES`
+
+    @property
+    def op(self) -> str:
+        """The operation without the backend prefix: ``"all_reduce"``."""
+        return self.profiling_name.split(":", 1)[-1]
+
+
+class FrDump(Contract):
+    """One rank's dump. The rank itself is not in the dump: it is the number at the end of the file name."""
+
+    format: Literal["pickle", "json"]
+    version: str
+    comm_lib_version: str = ""
+    groups: list[FrGroup] = Field(default_factory=list)
+    status: list[FrGroupStatus] = Field(default_factory=list)
+    entries: list[FrEntry] = Field(default_factory=list)
+
+
+class _NoGlobals(pickle.Unpickler):
+    """An unpickler that builds only what pickle builds without a global: no class, no function, no reduce."""
+
+    def find_class(self, module: str, name: str) -> Any:  # noqa: ARG002 - refuses everything
+        raise pickle.UnpicklingError(f"global {module}.{name} refused (a Flight Recorder dump holds none)")
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("persistent id refused")
+
+
+def _shape_ok(obj: Any, budget: int) -> bool:
+    """Whether ``obj``'s containers nest at most :data:`MAX_DEPTH` deep and hold at most ``budget`` objects,
+    counted along every path (iterative, no recursion). A pickle can share one list many times through its
+    memo, so a few KB could otherwise stand for billions of paths; a real dump shares only strings."""
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    seen = 0
+    while stack:
+        o, d = stack.pop()
+        seen += 1
+        if seen > budget:
+            return False
+        if isinstance(o, (dict, list, tuple)):
+            if d >= MAX_DEPTH:
+                return False
+            items = [*o.keys(), *o.values()] if isinstance(o, dict) else o
+            stack.extend((v, d + 1) for v in items)
+    return True
+
+
+def _load(data: bytes) -> tuple[Literal["pickle", "json"], Any]:
+    head = data[:64].lstrip()
+    if not head:
+        raise ParseError(FMT, None, "a Flight Recorder dump (pickle or JSON)", "empty input")
+    if head.startswith(b"{"):
+        try:
+            return "json", json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            raise ParseError(FMT, None, "a Flight Recorder dump in JSON", str(e)) from None
+    try:
+        return "pickle", _NoGlobals(io.BytesIO(data)).load()
+    except pickle.UnpicklingError as e:
+        raise ParseError(FMT, None, "a pickle of plain containers and scalars", str(e)) from None
+    except Exception as e:  # any failure of the unpickler on hostile or cut bytes is a bad dump, never a crash
+        raise ParseError(FMT, None, "a Flight Recorder dump (pickle or JSON)", f"{type(e).__name__}: {e}") from None
+
+
+def _short(v: Any) -> str:
+    """A short, safe description of a bad value (no repr of huge ints or deep containers)."""
+    if isinstance(v, (str, bytes, float, bool, type(None))):
+        return repr(v)[:80]
+    if isinstance(v, int):
+        return "an integer out of range" if v.bit_length() > 64 else str(v)
+    return type(v).__name__
+
+
+def _where(i: int | None, key: str) -> str:
+    return f"entries[{i}].{key}" if i is not None else key
+
+
+def _req_int(v: Any, i: int | None, key: str) -> int:
+    """An int field; JSON dumps write some as strings (``"-1"``)."""
+    if isinstance(v, str):
+        t = v.strip()
+        if t.lstrip("-").isdigit() and len(t) < 40:
+            return int(t)
+    if isinstance(v, bool) or not isinstance(v, int) or not -(2**63) <= v < 2**64:
+        raise ParseError(FMT, None, f"a 64-bit integer at {_where(i, key)}", _short(v))
+    return v
+
+
+def _int(v: Any, i: int | None, key: str) -> int | None:
+    """An optional int field: ``None`` stays ``None``."""
+    return None if v is None else _req_int(v, i, key)
+
+
+def _str(v: Any, i: int | None, key: str) -> str:
+    if not isinstance(v, str):
+        raise ParseError(FMT, None, f"a string at {_where(i, key)}", _short(v))
+    return v
+
+
+def _sizes(v: Any, i: int, key: str) -> list[list[int]]:
+    if v is None:
+        return []
+    if not isinstance(v, (list, tuple)):
+        raise ParseError(FMT, None, f"a list of shapes at {_where(i, key)}", _short(v))
+    out: list[list[int]] = []
+    for shape in v:
+        if not isinstance(shape, (list, tuple)):
+            raise ParseError(FMT, None, f"a shape (list of ints) at {_where(i, key)}", _short(shape))
+        out.append([_req_int(d, i, key) for d in shape])
+    return out
+
+
+def _strs(v: Any, i: int, key: str) -> list[str]:
+    if v is None:
+        return []
+    if not isinstance(v, (list, tuple)):
+        raise ParseError(FMT, None, f"a list of dtype names at {_where(i, key)}", _short(v))
+    return [_str(s, i, key) for s in v]
+
+
+def _time(v: Any, i: int, key: str) -> int | None:
+    t = _int(v, i, key)
+    return t if t else None  # JSON dumps write 0 for "not discovered"
+
+
+def _frames(v: Any, i: int) -> list[str]:
+    if not v:
+        return []
+    if not isinstance(v, (list, tuple)):
+        raise ParseError(FMT, None, f"a list of frames at {_where(i, 'frames')}", _short(v))
+    out: list[str] = []
+    for f in v[:MAX_FRAMES]:
+        if not isinstance(f, dict):
+            raise ParseError(FMT, None, f"a frame dict at {_where(i, 'frames')}", _short(f))
+        name, filename, line = f.get("name"), f.get("filename"), f.get("line")
+        out.append(
+            f"{name if isinstance(name, str) else '?'} at {filename if isinstance(filename, str) else '?'}"
+            f":{_short(line) if isinstance(line, int) else '?'}"
+        )
+    return out
+
+
+def _entry(i: int, e: Any) -> FrEntry:
+    if not isinstance(e, dict):
+        raise ParseError(FMT, None, f"a dict at entries[{i}]", _short(e))
+    pg = e.get("process_group")
+    if not isinstance(pg, (list, tuple)) or len(pg) != 2:
+        raise ParseError(FMT, None, f"process_group (name, desc) at entries[{i}]", _short(pg))
+    seq = e.get("collective_seq_id", e.get("seq_id"))
+    if "profiling_name" not in e or seq is None or "record_id" not in e:
+        raise ParseError(FMT, None, f"record_id, collective_seq_id and profiling_name at entries[{i}]")
+    retired = e.get("retired")
+    is_p2p = e.get("is_p2p", False)
+    if not isinstance(retired, (bool, type(None))) or not isinstance(is_p2p, bool):
+        raise ParseError(FMT, None, f"booleans retired/is_p2p at entries[{i}]", f"{_short(retired)}, {_short(is_p2p)}")
+    return FrEntry(
+        record_id=_req_int(e["record_id"], i, "record_id"),
+        pg_name=_str(pg[0], i, "process_group[0]"),
+        pg_desc=_str(pg[1], i, "process_group[1]"),
+        pg_id=_int(e.get("pg_id"), i, "pg_id"),
+        collective_seq_id=_req_int(seq, i, "collective_seq_id"),
+        p2p_seq_id=_int(e.get("p2p_seq_id"), i, "p2p_seq_id") or 0,
+        op_id=_int(e.get("op_id"), i, "op_id"),
+        profiling_name=_str(e["profiling_name"], i, "profiling_name"),
+        is_p2p=is_p2p,
+        input_sizes=_sizes(e.get("input_sizes"), i, "input_sizes"),
+        output_sizes=_sizes(e.get("output_sizes"), i, "output_sizes"),
+        input_dtypes=_strs(e.get("input_dtypes"), i, "input_dtypes"),
+        output_dtypes=_strs(e.get("output_dtypes"), i, "output_dtypes"),
+        state=_str(e.get("state", ""), i, "state"),
+        retired=retired,
+        time_created_ns=_time(e.get("time_created_ns"), i, "time_created_ns"),
+        time_started_ns=_time(e.get("time_discovered_started_ns"), i, "time_discovered_started_ns"),
+        time_completed_ns=_time(e.get("time_discovered_completed_ns"), i, "time_discovered_completed_ns"),
+        timeout_ms=_int(e.get("timeout_ms"), i, "timeout_ms"),
+        frames=_frames(e.get("frames"), i),
+    )
+
+
+def _ranks(v: Any, key: str) -> list[int] | None:
+    """``ranks`` as recorded: a string ``"[0, 1]"`` (read without eval) or a list; ``None`` when empty."""
+    if isinstance(v, str):
+        body = v.strip()
+        if not (body.startswith("[") and body.endswith("]")):
+            raise ParseError(FMT, None, f"ranks like '[0, 1]' at pg_config[{key!r}]", v)
+        parts = [p.strip() for p in body[1:-1].split(",") if p.strip()]
+        if not all(p.isdigit() for p in parts):
+            raise ParseError(FMT, None, f"ranks like '[0, 1]' at pg_config[{key!r}]", v)
+        out = [int(p) for p in parts]
+    elif isinstance(v, (list, tuple)):
+        out = [_req_int(r, None, f"pg_config[{key!r}].ranks") for r in v]
+    elif v is None:
+        return None
+    else:
+        raise ParseError(FMT, None, f"ranks at pg_config[{key!r}]", _short(v))
+    return out or None
+
+
+def _groups(v: Any) -> list[FrGroup]:
+    if v is None:
+        return []
+    if not isinstance(v, dict):
+        raise ParseError(FMT, None, "pg_config as a dict", _short(v))
+    out = []
+    for key, g in v.items():
+        if not isinstance(key, str) or not isinstance(g, dict):
+            raise ParseError(FMT, None, "pg_config {name: {name, desc, ranks}}", _short(key))
+        out.append(
+            FrGroup(
+                key=key,
+                name=_str(g.get("name", key), None, f"pg_config[{key!r}].name"),
+                desc=_str(g.get("desc", ""), None, f"pg_config[{key!r}].desc"),
+                ranks=_ranks(g.get("ranks"), key),
+            )
+        )
+    return out
+
+
+def _status(v: Any) -> list[FrGroupStatus]:
+    if v is None:
+        return []
+    if not isinstance(v, dict):
+        raise ParseError(FMT, None, "pg_status as a dict", _short(v))
+    out = []
+    for key, s in v.items():
+        if not isinstance(key, str) or not isinstance(s, dict):
+            raise ParseError(FMT, None, "pg_status {pg: {last_*_collective}}", _short(key))
+        vals = {
+            k: _int(s.get(f"last_{k}_collective"), None, f"pg_status[{key!r}].last_{k}_collective")
+            for k in ("enqueued", "started", "completed")
+        }
+        out.append(
+            FrGroupStatus(
+                key=key,
+                **{f"last_{k}": (None if x is None or x < 0 else x) for k, x in vals.items()},
+            )
+        )
+    return out
+
+
+def parse_flight_recorder(data: bytes) -> FrDump:
+    """One rank's Flight Recorder dump from its bytes (pickle or JSON, told apart by the first byte).
+
+    Raises:
+        ParseError: empty input, not a pickle or JSON, a pickle naming any global (class, function: refused
+            before anything runs), nesting deeper than :data:`MAX_DEPTH`, no ``version``/``entries``, or an entry
+            without ``record_id``, ``process_group``, ``collective_seq_id`` and ``profiling_name`` of the right
+            types.
+    """
+    if not isinstance(data, bytes):
+        raise ParseError(FMT, None, "bytes", type(data).__name__)
+    fmt, obj = _load(data)
+    if not _shape_ok(obj, 2 * len(data) + 64):
+        raise ParseError(
+            FMT, None, f"containers nested at most {MAX_DEPTH} deep, about one object per input byte", "refused"
+        )
+    if not isinstance(obj, dict) or "entries" not in obj or "version" not in obj:
+        raise ParseError(FMT, None, "a dict with 'version' and 'entries'", _short(obj))
+    entries = obj["entries"]
+    if not isinstance(entries, (list, tuple)):
+        raise ParseError(FMT, None, "entries as a list", _short(entries))
+    version = obj["version"]
+    if not isinstance(version, str):
+        raise ParseError(FMT, None, "version as a string like '2.10'", _short(version))
+    lib = obj.get("comm_lib_version", "")
+    return FrDump(
+        format=fmt,
+        version=version,
+        comm_lib_version=lib if isinstance(lib, str) else "",
+        groups=_groups(obj.get("pg_config")),
+        status=_status(obj.get("pg_status")),
+        entries=[_entry(i, e) for i, e in enumerate(entries)],
+    )

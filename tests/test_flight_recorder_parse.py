@@ -1,0 +1,250 @@
+"""The Flight Recorder dump parser on the real gloo dumps of tests/fixtures/flight_recorder (facts read from the
+files by eye, see its README), on hostile pickles (nothing in them may run), and under hypothesis fuzzing (only
+ParseError ever escapes)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import pickletools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.flight_recorder import MAX_FRAMES, FrDump, parse_flight_recorder
+
+FIX = Path(__file__).parent / "fixtures" / "flight_recorder"
+SKIP = FIX / "gloo_rank3_skips_allreduce"
+DTYPE = FIX / "gloo_rank2_wrong_dtype"
+ALL_DUMPS = sorted(FIX.glob("*/*/nccl_trace_rank_*"))
+
+FUZZ = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+def _parse(path: Path) -> FrDump:
+    return parse_flight_recorder(path.read_bytes())
+
+
+def test_fixtures_are_all_here() -> None:
+    assert len(ALL_DUMPS) == 16
+
+
+@pytest.mark.parametrize("kind", ["pickle", "json"])
+def test_rank3_skip_facts(kind: str) -> None:
+    r0 = _parse(SKIP / kind / "nccl_trace_rank_0")
+    r3 = _parse(SKIP / kind / "nccl_trace_rank_3")
+    assert r0.format == kind and r0.version == "2.10"
+    # rank 0: 8 entries (the ring size), record ids 1-8, default_pg and pair01 interleaved
+    assert [e.record_id for e in r0.entries] == list(range(1, 9))
+    assert [(e.pg_desc, e.collective_seq_id) for e in r0.entries][-2:] == [("pair01", 4), ("default_pg", 5)]
+    last = r0.entries[-1]
+    assert (last.pg_name, last.op, last.profiling_name) == ("0", "all_reduce", "gloo:all_reduce")
+    assert last.input_sizes == [[1024]] and last.input_dtypes == ["Float"] and last.output_sizes == [[1024]]
+    assert last.state == "scheduled" and last.retired is True and last.timeout_ms == 3000
+    assert last.time_started_ns is None and last.time_completed_ns is None  # gloo reports neither
+    assert last.time_created_ns is not None and last.time_created_ns > 1_700_000_000 * 10**9
+    # rank 3 stopped at default_pg seq 4
+    assert [e.collective_seq_id for e in r3.entries] == [1, 2, 3, 4]
+    st0 = {s.key: s for s in r0.status}
+    assert st0["0"].last_enqueued == 5 and st0["1"].last_enqueued == 4 and st0["0"].last_started is None
+    assert {s.key: s.last_enqueued for s in r3.status} == {"0": 4}
+    # gloo's pg_config: one entry keyed "" (not the groups' membership)
+    assert [(g.key, g.ranks) for g in r0.groups] == [("", None)]
+    assert [(g.key, g.ranks) for g in r3.groups] == [("", [0, 1, 2, 3])]
+
+
+def test_pickle_and_json_agree_but_for_frames() -> None:
+    for p in sorted((SKIP / "pickle").iterdir()) + sorted((DTYPE / "pickle").iterdir()):
+        a, b = _parse(p), _parse(p.parent.parent / "json" / p.name)
+        assert a.entries and all(e.frames for e in a.entries) and not any(e.frames for e in b.entries)
+        strip = [e.model_copy(update={"frames": []}) for e in a.entries]
+        assert strip == b.entries
+        assert a.status == b.status and a.groups == b.groups
+        assert len(a.entries[0].frames) <= MAX_FRAMES
+        assert a.entries[0].frames[0].startswith(f"{a.entries[0].op} at ")
+
+
+def test_dtype_fact() -> None:
+    r2 = _parse(DTYPE / "pickle" / "nccl_trace_rank_2")
+    assert [(e.collective_seq_id, e.input_dtypes) for e in r2.entries][3] == (4, ["Int"])
+
+
+def test_real_dumps_use_no_global() -> None:
+    """The reason the restricted unpickler suffices: the dumps torch writes name no class or function."""
+    for p in (SKIP / "pickle").iterdir():
+        ops = {op.name for op, _, _ in pickletools.genops(p.read_bytes())}
+        assert not ops & {"GLOBAL", "STACK_GLOBAL", "REDUCE", "BUILD", "INST", "OBJ", "NEWOBJ", "EXT1"}
+
+
+class _Boom:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+class _Obj:
+    pass
+
+
+@pytest.mark.parametrize("protocol", [0, 2, 4, 5])
+def test_code_running_pickle_is_refused_and_does_not_run(tmp_path: Path, protocol: int) -> None:
+    marker = tmp_path / "ran"
+    payload = pickle.dumps({"version": "2.10", "entries": [], "x": _Boom(marker)}, protocol=protocol)
+    with pytest.raises(ParseError, match="refused"):
+        parse_flight_recorder(payload)
+    assert not marker.exists()
+    # sanity: the default unpickler would have run it
+    pickle.loads(payload)
+    assert marker.exists()
+
+
+def test_objects_and_builtins_refused() -> None:
+    for obj in (_Obj(), {"version": "2.10", "entries": [set([1])]}, {"version": "2.10", "entries": [], "b": eval}):
+        with pytest.raises(ParseError):
+            parse_flight_recorder(pickle.dumps(obj, protocol=4))
+
+
+def test_persistent_id_refused() -> None:
+    buf = io.BytesIO()
+
+    class P(pickle.Pickler):
+        def persistent_id(self, obj: Any) -> Any:
+            return "x" if obj == "p" else None
+
+    P(buf, protocol=2).dump({"version": "2.10", "entries": ["p"]})
+    with pytest.raises(ParseError, match="persistent"):
+        parse_flight_recorder(buf.getvalue())
+
+
+def test_shared_reference_bomb_refused() -> None:
+    """A pickle that shares one list many times through its memo: a few KB standing for 100**6 paths."""
+    x: list[Any] = [0]
+    for _ in range(6):
+        x = [x] * 100
+    payload = pickle.dumps({"version": "2.10", "entries": x}, protocol=2)
+    assert len(payload) < 10_000
+    with pytest.raises(ParseError, match="nested|object per input byte"):
+        parse_flight_recorder(payload)
+
+
+def test_deep_nesting_refused() -> None:
+    n = 100_000  # a pickle of lists nested n deep, written by hand (pickle.dumps itself would recurse)
+    deep = b"\x80\x02" + b"]" * n + b"a" * (n - 1) + b"."
+    with pytest.raises(ParseError, match="nested"):
+        parse_flight_recorder(deep)
+    with pytest.raises(ParseError):
+        parse_flight_recorder(b'{"version": "2.10", "entries": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"   ",
+        b"not a dump",
+        b"\x80\x04",
+        b"{",
+        b'{"version": 2, "entries": []}',
+        b'{"version": "2.10"}',
+        b'{"version": "2.10", "entries": [{"record_id": 0}]}',
+        b'{"version": "2.10", "entries": [], "pg_config": {"0": {"ranks": "__import__(\'os\')"}}}',
+        json.dumps({"version": "2.10", "entries": [{"record_id": 10**30}]}).encode(),
+        pickle.dumps([1, 2, 3]),
+        pickle.dumps({"version": "2.10", "entries": [{"record_id": 2**70, "process_group": ("0", "d")}]}),
+    ],
+)
+def test_bad_input_is_parse_error(data: bytes) -> None:
+    with pytest.raises(ParseError):
+        parse_flight_recorder(data)
+
+
+def test_old_seq_id_key_and_list_ranks() -> None:
+    """Dumps before format 2.2 name the sequence id ``seq_id``; ranks may be a list."""
+    doc = {
+        "version": "2.1",
+        "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": [0, 1]}},
+        "entries": [{"record_id": 0, "process_group": ["0", "default_pg"], "seq_id": 7, "profiling_name": "x"}],
+    }
+    d = parse_flight_recorder(json.dumps(doc).encode())
+    assert d.entries[0].collective_seq_id == 7 and d.groups[0].ranks == [0, 1]
+
+
+REAL_BYTES = [p.read_bytes() for p in ALL_DUMPS]
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> bytes:
+    data = bytearray(draw(st.sampled_from(REAL_BYTES)))
+    op = draw(st.sampled_from(["flip", "truncate", "insert", "delete", "splice"]))
+    n = len(data)
+    i = draw(st.integers(0, n - 1))
+    if op == "flip":
+        for _ in range(draw(st.integers(1, 8))):
+            data[draw(st.integers(0, n - 1))] = draw(st.integers(0, 255))
+    elif op == "truncate":
+        del data[i:]
+    elif op == "insert":
+        data[i:i] = draw(st.binary(min_size=1, max_size=16))
+    elif op == "delete":
+        del data[i : i + draw(st.integers(1, 32))]
+    else:
+        other = draw(st.sampled_from(REAL_BYTES))
+        data = data[:i] + other[draw(st.integers(0, len(other) - 1)) :]
+    return bytes(data)
+
+
+def _only_parse_error(data: bytes) -> None:
+    try:
+        parse_flight_recorder(data)
+    except ParseError:
+        pass
+
+
+@FUZZ
+@given(mutated())
+def test_fuzz_mutated_real_dumps(data: bytes) -> None:
+    _only_parse_error(data)
+
+
+@FUZZ
+@given(st.binary(max_size=512))
+def test_fuzz_random_bytes(data: bytes) -> None:
+    _only_parse_error(data)
+    _only_parse_error(b"\x80\x02" + data)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+    max_leaves=30,
+)
+ENTRY_KEYS = st.sampled_from(
+    ["record_id", "process_group", "collective_seq_id", "profiling_name", "input_sizes", "input_dtypes",
+     "state", "retired", "is_p2p", "frames", "time_created_ns", "pg_id", "timeout_ms"]
+)  # fmt: skip
+
+
+@FUZZ
+@given(
+    st.dictionaries(ENTRY_KEYS, JSON_VALUES, max_size=13),
+    st.dictionaries(st.text(max_size=4), JSON_VALUES, max_size=3),
+    st.sampled_from(["json", "pickle"]),
+)
+def test_fuzz_structured_entries(entry: dict[str, Any], extra: dict[str, Any], enc: str) -> None:
+    doc = {"version": "2.10", "entries": [entry], "pg_config": extra, "pg_status": extra}
+    data = json.dumps(doc).encode() if enc == "json" else pickle.dumps(doc, protocol=4)
+    _only_parse_error(data)
