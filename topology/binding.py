@@ -15,11 +15,14 @@ Conventions used in the generated lines:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from fleetdx.probes.contracts import FindingCode
 from fleetdx.probes.parsers.numactl import NumaTopology
 from fleetdx.probes.parsers.topo import TopoMatrix
 from fleetdx.topology.analyses import affinity_issues, assign_rails, nearest_nics, numa_node_of
-from fleetdx.topology.contracts import AffinityIssueKind, RankBinding, TopoAdvice
-from fleetdx.topology.subset import best_subset
+from fleetdx.topology.contracts import AffinityIssueKind, GpuExclusion, RankBinding, TopoAdvice
+from fleetdx.topology.subset import NotEnoughGpus, best_subset
 
 
 def cpu_list(cpus: list[int]) -> str:
@@ -77,16 +80,48 @@ def _numactl(r: RankBinding) -> str | None:
     return None
 
 
-def advise(topo: TopoMatrix, k: int, ib_port: int = 1, numa: NumaTopology | None = None) -> TopoAdvice:
+def advise(
+    topo: TopoMatrix,
+    k: int,
+    ib_port: int = 1,
+    numa: NumaTopology | None = None,
+    excluded: Sequence[GpuExclusion] = (),
+) -> TopoAdvice:
     """Choose ``k`` GPUs (:func:`fleetdx.topology.subset.best_subset`), bind each local rank, and write the env lines.
 
     ``numa`` (a parsed ``numactl -H``) resolves the NUMA node of GPUs whose ``topo -m`` row gives none or
-    several.
+    several. ``excluded`` are GPUs that must not be advised (health evidence, given by the caller): the best
+    subset is chosen among the others; when fewer than ``k`` remain the advice has ``satisfied=False`` and
+    no GPU (never a bad GPU to make up the number). An exclusion naming a GPU that the matrix lacks is kept
+    and warned about.
 
     Raises:
         fleetdx.topology.subset.SubsetError: ``k`` outside ``1..number of GPUs``.
     """
-    choice = best_subset(topo, k)
+    merged = merge_exclusions(excluded)
+    names = set(topo.gpu_names)
+    stray = [e for e in merged if e.gpu not in names]
+    stray_warnings = [
+        f"{e.gpu} is not a GPU row of topo -m; its exclusion ({'; '.join(e.reasons)}) cannot be mapped" for e in stray
+    ]
+    try:
+        choice = best_subset(topo, k, exclude={e.gpu for e in merged})
+    except NotEnoughGpus as e:
+        left = ", ".join(e.healthy) or "none"
+        return TopoAdvice(
+            requested=k,
+            satisfied=False,
+            excluded=merged,
+            gpus=[],
+            min_link=None,
+            ranks=[],
+            env={},
+            rank_env=[],
+            commands=[],
+            reasons=[f"{k} GPU(s) needed, only {len(e.healthy)} of {e.total} healthy ({left}): no GPU advised"]
+            + [f"{x.gpu} excluded: {'; '.join(x.reasons)}" for x in merged if x.gpu in names],
+            warnings=stray_warnings,
+        )
     ranks = bind_ranks(topo, choice.gpus, numa)
     env = {
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
@@ -101,6 +136,7 @@ def advise(topo: TopoMatrix, k: int, ib_port: int = 1, numa: NumaTopology | None
         + (f"; {choice.ties} other subset(s) are equally good" if choice.ties else ""),
     ]
     reasons += [f"local rank {r.local_rank} ({r.gpu}): NIC {r.nic} at {r.nic_link}" for r in ranks if r.nic]
+    reasons += [f"{x.gpu} excluded: {'; '.join(x.reasons)}" for x in merged if x.gpu in names]
     commands = [f"export {k_}={v}" for k_, v in env.items()]
     for r in ranks:
         prefix = _numactl(r)
@@ -113,8 +149,10 @@ def advise(topo: TopoMatrix, k: int, ib_port: int = 1, numa: NumaTopology | None
         masks = ",".join(cpu_mask(r.cpus) for r in ranks)
         commands.append(f"srun --ntasks-per-node={k} --cpu-bind=mask_cpu:{masks} <command>")
     issues = [i for i in affinity_issues(topo) if i.gpu in choice.gpus]
-    warnings = [_issue_text(i.gpu, i.kind, i.raw) for i in issues]
+    warnings = [_issue_text(i.gpu, i.kind, i.raw) for i in issues] + stray_warnings
     return TopoAdvice(
+        requested=k,
+        excluded=merged,
         gpus=choice.gpus,
         min_link=choice.min_link,
         ranks=ranks,
@@ -124,6 +162,25 @@ def advise(topo: TopoMatrix, k: int, ib_port: int = 1, numa: NumaTopology | None
         reasons=reasons,
         warnings=warnings,
     )
+
+
+def merge_exclusions(excluded: Sequence[GpuExclusion]) -> list[GpuExclusion]:
+    """One exclusion per GPU (reasons and codes of the same GPU joined, duplicates dropped), in GPU index
+    order (``GPU2`` before ``GPU10``), names that are not ``GPU<n>`` last."""
+    reasons: dict[str, list[str]] = {}
+    codes: dict[str, list[FindingCode]] = {}
+    for e in excluded:
+        reasons.setdefault(e.gpu, []).extend(e.reasons)
+        codes.setdefault(e.gpu, []).extend(e.codes)
+
+    def order(name: str) -> tuple[int, int, str]:
+        digits = name.removeprefix("GPU")
+        return (0, int(digits), name) if name.startswith("GPU") and digits.isdigit() else (1, 0, name)
+
+    return [
+        GpuExclusion(gpu=g, reasons=list(dict.fromkeys(reasons[g])), codes=list(dict.fromkeys(codes[g])))
+        for g in sorted(reasons, key=order)
+    ]
 
 
 def _issue_text(gpu: str, kind: AffinityIssueKind, raw: str | None) -> str:

@@ -10,7 +10,7 @@ from enum import Enum
 
 from pydantic import Field, computed_field
 
-from fleetdx.probes.contracts import SCHEMA_VERSION, Contract, Finding
+from fleetdx.probes.contracts import SCHEMA_VERSION, Contract, Finding, FindingCode
 
 
 class Cell(Contract):
@@ -187,10 +187,29 @@ class TopoShow(Contract):
     findings: list[Finding]
 
 
+class GpuExclusion(Contract):
+    """A GPU that must not be advised, and why: one reason (in words) and one finding code per piece of
+    evidence against it. Topology does not judge health: the caller passes these in (see
+    :mod:`fleetdx.orchestrator.placement.health`)."""
+
+    gpu: str  #: ``GPU3`` as ``topo -m`` names it
+    reasons: list[str]
+    codes: list[FindingCode] = Field(default_factory=list)
+
+
 class TopoAdvice(Contract):
-    """``fleetdx topo advise --json``: the GPU subset, per-rank binding and ready-to-paste lines."""
+    """``fleetdx topo advise --json``: the GPU subset, per-rank binding and ready-to-paste lines.
+
+    ``excluded`` are the GPUs left out for health reasons (never advised); the subset is the best over the
+    others. ``satisfied`` is false when fewer than ``requested`` GPUs remain: ``gpus``, ``ranks``, ``env``
+    and ``commands`` are then empty and ``reasons`` says what is missing; a bad GPU is never picked to make
+    up the number.
+    """
 
     schema_version: int = SCHEMA_VERSION
+    requested: int | None = None  #: k, the GPUs asked for
+    satisfied: bool = True
+    excluded: list[GpuExclusion] = Field(default_factory=list)
     gpus: list[str]
     min_link: str | None
     ranks: list[RankBinding]

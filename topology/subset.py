@@ -18,7 +18,7 @@ subset. Tests check it against brute force over ``itertools.combinations``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from fleetdx.probes.errors import FleetdxError
 from fleetdx.probes.parsers.topo import TopoMatrix
@@ -34,6 +34,15 @@ Score = tuple[int, int]  # (worst nearest-NIC rank, sum of nearest-NIC ranks)
 
 class SubsetError(FleetdxError):
     """``k`` is not between 1 and the node's GPU count."""
+
+
+class NotEnoughGpus(SubsetError):
+    """Fewer than ``k`` GPUs are left once the unhealthy ones are excluded: a node that cannot host the job,
+    not a usage error. ``healthy`` lists the GPUs left, ``total`` is the node's GPU count."""
+
+    def __init__(self, k: int, healthy: list[str], total: int) -> None:
+        self.k, self.healthy, self.total = k, healthy, total
+        super().__init__(f"only {len(healthy)} of {total} GPUs are healthy, {k} needed")
 
 
 def rank_matrix(topo: TopoMatrix) -> list[list[int]]:
@@ -123,16 +132,28 @@ def best_subset_indices(
     raise AssertionError("unreachable: the lowest threshold admits every subset")
 
 
-def best_subset(topo: TopoMatrix, k: int) -> SubsetChoice:
-    """The best ``k`` GPUs of ``topo`` (see the module docstring for the objective).
+def best_subset(topo: TopoMatrix, k: int, exclude: Collection[str] = ()) -> SubsetChoice:
+    """The best ``k`` GPUs of ``topo`` that are not in ``exclude`` (see the module docstring for the
+    objective). The search is the same exact one, run over the remaining GPU rows only, so the result is the
+    best subset of the remaining GPUs (ties broken in ``combinations`` order of the remaining rows).
 
     Raises:
         SubsetError: ``k`` outside ``1..number of GPUs``.
+        NotEnoughGpus: ``k`` is at most the GPU count but more than the GPUs left after ``exclude``.
     """
-    weights = nic_weights(topo)
-    idx, t, ties = best_subset_indices(rank_matrix(topo), weights, k)
+    all_names = topo.gpu_names
+    if not 1 <= k <= len(all_names):
+        raise SubsetError(f"cannot choose {k} GPUs on a node with {len(all_names)}")
+    keep = [i for i, g in enumerate(all_names) if g not in exclude]
+    if len(keep) < k:
+        raise NotEnoughGpus(k, [all_names[i] for i in keep], len(all_names))
+    full = rank_matrix(topo)
+    all_weights = nic_weights(topo)
+    ranks = [[full[i][j] for j in keep] for i in keep]
+    weights = [all_weights[i] for i in keep]
+    idx, t, ties = best_subset_indices(ranks, weights, k)
     nearest = nearest_nics(topo)
-    names = topo.gpu_names
+    names = [all_names[i] for i in keep]
     return SubsetChoice(
         gpus=[names[i] for i in idx],
         min_link=None if t is None or t == UNKNOWN_RANK else str(link_from_rank(t)),

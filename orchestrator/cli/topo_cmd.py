@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json
 from fleetdx.probes.catalog import NUMACTL, TOPO_FILE
-from fleetdx.probes.contracts import Severity
+from fleetdx.probes.contracts import Severity, Verdict
 from fleetdx.probes.errors import ConfigError
 from fleetdx.probes.parsers.numactl import NumaTopology, parse_numactl
 from fleetdx.probes.parsers.topo import TopoMatrix, parse_topo
@@ -205,14 +206,40 @@ def advise_cmd(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """The best GPU subset, the NUMA binding and NIC per local rank, and lines to paste."""
+    """The best GPU subset, the NUMA binding and NIC per local rank, and lines to paste.
+
+    From a BUNDLE, GPUs with a foreign process, uncorrectable ECC, a row-remap failure, a critical XID, a
+    hardware slowdown or a degraded NVLink/PCIe link are never advised (each is listed with its reason); the
+    best subset is chosen among the others. Exit 0 with advice; 2 when fewer than --gpus healthy GPUs remain
+    (no GPU is advised, the JSON has satisfied=false); 3 for bad input. A bare topo -m file carries no
+    health evidence: the advice says so.
+    """
     from fleetdx.topology.binding import advise, cpu_list
 
     node = NodeInput(path)
-    adv = advise(node.topo(), gpus, ib_port=ib_port, numa=node.numa(numactl))
+    topo = node.topo()
+    if node.facts is not None:
+        from fleetdx.orchestrator.placement.health import bundle_gpu_health
+
+        health = bundle_gpu_health(node.facts)
+        adv = advise(topo, gpus, ib_port=ib_port, numa=node.numa(numactl), excluded=health.excluded)
+        extra = [f"not mapped to a GPU row: {u}" for u in health.unmapped]
+    else:
+        adv = advise(topo, gpus, ib_port=ib_port, numa=node.numa(numactl))
+        extra = ["a bare topo -m file holds no health evidence: GPUs were not checked (give a bundle directory)"]
+    adv = adv.model_copy(update={"warnings": [*adv.warnings, *extra]})
     if as_json:
         print_json(adv)
+        if not adv.satisfied:
+            raise typer.Exit(int(Verdict.CRITICAL))
         return
+    if not adv.satisfied:
+        console.print(f"[bold red]no advice:[/] {escape(adv.reasons[0])}", highlight=False)
+        for line in adv.reasons[1:]:
+            console.print(f"  {escape(line)}", highlight=False)
+        for w in adv.warnings:
+            console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+        raise typer.Exit(int(Verdict.CRITICAL))
     console.print(
         Text.assemble(
             ("GPUs: ", "bold"), ", ".join(adv.gpus), "   weakest link: ", _cell(adv.min_link or "-")
@@ -228,10 +255,13 @@ def advise_cmd(
             f"{r.nic} ({r.nic_link})" if r.nic else "-",
         )
     console.print(table)
+    for x in adv.excluded:
+        console.print(f"[red]excluded:[/] {escape(x.gpu)}: {escape('; '.join(x.reasons))}", highlight=False)
     for line in adv.reasons:
-        console.print(f"  [dim]{line}[/]")
+        if not line.startswith(tuple(f"{x.gpu} excluded:" for x in adv.excluded)):
+            console.print(f"  [dim]{escape(line)}[/]", highlight=False)
     for w in adv.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     console.print()
     for c in adv.commands:
         console.print(c, highlight=False, markup=False, soft_wrap=True)
