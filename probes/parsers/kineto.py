@@ -1,0 +1,388 @@
+"""Streaming parser for PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzip: one file per rank.
+
+The trace is read with ``ijson`` (its C ``yajl2_c`` backend) one event at a time; an event is classified and
+reduced to a few numbers in compact ``array`` columns, so a trace of hundreds of MB never becomes a tree of
+Python objects. Memory is bounded by ``max_events`` kept events (about 50 bytes each); past it the parser
+stops with a :class:`ParseError` saying so.
+
+What is read (names as torch.profiler / Kineto write them; the sources are the PyTorch files named):
+
+* ``distributedInfo`` (``torch/profiler/profiler.py`` ``_get_distributed_info``): ``rank``, ``world_size``,
+  ``backend``; ``host_name`` (top level, written by newer torch; older traces name no host);
+* ``ProfilerStep#N`` (``torch/profiler/profiler.py``, ``record_function("ProfilerStep#" + step)``): the steps;
+* CPU stage markers (:class:`Marker`): ``enumerate(DataLoader)#...__next__`` (``torch/utils/data/
+  dataloader.py`` ``_BaseDataLoaderIter._profile_name``), ``Optimizer.step#<Cls>.step`` and
+  ``Optimizer.zero_grad#<Cls>.zero_grad`` (``torch/optim/optimizer.py``), ``autograd::engine::
+  evaluate_function: ...`` (``torch/csrc/autograd/engine.cpp``), ``DistributedDataParallel.forward``
+  (``torch/nn/parallel/distributed.py``), ``FullyShardedDataParallel.forward``, HTA-style user annotations
+  ``## forward ##`` / ``## backward ##`` / ``## optimizer ##``, and the process-group record functions
+  ``nccl:<collective>`` / ``gloo:<collective>`` (``torch/csrc/distributed/c10d``: ``RECORD_PARAM_COMMS``);
+* every ``cpu_op`` (start, duration, thread) for op counts on CPU-only traces;
+* ``cuda_runtime``/``cuda_driver`` calls with a ``correlation`` id (kernel launches, memcpy calls);
+* GPU activities: ``kernel``, ``gpu_memcpy``, ``gpu_memset`` with ``args.stream``, ``args.correlation`` and
+  ``args.bytes``, classified by :func:`gpu_kind` exactly as HolisticTraceAnalysis classifies kernels
+  (``hta/utils/utils.py``: ``^nccl.*Kernel`` is communication, ``^Memcpy|^Memset|^dma`` memory, a name not
+  matching ``^nccl.*Kernel|.*Memcpy|Memset|.*Sync`` computation, anything else other).
+
+Events of other phases (flows ``s``/``f``, metadata ``M``, instants, counters) are
+skipped; ``X`` events without a finite numeric ``ts``/``dur`` are counted in ``skipped``.
+
+Errors: :class:`fleetdx.probes.errors.ParseError` (format ``"kineto"``) for unreadable gzip, malformed JSON,
+a top level that is not an object, no ``traceEvents`` array, or more than ``max_events`` kept events.
+Timestamps are microseconds as in the trace (Chrome trace format); durations too.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import math
+import re
+import zlib
+from array import array
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+from typing import IO, Any, cast
+
+import ijson
+
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.rawfile import RawFileError, check_regular
+
+FMT = "kineto"
+#: default most kept events (about 50 bytes each in the columns: 2.5 GB at worst); raise it for bigger traces
+DEFAULT_MAX_EVENTS = 50_000_000
+_CHUNK = 1 << 16
+
+
+class Marker(IntEnum):
+    """CPU spans that mark a stage of a training step (see the module docstring for each name's source)."""
+
+    DATA = 0
+    FORWARD = 1
+    BACKWARD = 2
+    OPTIMIZER = 3
+    COMM = 4  #: ``nccl:*`` / ``gloo:*`` process-group record functions (any thread)
+
+
+class GpuKind(IntEnum):
+    """The class of one GPU activity. HTA's three kinds: COMPUTE = computation, COMM = communication, the
+    memory kinds = memory (``hta.utils.utils.get_kernel_type``), OTHER = other."""
+
+    COMPUTE = 0
+    COMM = 1
+    MEMCPY_HTOD = 2
+    MEMCPY_DTOH = 3
+    MEMCPY_DTOD = 4
+    MEMCPY_OTHER = 5
+    MEMSET = 6
+    OTHER = 7
+
+    @property
+    def is_memory(self) -> bool:
+        return GpuKind.MEMCPY_HTOD <= self <= GpuKind.MEMSET
+
+
+_NCCL_KERNEL_RE = re.compile(r"^nccl.*Kernel")
+_MEMORY_RE = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+_STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
+_COMM_RE = re.compile(r"^(?:nccl|gloo|mpi|ucc):[A-Za-z_]")
+
+
+def gpu_kind(name: str) -> GpuKind:
+    """Classify a GPU activity by name, as ``hta.utils.utils.get_kernel_type`` does, memory split by copy
+    direction (``Memcpy HtoD (Pinned -> Device)`` -> MEMCPY_HTOD)."""
+    if _NCCL_KERNEL_RE.match(name):
+        return GpuKind.COMM
+    if _MEMORY_RE.match(name):
+        if name.startswith("Memset"):
+            return GpuKind.MEMSET
+        head = name[:11]
+        if head == "Memcpy HtoD":
+            return GpuKind.MEMCPY_HTOD
+        if head == "Memcpy DtoH":
+            return GpuKind.MEMCPY_DTOH
+        if head == "Memcpy DtoD":
+            return GpuKind.MEMCPY_DTOD
+        return GpuKind.MEMCPY_OTHER
+    if not _NOT_COMPUTE_RE.match(name):
+        return GpuKind.COMPUTE
+    return GpuKind.OTHER
+
+
+def marker_of(name: str, cat: str) -> Marker | None:
+    """The stage marker a CPU span's name stands for, or ``None``."""
+    if name.startswith("enumerate(DataLoader)#") and name.endswith("__next__"):
+        return Marker.DATA
+    if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")) or name == "## optimizer ##":
+        return Marker.OPTIMIZER
+    if name.startswith("autograd::engine::evaluate_function:") or name == "## backward ##":
+        return Marker.BACKWARD
+    if name in ("DistributedDataParallel.forward", "FullyShardedDataParallel.forward", "## forward ##"):
+        return Marker.FORWARD
+    if cat != "cpu_op" or name.startswith(("nccl:", "gloo:")):
+        if _COMM_RE.match(name):
+            return Marker.COMM
+    return None
+
+
+@dataclass
+class Spans:
+    """Intervals in columns: start (us), duration (us), thread id (an integer; a non-numeric tid is -1)."""
+
+    ts: array[float] = field(default_factory=lambda: array("d"))
+    dur: array[float] = field(default_factory=lambda: array("d"))
+    tid: array[int] = field(default_factory=lambda: array("q"))
+
+    def add(self, ts: float, dur: float, tid: int) -> None:
+        self.ts.append(ts)
+        self.dur.append(dur)
+        self.tid.append(tid)
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass
+class GpuActivities:
+    """GPU kernels, memcpys and memsets in columns. ``stream``/``correlation`` are -1 when absent (HTA's
+    default), ``bytes`` 0 for kernels; ``kind`` holds :class:`GpuKind` values."""
+
+    ts: array[float] = field(default_factory=lambda: array("d"))
+    dur: array[float] = field(default_factory=lambda: array("d"))
+    stream: array[int] = field(default_factory=lambda: array("q"))
+    correlation: array[int] = field(default_factory=lambda: array("q"))
+    kind: array[int] = field(default_factory=lambda: array("b"))
+    nbytes: array[int] = field(default_factory=lambda: array("q"))
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass
+class Launches:
+    """CUDA runtime/driver calls that carry a correlation id (launches, memcpy calls): start, duration (us)."""
+
+    correlation: array[int] = field(default_factory=lambda: array("q"))
+    ts: array[float] = field(default_factory=lambda: array("d"))
+    dur: array[float] = field(default_factory=lambda: array("d"))
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+@dataclass
+class ProfilerStep:
+    """One ``ProfilerStep#N`` span on the CPU: step number, start and duration (us), thread."""
+
+    number: int
+    ts: float
+    dur: float
+    tid: int
+
+
+@dataclass
+class KinetoTrace:
+    """What fleetdx keeps of one rank's trace. Times are microseconds on the trace's clock."""
+
+    source: str
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
+    host: str | None = None
+    steps: list[ProfilerStep] = field(default_factory=list)
+    markers: dict[Marker, Spans] = field(default_factory=lambda: {m: Spans() for m in Marker})
+    cpu_ops: Spans = field(default_factory=Spans)
+    launches: Launches = field(default_factory=Launches)
+    gpu: GpuActivities = field(default_factory=GpuActivities)
+    events: int = 0  #: trace events read (any phase)
+    skipped: int = 0  #: complete events dropped for a missing or non-finite ts/dur
+
+    @property
+    def has_gpu(self) -> bool:
+        return len(self.gpu) > 0
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+def _int(v: Any, default: int = -1) -> int:
+    if isinstance(v, bool):
+        return default
+    if isinstance(v, int):
+        return v if -(2**63) <= v < 2**63 else default
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer() and abs(v) < 2**63:
+        return int(v)
+    if isinstance(v, str):
+        try:
+            i = int(v)
+        except ValueError:
+            return default
+        return i if -(2**63) <= i < 2**63 else default
+    return default
+
+
+class _Reader:
+    """Turns trace events into the :class:`KinetoTrace` columns."""
+
+    def __init__(self, trace: KinetoTrace, max_events: int) -> None:
+        self.t = trace
+        self.max_events = max_events
+        self.kept = 0
+
+    def _keep(self) -> None:
+        self.kept += 1
+        if self.kept > self.max_events:
+            raise ParseError(
+                FMT, None, f"at most {self.max_events} kept events (raise --max-events for a genuine trace)"
+            )
+
+    def event(self, e: Any) -> None:
+        t = self.t
+        t.events += 1
+        if not isinstance(e, dict):
+            return
+        ph = e.get("ph")
+        if ph != "X":
+            return
+        ts, dur = _num(e.get("ts")), _num(e.get("dur"))
+        name, cat = e.get("name"), e.get("cat")
+        if not isinstance(name, str) or not isinstance(cat, str):
+            return
+        if ts is None or dur is None or dur < 0:
+            t.skipped += 1
+            return
+        args = e.get("args")
+        args = args if isinstance(args, dict) else {}
+        if cat in ("kernel", "gpu_memcpy", "gpu_memset"):
+            self._keep()
+            g = t.gpu
+            g.ts.append(ts)
+            g.dur.append(dur)
+            g.stream.append(_int(args.get("stream")))
+            g.correlation.append(_int(args.get("correlation")))
+            g.kind.append(int(gpu_kind(name)))
+            g.nbytes.append(max(0, _int(args.get("bytes"), 0)))
+            return
+        tid = _int(e.get("tid"))
+        if cat in ("cuda_runtime", "cuda_driver"):
+            corr = _int(args.get("correlation"))
+            if corr >= 0:
+                self._keep()
+                la = t.launches
+                la.correlation.append(corr)
+                la.ts.append(ts)
+                la.dur.append(dur)
+            return
+        if cat in ("cpu_op", "user_annotation", "python_function"):
+            m = _STEP_RE.match(name)
+            if m is not None:
+                self._keep()
+                t.steps.append(ProfilerStep(number=int(m.group(1)), ts=ts, dur=dur, tid=tid))
+                return
+            if cat == "cpu_op":
+                self._keep()
+                t.cpu_ops.add(ts, dur, tid)
+            mk = marker_of(name, cat)
+            if mk is not None:
+                self._keep()
+                t.markers[mk].add(ts, dur, tid)
+
+    def distributed_info(self, info: Any) -> None:
+        if not isinstance(info, dict):
+            return
+        rank, world = _int(info.get("rank")), _int(info.get("world_size"))
+        self.t.rank = rank if rank >= 0 else None
+        self.t.world_size = world if world > 0 else None
+        backend = info.get("backend")
+        self.t.backend = backend if isinstance(backend, str) else None
+
+
+def _open(raw: IO[bytes]) -> IO[bytes]:
+    head = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
+    if not head:
+        pos = raw.tell()
+        head = raw.read(2)
+        raw.seek(pos)
+    if head == b"\x1f\x8b":
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
+    return raw
+
+
+def parse_kineto_stream(raw: IO[bytes], source: str = "<stream>", max_events: int = DEFAULT_MAX_EVENTS) -> KinetoTrace:
+    """Parse one trace from a seekable binary stream (plain or gzip JSON). See the module docstring.
+
+    One pass: the bytes go to an ``ijson`` coroutine for ``traceEvents.item`` and, until it has been seen, to
+    one for ``distributedInfo`` (and, before the event list, one for ``host_name``); each tokenises in C and
+    builds only the objects at its own prefix.
+    """
+    trace = KinetoTrace(source=source)
+    reader = _Reader(trace, max_events)
+    top: dict[str, Any] = {}
+    events = ijson.items_coro(_Sink(reader.event), "traceEvents.item", use_float=True)
+    info = ijson.items_coro(_Sink(lambda v: top.__setitem__("distributedInfo", v)), "distributedInfo", use_float=True)
+    host = ijson.items_coro(_Sink(lambda v: top.__setitem__("host_name", v)), "host_name", use_float=True)
+    head = True
+    try:
+        data = _open(raw)
+        while chunk := data.read(_CHUNK):
+            events.send(chunk)
+            if "distributedInfo" not in top:
+                info.send(chunk)
+            if head:
+                host.send(chunk)
+                head = b'"traceEvents"' not in chunk
+        events.close()
+    except ParseError:
+        raise
+    except (ijson.JSONError, ijson.IncompleteJSONError) as e:
+        raise ParseError(FMT, None, "a JSON Chrome trace", str(e)) from None
+    except (OSError, EOFError, zlib.error) as e:
+        raise ParseError(FMT, None, "readable gzip or plain JSON", str(e)) from None
+    except (UnicodeDecodeError, ValueError, TypeError, RecursionError) as e:
+        raise ParseError(FMT, None, "a JSON Chrome trace", f"{type(e).__name__}: {e}") from None
+    if trace.events == 0:
+        raise ParseError(FMT, None, "a JSON object with a non-empty traceEvents array")
+    reader.distributed_info(top.get("distributedInfo"))
+    host_name = top.get("host_name")
+    if isinstance(host_name, str) and host_name:
+        trace.host = host_name
+    trace.steps.sort(key=lambda s: s.ts)
+    return trace
+
+
+class _Sink:
+    """An ``ijson`` coroutine target that hands each item to a callback."""
+
+    def __init__(self, callback: Any) -> None:
+        self.callback = callback
+
+    def send(self, value: Any) -> None:
+        self.callback(value)
+
+
+def parse_kineto_bytes(data: bytes, source: str = "<bytes>", max_events: int = DEFAULT_MAX_EVENTS) -> KinetoTrace:
+    """Parse one trace held in memory (tests, fuzzing)."""
+    return parse_kineto_stream(io.BytesIO(data), source, max_events)
+
+
+def read_kineto(path: Path, max_events: int = DEFAULT_MAX_EVENTS) -> KinetoTrace:
+    """Parse the trace file at ``path`` (a regular file; ``.json`` or ``.json.gz``, sniffed by content).
+
+    Raises:
+        RawFileError: missing, not a regular file, unreadable.
+        ParseError: see the module docstring.
+    """
+    check_regular(path)
+    try:
+        f = open(path, "rb")  # noqa: SIM115
+    except OSError as e:
+        raise RawFileError(f"{path}: cannot be read: {e.strerror}") from None
+    with f:
+        return parse_kineto_stream(f, str(path), max_events)
