@@ -328,6 +328,18 @@ def preflight(
             "node, then its $NCCL_TESTS_HOME and PATH).",
         ),
     ] = None,
+    report_to: Annotated[
+        str | None,
+        typer.Option(
+            "--report-to",
+            help="Push the report to this fleetdx service (its base URL, e.g. https://fleetdx:8443) instead of "
+            "a database; when the service does not take it, the report is spooled locally ($FLEETDX_SPOOL_DIR).",
+        ),
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option("--token-file", help="File holding a write token for --report-to (fleetdx token create)."),
+    ] = None,
 ) -> None:
     """Probe every node of the allocation and print a verdict.
 
@@ -339,6 +351,7 @@ def preflight(
     probe_timeout = probe_timeout if probe_timeout is not None else default_probe_cap(run_timeout)
     if simulate != bool(bundles):
         raise fail("--simulate takes one or more BUNDLE_DIR arguments, and BUNDLE_DIR needs --simulate")
+    push = _pusher(report_to, token_file, db, no_save)  # before the run: a bad token file wastes no pre-flight
     if simulate and bundles:
         if nodes is not None:
             raise fail("--simulate and --nodes exclude each other (the bundles name the nodes)")
@@ -349,7 +362,36 @@ def preflight(
         )
     # a simulated run is not history: it goes to a database only when one is named
     store = not no_save and (db is not None or not simulate)
-    _finish(result, as_json, exclude_file, functools.partial(save, db) if store else None)
+    _finish(result, as_json, exclude_file, push or (functools.partial(save, db) if store else None))
+
+
+def _pusher(
+    report_to: str | None, token_file: Path | None, db: str | None, no_save: bool
+) -> Callable[[PreflightResult], SaveOutcome] | None:
+    """The save step of ``--report-to URL --token-file F`` (push, else spool), or None without --report-to."""
+    if report_to is None:
+        if token_file is not None:
+            raise fail("--token-file goes with --report-to")
+        return None
+    if db is not None or no_save:
+        raise fail("--report-to excludes --db and --no-save (the service stores the report)")
+    if not report_to.startswith(("http://", "https://")):
+        raise fail(f"--report-to {report_to!r}: not an http:// or https:// URL")
+    if token_file is None:
+        raise fail("--report-to needs --token-file (a write token: fleetdx token create NAME --scope write)")
+    try:
+        token = token_file.read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError:
+        raise fail(f"--token-file {token_file}: not a text file") from None
+    if not token:
+        raise fail(f"--token-file {token_file}: empty")
+
+    def push(result: PreflightResult) -> SaveOutcome:
+        from fleetdx.orchestrator.service.client import push_or_spool
+
+        return push_or_spool(report_to, token, result.report, result.raw())
+
+    return push
 
 
 @handle_errors

@@ -1,0 +1,161 @@
+"""What ``POST /reports`` accepts: one run's report and its raw tool outputs, checked so that no client mistake
+reaches the database as a server error.
+
+Body: JSON of :class:`ReportUpload` (``{"report": RunReport, "raw": {host: {file name: text}}}``), at most
+:data:`MAX_UPLOAD_BYTES` once decoded, optionally ``Content-Encoding: gzip`` (decompressed with the same cap:
+a small bomb cannot inflate past it). :func:`parse_upload` raises :class:`UploadRejected` with an HTTP status
+and a one-line reason for everything a client can get wrong:
+
+- 413: the body (or its decompressed form) is over the cap;
+- 415: a ``Content-Type`` other than ``application/json``, or a ``Content-Encoding`` other than gzip/identity;
+- 400: gzip that does not decompress, text that is not UTF-8 JSON;
+- 422: JSON that is not a report (the first pydantic error, with its location), or a report the database
+  would refuse: a text field longer than its column (``run_id`` 64 characters; hosts, subjects, probe and
+  file names 255), a NUL character (PostgreSQL text cannot hold one), a time that is not finite, an
+  ``exit_code`` other than the verdict's Nagios value, a host twice in ``nodes``, an integer beyond its
+  column (``nranks``, ``schema_version``: 32 bits; message sizes: 64 bits).
+
+SQLite enforces none of the length limits; they are checked here so both databases take the same reports.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from fleetdx.orchestrator.report import RunReport
+from fleetdx.probes.contracts import Contract
+
+#: largest accepted body once decoded (bytes): a pre-flight of a few hundred nodes with their raw outputs
+MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+#: column widths of the store (orchestrator/store/models.py)
+RUN_ID_MAX = 64
+NAME_MAX = 255
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+class ReportUpload(Contract):
+    """The body of ``POST /reports``: a report and (optional) raw outputs, host -> bundle file name -> text."""
+
+    report: RunReport
+    raw: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+
+class IngestResult(Contract):
+    """The answer of ``POST /reports``: ``inserted`` false when the run was already stored (the stored one is
+    kept: ingestion is idempotent by ``run_id``)."""
+
+    run_id: str
+    inserted: bool
+
+
+class UploadRejected(Exception):
+    """A client mistake: ``status`` (4xx) and a one-line ``reason``."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def decode_body(body: bytes, content_type: str | None, content_encoding: str | None) -> bytes:
+    """The JSON bytes of a request body: checks the media type and undoes gzip within the size cap."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media != "application/json":
+        raise UploadRejected(415, f"Content-Type must be application/json, not {media or 'missing'!r}")
+    encoding = (content_encoding or "identity").strip().lower()
+    if encoding == "identity":
+        data = body
+    elif encoding == "gzip":
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            data = inflater.decompress(body, MAX_UPLOAD_BYTES + 1)
+        except zlib.error as e:
+            raise UploadRejected(400, f"the gzip body does not decompress: {e}") from None
+        if not inflater.eof and len(data) <= MAX_UPLOAD_BYTES:
+            raise UploadRejected(400, "the gzip body is truncated")
+    else:
+        raise UploadRejected(415, f"Content-Encoding must be gzip or identity, not {encoding!r}")
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise UploadRejected(413, f"the report is over {MAX_UPLOAD_BYTES} bytes")
+    return data
+
+
+def parse_upload(data: bytes) -> ReportUpload:
+    """The upload in ``data`` (JSON bytes), checked against what the database can hold (see the module doc)."""
+    try:
+        doc = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise UploadRejected(400, f"the body is not UTF-8 JSON: {e}") from None
+    if isinstance(doc, dict) and "report" not in doc and "run_id" in doc:
+        doc = {"report": doc}  # a bare RunReport (`fleetdx preflight --json`) is an upload without raw outputs
+    try:
+        upload = ReportUpload.model_validate(doc)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise UploadRejected(422, f"not a fleetdx report: {where}: {first['msg']} ({e.error_count()} errors)") from None
+    except TypeError as e:  # a contract's "before" validator met a value of the wrong type (pydantic passes it on)
+        raise UploadRejected(422, f"not a fleetdx report: {e}") from None
+    problem = _problem(upload)
+    if problem is not None:
+        raise UploadRejected(422, f"report {upload.report.run_id[:RUN_ID_MAX]!r}: {problem}")
+    return upload
+
+
+def _problem(upload: ReportUpload) -> str | None:
+    r = upload.report
+    if not r.run_id or len(r.run_id) > RUN_ID_MAX:
+        return f"run_id must be 1-{RUN_ID_MAX} characters"
+    if r.exit_code != int(r.verdict):
+        return f"exit_code {r.exit_code} is not the Nagios value of verdict {r.verdict.name} ({int(r.verdict)})"
+    if not (0 <= r.schema_version <= INT32_MAX):
+        return f"schema_version {r.schema_version} is out of range"
+    hosts = [n.host for n in r.nodes]
+    if len(set(hosts)) != len(hosts):
+        return "a host appears twice in nodes"
+    names = [
+        *(("host", h) for h in hosts),
+        *(("probe name", p.name) for n in r.nodes for p in n.probes),
+        *(("finding subject", f.subject) for f in r.findings),
+        *(("finding node", h) for f in r.findings for h in f.nodes),
+        *(("recommendation subject", x.subject) for x in r.recommendations),
+        *(("recommendation node", x.node or "") for x in r.recommendations),
+        *(("raw host", h) for h in upload.raw),
+        *(("raw file name", name) for files in upload.raw.values() for name in files),
+    ]
+    for what, name in names:
+        if len(name) > NAME_MAX:
+            return f"{what} {name[:40]!r}... is over {NAME_MAX} characters"
+        if "\x00" in name:
+            return f"{what} {name[:40]!r} holds a NUL character"
+    for c in r.curves:
+        if not (0 <= c.nranks <= INT32_MAX):
+            return f"curve nranks {c.nranks} is out of range"
+        if any(not (0 <= p.size <= INT64_MAX) for p in c.points):
+            return "a curve point's size is out of range"
+    for where, value in _leaves(r.model_dump(mode="python"), "report"):
+        if isinstance(value, str) and "\x00" in value:
+            return f"{where} holds a NUL character"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{where} is {value} (not a finite number)"
+    return None
+
+
+def _leaves(value: Any, where: str) -> Iterator[tuple[str, Any]]:
+    """Every scalar in a dumped contract with its location, keys included (evidence keys are text too)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield f"{where}.{k}", str(k)
+            yield from _leaves(v, f"{where}.{k}")
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from _leaves(v, f"{where}[{i}]")
+    else:
+        yield where, value
