@@ -1,0 +1,913 @@
+"""Parser for a distributed training job's own output (stdout/stderr of every rank, one file per rank or all
+interleaved): the events a postmortem reads, each with the rank, host, time and line that printed it.
+
+**Line normalisation** (:func:`normalise_line`). Launchers, collectors, terminals and pasting put things
+before and inside the lines a process prints; each is removed, and what it says is kept:
+
+* rank prefixes of every launcher: PyTorch's ``[rank3]:`` (the *global* rank, ``torch._logging`` and the c10d
+  excepthook); torchrun's ``[default3]:`` (``[${role_name}${local_rank}]:``: the *local* rank,
+  torch/distributed/elastic/agent/server/local_elastic_agent.py); Open MPI ``--tag-output``'s
+  ``[1,3]<stdout>:`` (the MPI rank, taken as the rank); ``srun -l``'s ``3: `` (a Slurm **task id**, kept as
+  ``task`` and never read as a torch rank: the mapping needs the job's layout); Ray's ``(RayWorkerWrapper
+  pid=4009)`` and ``(pid=123, ip=10.0.0.2)`` (the ip is the host; ``rank=N`` when a launcher prints one). A
+  bare ``[12] `` (MPICH ``-prepend-rank``, but also pid or line counters pasted before lines) is removed and not
+  read: it is ambiguous;
+* timestamps of several formats, stacked (a collector's before the process's own): ISO 8601 with or without
+  seconds, zone and fraction (``2019-06-02T16:13:44.884Z:``, ``2025-02-18 12:54``, ``2024-10-18
+  20:47:35,180``), torchrun's ``2025-05-21_15:43:03``, glog's ``E0321 02:07:08.408`` / ``[E321 02:07:08.408
+  file.cpp:607]``, syslog's ``Nov 22 10:58:12 host ident[pid]:``, ``dmesg -T``'s ``[Sun Nov 22 10:58:12
+  2026]`` and dmesg's ``[ 1234.567890]`` (seconds since boot, kept in ``details``). The event's ``time`` is the
+  innermost (the process's own) stamp; ``ts`` its Unix seconds when the date is complete (a stamp without a
+  year borrows it from an outer stamp on the line, the last full date seen in the file, or the ``year``
+  given); stamps without a zone are read as UTC;
+* the damage terminals and pasting do: a line glued to the end of a tqdm/Lightning progress bar (``Epoch 0:
+  6%|██ | 32040/500150 [6:28:43<94:39:17, 1.37it/s, ...][E ProcessGroupNCCL.cpp:458] ...``) or after a
+  carriage return; markdown quote prefixes (``> ``, ``> > ``) and indents; ANSI colour codes, with or without
+  their ESC byte (``[36m``); a ``hostname: `` prefix repeated mid-line where outputs of several hosts
+  interleave (the line is split there); Ray's ``[repeated 7x across cluster]``; hard wraps that split one
+  message over up to :data:`MAX_WRAP` lines (joined for the messages of :data:`_WRAPPED`). Redacted hosts and
+  addresses (``xxx``, ``***``, ``<redacted>``, ``<hostname>``) are never read as a host.
+
+**Events** (:class:`EventKind`): ProcessGroupNCCL watchdog timeouts (``WorkNCCL(SeqNum=N, OpType=...,
+NumelIn=..., Timeout(ms)=...) ran for ... milliseconds``) and the last enqueued / last completed work lines
+(with the process group when printed), NCCL ``WARN``/``ERROR`` lines and torch's ``NCCL error in:`` (IB
+completion errors with their status and vendor error, IB async events, sockets, ``Connection closed by remote
+peer``, ``remote process exited or there was a network error``, ``unhandled system error``, ``internal
+error``, ``invalid usage``, ``Cuda failure``), NCCL's ``NET/Socket : Using`` and ``NET/IB : No device found``
+(transport evidence), CUDA errors, CUDA out-of-memory, the host OOM killer, torch.distributed.elastic's
+``ChildFailedError`` summary entries (rank, local rank, host, exit code, pid, error file, signal, and whether
+it is the root cause), Python exceptions, signals, Slurm's ``*** JOB ... CANCELLED AT ... DUE TO TIME LIMIT
+***`` and its other cancellations, ``srun: error: HOST: task N: ...``, ``NODE_FAIL``.
+
+Memory is bounded: input is streamed line by line, a line is read up to :data:`MAX_LINE` characters, a wrapped
+message holds at most :data:`MAX_WRAP` lines, and at most :data:`MAX_EVENTS_PER_KEY` events are kept per (kind,
+rank, host) (the rest are counted in ``events_dropped``).
+
+Errors: :class:`~fleetdx.probes.errors.ParseError` (format ``"joblog"``) for binary input (a NUL byte); any
+text, however damaged, is read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+from typing import NamedTuple
+
+from pydantic import Field
+
+from fleetdx.probes.contracts import Contract, JsonScalar
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.nccl_tests import abort_signal
+
+FMT = "joblog"
+#: characters of one physical line read (longer lines are cut: a progress bar redrawn a million times)
+MAX_LINE = 16_384
+#: characters of a line kept as an event's evidence text
+MAX_TEXT = 600
+#: lines one hard-wrapped message may span
+MAX_WRAP = 4
+#: events kept per (kind, rank, host); more are counted, not kept
+MAX_EVENTS_PER_KEY = 16
+#: distinct hosts / rank->host pairs remembered
+MAX_HOSTS = 65_536
+
+
+class EventKind(str, Enum):
+    """What one line (or wrapped message) of a job's output or a node's kernel log says happened."""
+
+    WATCHDOG_TIMEOUT = "watchdog-timeout"  #: ProcessGroupNCCL: WorkNCCL(SeqNum=...) ran for ... ms
+    WORK_PROGRESS = "work-progress"  #: ... at work: N, last enqueued NCCL work: E, last completed NCCL work: C
+    NCCL_IB_COMPLETION = "nccl-ib-completion"  #: NET/IB : Got completion from peer ... with status/error N
+    NCCL_IB_ASYNC = "nccl-ib-async-event"  #: NET/IB : Got async event : local catastrophic error
+    NCCL_CONNECTION_CLOSED = "nccl-connection-closed"  #: Connection closed by remote peer (the observer)
+    NCCL_SOCKET_ERROR = "nccl-socket-error"  #: Call to recv ... failed : Broken pipe; socket errors
+    NCCL_REMOTE_ERROR = "nccl-remote-error"  #: remote process exited or there was a network error
+    NCCL_SYSTEM_ERROR = "nccl-system-error"  #: unhandled system error
+    NCCL_INTERNAL_ERROR = "nccl-internal-error"  #: internal error
+    NCCL_INVALID_USAGE = "nccl-invalid-usage"  #: invalid usage / invalid argument
+    NCCL_CUDA_FAILURE = "nccl-cuda-failure"  #: NCCL WARN Cuda failure '...' / unhandled cuda error
+    NCCL_WARN = "nccl-warn"  #: any other NCCL WARN/ERROR line
+    NCCL_NET_SOCKET = "nccl-net-socket"  #: NCCL chose sockets (NET/Socket : Using ...; NET/IB : No device found)
+    CUDA_ERROR = "cuda-error"  #: CUDA error: an illegal memory access / uncorrectable ECC / launch failure ...
+    OOM_GPU = "oom-gpu"  #: CUDA out of memory (torch.OutOfMemoryError)
+    OOM_HOST = "oom-host"  #: the host's OOM killer (cgroup oom-kill, Out of memory: Killed process)
+    CHILD_FAILED = "child-failed"  #: one entry of torch.distributed.elastic's ChildFailedError summary
+    PYTHON_EXCEPTION = "python-exception"  #: ``SomeError: message`` at the start of a line
+    SIGNAL = "signal"  #: a process died on a signal or aborted (Segmentation fault, core dumped, ...)
+    SLURM_TIME_LIMIT = "slurm-time-limit"  #: *** JOB/STEP ... CANCELLED AT ... DUE TO TIME LIMIT ***
+    SLURM_CANCELLED = "slurm-cancelled"  #: *** JOB/STEP ... CANCELLED AT ... *** (other reasons)
+    SRUN_TASK_EXIT = "srun-task-exit"  #: srun: error: HOST: task N: Exited with exit code C / Out Of Memory
+    NODE_FAIL = "node-fail"  #: NODE_FAIL, Node failure on HOST, DUE TO NODE FAILURE
+    # kernel log (probes/parsers/joblog_kernel.py)
+    XID = "xid"  #: NVRM: Xid (PCI:...): N, ...
+    GPU_LOST = "gpu-lost"  #: NVRM lines losing a GPU without an XID (fallen off the bus, RmInitAdapter failed)
+    IB_LINK_DOWN = "ib-link-down"  #: mlx5/IB netdev Link down
+    IB_LINK_UP = "ib-link-up"  #: mlx5/IB netdev Link up
+    IB_PORT_STATE = "ib-port-state"  #: port state change, port module event
+    AER = "aer"  #: PCIe Advanced Error Reporting
+
+
+class JobEvent(Contract):
+    """One event. ``rank`` is the torch/MPI global rank (never a Slurm task id: that is ``task``);
+    ``local_rank`` the rank on its host (torchrun's ``[default3]:``, ChildFailedError's ``local_rank``);
+    ``host`` the host the line names (a launcher/collector prefix, NCCL's ``host:pid:tid``, the entry's host),
+    ``None`` when unknown or redacted; ``time`` the stamp as printed; ``ts`` Unix seconds when the stamp has a
+    full date (zone-less stamps read as UTC); ``file`` and ``line`` (1-based, the first line of a wrapped
+    message) where it was read; ``text`` the line(s) as read, ANSI codes removed; ``details`` the fields the
+    message carries (``seq``, ``op``, ``timeout_ms``, ``ran_for_ms``, ``pg``, ``status``, ``exit_code``, ...)."""
+
+    kind: EventKind
+    rank: int | None = None
+    local_rank: int | None = None
+    task: int | None = None
+    host: str | None = None
+    time: str | None = None
+    ts: float | None = None
+    file: str
+    line: int
+    text: str
+    details: dict[str, JsonScalar] = Field(default_factory=dict)
+
+
+class JobLog(Contract):
+    """The events of one job log in line order, and what the log told about ranks and hosts.
+
+    ``rank_hosts`` maps a rank to the host that printed a line carrying both (a host prefix and a rank prefix,
+    an NCCL ``host:pid:tid`` line under an Open MPI rank prefix, a ChildFailedError entry), first seen wins.
+    """
+
+    file: str
+    events: list[JobEvent] = Field(default_factory=list)
+    lines_read: int = 0
+    events_dropped: int = 0
+    hosts: list[str] = Field(default_factory=list)
+    rank_hosts: dict[int, str] = Field(default_factory=dict)
+
+
+class LogLine(NamedTuple):
+    """One logical line: its body without prefixes, and what the prefixes said."""
+
+    body: str
+    rank: int | None = None
+    local_rank: int | None = None
+    task: int | None = None
+    host: str | None = None
+    time: str | None = None  #: the innermost (the process's own) time stamp
+    outer_time: str | None = None  #: the outermost (collector's) one, when two are stacked
+    uptime_s: float | None = None
+    pid: int | None = None
+    host_redacted: bool = False
+
+
+# ---------------------------------------------------------------------------------------------- normalisation
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\[(?:\d{1,3};)*\d{1,3}m")
+_QUOTE_RE = re.compile(r"^[ \t]{0,8}(?:>[ \t]?)+")
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
+_ISO = r"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d{1,9}))?)?(Z|[+-]\d\d:?\d\d)?"
+_PREFIX_RE = re.compile(
+    r"^(?:"
+    r"\[(?P<ompi_job>\d+),(?P<ompi_rank>\d+)\]<(?:stdout|stderr)>:[ \t]?"
+    r"|\[rank(?P<trank>\d+)\]:[ \t]?"
+    r"|\[(?P<role>[A-Za-z_][A-Za-z_\-]*?)(?P<lrank>\d+)\]:[ \t]?"
+    r"|(?P<task>\d{1,6}):[ \t]"
+    r"|\[?(?P<iso>" + _ISO + r")\]?:?[ \t]"
+    r"|\[(?P<dmesg_t>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\][ \t]?"
+    r"|\[[ \t]*(?P<uptime>\d+\.\d+)\][ \t]?"
+    r"|(?P<syslog>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)[ \t]+(?P<sys_host>[^\s:\[]+)[ \t]+"
+    r"(?P<sys_ident>[\w.\-/@]+)(?:\[\d+\])?:[ \t]"
+    r"|(?P<jhost>[A-Za-z0-9][\w.\-]*)[ \t]+(?:kernel|[\w.\-/@]+\[\d+\]):[ \t]"
+    r"|\((?:(?P<ray_name>[A-Za-z_][\w.\-]*)(?:,[ \t]*|[ \t]+))?"
+    r"(?P<ray_kv>\w+=[^\s,()]*(?:,[ \t]*\w+=[^\s,()]*)*)\)[ \t]?"
+    r"|\((?P<ray_only>[A-Za-z_][\w.\-]*)\)[ \t]"
+    r"|\[\d{1,7}\][ \t]"
+    r"|(?P<host>[A-Za-z][A-Za-z0-9_\-]*\d[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9\-]+)*|[A-Za-z0-9][\w\-]*(?:\.[\w\-]+)+"
+    r"|<[\w\-. ]+>|x{3,}|X{3,}|\*{3,}):[ \t]"
+    r")"
+)
+#: a word before ``: `` that is not a host even though it holds a digit
+_NOT_HOST_RE = re.compile(
+    r"^(?:cuda|rank|local_?rank|epoch|step|iter(?:ation)?|layer|frame|thread|process|device|task|line|batch|"
+    r"worker_?id|node_?rank|e\d{3,4}|[wief]\d{3,4}|h100|a100|v100|b200|gb200|sm\d+|py(?:thon)?\d.*|\d+)\d*$",
+    re.I,
+)
+_REDACTED_RE = re.compile(r"x{3,}|\*{2,}|redact|^<.*>$|hidden|masked|anonymi[sz]ed|^host(?:name)?$", re.I)
+_RAY_KV_RE = re.compile(r"(\w+)=([^\s,()]*)")
+_RAY_REPEAT_RE = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+#: a tqdm / Lightning progress bar (``  6%|██   | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6]``)
+_PBAR_RE = re.compile(r"\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,80}\[[^\]\n]{0,600}?(?:it/s|s/it|\?it/s)[^\]\n]*\]")
+#: glog's header: ``E0321 02:07:08.408271 1234 file.cc:12]`` or PyTorch's ``[E321 02:07:08.408271257 f.cpp:607]``
+_GLOG_RE = re.compile(r"\[?(?P<stamp>[EWIF](\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?)(?: +\d+)? [\w.\-/]+:\d+\]")
+_GLOG_STAMP_RE = re.compile(r"^[EWIF](\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?$")
+#: torchrun's ``time : 2025-05-21_15:43:03`` and Slurm's ``CANCELLED AT 2021-05-11T12:06:17``
+_ISO_RE = re.compile(_ISO)
+_SYSLOG_RE = re.compile(r"([A-Z][a-z]{2}) ([ \d]\d) (\d\d):(\d\d):(\d\d)")
+_DMESG_T_RE = re.compile(r"[A-Z][a-z]{2} ([A-Z][a-z]{2}) ([ \d]\d) (\d\d):(\d\d):(\d\d) (\d{4})")
+_MAX_PREFIXES = 12
+
+
+def _host(word: str) -> tuple[str | None, bool]:
+    """(host, redacted) of a word read as a host name."""
+    if _REDACTED_RE.search(word):
+        return None, True
+    return word, False
+
+
+def _is_host_word(word: str) -> bool:
+    if word[:3] == "GPU" and word[3:].isdigit() and len(word) <= 5:  # "GPU3: ..." names a device, not a host
+        return False
+    return not _NOT_HOST_RE.match(word) and not word.endswith(("Error", "Exception", "Warning"))
+
+
+def _strip_prefixes(text: str) -> LogLine:
+    rank = local_rank = task = pid = None
+    host: str | None = None
+    redacted = False
+    stamps: list[str] = []
+    uptime = None
+    for _ in range(_MAX_PREFIXES):
+        m = _QUOTE_RE.match(text)
+        if m and m.end() > 0 and ">" in m.group(0):
+            text = text[m.end() :]
+            continue
+        text = text.lstrip(" \t")
+        m = _PREFIX_RE.match(text)
+        if m is None:
+            break
+        g = m.groupdict()
+        if g["host"] is not None:
+            word = g["host"]
+            if not _is_host_word(word):
+                break
+            h, red = _host(word)
+            host, redacted = h or host, redacted or red
+        elif g["ompi_rank"] is not None:
+            rank = int(g["ompi_rank"])
+        elif g["trank"] is not None:
+            rank = int(g["trank"])
+        elif g["lrank"] is not None:
+            local_rank = int(g["lrank"])
+        elif g["task"] is not None:
+            task = int(g["task"])
+        elif g["iso"] is not None:
+            stamps.append(g["iso"])
+        elif g["dmesg_t"] is not None:
+            stamps.append(g["dmesg_t"])
+        elif g["uptime"] is not None:
+            uptime = float(g["uptime"])
+        elif g["syslog"] is not None:
+            stamps.append(g["syslog"])
+            h, red = _host(g["sys_host"])
+            host, redacted = h or host, redacted or red
+        elif g["jhost"] is not None:
+            h, red = _host(g["jhost"])
+            host, redacted = h or host, redacted or red
+        elif g["ray_kv"] is not None:
+            for k, v in _RAY_KV_RE.findall(g["ray_kv"]):
+                if k == "ip" and v:
+                    h, red = _host(v)
+                    host, redacted = h or host, redacted or red
+                elif k == "pid" and v.isdigit():
+                    pid = int(v)
+                elif k == "rank" and v.isdigit():
+                    rank = int(v)
+                elif k in ("local_rank", "local-rank") and v.isdigit():
+                    local_rank = int(v)
+        text = text[m.end() :]
+    glog = _GLOG_RE.search(text, 0, 120)
+    if glog:
+        stamps.append(glog.group("stamp"))
+    body = " ".join(text.split()) if ("  " in text or "\t" in text) else text.strip()
+    return LogLine(
+        body=_RAY_REPEAT_RE.sub("", body) if "repeated" in body else body,
+        rank=rank,
+        local_rank=local_rank,
+        task=task,
+        host=host,
+        time=stamps[-1] if stamps else None,
+        outer_time=stamps[0] if len(stamps) > 1 else None,
+        uptime_s=uptime,
+        pid=pid,
+        host_redacted=redacted,
+    )
+
+
+def _segments(raw: str) -> list[str]:
+    """A physical line cut into the logical lines a terminal drew on it: carriage returns, progress bars."""
+    parts = raw.split("\r") if "\r" in raw else [raw]
+    out: list[str] = []
+    for part in parts:
+        if "%|" in part:
+            ends = [m.end() for m in _PBAR_RE.finditer(part)]
+            if ends:
+                part = part[ends[-1] :]
+        if part.strip():
+            out.append(part)
+    return out
+
+
+def normalise_line(raw: str, known_hosts: frozenset[str] | set[str] = frozenset()) -> list[LogLine]:
+    """The logical lines of one physical line ``raw``: ANSI codes removed, cut after progress bars and carriage
+    returns, split where a host of ``known_hosts`` (hosts seen as a line-start prefix) starts a line again
+    mid-line, each without its prefixes (see the module doc). Never raises."""
+    raw = raw[:MAX_LINE].rstrip("\n")
+    if "[" in raw or "\x1b" in raw:
+        raw = _ANSI_RE.sub("", raw)
+    out: list[LogLine] = []
+    for seg in _segments(raw):
+        first = _strip_prefixes(seg)
+        if first.host is not None and first.host in known_hosts and f" {first.host}: " in first.body:
+            pieces = first.body.split(f" {first.host}: ")
+            out.append(first._replace(body=pieces[0]))
+            out += [_strip_prefixes(f"{first.host}: {p}") for p in pieces[1:] if p.strip()]
+        else:
+            out.append(first)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- times
+
+
+def _utc(y: int, mo: int, d: int, h: int, mi: int, s: int, frac: str | None) -> float | None:
+    try:
+        dt = datetime(y, mo, d, h, mi, s, tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    return dt.timestamp() + (int(frac[:6].ljust(6, "0")) / 1e6 if frac else 0.0)
+
+
+def stamp_ts(stamp: str, year: int | None = None) -> float | None:
+    """Unix seconds of a printed time stamp (see the module doc for the formats), ``None`` when it has no date
+    or no year and ``year`` is not given. Zone-less stamps are UTC; an ISO offset is applied."""
+    m = _ISO_RE.search(stamp)
+    if m:
+        y, mo, d, h, mi, s, frac, zone = m.groups()
+        ts = _utc(int(y), int(mo), int(d), int(h), int(mi), int(s or 0), frac)
+        if ts is not None and zone and zone != "Z":
+            sign = -1 if zone[0] == "-" else 1
+            hh, mm = int(zone[1:3]), int(zone[-2:])
+            ts -= sign * (hh * 3600 + mm * 60)
+        return ts
+    m = _DMESG_T_RE.search(stamp)
+    if m:
+        mon, d, h, mi, s, y = m.groups()
+        return _utc(int(y), _MONTHS.get(mon, 0), int(d), int(h), int(mi), int(s), None)
+    if year is None:
+        return None
+    m = _GLOG_STAMP_RE.match(stamp)
+    if m:
+        md, h, mi, s, frac = m.groups()
+        mo, d = (int(md[:-2]), int(md[-2:]))
+        return _utc(year, mo, d, int(h), int(mi), int(s), frac)
+    m = _SYSLOG_RE.search(stamp)
+    if m:
+        mon, d, h, mi, s = m.groups()
+        return _utc(year, _MONTHS.get(mon, 0), int(d), int(h), int(mi), int(s), None)
+    return None
+
+
+def _year_of(stamp: str | None) -> int | None:
+    if stamp is None:
+        return None
+    m = _ISO_RE.search(stamp) or _DMESG_T_RE.search(stamp)
+    if m is None:
+        return None
+    return int(m.group(1)) if m.re is _ISO_RE else int(m.group(6))
+
+
+def iso(ts: float | None) -> str | None:
+    """``ts`` as ISO 8601 UTC with milliseconds, or ``None``."""
+    if ts is None:
+        return None
+    dt = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=ts)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# --------------------------------------------------------------------------------------------- event patterns
+
+_WATCHDOG_RE = re.compile(
+    r"Watchdog caught collective operation timeout: WorkNCCL\((?P<args>.*?)\)\s*ran for (?P<ran>\d+) milliseconds"
+)
+_WORK_ARG_RE = re.compile(r"(SeqNum|OpType|NumelIn|NumelOut|Timeout\(ms\))=([^,\s)]+)")
+_PROGRESS_RE = re.compile(
+    r"(?:at work|Timeout at NCCL work|work)\s*:\s*(?P<at>-?\d+),\s*last enqueued NCCL work\s*:\s*(?P<enq>-?\d+),"
+    r"\s*last completed NCCL work\s*:\s*(?P<done>-?\d+)"
+)
+_PG_RE = re.compile(
+    r"\[PG (?:ID )?(?P<pg>\d+)(?: PG GUID (?P<guid>[^\s(\]]+))?(?: ?\((?P<desc>[^)]*)\))? Rank (?P<r>\d+)\]"
+)
+_RANK_RE = re.compile(r"\[Rank (\d+)\]")
+_NCCL_LINE_RE = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
+_NCCL_LEVEL_RE = re.compile(r"\bNCCL (?P<lvl>WARN|ERROR|INFO)\b:?\s?(?P<msg>.*)$")
+_NCCL_TORCH_RE = re.compile(r"NCCL error in: \S+?,?\s+(?P<msg>.*?)(?:,? NCCL version [\d.]+.*)?$|\bDistBackendError\b")
+_NCCL_CLASSES: list[tuple[EventKind, re.Pattern[str]]] = [
+    (
+        EventKind.NCCL_IB_COMPLETION,
+        re.compile(
+            r"Got completion from peer (?P<peer>\S+?)\s+with (?:status=|error )(?P<status>\d+)"
+            r"(?:.*?vendor err (?P<vendor>\d+))?(?:.*?\((?P<dir>Send|Recv)\))?"
+        ),
+    ),
+    (EventKind.NCCL_IB_ASYNC, re.compile(r"Got async event\s*:\s*(?P<event>.+?)\s*$")),
+    (EventKind.NCCL_CONNECTION_CLOSED, re.compile(r"Connection closed by remote peer\s*(?P<peer>\S+)?")),
+    (EventKind.NCCL_CUDA_FAILURE, re.compile(r"Cuda failure '?(?P<error>[^']*)'?|unhandled cuda error", re.I)),
+    (
+        EventKind.NCCL_REMOTE_ERROR,
+        re.compile(r"remote process exited or there was a network error|ncclRemoteError"),
+    ),
+    (
+        EventKind.NCCL_SOCKET_ERROR,
+        re.compile(
+            r"Call to \w+ .*?failed\s*:\s*(?P<error>.+)$|Socket \w+ failed|socket\w*: .*(?:failed|closed)"
+            r"|Broken pipe|Connection reset by peer|Connection refused|Connection timed out",
+        ),
+    ),
+    (EventKind.NCCL_SYSTEM_ERROR, re.compile(r"unhandled system error|ncclSystemError")),
+    (EventKind.NCCL_INVALID_USAGE, re.compile(r"invalid usage|ncclInvalidUsage|invalid argument|ncclInvalidArgument")),
+    (EventKind.NCCL_INTERNAL_ERROR, re.compile(r"internal error|ncclInternalError")),
+]
+_NET_SOCKET_RE = re.compile(r"NET/Socket : Using (?P<dev>.+)$|NET/IB : No device found")
+_CUDA_RE = re.compile(
+    r"CUDA error: (?P<error>[^.\n]+?)(?:\s*$|\.|\s+CUDA kernel errors|\s+Compile with)"
+    r"|(?P<code>CUDA_ERROR_[A-Z_]+|cudaError[A-Z]\w+)"
+    r"|(?P<bare>uncorrectable ECC error encountered|unspecified launch failure|an illegal memory access was "
+    r"encountered|misaligned address|device-side assert triggered)"
+)
+_OOM_GPU_RE = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation"
+    r"|CUDA_ERROR_OUT_OF_MEMORY"
+)
+_OOM_GPU_DETAIL_RE = re.compile(r"Tried to allocate (?P<alloc>[\d.]+ [KMGT]i?B).*?GPU (?P<gpu>\d+)")
+_OOM_HOST_RE = re.compile(
+    r"(?P<n>\d+) oom-kill event|oom-kill:|Out of memory: Kill(?:ed)? process (?P<pid>\d+)"
+    r"|Memory cgroup out of memory|invoked oom-killer"
+)
+_EXC_RE = re.compile(
+    r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure))(?::\s?(?P<msg>.*))?$"
+)
+_SLURM_CANCEL_RE = re.compile(
+    r"\*\*\* (?P<what>JOB|STEP) (?P<id>\S+) ON (?P<host>\S+) CANCELLED AT (?P<time>\S+)"
+    r"(?: DUE TO (?P<reason>[A-Z][A-Z ]*?))?(?: \*\*\*|\s*$)"
+)
+_SRUN_TASK_RE = re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<tasks>[\d,\-]+): (?P<reason>.+?)\s*$")
+_EXIT_CODE_RE = re.compile(r"[Ee]xit(?:ed with exit)? code (-?\d+)")
+_NODE_FAIL_RE = re.compile(r"\bNODE_FAIL\b|Node failure on (?P<host>[^\s,]+)|DUE TO NODE FAILURE")
+_STEP_RE = re.compile(r"StepId=(\S+?)\.?(?:\s|$)|\bJOB (\d+)")
+_SIGNAL_RE = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\)|\*\*\* (?P<name2>SIG[A-Z]+) received")
+#: the ChildFailedError summary (torch/distributed/elastic/multiprocessing/errors/__init__.py ``format_msg``)
+_CF_FIELD_RE = re.compile(r"^(?P<k>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<v>.*)$")
+_CF_ENTRY_RE = re.compile(r"^\[(\d+)\]:$")
+_CF_RANK_RE = re.compile(r"^(-?\d+)(?:\s*\(local_rank:\s*(\d+)\))?")
+_CF_EXIT_RE = re.compile(r"^(-?\d+)(?:\s*\(pid:\s*(\d+)\))?")
+#: the cheap test every logical line passes through before the patterns above
+_TRIGGER_RE = re.compile(
+    r"Watchdog caught|NCCL work|NCCL (?:WARN|ERROR)|NCCL error|NET/Socket : Using|NET/IB : No device"
+    r"|CUDA|cuda|[Oo]ut [Oo]f [Mm]emory|OutOfMemory|oom-kill|oom_kill|oom-killer|Error|Exception|Interrupt\b"
+    r"|Failure\b|\*\*\* |srun: error|NODE_FAIL|Signal \d|SIG[A-Z]{3}|Segmentation fault|core dumped|Aborted"
+    r"|Bus error|terminate called|Fatal Python"
+)
+#: messages a hard wrap may split, (start marker, the pattern that says the message is whole)
+_WRAPPED: list[tuple[str, re.Pattern[str]]] = [
+    ("Watchdog caught collective operation timeout", re.compile(r"milliseconds")),
+    ("last enqueued NCCL work", re.compile(r"last completed NCCL work\s*:\s*-?\d+")),
+    ("Got completion from peer", re.compile(r"vendor err \d+|\((?:Send|Recv)\)")),
+    (" CANCELLED AT ", re.compile(r"\*\*\*\s*$")),
+]
+
+
+def _int(v: str | None) -> int | None:
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+class _Found(NamedTuple):
+    kind: EventKind
+    details: dict[str, JsonScalar]
+    rank: int | None = None
+    host: str | None = None
+    time: str | None = None
+
+
+def _nccl_events(body: str) -> list[_Found]:
+    out: list[_Found] = []
+    lvl = _NCCL_LEVEL_RE.search(body)
+    msg: str | None = None
+    if lvl is not None and lvl.group("lvl") in ("WARN", "ERROR"):
+        msg = lvl.group("msg")
+    elif lvl is None:
+        t = _NCCL_TORCH_RE.search(body)
+        if t is not None:
+            msg = t.group("msg") or body
+    if lvl is not None and lvl.group("lvl") == "INFO":
+        s = _NET_SOCKET_RE.search(lvl.group("msg"))
+        if s is not None:
+            out.append(_Found(EventKind.NCCL_NET_SOCKET, {"device": s.group("dev"), "level": "INFO"}))
+        return out
+    if msg is None:
+        return out
+    for kind, rx in _NCCL_CLASSES:
+        m = rx.search(msg)
+        if m is None:
+            continue
+        det: dict[str, JsonScalar] = {"level": lvl.group("lvl") if lvl else "torch"}
+        for k, v in m.groupdict().items():
+            if v is not None:
+                det[k] = int(v) if k in ("status", "vendor") else v
+        out.append(_Found(kind, det))
+        return out
+    out.append(_Found(EventKind.NCCL_WARN, {"level": lvl.group("lvl") if lvl else "torch", "message": msg[:200]}))
+    return out
+
+
+def _events_of(body: str) -> list[_Found]:
+    """The events one normalised body says, at most one per kind."""
+    found: list[_Found] = []
+    m = _WATCHDOG_RE.search(body)
+    if m is not None:
+        args = dict(_WORK_ARG_RE.findall(m.group("args")))
+        det: dict[str, JsonScalar] = {
+            "seq": _int(args.get("SeqNum")),
+            "op": args.get("OpType"),
+            "timeout_ms": _int(args.get("Timeout(ms)")),
+            "ran_for_ms": int(m.group("ran")),
+        }
+        if "NumelIn" in args:
+            det["numel_in"] = _int(args["NumelIn"])
+        found.append(_Found(EventKind.WATCHDOG_TIMEOUT, det))
+    elif "Watchdog caught collective operation timeout" in body:  # a wrap cut short: what it says so far
+        args = dict(_WORK_ARG_RE.findall(body))
+        found.append(_Found(EventKind.WATCHDOG_TIMEOUT, {"seq": _int(args.get("SeqNum")), "op": args.get("OpType")}))
+    m = _PROGRESS_RE.search(body)
+    if m is not None:
+        found.append(
+            _Found(
+                EventKind.WORK_PROGRESS,
+                {
+                    "at_work": int(m.group("at")),
+                    "last_enqueued": int(m.group("enq")),
+                    "last_completed": int(m.group("done")),
+                },
+            )
+        )
+    if "NCCL" in body:
+        found += _nccl_events(body)
+    if _OOM_GPU_RE.search(body) and not any(f.kind is EventKind.NCCL_CUDA_FAILURE for f in found):
+        det = {}
+        d = _OOM_GPU_DETAIL_RE.search(body)
+        if d is not None:
+            det = {"tried_to_allocate": d.group("alloc"), "gpu": int(d.group("gpu"))}
+        found.append(_Found(EventKind.OOM_GPU, det))
+    elif not any(f.kind is EventKind.NCCL_CUDA_FAILURE for f in found):
+        m = _CUDA_RE.search(body)
+        if m is not None:
+            found.append(
+                _Found(EventKind.CUDA_ERROR, {"error": (m.group("error") or m.group("code") or m.group("bare"))})
+            )
+    m = _OOM_HOST_RE.search(body)
+    if m is not None:
+        det = {}
+        if m.group("n"):
+            det["oom_kill_events"] = int(m.group("n"))
+        if m.group("pid"):
+            det["pid"] = int(m.group("pid"))
+        s = _STEP_RE.search(body)
+        if s is not None:
+            det["step"] = s.group(1) or s.group(2)
+        found.append(_Found(EventKind.OOM_HOST, det))
+    m = _SLURM_CANCEL_RE.search(body)
+    if m is not None:
+        reason = (m.group("reason") or "").strip()
+        kind = (
+            EventKind.SLURM_TIME_LIMIT
+            if reason == "TIME LIMIT"
+            else EventKind.NODE_FAIL
+            if reason == "NODE FAILURE"
+            else EventKind.SLURM_CANCELLED
+        )
+        h, _ = _host(m.group("host"))
+        found.append(
+            _Found(
+                kind,
+                {"job": m.group("id"), "scope": m.group("what"), "reason": reason or None},
+                host=h,
+                time=m.group("time"),
+            )
+        )
+    else:
+        m = _NODE_FAIL_RE.search(body)
+        if m is not None:
+            h = _host(m.group("host"))[0] if m.group("host") else None
+            found.append(_Found(EventKind.NODE_FAIL, {}, host=h))
+    m = _SRUN_TASK_RE.search(body)
+    if m is not None:
+        reason = m.group("reason")
+        det = {"tasks": m.group("tasks"), "reason": reason}
+        tasks = m.group("tasks")
+        if tasks.isdigit():
+            det["task"] = int(tasks)
+        e = _EXIT_CODE_RE.search(reason)
+        if e is not None:
+            det["exit_code"] = int(e.group(1))
+        sig = abort_signal(body)
+        if sig:
+            det["signal"] = sig
+        found.append(_Found(EventKind.SRUN_TASK_EXIT, det, host=_host(m.group("host"))[0]))
+    else:
+        sig_m = _SIGNAL_RE.search(body)
+        sig = abort_signal(body)
+        if sig_m is not None:
+            name = sig_m.group("name") or sig_m.group("name2")
+            found.append(_Found(EventKind.SIGNAL, {"signal": name, "number": _int(sig_m.group("num"))}))
+        elif sig is not None and "Fatal Python error" not in body:
+            found.append(_Found(EventKind.SIGNAL, {"signal": sig or None}))
+        elif "Fatal Python error: " in body:
+            found.append(_Found(EventKind.SIGNAL, {"signal": body.split("Fatal Python error: ", 1)[1][:60]}))
+    m = _EXC_RE.match(body)
+    if m is not None:
+        found.append(
+            _Found(EventKind.PYTHON_EXCEPTION, {"type": m.group("type"), "message": (m.group("msg") or "")[:300]})
+        )
+    return found
+
+
+class _ChildBlock:
+    """The entry of a ChildFailedError summary being read (``[0]:`` then ``  time : ...`` field lines)."""
+
+    def __init__(self, root: bool | None, start: int) -> None:
+        self.root = root
+        self.start = start
+        self.fields: dict[str, str] = {}
+        self.lines: list[str] = []
+
+
+def _child_event(block: _ChildBlock, file: str, year: int | None) -> JobEvent | None:
+    f = block.fields
+    if "rank" not in f and "exitcode" not in f:
+        return None
+    rm = _CF_RANK_RE.match(f.get("rank", ""))
+    em = _CF_EXIT_RE.match(f.get("exitcode", ""))
+    det: dict[str, JsonScalar] = {"root_cause": block.root}
+    exit_code = int(em.group(1)) if em else None
+    det["exit_code"] = exit_code
+    if em and em.group(2):
+        det["pid"] = int(em.group(2))
+    if f.get("error_file") and f["error_file"] != "<N/A>":
+        det["error_file"] = f["error_file"]
+    tb = f.get("traceback", "")
+    if tb:
+        det["traceback"] = tb[:300]
+    sig = _SIGNAL_RE.search(tb)
+    if sig is not None:
+        det["signal"] = sig.group("name") or sig.group("name2")
+    elif exit_code is not None and exit_code < 0:
+        det["signal_number"] = -exit_code
+    host, red = _host(f["host"]) if f.get("host") else (None, False)
+    if red:
+        det["host_redacted"] = True
+    t = f.get("time")
+    return JobEvent(
+        kind=EventKind.CHILD_FAILED,
+        rank=int(rm.group(1)) if rm and int(rm.group(1)) >= 0 else None,
+        local_rank=int(rm.group(2)) if rm and rm.group(2) else None,
+        host=host,
+        time=t,
+        ts=stamp_ts(t, year) if t else None,
+        file=file,
+        line=block.start,
+        text="\n".join(block.lines)[: MAX_TEXT * 2],
+        details=det,
+    )
+
+
+class JobLogScanner:
+    """Streams a job log: :meth:`feed` one physical line at a time, then :meth:`result`. Memory is bounded as
+    the module doc says. ``year`` dates stamps that print none (glog, syslog) until the log prints a full
+    date."""
+
+    def __init__(self, file: str, year: int | None = None) -> None:
+        self.file = file
+        self.year = year
+        self.lines = 0
+        self.events: list[JobEvent] = []
+        self.dropped = 0
+        self._per_key: dict[tuple[EventKind, int | None, str | None], int] = {}
+        self._hosts: dict[str, None] = {}
+        self._prefix_hosts: set[str] = set()
+        self._rank_hosts: dict[int, str] = {}
+        self._pending: list[tuple[int, str, LogLine]] = []
+        self._block: _ChildBlock | None = None
+        self._root_next: bool | None = None
+
+    # ---- bookkeeping
+    def _keep(self, ev: JobEvent) -> None:
+        key = (ev.kind, ev.rank, ev.host)
+        n = self._per_key.get(key, 0)
+        if n >= MAX_EVENTS_PER_KEY:
+            self.dropped += 1
+            return
+        self._per_key[key] = n + 1
+        self.events.append(ev)
+        if ev.host is not None and len(self._hosts) < MAX_HOSTS:
+            self._hosts.setdefault(ev.host, None)
+        if ev.rank is not None and ev.host is not None and len(self._rank_hosts) < MAX_HOSTS:
+            self._rank_hosts.setdefault(ev.rank, ev.host)
+
+    def _time(self, ll: LogLine) -> tuple[str | None, float | None]:
+        y = _year_of(ll.outer_time) or _year_of(ll.time)
+        if y is not None:
+            self.year = y
+        if ll.time is None:
+            return None, None
+        return ll.time, stamp_ts(ll.time, self.year)
+
+    # ---- lines
+    def feed(self, raw: str) -> None:
+        """Read one physical line (with or without its newline).
+
+        Raises:
+            ParseError: the line holds a NUL byte (binary input).
+        """
+        self.lines += 1
+        n = self.lines
+        if "\x00" in raw:
+            raise ParseError(FMT, n, "text", "binary data (NUL byte) in input")
+        for ll in normalise_line(raw, self._prefix_hosts):
+            if ll.host is not None and raw[:1] not in " \t" and len(self._prefix_hosts) < MAX_HOSTS:
+                self._prefix_hosts.add(ll.host)
+            self._logical(n, raw, ll)
+
+    def _logical(self, n: int, raw: str, ll: LogLine) -> None:
+        body = ll.body
+        if self._pending:
+            prev_n, prev_raw, prev = self._pending[-1]
+            starts_new = ll.rank not in (None, prev.rank) or ll.host not in (None, prev.host) or body[:1] == "["
+            if not starts_new and body:
+                self._pending.append((n, raw, ll))
+                joined = self._joined()
+                if joined is not None or len(self._pending) >= MAX_WRAP:
+                    self._flush_pending(joined)
+                return
+            self._flush_pending(None)
+        if self._child(n, raw, ll):
+            return
+        for start, whole in _WRAPPED:
+            if start in body and not whole.search(body):
+                self._pending = [(n, raw, ll)]
+                return
+        self._emit(n, raw.strip(), ll, body)
+
+    def _joined(self) -> str | None:
+        """The pending wrapped message whole, if some way of joining its lines completes it."""
+        bodies = [p[2].body for p in self._pending]
+        first = bodies[0]
+        whole = next(w for s, w in _WRAPPED if s in first)
+        for sep in ("", " "):
+            text = sep.join(bodies)
+            if whole.search(text):
+                return text
+        return None
+
+    def _flush_pending(self, joined: str | None) -> None:
+        pend, self._pending = self._pending, []
+        if not pend:
+            return
+        n, _, ll = pend[0]
+        if joined is None:  # not completed: the first line on its own, the others read afresh
+            self._emit(n, pend[0][1].strip(), ll, ll.body)
+            for m, raw, other in pend[1:]:
+                self._logical(m, raw, other)
+            return
+        self._emit(n, "\n".join(p[1].strip() for p in pend), ll, joined)
+
+    def _child(self, n: int, raw: str, ll: LogLine) -> bool:
+        """Reads the ChildFailedError summary; True when the line belonged to it."""
+        body = ll.body
+        if body.startswith("Root Cause"):
+            self._end_block()
+            self._root_next = True
+            return True
+        if body == "Failures:":
+            self._end_block()
+            self._root_next = False
+            return True
+        m = _CF_ENTRY_RE.match(body)
+        if m is not None and (self._root_next is not None or self._block is not None):
+            self._end_block()
+            self._block = _ChildBlock(self._root_next, n)
+            self._block.lines.append(raw.rstrip())
+            return True
+        f = _CF_FIELD_RE.match(body) if ":" in body else None
+        opens = f is not None and (f.group("k") in ("time", "rank") or raw[:1] in " \t")
+        if f is not None and (opens or self._block is not None or self._root_next is not None):
+            k = f.group("k")
+            if self._block is None or k in self._block.fields:
+                self._end_block()
+                self._block = _ChildBlock(self._root_next, n)
+            self._block.fields[k] = f.group("v").strip()
+            self._block.lines.append(raw.rstrip())
+            return True
+        if self._block is not None:
+            self._end_block()
+        if body.startswith(("=====", "-----")) or body.endswith(" FAILED") or "<NO_OTHER_FAILURES>" in body:
+            return True
+        return False
+
+    def _end_block(self) -> None:
+        b, self._block = self._block, None
+        if b is None:
+            return
+        ev = _child_event(b, self.file, self.year)
+        if ev is not None:
+            self._keep(ev)
+
+    def _emit(self, n: int, raw: str, ll: LogLine, body: str) -> None:
+        if not _TRIGGER_RE.search(body):
+            return
+        found = _events_of(body)
+        if not found:
+            return
+        time, ts = self._time(ll)
+        rank = ll.rank
+        pg_m = _PG_RE.search(body)
+        msg_rank = int(pg_m.group("r")) if pg_m else None
+        if msg_rank is None:
+            r = _RANK_RE.search(body)
+            msg_rank = int(r.group(1)) if r else None
+        nccl = _NCCL_LINE_RE.search(body) if "NCCL" in body else None
+        host = ll.host
+        red = ll.host_redacted
+        if nccl is not None:
+            h, r2 = _host(nccl.group("host"))
+            host = host or h
+            red = red or r2
+        text = raw[: MAX_TEXT * 2] if "\n" in raw else raw[:MAX_TEXT]
+        for f in found:
+            det = dict(f.details)
+            if pg_m is not None:
+                det["pg"] = int(pg_m.group("pg"))
+                if pg_m.group("desc"):
+                    det["pg_desc"] = pg_m.group("desc")
+            if msg_rank is not None:
+                det["pg_rank"] = msg_rank
+            if nccl is not None:
+                det["cuda_device"] = int(nccl.group("dev"))
+                det["pid"] = int(nccl.group("pid"))
+            elif ll.pid is not None:
+                det["pid"] = ll.pid
+            if ll.task is not None:
+                det["task"] = ll.task
+            if ll.uptime_s is not None:
+                det["uptime_s"] = ll.uptime_s
+            if ll.outer_time is not None:
+                det["collector_time"] = ll.outer_time
+            if red:
+                det["host_redacted"] = True
+            # a [Rank N] of the default process group is the global rank; of another group, only the group's
+            ev_rank = rank
+            if ev_rank is None and msg_rank is not None and det.get("pg", 0) == 0:
+                ev_rank = msg_rank
+            ev_time, ev_ts = (f.time, stamp_ts(f.time, self.year)) if f.time else (time, ts)
+            self._keep(
+                JobEvent(
+                    kind=f.kind,
+                    rank=ev_rank,
+                    local_rank=ll.local_rank,
+                    task=ll.task if f.kind is not EventKind.SRUN_TASK_EXIT else _int(str(det.get("task"))),
+                    host=f.host or host,
+                    time=ev_time,
+                    ts=ev_ts,
+                    file=self.file,
+                    line=n,
+                    text=text,
+                    details=det,
+                )
+            )
+
+    def result(self) -> JobLog:
+        """Finish the log (a pending wrapped message, an open ChildFailedError entry) and return it."""
+        self._flush_pending(None)
+        self._end_block()
+        return JobLog(
+            file=self.file,
+            events=self.events,
+            lines_read=self.lines,
+            events_dropped=self.dropped,
+            hosts=list(self._hosts),
+            rank_hosts=self._rank_hosts,
+        )
+
+
+def parse_joblog(lines: Iterable[str] | str, file: str = "<log>", year: int | None = None) -> JobLog:
+    """The events of a job log given as text or as an iterable of lines (a file object streams).
+
+    Raises:
+        ParseError: binary input (a NUL byte).
+    """
+    scanner = JobLogScanner(file, year)
+    for raw in lines.splitlines() if isinstance(lines, str) else lines:
+        scanner.feed(raw)
+    return scanner.result()

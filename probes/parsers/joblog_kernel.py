@@ -1,0 +1,269 @@
+"""Parser for a node's kernel log (``dmesg``, ``dmesg -T``, ``journalctl -k``, syslog) as postmortem events:
+the same :class:`~fleetdx.probes.parsers.joblog.JobEvent` the job-log parser gives, so both go on one
+timeline.
+
+Read, line by line in bounded memory:
+
+* XIDs and the driver's lines that lose a GPU without one (fallen off the bus, ``RmInitAdapter failed``):
+  through :func:`fleetdx.probes.parsers.xid.parse_xid`, fed the ``NVRM:`` lines in runs of at most
+  :data:`XID_CHUNK` (a wrapped ``fallen off the bus`` message is contiguous ``NVRM:`` lines);
+* mlx5/InfiniBand links: ``mlx5_core 0000:5e:00.0 ibp94s0: Link down`` / ``Link up`` (the netdev's carrier,
+  drivers/net/ethernet/mellanox/mlx5/core/en_main.c ``mlx5e_update_carrier``; any ``ib*``/``mlx5*`` netdev),
+  port state changes (``port 1 state changed to DOWN``, ``mlx5_port_module_event: Port module event:
+  module 0, Cable unplugged``);
+* PCIe AER (drivers/pci/pcie/aer.c): ``AER: Corrected error received``, ``AER: Uncorrected (Fatal) error
+  received``, ``PCIe Bus Error: severity=..., type=...`` and the error bits that follow (``[ 5] Surprise Down
+  Error``);
+* the host OOM killer: ``Out of memory: Killed process 1234 (python)``, ``oom-kill:``, ``Memory cgroup out of
+  memory``.
+
+Times: ``dmesg``'s ``[  74785.660366]`` is seconds since boot (``details["uptime_s"]``, no ``ts``); ``dmesg
+-T``, ``journalctl -k`` / syslog (``Nov 22 10:58:12 host kernel:``, the host read from it) and ISO stamps give
+``ts`` (syslog's yearless stamp takes ``year``).
+
+Errors: :class:`~fleetdx.probes.errors.ParseError` for binary input or a malformed ``NVRM: Xid`` line (format
+``"xid"``, from the XID parser).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from fleetdx.probes.contracts import JsonScalar
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.joblog import (
+    MAX_EVENTS_PER_KEY,
+    MAX_LINE,
+    MAX_TEXT,
+    EventKind,
+    JobEvent,
+    JobLog,
+    LogLine,
+    normalise_line,
+    stamp_ts,
+)
+from fleetdx.probes.parsers.xid import parse_xid
+
+FMT = "kernel-log"
+#: NVRM lines handed to the XID parser at once
+XID_CHUNK = 64
+
+_LINK_RE = re.compile(
+    r"(?:(?P<drv>mlx5_core|mlx5_ib|mlx4_core|ib_core|bnxt_en|ice|irdma)\s+(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:"
+    r"[0-9a-fA-F]{2}\.\d)\s+)?(?P<dev>(?:ib|mlx|enp|ens|eth|bond|ibp|ibs)[\w.\-]*):\s+(?:NIC\s+)?Link (?:is )?"
+    r"(?P<state>[Dd]own|[Uu]p)\b"
+)
+_PORT_RE = re.compile(
+    r"(?P<dev>mlx5_\w+|ib\w*|0000:[0-9a-f:.]+)?.*?\b[Pp]ort:? ?(?P<port>\d+)\b.*?state (?:changed |change )?"
+    r"(?:to |from \w+ to )?(?P<state>DOWN|ACTIVE|INIT|ARMED|ACTIVE_DEFER|POLLING|DISABLED)"
+    r"|Port module event(?:\[error\])?: module (?P<module>\d+), (?P<event>.+)$"
+)
+_AER_RE = re.compile(
+    r"(?P<dev>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d).*?(?:"
+    r"AER: (?P<recv>(?:Multiple )?(?:Corrected|Uncorrected \((?:Fatal|Non-Fatal)\)|Uncorrectable)) error"
+    r"|PCIe Bus Error: severity=(?P<sev>[^,]+), type=(?P<type>[^,]+)"
+    r"|^\s*\[\s*(?P<bit>\d+)\]\s+(?P<name>[A-Za-z].*?)\s*(?P<first>\(First\))?$)"
+)
+_AER_BIT_RE = re.compile(r":\s+\[\s*(?P<bit>\d+)\]\s+(?P<name>[A-Za-z][^(]*?)\s*(?P<first>\(First\))?\s*$")
+_OOM_RE = re.compile(
+    r"Out of memory: Kill(?:ed)? process (?P<pid>\d+) \((?P<name>[^)]*)\)|Memory cgroup out of memory"
+    r"|oom-kill:.*?task=(?P<task>[^,]+)"
+)
+_TRIGGER_RE = re.compile(r"NVRM|Link|[Pp]ort|AER|PCIe Bus Error|:\s+\[\s*\d+\]\s|[Oo]ut of memory|oom-kill")
+
+
+def _event(kind: EventKind, file: str, n: int, raw: str, ll: LogLine, year: int | None, **det: JsonScalar) -> JobEvent:
+    details: dict[str, JsonScalar] = {k: v for k, v in det.items() if v is not None}
+    if ll.uptime_s is not None:
+        details["uptime_s"] = ll.uptime_s
+    return JobEvent(
+        kind=kind,
+        host=ll.host,
+        time=ll.time,
+        ts=stamp_ts(ll.time, year) if ll.time else None,
+        file=file,
+        line=n,
+        text=raw.strip()[:MAX_TEXT],
+        details=details,
+    )
+
+
+class KernelLogScanner:
+    """Streams a kernel log: :meth:`feed` one line at a time, then :meth:`result`. ``host`` names the node
+    when the lines do not (``dmesg`` output of one node)."""
+
+    def __init__(self, file: str, host: str | None = None, year: int | None = None) -> None:
+        self.file = file
+        self.host = host
+        self.year = year
+        self.lines = 0
+        self.events: list[JobEvent] = []
+        self.dropped = 0
+        self._per_key: dict[tuple[EventKind, str | None, str], int] = {}
+        self._nvrm: list[tuple[int, str, LogLine]] = []
+        self._aer_dev: str | None = None
+
+    def _keep(self, ev: JobEvent, subject: str = "") -> None:
+        if ev.host is None and self.host is not None:
+            ev = ev.model_copy(update={"host": self.host})
+        key = (ev.kind, ev.host, subject)
+        n = self._per_key.get(key, 0)
+        if n >= MAX_EVENTS_PER_KEY:
+            self.dropped += 1
+            return
+        self._per_key[key] = n + 1
+        self.events.append(ev)
+
+    def feed(self, raw: str) -> None:
+        """Read one line.
+
+        Raises:
+            ParseError: binary input, or a malformed ``NVRM: Xid`` line.
+        """
+        self.lines += 1
+        n = self.lines
+        if "\x00" in raw:
+            raise ParseError(FMT, n, "kernel log text", "binary data (NUL byte) in input")
+        raw = raw[:MAX_LINE].rstrip("\r\n")
+        if not _TRIGGER_RE.search(raw):
+            if self._nvrm:
+                self._flush_nvrm()
+            return
+        ll = normalise_line(raw)[0] if raw.strip() else LogLine(body="")
+        if "NVRM" in raw:
+            self._nvrm.append((n, raw, ll))
+            if len(self._nvrm) >= XID_CHUNK:
+                self._flush_nvrm()
+            return
+        if self._nvrm:
+            self._flush_nvrm()
+        body = ll.body
+        m = _LINK_RE.search(body)
+        if m is not None:
+            kind = EventKind.IB_LINK_DOWN if m.group("state").lower() == "down" else EventKind.IB_LINK_UP
+            self._keep(
+                _event(kind, self.file, n, raw, ll, self.year, device=m.group("dev"), pci=m.group("pci")),
+                m.group("dev"),
+            )
+            return
+        m = _PORT_RE.search(body)
+        if m is not None and (m.group("module") is not None or "mlx" in body or "ib" in body.lower()):
+            self._keep(
+                _event(
+                    EventKind.IB_PORT_STATE,
+                    self.file,
+                    n,
+                    raw,
+                    ll,
+                    self.year,
+                    device=m.group("dev"),
+                    port=m.group("port"),
+                    state=m.group("state"),
+                    module=m.group("module"),
+                    event=m.group("event"),
+                ),
+                str(m.group("dev")),
+            )
+            return
+        m = _AER_RE.search(body)
+        if m is not None and (m.group("recv") or m.group("sev")):
+            self._aer_dev = m.group("dev")
+            self._keep(
+                _event(
+                    EventKind.AER,
+                    self.file,
+                    n,
+                    raw,
+                    ll,
+                    self.year,
+                    pci=m.group("dev"),
+                    received=m.group("recv"),
+                    severity=m.group("sev"),
+                    type=m.group("type"),
+                ),
+                m.group("dev"),
+            )
+            return
+        b = _AER_BIT_RE.search(body)
+        if b is not None and self._aer_dev is not None and self._aer_dev in body:
+            self._keep(
+                _event(
+                    EventKind.AER,
+                    self.file,
+                    n,
+                    raw,
+                    ll,
+                    self.year,
+                    pci=self._aer_dev,
+                    bit=int(b.group("bit")),
+                    error=b.group("name"),
+                    first=bool(b.group("first")),
+                ),
+                self._aer_dev,
+            )
+            return
+        m = _OOM_RE.search(body)
+        if m is not None:
+            pid = m.group("pid")
+            self._keep(
+                _event(
+                    EventKind.OOM_HOST,
+                    self.file,
+                    n,
+                    raw,
+                    ll,
+                    self.year,
+                    pid=int(pid) if pid else None,
+                    process=m.group("name") or m.group("task"),
+                )
+            )
+
+    def _flush_nvrm(self) -> None:
+        chunk, self._nvrm = self._nvrm, []
+        xlog = parse_xid("\n".join(raw for _, raw, _ in chunk))
+        for x in xlog.events:
+            n, raw, ll = chunk[x.line - 1]
+            self._keep(
+                _event(
+                    EventKind.XID,
+                    self.file,
+                    n,
+                    raw,
+                    ll,
+                    self.year,
+                    xid=x.code,
+                    pci=x.pci,
+                    pid=x.pid,
+                    process=x.process_name,
+                    message=x.message[:300],
+                ),
+                f"{x.code}/{x.pci}",
+            )
+        for d in xlog.driver_events:
+            n, raw, ll = chunk[d.line - 1]
+            text = "\n".join(r for _, r, _ in chunk[d.line - 1 : d.line - 1 + d.raw.count("\n") + 1])
+            ev = _event(EventKind.GPU_LOST, self.file, n, raw, ll, self.year, event=d.kind.value, pci=d.pci)
+            self._keep(ev.model_copy(update={"text": text[: MAX_TEXT * 2]}), str(d.pci))
+
+    def result(self) -> JobLog:
+        if self._nvrm:
+            self._flush_nvrm()
+        hosts = list(dict.fromkeys(e.host for e in self.events if e.host is not None))
+        return JobLog(
+            file=self.file, events=self.events, lines_read=self.lines, events_dropped=self.dropped, hosts=hosts
+        )
+
+
+def parse_kernel_log(
+    lines: Iterable[str] | str, file: str = "<kernel>", host: str | None = None, year: int | None = None
+) -> JobLog:
+    """The postmortem events of a kernel log given as text or an iterable of lines (a file object streams).
+
+    Raises:
+        ParseError: binary input, or a malformed ``NVRM: Xid`` line.
+    """
+    scanner = KernelLogScanner(file, host, year)
+    for raw in lines.splitlines() if isinstance(lines, str) else lines:
+        scanner.feed(raw)
+    return scanner.result()

@@ -1,0 +1,279 @@
+"""The job-log and kernel-log parsers on every launcher prefix, time stamp and kind of damage the module docs
+list. The lines are hand-made variants (synthesised: they change the prefix or damage of a real line shape from
+tests/fixtures/joblogs/, never its message), so each variant is checked on its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.joblog import EventKind, normalise_line, parse_joblog, stamp_ts
+from fleetdx.probes.parsers.joblog_kernel import parse_kernel_log
+
+WD = (
+    "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 5] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for "
+    "600060 milliseconds before timing out."
+)
+
+
+def _one(text: str, kind: EventKind = EventKind.WATCHDOG_TIMEOUT, year: int | None = None):  # type: ignore[no-untyped-def]
+    events = [e for e in parse_joblog(text, "v.log", year).events if e.kind is kind]
+    assert len(events) == 1, parse_joblog(text, "v.log").events
+    return events[0]
+
+
+@pytest.mark.parametrize(
+    ("line", "rank", "local_rank", "task", "host"),
+    [
+        (f"[rank5]:{WD}", 5, None, None, None),
+        (f"[default3]:{WD}", 5, 3, None, None),  # torchrun: local rank 3; [Rank 5] of the default group
+        (f"[1,5]<stdout>:{WD}", 5, None, None, None),
+        (f"3: [rank5]:{WD}", 5, None, 3, None),  # srun -l: a task id, not a rank
+        (f"(RayTrainWorker pid=4009, ip=10.0.0.7) [rank5]:{WD}", 5, None, None, "10.0.0.7"),
+        (f"(pid=4009, ip=10.0.0.7) {WD}", 5, None, None, "10.0.0.7"),
+        (f"gpu017: [rank5]:{WD}", 5, None, None, "gpu017"),
+        (f"node-a1.cluster.local: {WD}", 5, None, None, "node-a1.cluster.local"),
+        (f"> > [rank5]:{WD}", 5, None, None, None),
+        (f"\x1b[36m(RayWorkerWrapper pid=1)\x1b[0m [rank5]:{WD}", 5, None, None, None),
+        (f"[36m(RayWorkerWrapper pid=1)[0m [rank5]:{WD}", 5, None, None, None),
+        (f"2025-02-18 12:54 [rank5]:{WD}", 5, None, None, None),
+        (f"2019-06-02T16:13:44.884Z: [1,5]<stdout>:{WD}", 5, None, None, None),
+        (f"xxx-xxx-001: [rank5]:{WD}", 5, None, None, None),  # redacted host
+        (f"<hostname>: [rank5]:{WD}", 5, None, None, None),
+    ],
+)
+def test_rank_and_host_prefixes(
+    line: str, rank: int, local_rank: int | None, task: int | None, host: str | None
+) -> None:
+    e = _one(line)
+    assert (e.rank, e.local_rank, e.task, e.host) == (rank, local_rank, task, host)
+    assert e.details["seq"] == 1580 and e.details["op"] == "ALLREDUCE" and e.details["timeout_ms"] == 600000
+    assert e.details["ran_for_ms"] == 600060
+
+
+def test_redacted_host_is_flagged_not_named() -> None:
+    e = _one(f"xxx-xxx-001: [rank5]:{WD}")
+    assert e.host is None and e.details["host_redacted"] is True
+
+
+def test_srun_task_is_never_a_rank() -> None:
+    e = _one("srun: error: node107: task 3: Exited with exit code 1", EventKind.SRUN_TASK_EXIT)
+    assert e.rank is None and e.task == 3 and e.host == "node107" and e.details["exit_code"] == 1
+
+
+def test_stacked_timestamps_collector_then_process() -> None:
+    e = _one(f"2025-02-18 12:54 [rank13]:{WD}")
+    # the process's own glog stamp, dated with the collector's year
+    assert e.time == "E321 02:07:08.408271257" and e.details["collector_time"] == "2025-02-18 12:54"
+    assert e.ts == stamp_ts("2025-03-21T02:07:08.408271Z")
+
+
+@pytest.mark.parametrize(
+    ("stamp", "iso"),
+    [
+        ("2019-06-02T16:13:44.884Z", "2019-06-02T16:13:44.884Z"),
+        ("2024-10-18 20:47:35,180", "2024-10-18T20:47:35.180Z"),
+        ("2025-05-21_15:43:03", "2025-05-21T15:43:03Z"),
+        ("2026-11-22T10:58:12+02:00", "2026-11-22T08:58:12Z"),
+        ("Sun Nov 22 10:58:12 2026", "2026-11-22T10:58:12Z"),
+    ],
+)
+def test_time_formats(stamp: str, iso: str) -> None:
+    assert stamp_ts(stamp) == stamp_ts(iso)
+
+
+def test_yearless_stamps_need_a_year() -> None:
+    assert stamp_ts("E0321 02:07:08.408") is None
+    assert stamp_ts("E0321 02:07:08.408", 2025) == stamp_ts("2025-03-21T02:07:08.408Z")
+    assert stamp_ts("Nov 22 10:58:12", 2026) == stamp_ts("2026-11-22T10:58:12Z")
+
+
+def test_line_glued_to_a_progress_bar() -> None:
+    bar = "Epoch 0:   6%|██        | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6, v_num=95nc]"
+    e = _one(bar + WD)
+    assert e.rank == 5 and e.details["seq"] == 1580
+
+
+def test_carriage_return_overdrawn_bar() -> None:
+    text = "  3%|▎ | 3/100 [00:01<00:40,  2.40it/s]\r  4%|▍ | 4/100 [00:01<00:39,  2.41it/s]\r[rank2]:" + WD
+    assert _one(text).rank == 2
+
+
+@pytest.mark.parametrize("sep", ["", " "])
+def test_hard_wrap_is_joined(sep: str) -> None:
+    cut = WD.index("NumelOut=466") + 12
+    text = f"[rank5]:{WD[:cut]}\n{sep}{WD[cut:]}"
+    e = _one(text)
+    assert e.line == 1 and e.details["ran_for_ms"] == 600060 and e.details["timeout_ms"] == 600000
+
+
+def test_hard_wrap_cut_short_keeps_what_it_said() -> None:
+    e = _one("[rank5]:" + WD[: WD.index("Timeout(ms)")] + "\n[rank6]: something else")
+    assert e.details["seq"] == 1580 and "ran_for_ms" not in e.details
+
+
+def test_hostname_repeated_mid_line_splits_the_line() -> None:
+    text = f"gpu01: hello\ngpu01: [rank0]:{WD} gpu01: [rank1]:{WD.replace('[Rank 5]', '[Rank 1]')}"
+    ranks = sorted(e.rank for e in parse_joblog(text).events if e.rank is not None)
+    assert ranks == [0, 1]
+
+
+def test_process_group_rank_is_not_the_global_rank() -> None:
+    line = (
+        "[E218 04:54:22.864535778 ProcessGroupNCCL.cpp:1795] [PG ID 11 PG GUID 119 Rank 1] Exception (either an "
+        "error or timeout) detected by watchdog at work: 216, last enqueued NCCL work: 220, last completed NCCL "
+        "work: 215."
+    )
+    e = _one(line, EventKind.WORK_PROGRESS)
+    assert e.rank is None and e.details["pg"] == 11 and e.details["pg_rank"] == 1
+    assert (e.details["at_work"], e.details["last_enqueued"], e.details["last_completed"]) == (216, 220, 215)
+
+
+@pytest.mark.parametrize(
+    ("line", "kind", "detail"),
+    [
+        (
+            "h1:1:2 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1> "
+            "with error 12, opcode 0, len 0, vendor err 129 (Recv)",
+            EventKind.NCCL_IB_COMPLETION,
+            ("status", 12),
+        ),
+        (
+            "h1:1:2 [0] NCCL WARN NET/IB : Got async event : port error",
+            EventKind.NCCL_IB_ASYNC,
+            ("event", "port error"),
+        ),
+        (
+            "h1:1:2 [0] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer h2<4>",
+            EventKind.NCCL_CONNECTION_CLOSED,
+            ("peer", "h2<4>"),
+        ),
+        (
+            "torch.distributed.DistBackendError: NCCL error in: ../ProcessGroupNCCL.cpp:1970, unhandled system error "
+            "(run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3",
+            EventKind.NCCL_SYSTEM_ERROR,
+            None,
+        ),
+        (
+            "RuntimeError: NCCL error in: ../ProcessGroupNCCL.cpp:1269, remote process exited or there was a network "
+            "error, NCCL version 2.20.5",
+            EventKind.NCCL_REMOTE_ERROR,
+            None,
+        ),
+        (
+            "RuntimeError: NCCL error in: ../ProcessGroupNCCL.cpp:1269, internal error, NCCL version 2.14.3",
+            EventKind.NCCL_INTERNAL_ERROR,
+            None,
+        ),
+        (
+            "h1:1:2 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'",
+            EventKind.NCCL_CUDA_FAILURE,
+            ("error", "out of memory"),
+        ),
+        (
+            "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+            EventKind.CUDA_ERROR,
+            ("error", "uncorrectable ECC error encountered"),
+        ),
+        (
+            "RuntimeError: CUDA error: unspecified launch failure",
+            EventKind.CUDA_ERROR,
+            ("error", "unspecified launch failure"),
+        ),
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of "
+            "79.10 GiB",
+            EventKind.OOM_GPU,
+            ("gpu", 3),
+        ),
+        (
+            "slurmstepd: error: Detected 2 oom-kill event(s) in StepId=99.0. Some of your processes may have been "
+            "killed by the cgroup out-of-memory handler.",
+            EventKind.OOM_HOST,
+            ("oom_kill_events", 2),
+        ),
+        (
+            "slurmstepd: error: *** STEP 12.0 ON gpu3 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***",
+            EventKind.SLURM_TIME_LIMIT,
+            ("job", "12.0"),
+        ),
+        (
+            "slurmstepd: error: *** JOB 12 ON gpu3 CANCELLED AT 2024-01-01T00:00:00 DUE TO NODE FAILURE ***",
+            EventKind.NODE_FAIL,
+            ("job", "12"),
+        ),
+        ("srun: error: Node failure on gpu9", EventKind.NODE_FAIL, None),
+        ("Segmentation fault (core dumped)", EventKind.SIGNAL, None),
+        ("ValueError: bad config key 'lr'", EventKind.PYTHON_EXCEPTION, ("type", "ValueError")),
+        ("h1:1:2 [0] NCCL INFO NET/IB : No device found.", EventKind.NCCL_NET_SOCKET, None),
+    ],
+)
+def test_event_kinds(line: str, kind: EventKind, detail: tuple[str, object] | None) -> None:
+    e = _one(line, kind)
+    if detail is not None:
+        assert e.details[detail[0]] == detail[1]
+
+
+def test_nccl_line_names_its_host_and_device() -> None:
+    e = _one("h1:1:2 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'", EventKind.NCCL_CUDA_FAILURE)
+    assert e.host == "h1" and e.details["cuda_device"] == 3
+
+
+def test_nul_byte_is_a_parse_error() -> None:
+    with pytest.raises(ParseError):
+        parse_joblog("ok\nbad\x00line\n")
+    with pytest.raises(ParseError):
+        parse_kernel_log("bad\x00line\n")
+
+
+def test_events_per_key_are_bounded() -> None:
+    log = parse_joblog("\n".join(f"[rank0]:{WD}" for _ in range(100)))
+    assert len(log.events) == 16 and log.events_dropped == 84
+
+
+def test_normalise_keeps_plain_lines() -> None:
+    assert normalise_line("Traceback (most recent call last):")[0].body == "Traceback (most recent call last):"
+    assert normalise_line("srun: error: node107: task 0: Out Of Memory")[0].host is None
+    assert normalise_line("RuntimeError: boom")[0].body == "RuntimeError: boom"
+
+
+KERNEL = "\n".join(
+    [
+        "Nov 22 10:58:12 gpu017 kernel: mlx5_core 0000:5e:00.0 ibp94s0: Link down",
+        "Nov 22 10:58:13 gpu017 kernel: mlx5_core 0000:5e:00.0: mlx5_port_module_event:1147:(pid 0): "
+        "Port module event: module 0, Cable unplugged",
+        "Nov 22 10:58:14 gpu017 kernel: infiniband mlx5_0: port 1 state changed to DOWN",
+        "Nov 22 10:59:13 gpu017 kernel: mlx5_core 0000:5e:00.0 ibp94s0: Link up",
+        "2026-11-22T10:58:12.123456+00:00 gpu018 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, "
+        "GPU has fallen off the bus.",
+        "[Sun Nov 22 10:58:12 2026] Out of memory: Killed process 1234 (python3) total-vm:1kB",
+    ]
+)
+
+
+def test_kernel_variants() -> None:
+    log = parse_kernel_log(KERNEL, "k.log", year=2026)
+    got = [(e.kind, e.host, e.line) for e in log.events]
+    assert got == [
+        (EventKind.IB_LINK_DOWN, "gpu017", 1),
+        (EventKind.IB_PORT_STATE, "gpu017", 2),
+        (EventKind.IB_PORT_STATE, "gpu017", 3),
+        (EventKind.IB_LINK_UP, "gpu017", 4),
+        (EventKind.XID, "gpu018", 5),
+        (EventKind.OOM_HOST, None, 6),
+    ]
+    assert log.events[0].ts == stamp_ts("2026-11-22T10:58:12Z")
+    assert log.events[2].details["state"] == "DOWN"
+    assert log.events[4].details["xid"] == 79
+
+
+def test_kernel_host_default_and_wrapped_fall() -> None:
+    text = (
+        "[ 10.5] NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:20b0)\n"
+        "[ 10.5] NVRM: installed in this system has\n"
+        "[ 10.5] NVRM: fallen off the bus and is not responding to commands.\n"
+    )
+    (e,) = parse_kernel_log(text, "k", host="gpu5").events
+    assert e.kind is EventKind.GPU_LOST and e.host == "gpu5" and e.details["pci"] == "0000:b3:00.0"
+    assert e.details["uptime_s"] == 10.5 and e.text.count("\n") == 2
