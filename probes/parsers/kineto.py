@@ -27,6 +27,9 @@ What is read (names as torch.profiler / Kineto write them; the sources are the P
 Events of other phases (flows ``s``/``f``, metadata ``M``, instants, counters) are
 skipped; ``X`` events without a finite numeric ``ts``/``dur`` are counted in ``skipped``.
 
+The parser is pure: it reads a binary stream the caller opened (``fleetdx.orchestrator.steps.load`` opens
+files under the raw-file rules).
+
 Errors: :class:`fleetdx.probes.errors.ParseError` (format ``"kineto"``) for unreadable gzip, malformed JSON,
 a top level that is not an object, no ``traceEvents`` array, or more than ``max_events`` kept events.
 Timestamps are microseconds as in the trace (Chrome trace format); durations too.
@@ -42,13 +45,11 @@ import zlib
 from array import array
 from dataclasses import dataclass, field
 from enum import IntEnum
-from pathlib import Path
 from typing import IO, Any, cast
 
 import ijson
 
 from fleetdx.probes.errors import ParseError
-from fleetdx.probes.rawfile import RawFileError, check_regular
 
 FMT = "kineto"
 #: default most kept events (about 50 bytes each in the columns: 2.5 GB at worst); raise it for bigger traces
@@ -370,19 +371,3 @@ class _Sink:
 def parse_kineto_bytes(data: bytes, source: str = "<bytes>", max_events: int = DEFAULT_MAX_EVENTS) -> KinetoTrace:
     """Parse one trace held in memory (tests, fuzzing)."""
     return parse_kineto_stream(io.BytesIO(data), source, max_events)
-
-
-def read_kineto(path: Path, max_events: int = DEFAULT_MAX_EVENTS) -> KinetoTrace:
-    """Parse the trace file at ``path`` (a regular file; ``.json`` or ``.json.gz``, sniffed by content).
-
-    Raises:
-        RawFileError: missing, not a regular file, unreadable.
-        ParseError: see the module docstring.
-    """
-    check_regular(path)
-    try:
-        f = open(path, "rb")  # noqa: SIM115
-    except OSError as e:
-        raise RawFileError(f"{path}: cannot be read: {e.strerror}") from None
-    with f:
-        return parse_kineto_stream(f, str(path), max_events)

@@ -1,0 +1,142 @@
+"""The contracts of step-time decomposition: one rank's steps broken into stages, GPU time shares, kernel and
+op statistics, and the report ``fleetdx steps --json`` prints.
+
+Units: milliseconds for step and stage times (``*_ms``), microseconds for GPU activity sums (``*_us``, as
+traces and HTA give them), percent (0-100) for ``*_pct``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import Field
+
+from fleetdx.probes.contracts import Contract, Finding
+from fleetdx.probes.errors import FleetdxError
+
+
+class StepsError(FleetdxError):
+    """An input that cannot be decomposed into steps: no ``ProfilerStep#N`` span, no step line, no rank."""
+
+
+class Stage(str, Enum):
+    """The stages of a training step, in order (issue 13; PyTorch performance tuning guide's vocabulary)."""
+
+    DATA = "data"  #: waiting for the next batch
+    H2D = "h2d"  #: host-to-device copy of the batch
+    FORWARD = "forward"
+    BACKWARD = "backward"
+    GRAD_SYNC = "grad_sync"  #: exposed gradient communication (the part not hidden under other work)
+    OPTIMIZER = "optimizer"
+    CHECKPOINT = "checkpoint"  #: checkpointing and logging
+    OTHER = "other"  #: step time in no stage
+
+
+STAGE_ORDER = [s.value for s in Stage]
+
+
+class GpuStep(Contract):
+    """GPU activity of one step (kernels attributed to the step by their CPU launch), ms."""
+
+    busy_ms: float  #: union of every kernel, memcpy and memset
+    compute_ms: float  #: union of computation kernels (HTA's COMPUTATION)
+    comm_ms: float  #: union of communication kernels (``^nccl.*Kernel``)
+    comm_exposed_ms: float  #: communication not overlapped by computation
+    memory_ms: float  #: union of memcpy/memset
+    kernels: int  #: kernels launched (memcpy/memset not counted)
+
+
+class StepSample(Contract):
+    """One step of one rank: wall time and the stage partition of it (ms; stages sum to ``step_ms``)."""
+
+    step: int
+    step_ms: float
+    stages_ms: dict[str, float]
+    gpu: GpuStep | None = None
+
+
+class TemporalBreakdown(Contract):
+    """HTA's temporal breakdown of one rank (``get_temporal_breakdown``): over the span from the first GPU
+    activity's start to the last one's end, the time no kernel runs (idle), the union of computation kernels
+    (compute), and the rest of the busy time (non-compute: communication and memory kernels)."""
+
+    idle_us: float
+    compute_us: float
+    non_compute_us: float
+    kernel_us: float  #: the span
+
+    def pct(self) -> dict[str, float]:
+        """``{"idle", "compute", "non_compute"}`` in percent of the span (HTA rounds to 2 decimals too)."""
+        k = self.kernel_us or 1.0
+        return {
+            "idle": round(100 * self.idle_us / k, 2),
+            "compute": round(100 * self.compute_us / k, 2),
+            "non_compute": round(100 * self.non_compute_us / k, 2),
+        }
+
+
+class KernelStats(Contract):
+    """Size distribution of the GPU kernels (memcpy/memset excluded) of the decomposed steps."""
+
+    count: int
+    per_step: float
+    median_us: float
+    p90_us: float
+    tiny_pct: float  #: kernels shorter than 10 us
+    short_pct: float | None  #: kernels shorter than their CPU launch call (HTA kernel launch stats)
+
+
+class CpuOpStats(Contract):
+    """``cpu_op`` events on the training thread within the steps: the dispatch rate of a CPU-only trace."""
+
+    per_step: float
+    median_us: float
+
+
+class RankSteps(Contract):
+    """One rank's decomposition."""
+
+    rank: int
+    world_size: int | None = None
+    host: str | None = None
+    source: str
+    input: Literal["kineto", "steptimer"]
+    timing: str  #: "trace" (profiler timestamps), or the StepTimer's "wall"/"cuda-events"/"synchronize"
+    steps: list[StepSample]
+    temporal: TemporalBreakdown | None = None
+    comm_exposed_pct: float | None = None  #: exposed / total communication time, percent
+    kernels: KernelStats | None = None
+    cpu_ops: CpuOpStats | None = None
+    missing: list[str] = Field(default_factory=list)  #: what this input cannot tell, in words
+
+
+class StepTimeMs(Contract):
+    median: float
+    p95: float
+
+
+class TemporalPct(Contract):
+    idle: float
+    compute: float
+    non_compute: float
+
+
+class RankSummary(Contract):
+    """One rank in ``fleetdx steps --json`` (issue 13, item 5): medians over its steps."""
+
+    rank: int
+    host: str | None
+    steps: int
+    step_time_ms: StepTimeMs
+    stages_ms: dict[str, float]
+    temporal_breakdown_pct: TemporalPct | None
+    comm_exposed_pct: float | None
+
+
+class StepsReport(Contract):
+    """What ``fleetdx steps --json`` prints: ``{"ranks": [...], "findings": [...], "job": {...} | null}``."""
+
+    ranks: list[RankSummary]
+    findings: list[Finding]
+    job: dict[str, str | int | float | None] | None = None

@@ -1,0 +1,358 @@
+"""Decomposition of one rank's steps into stages, from a Kineto trace or a StepTimer log. Pure.
+
+**Stages from a trace** partition each ``ProfilerStep#N`` span (the training thread's wall time of the step) in
+this priority order; a moment covered by several stages counts for the first, time in none is ``other``:
+
+1. ``data``: ``enumerate(DataLoader)#...__next__`` spans on the training thread (``torch/utils/data/
+   dataloader.py``: the main process waits here for the next batch, whatever the number of workers);
+2. ``h2d``: the CUDA runtime calls (``cudaMemcpyAsync``/``cudaMemcpy``) whose correlated GPU activity is a
+   ``Memcpy HtoD`` (Kineto's ``correlation`` id links a ``cuda_runtime`` event to its GPU activity);
+3. ``optimizer``: ``Optimizer.step#<Cls>.step`` and ``Optimizer.zero_grad#<Cls>.zero_grad``
+   (``torch/optim/optimizer.py``) and ``## optimizer ##`` annotations;
+4. ``backward``: from the first to the last ``autograd::engine::evaluate_function:`` span of the step, on any
+   thread (``torch/csrc/autograd/engine.cpp``; CUDA backward runs on the device's autograd thread), and
+   ``## backward ##`` annotations;
+5. ``forward``: ``DistributedDataParallel.forward`` / ``FullyShardedDataParallel.forward`` / ``## forward ##``
+   spans; without them, the time between the end of the step's data fetch and the start of backward;
+6. ``grad_sync``: communication in flight (``nccl:*``/``gloo:*`` record functions on any thread, and NCCL
+   kernels on the GPU) while none of the above runs: the **exposed** communication the training thread waits
+   for (under DDP the all-reduce overlaps backward; only the wait after it is exposed);
+7. ``checkpoint``: not visible in a profiler trace (0; the StepTimer measures it); ``other``: the rest (loss,
+   logging, Python between stages).
+
+These stages are host-side: with CUDA the CPU runs ahead of the GPU, so each step also gets a GPU view
+(:class:`GpuStep`: busy, compute, communication and its exposed part, memory) with kernels attributed to the
+step that launched them, as HTA attributes kernels to iterations (``hta/common/trace.py`` ``add_iteration``).
+
+**Temporal breakdown** (:func:`temporal_breakdown`) is HTA's ``get_temporal_breakdown``
+(``hta/analyzers/breakdown_analysis.py``) computed the same way: GPU activities with a stream and a
+correlation id, launched before the start of the last ``ProfilerStep`` when the trace has two or more steps
+(``Trace._filter_irrelevant_gpu_kernels``); idle = span - union; compute = union of computation kernels;
+non-compute = the rest. HTA rounds float timestamps to whole microseconds first; fleetdx does not (the
+difference is far below the 1 point the tests allow).
+
+**Stages from a StepTimer log** are the timer's own stages; ``other`` is the step time outside them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from fleetdx.orchestrator.steps.contracts import (
+    CpuOpStats,
+    GpuStep,
+    KernelStats,
+    RankSteps,
+    Stage,
+    StepSample,
+    StepsError,
+    TemporalBreakdown,
+)
+from fleetdx.orchestrator.steps.intervals import F, clip, length, uncovered
+from fleetdx.probes.parsers.kineto import GpuKind, KinetoTrace, Marker, Spans
+from fleetdx.probes.parsers.steplog import StepLog
+
+#: a kernel shorter than this is "tiny" (launch overhead on current GPUs is about 5-10 us: NVIDIA, "CUDA C++
+#: Best Practices Guide", and HTA's kernel launch statistics)
+TINY_KERNEL_US = 10.0
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+
+_MEMORY = [int(k) for k in GpuKind if k.is_memory]
+_KERNEL = [int(GpuKind.COMPUTE), int(GpuKind.COMM), int(GpuKind.OTHER)]
+
+
+class _Sorted:
+    """Spans as numpy arrays sorted by start, with the longest duration for window queries."""
+
+    def __init__(self, spans: Spans, tid: int | None = None) -> None:
+        ts = np.frombuffer(spans.ts, dtype=np.float64) if len(spans) else np.empty(0)
+        dur = np.frombuffer(spans.dur, dtype=np.float64) if len(spans) else np.empty(0)
+        if tid is not None and len(spans):
+            keep = np.frombuffer(spans.tid, dtype=np.int64) == tid
+            ts, dur = ts[keep], dur[keep]
+        order = np.argsort(ts, kind="stable")
+        self.start: F = ts[order]
+        self.end: F = (ts + dur)[order]
+        self.maxdur = float(dur.max()) if dur.size else 0.0
+
+    @classmethod
+    def of(cls, start: F, end: F) -> _Sorted:
+        obj = cls(Spans())
+        order = np.argsort(start, kind="stable")
+        obj.start, obj.end = start[order], end[order]
+        obj.maxdur = float((end - start).max()) if start.size else 0.0
+        return obj
+
+    def window(self, lo: float, hi: float) -> tuple[F, F]:
+        i = int(np.searchsorted(self.start, lo - self.maxdur, side="left"))
+        j = int(np.searchsorted(self.start, hi, side="left"))
+        s, e = self.start[i:j], self.end[i:j]
+        keep = e > lo
+        return clip(s[keep], e[keep], lo, hi)
+
+
+def rank_hint(source: str) -> int | None:
+    """A rank number in a file name (``rank-3.json.gz``, ``steps-rank-3.jsonl``, ``rank3_trace.json``)."""
+    m = _RANK_IN_NAME.search(Path(source).name)
+    return int(m.group(1)) if m else None
+
+
+def _gpu_columns(t: KinetoTrace) -> dict[str, np.ndarray]:
+    g = t.gpu
+    n = len(g)
+    if n == 0:
+        z = np.empty(0)
+        return {"ts": z, "end": z, "stream": z.astype(np.int64), "corr": z.astype(np.int64), "kind": z.astype(np.int8)}
+    ts = np.frombuffer(g.ts, dtype=np.float64)
+    return {
+        "ts": ts,
+        "end": ts + np.frombuffer(g.dur, dtype=np.float64),
+        "stream": np.frombuffer(g.stream, dtype=np.int64),
+        "corr": np.frombuffer(g.correlation, dtype=np.int64),
+        "kind": np.frombuffer(g.kind, dtype=np.int8),
+    }
+
+
+def _launch_columns(t: KinetoTrace) -> tuple[np.ndarray, F, F]:
+    la = t.launches
+    if len(la) == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0), np.empty(0)
+    corr = np.frombuffer(la.correlation, dtype=np.int64)
+    ts = np.frombuffer(la.ts, dtype=np.float64)
+    dur = np.frombuffer(la.dur, dtype=np.float64)
+    order = np.argsort(corr, kind="stable")
+    return corr[order], ts[order], dur[order]
+
+
+def _lookup(keys_sorted: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index into ``keys_sorted`` of each of ``keys`` and whether it was found."""
+    if keys_sorted.size == 0:
+        return np.zeros(keys.size, dtype=np.int64), np.zeros(keys.size, dtype=bool)
+    idx = np.clip(np.searchsorted(keys_sorted, keys), 0, keys_sorted.size - 1)
+    return idx, keys_sorted[idx] == keys
+
+
+def temporal_breakdown(t: KinetoTrace) -> TemporalBreakdown | None:
+    """HTA's temporal breakdown of one rank (see the module docstring); ``None`` without GPU activity."""
+    g = _gpu_columns(t)
+    sel = (g["stream"] >= 0) & (g["corr"] >= 0)
+    if len({s.number for s in t.steps}) >= 2:
+        last_start = max(s.ts for s in t.steps)
+        corr, lts, _ = _launch_columns(t)
+        allowed = np.unique(corr[lts < last_start])
+        _, found = _lookup(allowed, g["corr"])
+        sel &= found
+    if not sel.any():
+        return None
+    ts, end, kind = g["ts"][sel], g["end"][sel], g["kind"][sel]
+    span = float(end.max() - ts.min())
+    # HTA takes the span from the first merged group's start to the last one's end: the same numbers
+    busy = length(ts, end)
+    comp = kind == int(GpuKind.COMPUTE)
+    compute = length(ts[comp], end[comp])
+    idle = span - busy
+    return TemporalBreakdown(
+        idle_us=idle, compute_us=compute, non_compute_us=max(0.0, span - compute - idle), kernel_us=span
+    )
+
+
+def decompose_trace(t: KinetoTrace) -> RankSteps:
+    """Decompose one rank's Kineto trace (see the module docstring).
+
+    Raises:
+        StepsError: no ``ProfilerStep#N`` span, or no rank (neither ``distributedInfo`` nor ``rank-N`` in the
+            file name).
+    """
+    rank = t.rank if t.rank is not None else rank_hint(t.source)
+    if rank is None:
+        raise StepsError(f"{t.source}: no rank: the trace has no distributedInfo and the file name no rank-N")
+    if not t.steps:
+        raise StepsError(
+            f"{t.source}: no ProfilerStep#N span: profile with a schedule and call prof.step() every "
+            "iteration (torch.profiler.profile(schedule=...)) so that steps can be told apart"
+        )
+    tids = [s.tid for s in t.steps]
+    main_tid = max(set(tids), key=tids.count)
+    markers = {
+        Marker.DATA: _Sorted(t.markers[Marker.DATA], tid=main_tid),
+        Marker.OPTIMIZER: _Sorted(t.markers[Marker.OPTIMIZER]),
+        Marker.BACKWARD: _Sorted(t.markers[Marker.BACKWARD]),
+        Marker.FORWARD: _Sorted(t.markers[Marker.FORWARD]),
+    }
+    g = _gpu_columns(t)
+    corr, lts, ldur = _launch_columns(t)
+    idx, found = _lookup(corr, g["corr"])
+    launch_ts = np.where(found, lts[idx] if lts.size else 0.0, g["ts"])
+    # the CPU-side H2D copies: launches whose GPU activity is a Memcpy HtoD
+    htod = g["kind"] == int(GpuKind.MEMCPY_HTOD)
+    h2d_cpu = _Sorted.of(lts[idx[htod & found]], (lts + ldur)[idx[htod & found]]) if lts.size else _Sorted(Spans())
+    comm_gpu = g["kind"] == int(GpuKind.COMM)
+    cm = _Sorted(t.markers[Marker.COMM])
+    comm = _Sorted.of(np.concatenate([cm.start, g["ts"][comm_gpu]]), np.concatenate([cm.end, g["end"][comm_gpu]]))
+
+    starts = np.array([s.ts for s in t.steps])
+    ends = starts + np.array([s.dur for s in t.steps])
+    step_of = np.searchsorted(starts, launch_ts, side="right") - 1
+    inside = (step_of >= 0) & (launch_ts < ends[np.clip(step_of, 0, None)])
+    step_of = np.where(inside, step_of, -1)
+    order = np.argsort(step_of, kind="stable")
+    bounds = np.searchsorted(step_of[order], np.arange(len(t.steps) + 1), side="left")
+
+    samples: list[StepSample] = []
+    comm_total = 0.0
+    exposed_total = 0.0
+    for k, s in enumerate(t.steps):
+        lo, hi = s.ts, s.ts + s.dur
+        stages = _stages(lo, hi, markers, h2d_cpu, comm)
+        gpu = None
+        if len(g["ts"]):
+            sel = order[bounds[k] : bounds[k + 1]]
+            gpu = _gpu_step(g, sel)
+        if gpu is not None:
+            comm_total += gpu.comm_ms
+            exposed_total += gpu.comm_exposed_ms
+        else:
+            cs, ce = comm.window(lo, hi)
+            comm_total += length(cs, ce) / 1000
+            exposed_total += stages[Stage.GRAD_SYNC.value]
+        samples.append(StepSample(step=s.number, step_ms=s.dur / 1000, stages_ms=stages, gpu=gpu))
+
+    missing: list[str] = []
+    temporal = temporal_breakdown(t)
+    if temporal is None:
+        missing.append(
+            "no GPU activity in the trace (a CPU-only run, or the profiler ran without ProfilerActivity.CUDA): "
+            "GPU idle/compute/non-compute shares and kernel statistics are not available; stages are from the "
+            "CPU timeline"
+        )
+    if not len(t.markers[Marker.COMM]) and not comm_gpu.any():
+        missing.append("no communication seen (no nccl:*/gloo:* record function, no NCCL kernel)")
+    return RankSteps(
+        rank=rank,
+        world_size=t.world_size,
+        host=t.host,
+        source=t.source,
+        input="kineto",
+        timing="trace",
+        steps=samples,
+        temporal=temporal,
+        comm_exposed_pct=round(100 * exposed_total / comm_total, 2) if comm_total > 0 else None,
+        kernels=_kernel_stats(g, step_of, ldur[idx], found, len(t.steps)),
+        cpu_ops=_cpu_op_stats(t, main_tid, starts, ends),
+        missing=missing,
+    )
+
+
+def _stages(lo: float, hi: float, markers: dict[Marker, _Sorted], h2d: _Sorted, comm: _Sorted) -> dict[str, float]:
+    """The stage partition of the step ``[lo, hi)`` in ms (see the module docstring for the order)."""
+    data = markers[Marker.DATA].window(lo, hi)
+    bs, be = markers[Marker.BACKWARD].window(lo, hi)
+    backward = (bs[:1], be[-1:]) if bs.size else (bs, be)
+    if bs.size:
+        backward = (np.array([bs.min()]), np.array([be.max()]))
+    forward = markers[Marker.FORWARD].window(lo, hi)
+    if forward[0].size == 0 and bs.size:
+        b0 = float(bs.min())
+        before = data[1][data[1] <= b0]
+        f0 = float(before.max()) if before.size else lo
+        if b0 > f0:
+            forward = (np.array([f0]), np.array([b0]))
+    labelled = [
+        (Stage.DATA, data),
+        (Stage.H2D, h2d.window(lo, hi)),
+        (Stage.OPTIMIZER, markers[Marker.OPTIMIZER].window(lo, hi)),
+        (Stage.BACKWARD, backward),
+        (Stage.FORWARD, forward),
+        (Stage.GRAD_SYNC, comm.window(lo, hi)),
+    ]
+    out = {s.value: 0.0 for s in Stage}
+    cov_s: list[F] = []
+    cov_e: list[F] = []
+    for stage, (s, e) in labelled:
+        if s.size:
+            cs = np.concatenate(cov_s) if cov_s else np.empty(0)
+            ce = np.concatenate(cov_e) if cov_e else np.empty(0)
+            out[stage.value] = uncovered(s, e, cs, ce) / 1000
+            cov_s.append(s)
+            cov_e.append(e)
+    out[Stage.OTHER.value] = max(0.0, (hi - lo) / 1000 - sum(out.values()))
+    return {k: round(v, 4) for k, v in out.items()}
+
+
+def _gpu_step(g: dict[str, np.ndarray], sel: np.ndarray) -> GpuStep:
+    ts, end, kind = g["ts"][sel], g["end"][sel], g["kind"][sel]
+    comp = kind == int(GpuKind.COMPUTE)
+    comm = kind == int(GpuKind.COMM)
+    mem = np.isin(kind, _MEMORY)
+    return GpuStep(
+        busy_ms=round(length(ts, end) / 1000, 4),
+        compute_ms=round(length(ts[comp], end[comp]) / 1000, 4),
+        comm_ms=round(length(ts[comm], end[comm]) / 1000, 4),
+        comm_exposed_ms=round(uncovered(ts[comm], end[comm], ts[comp], end[comp]) / 1000, 4),
+        memory_ms=round(length(ts[mem], end[mem]) / 1000, 4),
+        kernels=int((~mem).sum()),
+    )
+
+
+def _kernel_stats(
+    g: dict[str, np.ndarray], step_of: np.ndarray, launch_dur: F, found: np.ndarray, n_steps: int
+) -> KernelStats | None:
+    sel = np.isin(g["kind"], _KERNEL) & (step_of >= 0)
+    if not sel.any():
+        return None
+    dur = (g["end"] - g["ts"])[sel]
+    with_launch = found[sel]
+    short = None
+    if with_launch.any() and launch_dur.size:
+        short = round(100 * float(np.mean(dur[with_launch] < launch_dur[sel][with_launch])), 2)
+    return KernelStats(
+        count=int(sel.sum()),
+        per_step=round(float(sel.sum()) / n_steps, 2),
+        median_us=round(float(np.median(dur)), 3),
+        p90_us=round(float(np.percentile(dur, 90)), 3),
+        tiny_pct=round(100 * float(np.mean(dur < TINY_KERNEL_US)), 2),
+        short_pct=short,
+    )
+
+
+def _cpu_op_stats(t: KinetoTrace, tid: int, starts: F, ends: F) -> CpuOpStats | None:
+    ops = _Sorted(t.cpu_ops, tid=tid)
+    if ops.start.size == 0:
+        return None
+    k = np.searchsorted(starts, ops.start, side="right") - 1
+    inside = (k >= 0) & (ops.start < ends[np.clip(k, 0, None)])
+    if not inside.any():
+        return None
+    return CpuOpStats(
+        per_step=round(float(inside.sum()) / len(starts), 2),
+        median_us=round(float(np.median((ops.end - ops.start)[inside])), 3),
+    )
+
+
+def decompose_steplog(log: StepLog) -> RankSteps:
+    """One rank's steps from its StepTimer log: the timer's stages, ``other`` the rest of each step."""
+    samples = []
+    for r in log.records:
+        stages = {s.value: 0.0 for s in Stage}
+        for name, ms in r.stages_ms.items():
+            stages[name] = stages.get(name, 0.0) + ms
+        stages[Stage.OTHER.value] = max(0.0, r.step_ms - sum(v for k, v in stages.items() if k != Stage.OTHER.value))
+        samples.append(
+            StepSample(step=r.step, step_ms=r.step_ms, stages_ms={k: round(v, 4) for k, v in stages.items()})
+        )
+    return RankSteps(
+        rank=log.rank,
+        world_size=log.world_size,
+        host=log.host,
+        source=log.source,
+        input="steptimer",
+        timing=log.timing,
+        steps=samples,
+        missing=[
+            "a StepTimer log: no GPU idle/compute/non-compute shares, no kernel statistics and no split of "
+            "communication into overlapped and exposed (profile a few steps with torch.profiler for those)"
+        ],
+    )

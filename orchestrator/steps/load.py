@@ -1,0 +1,65 @@
+"""Reading step-time inputs from disk: Kineto traces and StepTimer JSONL files, one per rank, from files or
+folders. The only place of :mod:`fleetdx.orchestrator.steps` that touches the file system.
+
+A folder is searched (not recursively) for ``*.json``, ``*.json.gz`` (traces; ``*.pt.trace.json[.gz]`` as
+``tensorboard_trace_handler`` names them) and ``*.jsonl`` (StepTimer logs). A trace and a StepTimer log of the
+same rank are two views of one rank: the trace is used and the log is kept as a cross-check only when no trace
+exists for that rank.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleetdx.probes.errors import ConfigError
+from fleetdx.probes.parsers.kineto import DEFAULT_MAX_EVENTS, KinetoTrace, parse_kineto_stream
+from fleetdx.probes.parsers.steplog import StepLog, parse_steplog
+from fleetdx.probes.rawfile import DEFAULT_MAX_BYTES, RawFileError, check_regular, read_raw
+
+#: StepTimer logs are small (about 250 bytes per step): 64 MiB is 250,000 steps
+STEPLOG_MAX_BYTES = 64 * 1024 * 1024
+
+
+def load_trace(path: Path, max_events: int = DEFAULT_MAX_EVENTS) -> KinetoTrace:
+    """Parse the Kineto trace at ``path`` (plain or gzip JSON, sniffed by content).
+
+    Raises:
+        RawFileError: missing, not a regular file, unreadable.
+        ParseError: not a readable Kineto trace (see :mod:`fleetdx.probes.parsers.kineto`).
+    """
+    check_regular(path)
+    try:
+        f = open(path, "rb")  # noqa: SIM115
+    except OSError as e:
+        raise RawFileError(f"{path}: cannot be read: {e.strerror}") from None
+    with f:
+        return parse_kineto_stream(f, str(path), max_events)
+
+
+def load_steplog(path: Path, max_bytes: int = STEPLOG_MAX_BYTES) -> StepLog:
+    """Parse the StepTimer JSONL file at ``path``. Raises RawFileError or ParseError."""
+    return parse_steplog(read_raw(path, max_bytes=max(max_bytes, DEFAULT_MAX_BYTES)), source=str(path))
+
+
+def _is_trace(p: Path) -> bool:
+    return p.name.endswith((".json", ".json.gz"))
+
+
+def expand(paths: list[Path]) -> list[Path]:
+    """The input files named by ``paths`` (files as given, folders' traces and logs sorted by name).
+
+    Raises:
+        ConfigError: a path that does not exist, or a folder holding no trace or log.
+    """
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.is_file() and (_is_trace(q) or q.name.endswith(".jsonl")))
+            if not found:
+                raise ConfigError(f"{p}: no *.json, *.json.gz or *.jsonl file in this folder")
+            out.extend(found)
+        elif p.exists():
+            out.append(p)
+        else:
+            raise ConfigError(f"{p}: no such file or folder")
+    return out
