@@ -23,7 +23,7 @@ switch. Placement (block): one block if any holds ``N`` free nodes (tightest fit
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import Enum
 
 import hostlist
@@ -104,7 +104,10 @@ def _expand(value: str | list[str] | None) -> list[str]:
 
 
 def parse_topology_conf(text: str) -> ClusterTopology:
-    """Read a Slurm ``topology.conf`` (tree or block plugin; ``#`` comments; keys case-insensitive).
+    """Read a Slurm ``topology.conf`` (tree or block plugin; ``#`` comments; keys case-insensitive), or the
+    output of ``scontrol show topology``, which prints the same lines with ``Level=N`` and lists under a
+    switch of level 1 or more every node below it (``SwitchName=spine Level=1 Nodes=gpu[01-06]
+    Switches=leaf[1-2]``): those ``Nodes=`` are dropped, the leaves hold the nodes.
 
     Raises:
         ParseError: a line that is not ``Key=Value`` pairs, a line that is neither a switch nor a block, or a
@@ -124,6 +127,9 @@ def parse_topology_conf(text: str) -> ClusterTopology:
             if not sep or not value:
                 raise ParseError(CONF_FMT, lineno, "Key=Value", token)
             fields[key.lower()] = value
+        if "level" in fields and fields.get("switches") and fields["level"] != "0":
+            # `scontrol show topology` lists every node below a higher-level switch under it too
+            fields.pop("nodes", None)
         try:
             if "switchname" in fields:
                 speed = fields.get("linkspeed")
@@ -289,8 +295,16 @@ class ClusterIndex:
                 counts[g] -= 1
         return counts
 
-    def place(self, n: int, exclude: Iterable[str] = ()) -> Placement:
+    def place(
+        self, n: int, exclude: Iterable[str] = (), penalty: Mapping[str, float] | None = None
+    ) -> Placement:
         """Choose ``n`` free nodes (see the module docstring).
+
+        ``penalty`` (node -> points, default 0; e.g. its history of failures) breaks ties *after* locality:
+        among the switches of the lowest level that fit, needing the fewest leaves, the one whose ``n``
+        lowest-penalty free nodes have the smallest total penalty wins (then the tightest fit, then the name);
+        within the chosen leaves (blocks) the ``n`` nodes of lowest penalty are taken (then fill order). A
+        penalty never makes a job span more switches or blocks than it must.
 
         Raises:
             PlacementError: ``n < 1`` or no switch tree / block set holds ``n`` free nodes.
@@ -298,11 +312,12 @@ class ClusterIndex:
         if n < 1:
             raise PlacementError(f"cannot place {n} nodes")
         excl = set(exclude)
+        pen = penalty or {}
         unknown = sorted(x for x in excl if x not in self.node_group)
         free = self.free_counts(excl)
         if self.topo.plugin is TopologyPlugin.BLOCK:
-            return self._place_blocks(n, excl, free, unknown)
-        best: tuple[int, int, str] | None = None
+            return self._place_blocks(n, excl, free, unknown, pen)
+        best: tuple[int, float, int, str] | None = None
         best_level = None
         for s in self.by_level:
             level = self.level[s]
@@ -313,7 +328,8 @@ class ClusterIndex:
             if total < n:
                 continue
             need = _leaves_needed(sorted((free[x] for x in leaves), reverse=True), n)
-            key = (need, total, s)
+            cost = self._cost(self._fill_order(leaves, free)[:need], n, excl, pen) if pen else 0.0
+            key = (need, cost, total, s)
             if best is None or key < best:
                 best, best_level = key, level
         if best is None:
@@ -322,9 +338,11 @@ class ClusterIndex:
                 f"no switch has {n} free nodes under it "
                 f"(the most under one switch: {largest[0]} under {largest[1]})"
             )
-        need, _, switch = best
-        leaves = [x for x in sorted(self.leaves_under[switch], key=lambda x: (-free[x], x)) if free[x]][:need]
-        nodes = self._take(leaves, n, excl)
+        need, _, _, switch = best
+        leaves = self._fill_order(self.leaves_under[switch], free)[:need]
+        nodes = self._take(leaves, n, excl, pen)
+        used = set(self.node_group[x] for x in nodes)
+        leaves = [x for x in leaves if x in used]
         hops = 1 if len(leaves) == 1 else 2 * self.level[switch] - 1
         where = f"leaf {leaves[0]}" if len(leaves) == 1 else f"{len(leaves)} leaves under {switch}"
         return Placement(
@@ -337,20 +355,34 @@ class ClusterIndex:
             unknown_excluded=unknown,
         )
 
-    def _take(self, groups: list[str], n: int, excl: set[str]) -> list[str]:
-        out: list[str] = []
-        for g in groups:
-            for node in self.group_nodes[g]:
-                if len(out) == n:
-                    return out
-                if node not in excl:
-                    out.append(node)
-        return out
+    @staticmethod
+    def _fill_order(groups: list[str], free: dict[str, int]) -> list[str]:
+        """Groups with free nodes, most free first, then by name."""
+        return [x for x in sorted(groups, key=lambda x: (-free[x], x)) if free[x]]
 
-    def _place_blocks(self, n: int, excl: set[str], free: dict[str, int], unknown: list[str]) -> Placement:
-        fits = [(c, b) for b, c in free.items() if c >= n]
+    def _free_in(self, groups: list[str], excl: set[str]) -> list[str]:
+        return [node for g in groups for node in self.group_nodes[g] if node not in excl]
+
+    def _cost(self, groups: list[str], n: int, excl: set[str], pen: Mapping[str, float]) -> float:
+        """Total penalty of the ``n`` lowest-penalty free nodes of ``groups``."""
+        return sum(sorted(pen.get(x, 0.0) for x in self._free_in(groups, excl))[:n])
+
+    def _take(self, groups: list[str], n: int, excl: set[str], pen: Mapping[str, float] | None = None) -> list[str]:
+        """The ``n`` free nodes of ``groups`` of lowest penalty, in fill order among equals, returned in
+        fill order."""
+        nodes = self._free_in(groups, excl)
+        if not pen:
+            return nodes[:n]
+        order = {x: i for i, x in enumerate(nodes)}
+        chosen = set(sorted(nodes, key=lambda x: (pen.get(x, 0.0), order[x]))[:n])
+        return [x for x in nodes if x in chosen]
+
+    def _place_blocks(
+        self, n: int, excl: set[str], free: dict[str, int], unknown: list[str], pen: Mapping[str, float]
+    ) -> Placement:
+        fits = [(self._cost([b], n, excl, pen) if pen else 0.0, c, b) for b, c in free.items() if c >= n]
         if fits:
-            _, block = min(fits)
+            _, _, block = min(fits)
             groups = [block]
         else:
             ordered = sorted(free, key=lambda b: (-free[b], b))
@@ -358,9 +390,12 @@ class ClusterIndex:
             if need == 0:
                 raise PlacementError(f"only {sum(free.values())} free nodes in all blocks, {n} needed")
             groups = ordered[:need]
+        nodes = self._take(groups, n, excl, pen)
+        used = set(self.node_group[x] for x in nodes)
+        groups = [g for g in groups if g in used]
         one = len(groups) == 1
         return Placement(
-            nodes=self._take(groups, n, excl),
+            nodes=nodes,
             plugin=TopologyPlugin.BLOCK,
             switch=groups[0] if one else None,
             groups=groups,
@@ -382,7 +417,9 @@ def _leaves_needed(counts_desc: list[int], n: int) -> int:
     return 0
 
 
-def place(topo: ClusterTopology, n: int, exclude: Iterable[str] = ()) -> Placement:
+def place(
+    topo: ClusterTopology, n: int, exclude: Iterable[str] = (), penalty: Mapping[str, float] | None = None
+) -> Placement:
     """One-shot :meth:`ClusterIndex.place` (build a :class:`ClusterIndex` to answer many queries)."""
-    return ClusterIndex(topo).place(n, exclude)
+    return ClusterIndex(topo).place(n, exclude, penalty)
 

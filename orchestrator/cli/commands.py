@@ -7,9 +7,10 @@ from fleetdx.orchestrator.cli import (
     collect_cmd,
     db_cmd,
     parse_cmd,
+    place_cmd,
     preflight_cmd,
     serve_cmd,
     topo_cmd,
 )
 
-MODULES = [collect_cmd, parse_cmd, preflight_cmd, topo_cmd, bandwidth_cmd, db_cmd, serve_cmd]
+MODULES = [collect_cmd, parse_cmd, preflight_cmd, topo_cmd, place_cmd, bandwidth_cmd, db_cmd, serve_cmd]

@@ -1,0 +1,186 @@
+"""``fleetdx place``: where should a job of N nodes x K GPUs go, knowing which nodes and GPUs are bad?
+
+Candidates: the Slurm nodes (live ``scontrol show node``, or a captured ``scontrol show node`` / ``sinfo -N -h -o
+'%N|%P|%T|%G|%E'`` file), limited by ``--partition`` and ``--hostlist``; or, with ``--hostlist`` alone, those
+hosts. Drained, down and otherwise unusable nodes are never advised; nodes the store holds as CRITICAL or
+with open unfit findings are left out (the policy: ``fleetdx.orchestrator.placement.policy``); the rest are
+ranked by switch hops (``--topology-conf``, else Slurm's own ``scontrol show topology``) and history.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json
+
+if TYPE_CHECKING:
+    from fleetdx.orchestrator.placement.contracts import PlacementAnswer
+    from fleetdx.probes.parsers.slurm_nodes import SlurmNode
+    from fleetdx.topology.cluster import ClusterTopology
+
+DB_HELP = "Database URL (default: $FLEETDX_DB_URL, else the user's SQLite file)."
+
+
+def _candidates(
+    scontrol: Path | None, sinfo: Path | None, live: bool, warnings: list[str]
+) -> tuple[list[SlurmNode] | None, ClusterTopology | None]:
+    from fleetdx.probes.parsers.slurm_nodes import parse_scontrol_nodes, parse_sinfo_nodes
+    from fleetdx.probes.rawfile import read_raw
+
+    if scontrol is not None:
+        return parse_scontrol_nodes(read_raw(scontrol)), None
+    if sinfo is not None:
+        return parse_sinfo_nodes(read_raw(sinfo)), None
+    if not live:
+        return None, None
+    from fleetdx.orchestrator.scheduler.slurm_nodes import slurm_candidates, slurm_topology
+    from fleetdx.probes.errors import FleetdxError
+    from fleetdx.probes.runner import SubprocessRunner
+
+    runner = SubprocessRunner()
+    nodes = slurm_candidates(runner)
+    try:
+        topo = slurm_topology(runner)
+    except FleetdxError as e:
+        warnings.append(f"Slurm's topology could not be read: {e}")
+        topo = None
+    return nodes, topo
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``place`` command to ``app``."""
+    app.command("place")(place_cmd)
+
+
+@handle_errors
+def place_cmd(
+    nodes: Annotated[int, typer.Option("--nodes", "-N", min=1, help="Nodes the job needs.")],
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs the job needs per node.")],
+    partition: Annotated[str | None, typer.Option("--partition", "-p", help="Only Slurm nodes of it.")] = None,
+    hostlist_: Annotated[
+        str | None,
+        typer.Option("--hostlist", "-w", help="Only these hosts (Slurm hostlist); without Slurm, the candidates."),
+    ] = None,
+    exclude: Annotated[str | None, typer.Option("--exclude", "-x", help="Hosts to rule out (hostlist).")] = None,
+    scontrol_file: Annotated[
+        Path | None, typer.Option("--scontrol-nodes", help="A saved `scontrol show node` output instead of live.")
+    ] = None,
+    sinfo_file: Annotated[
+        Path | None, typer.Option("--sinfo", help="A saved `sinfo -N -h -o '%N|%P|%T|%G|%E'` output.")
+    ] = None,
+    topology_conf: Annotated[
+        Path | None,
+        typer.Option(
+            "--topology-conf",
+            help="Slurm topology.conf, saved `scontrol show topology`, or a .yaml/.json switch map "
+            "(default with live Slurm: Slurm's own).",
+        ),
+    ] = None,
+    db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
+    no_store: Annotated[bool, typer.Option("--no-store", help="Do not read node health from the store.")] = False,
+    ib_port: Annotated[int, typer.Option("--ib-port", min=1, help="HCA port for UCX_NET_DEVICES.")] = 1,
+    slurm_args: Annotated[
+        bool, typer.Option("--slurm-args", help="Print only the sbatch arguments: sbatch $(fleetdx place ...) job.sh")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the JSON answer only.")] = False,
+) -> None:
+    """Choose N healthy nodes with K healthy GPUs each: GPUs, NIC, NUMA node and CPUs per local rank, sbatch
+    arguments, a Kubernetes node affinity, and why every other candidate was left out.
+
+    Exit 0 placed; 2 not enough fit nodes or GPUs (nothing is advised); 3 bad input or Slurm/store unreachable.
+    """
+    from fleetdx.orchestrator.cli.topo_cmd import _load_cluster
+    from fleetdx.orchestrator.placement.contracts import PlacementRequest
+    from fleetdx.orchestrator.placement.job import _expand, place
+    from fleetdx.orchestrator.store import Store
+
+    warnings: list[str] = []
+    live = hostlist_ is None and scontrol_file is None and sinfo_file is None
+    candidates, slurm_topo = _candidates(scontrol_file, sinfo_file, live, warnings)
+    cluster = _load_cluster(topology_conf) if topology_conf is not None else slurm_topo
+    request = PlacementRequest(
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        partition=partition,
+        hostlist=hostlist_,
+        exclude=_expand(exclude, "--exclude") if exclude else [],
+        ib_port=ib_port,
+    )
+    if no_store:
+        answer = place(request, store=None, candidates=candidates, cluster=cluster)
+    else:
+        with Store.open(db) as store:
+            answer = place(request, store=store, candidates=candidates, cluster=cluster)
+    if warnings:
+        answer = answer.model_copy(update={"warnings": [*warnings, *answer.warnings]})
+    if as_json:
+        print_json(answer)
+    elif slurm_args:
+        if answer.slurm is not None:
+            typer.echo(" ".join(answer.slurm.argv))
+        else:
+            err_console.print(f"[bold red]not placed:[/] {escape('; '.join(answer.reasons))}", highlight=False)
+            for x in answer.excluded:
+                err_console.print(f"  {escape(x.host)}: {escape('; '.join(x.reasons))}", highlight=False)
+    else:
+        _render(answer)
+    raise typer.Exit(answer.exit_code)
+
+
+def _render(a: PlacementAnswer) -> None:
+    import yaml
+
+    from fleetdx.topology.binding import cpu_list
+
+    if not a.placed:
+        console.print(f"[bold red]not placed:[/] {escape('; '.join(a.reasons))}", highlight=False)
+    else:
+        console.print(f"[bold]nodes:[/] {escape(a.slurm.nodelist if a.slurm else '')}", highlight=False)
+        for reason in a.reasons:
+            console.print(f"  [dim]{escape(reason)}[/]", highlight=False)
+    for n in a.nodes:
+        console.print(
+            f"\n[bold]node {n.node_rank}: {escape(n.host)}[/]"
+            + (f" (switch {escape(n.group)})" if n.group else "")
+            + f"  {escape(n.health)}; history: {escape(n.history)}",
+            highlight=False,
+        )
+        for g in n.excluded_gpus:
+            console.print(f"  [red]GPU excluded:[/] {escape(g.gpu)}: {escape('; '.join(g.reasons))}", highlight=False)
+        if n.gpus is None:
+            console.print(f"  [yellow]{escape(n.gpu_note or 'no GPU advice')}[/]", highlight=False)
+            continue
+        table = Table("local rank", "GPU", "NUMA node", "CPUs", "NIC", box=None)
+        for r in n.gpus.ranks:
+            table.add_row(
+                str(r.local_rank),
+                r.gpu,
+                "-" if r.numa_node is None else str(r.numa_node),
+                cpu_list(r.cpus) or "-",
+                f"{r.nic} ({r.nic_link})" if r.nic else "-",
+            )
+        console.print(table)
+        for k, v in n.gpus.env.items():
+            console.print(f"  export {k}={v}", highlight=False, markup=False, soft_wrap=True)
+        for r, env in zip(n.gpus.ranks, n.gpus.rank_env, strict=True):
+            for k, v in env.items():
+                console.print(f"  # local rank {r.local_rank}: export {k}={v}", highlight=False, markup=False)
+    if a.excluded:
+        console.print("\n[bold]excluded[/]")
+        table = Table("host", "stage", "why", box=None)
+        for x in a.excluded:
+            table.add_row(escape(x.host), x.stage.value, escape("; ".join(x.reasons)))
+        console.print(table)
+    if a.slurm is not None:
+        console.print("\n[bold]sbatch[/] " + escape(" ".join(a.slurm.argv)), highlight=False, soft_wrap=True)
+    if a.kubernetes_affinity is not None:
+        console.print("[bold]Kubernetes pod spec:[/]", highlight=False)
+        text = yaml.safe_dump({"affinity": a.kubernetes_affinity}, sort_keys=False)
+        console.print(text.rstrip(), highlight=False, markup=False)
+    for w in a.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)

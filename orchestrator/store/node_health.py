@@ -1,0 +1,192 @@
+"""Read-only queries for placement: each candidate node's latest verdict, its last clean pre-flight, its open
+findings and how often it failed or straggled lately, in three queries for any number of hosts.
+
+Definitions (the policy that uses them is :mod:`fleetdx.orchestrator.placement.policy`):
+
+- *latest run* of a host: the run with the newest ``started_at`` that lists it as a node (ties: the run stored
+  last), whatever its age or kind.
+- *clean pre-flight*: a pre-flight run in which the host's verdict is OK or WARNING.
+- *open findings*: findings naming the host (``Finding.nodes``) in runs started at or after
+  ``max(its last clean pre-flight, open_since)``: the clean pre-flight's own findings are the node's current
+  state; anything before it is cleared; nothing older than ``open_since`` counts.
+- *failed pre-flights*: pre-flights since ``history_since`` in which the host's verdict was CRITICAL;
+  *straggler runs*: runs since ``history_since`` with a finding of ``straggler_codes`` naming the host.
+
+Simulated runs are included and flagged (``simulated``) so a demonstration over replayed bundles works; a
+caller that wants real evidence only filters on the flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+
+from pydantic import Field
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from fleetdx.orchestrator.report import RunKind
+from fleetdx.orchestrator.store.models import FindingNodeRow, FindingRow, NodeRow, RawOutputRow, RunRow
+from fleetdx.orchestrator.store.store import Store, _decompress
+from fleetdx.probes.contracts import Contract, FindingCode, Severity, Verdict, VerdictName
+
+#: hosts per IN (...) list: far below SQLite's and PostgreSQL's bind-parameter limits
+CHUNK = 500
+
+
+class NodeRunRef(Contract):
+    """A host's verdict in one run."""
+
+    run_id: str
+    kind: RunKind
+    started_at: float
+    verdict: VerdictName
+    simulated: bool
+
+
+class HostFinding(Contract):
+    """An open finding about a host, without its evidence (the run holds it: ``fleetdx show RUN_ID``)."""
+
+    code: FindingCode
+    severity: Severity
+    subject: str
+    message: str
+    run_id: str
+    started_at: float
+    simulated: bool
+
+
+class NodeHealthRecord(Contract):
+    """What the store knows of one host's health (see the module docstring for each definition).
+    ``latest`` is ``None`` for a host no stored run lists."""
+
+    host: str
+    latest: NodeRunRef | None = None
+    last_clean_preflight_at: float | None = None
+    open_findings: list[HostFinding] = Field(default_factory=list)
+    failed_preflights: int = 0
+    straggler_runs: int = 0
+
+
+def _chunks(items: Sequence[str]) -> Iterable[list[str]]:
+    for i in range(0, len(items), CHUNK):
+        yield list(items[i : i + CHUNK])
+
+
+def node_health(
+    store: Store,
+    hosts: Collection[str],
+    *,
+    open_since: float,
+    history_since: float,
+    straggler_codes: Collection[FindingCode] = (FindingCode.STRAGGLER_NODE, FindingCode.STRAGGLER_GPU),
+) -> dict[str, NodeHealthRecord]:
+    """One :class:`NodeHealthRecord` per host of ``hosts`` (hosts without runs get an empty one).
+
+    Times are Unix seconds. Raises :class:`~fleetdx.orchestrator.store.StoreError` /
+    :class:`~fleetdx.orchestrator.store.DatabaseUnreachable` as every store read does.
+    """
+    names = sorted(set(hosts))
+    since = min(open_since, history_since)
+    latest: dict[str, NodeRunRef] = {}
+    runs: dict[str, list[tuple[RunKind, float, Verdict]]] = {h: [] for h in names}
+    found: dict[str, list[HostFinding]] = {h: [] for h in names}
+    with store._errors(), Session(store.engine) as session:
+        for chunk in _chunks(names):
+            rn = (
+                func.row_number()
+                .over(partition_by=NodeRow.host, order_by=(RunRow.started_at.desc(), RunRow.id.desc()))
+                .label("rn")
+            )
+            inner = (
+                select(
+                    NodeRow.host, RunRow.run_id, RunRow.kind, RunRow.started_at, NodeRow.verdict, RunRow.simulated, rn
+                )
+                .join(RunRow, NodeRow.run_pk == RunRow.id)
+                .where(NodeRow.host.in_(chunk))
+                .subquery()
+            )
+            for host, run_id, kind, started, verdict, simulated, _ in session.execute(
+                select(inner).where(inner.c.rn == 1)
+            ):
+                latest[host] = NodeRunRef(
+                    run_id=run_id, kind=kind, started_at=started, verdict=verdict, simulated=simulated
+                )
+            for host, kind, started, verdict in session.execute(
+                select(NodeRow.host, RunRow.kind, RunRow.started_at, NodeRow.verdict)
+                .join(RunRow, NodeRow.run_pk == RunRow.id)
+                .where(NodeRow.host.in_(chunk), RunRow.started_at >= since)
+            ):
+                runs[host].append((kind, started, verdict))
+            for host, code, sev, subject, message, run_id, started, simulated in session.execute(
+                select(
+                    FindingNodeRow.host,
+                    FindingRow.code,
+                    FindingRow.severity,
+                    FindingRow.subject,
+                    FindingRow.message,
+                    RunRow.run_id,
+                    RunRow.started_at,
+                    RunRow.simulated,
+                )
+                .join(FindingRow, FindingNodeRow.finding_pk == FindingRow.id)
+                .join(RunRow, FindingRow.run_pk == RunRow.id)
+                .where(FindingNodeRow.host.in_(chunk), RunRow.started_at >= since)
+                .order_by(RunRow.started_at, FindingRow.run_pk, FindingRow.position)
+            ):
+                found[host].append(
+                    HostFinding(
+                        code=code,
+                        severity=sev,
+                        subject=subject,
+                        message=message,
+                        run_id=run_id,
+                        started_at=started,
+                        simulated=simulated,
+                    )
+                )
+    out: dict[str, NodeHealthRecord] = {}
+    for h in names:
+        clean = [t for k, t, v in runs[h] if k is RunKind.PREFLIGHT and v in (Verdict.OK, Verdict.WARNING)]
+        last_clean = max(clean) if clean else None
+        open_from = max(open_since, last_clean) if last_clean is not None else open_since
+        hist = [(k, t, v) for k, t, v in runs[h] if t >= history_since]
+        straggled = {f.run_id for f in found[h] if f.code in straggler_codes and f.started_at >= history_since}
+        out[h] = NodeHealthRecord(
+            host=h,
+            latest=latest.get(h),
+            last_clean_preflight_at=last_clean,
+            open_findings=[f for f in found[h] if f.started_at >= open_from],
+            failed_preflights=sum(1 for k, _, v in hist if k is RunKind.PREFLIGHT and v is Verdict.CRITICAL),
+            straggler_runs=len(straggled),
+        )
+    return out
+
+
+def latest_raw(store: Store, hosts: Collection[str], files: Collection[str]) -> dict[str, dict[str, str]]:
+    """For each host, the newest stored raw output of each of ``files`` (bundle file names such as
+    ``nvidia-smi_topo_-m.txt``): host -> file name -> text, decompressed and checked as
+    :meth:`Store.get_raw` does. A host or file never stored is absent."""
+    names = sorted(set(hosts))
+    out: dict[str, dict[str, str]] = {}
+    with store._errors(), Session(store.engine) as session:
+        for chunk in _chunks(names):
+            rn = (
+                func.row_number()
+                .over(
+                    partition_by=(RawOutputRow.host, RawOutputRow.file_name),
+                    order_by=(RunRow.started_at.desc(), RunRow.id.desc()),
+                )
+                .label("rn")
+            )
+            inner = (
+                select(RawOutputRow.id, rn)
+                .join(RunRow, RawOutputRow.run_pk == RunRow.id)
+                .where(RawOutputRow.host.in_(chunk), RawOutputRow.file_name.in_(list(files)))
+                .subquery()
+            )
+            rows = session.scalars(
+                select(RawOutputRow).where(RawOutputRow.id.in_(select(inner.c.id).where(inner.c.rn == 1)))
+            )
+            for row in rows:
+                out.setdefault(row.host, {})[row.file_name] = _decompress(row)
+    return out

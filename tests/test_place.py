@@ -1,0 +1,221 @@
+"""Node choice for a job (issue 14, item 2): ``fleetdx.orchestrator.placement.job.place`` and ``fleetdx place``.
+
+Scheduler state: tests/fixtures/placement/ holds real outputs of a 6-node Slurm 22.05 cluster run on this
+machine (README.md there): gpu01 idle, gpu02 drained, gpu03 draining (mixed+drain), gpu04 mixed, gpu05
+allocated, gpu06 down; leaf1 = gpu[01-03], leaf2 = gpu[04-06] under a spine.
+
+Health: pre-flight reports are stored in a fresh SQLite store. Their GPU findings are the ones fleetdx's own
+rules find in the real h100-busy bundle (GPU0 held by pid 1929), re-addressed to the Slurm node names; the
+stored ``topo -m`` is the real one of the same H100 VM (one GPU, one NUMA node, CPUs 0-15).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from fleetdx.orchestrator.cli import place_cmd
+from fleetdx.orchestrator.diagnosis.base import Fleet
+from fleetdx.orchestrator.diagnosis.engine import run_rules
+from fleetdx.orchestrator.placement.contracts import ExclusionStage, PlacementRequest
+from fleetdx.orchestrator.placement.health import gpu_health
+from fleetdx.orchestrator.placement.job import PlacementInputError, place
+from fleetdx.orchestrator.placement.policy import DAY
+from fleetdx.orchestrator.report import RunKind, assemble_report
+from fleetdx.orchestrator.store import Store
+from fleetdx.probes.bundle import read_bundle
+from fleetdx.probes.catalog import TOPO_FILE
+from fleetdx.probes.contracts import Finding, FindingCode, Level, Severity
+from fleetdx.probes.facts import node_facts
+from fleetdx.probes.parsers.slurm_nodes import parse_scontrol_nodes
+from fleetdx.topology.cluster import parse_topology_conf
+
+FIX = Path(__file__).parent / "fixtures"
+PLACE = FIX / "placement"
+BUSY = FIX / "bundles" / "h100-busy"
+IDLE_TOPO = (FIX / "bundles" / "h100-idle" / TOPO_FILE).read_text(encoding="utf-8")
+NODES = parse_scontrol_nodes((PLACE / "scontrol_show_node.txt").read_text(encoding="utf-8"))
+TREE = parse_topology_conf((PLACE / "scontrol_show_topology.txt").read_text(encoding="utf-8"))
+T0 = 1_800_000_000.0
+
+
+@pytest.fixture
+def store(tmp_path: Path):  # type: ignore[no-untyped-def]
+    with Store.open(f"sqlite:///{tmp_path / 'fleetdx.db'}") as s:
+        yield s
+
+
+def busy_findings(host: str) -> list[Finding]:
+    """fleetdx's rules on the real busy bundle, the findings re-addressed to ``host``."""
+    facts = node_facts(read_bundle(BUSY))
+    return [f.model_copy(update={"nodes": [host]}) for f in run_rules(facts, Fleet(nodes=[facts]))]
+
+
+def preflight(store: Store, started: float, findings: dict[str, list[Finding]], hosts: list[str]) -> None:
+    report = assemble_report(
+        RunKind.PREFLIGHT,
+        hosts,
+        [f for fs in findings.values() for f in fs],
+        started_at=started,
+        level=Level.QUICK,
+    )
+    assert store.save_report(report, raw={h: {TOPO_FILE: IDLE_TOPO} for h in hosts})
+
+
+def req(n: int, k: int = 1, **kw: object) -> PlacementRequest:
+    return PlacementRequest(nodes=n, gpus_per_node=k, **kw)  # type: ignore[arg-type]
+
+
+def test_drained_down_and_allocated_nodes_are_never_advised() -> None:
+    a = place(req(2), store=None, candidates=NODES, cluster=TREE, now=T0)
+    assert a.placed and [n.host for n in a.nodes] == ["gpu01", "gpu04"]
+    why = {x.host: (x.stage, x.reasons[0]) for x in a.excluded}
+    drained = "Slurm state IDLE+DRAIN (reason: GPU_ECC_UNCORRECTABLE on GPU3 (fleetdx))"
+    assert why["gpu02"] == (ExclusionStage.SCHEDULER, drained)
+    assert why["gpu03"][1].startswith("Slurm state MIXED+DRAIN")
+    assert why["gpu06"][1].startswith("Slurm state DOWN")
+    assert why["gpu05"][1] == "Slurm state ALLOCATED"
+    # two usable nodes only: a third is never made up from a drained one
+    a = place(req(3), store=None, candidates=NODES, cluster=TREE, now=T0)
+    assert not a.placed and a.exit_code == 2 and a.nodes == [] and a.slurm is None
+    assert a.reasons == ["3 node(s) needed, only 2 fit"]
+    # asking for the drained node by name gets a refusal, not the node
+    a = place(req(1, hostlist="gpu02"), store=None, candidates=NODES, now=T0)
+    assert not a.placed and [x.host for x in a.excluded] == ["gpu02"]
+
+
+def test_critical_node_is_never_placed_until_a_clean_preflight(store: Store) -> None:
+    preflight(store, T0, {"gpu01": busy_findings("gpu01")}, ["gpu01", "gpu04"])
+    a = place(req(1), store=store, candidates=NODES, cluster=TREE, now=T0 + 60)
+    assert a.placed and [n.host for n in a.nodes] == ["gpu04"]
+    x = [x for x in a.excluded if x.host == "gpu01"][0]
+    assert x.stage is ExclusionStage.HEALTH and "latest verdict CRITICAL" in x.reasons[0]
+    assert FindingCode.GPU_FOREIGN_PROCESS in x.codes
+    a = place(req(2), store=store, candidates=NODES, cluster=TREE, now=T0 + 60)
+    assert not a.placed and a.exit_code == 2
+    # a later clean pre-flight makes it placeable again
+    preflight(store, T0 + 3600, {}, ["gpu01", "gpu04"])
+    a = place(req(2), store=store, candidates=NODES, cluster=TREE, now=T0 + 3700)
+    assert a.placed and [n.host for n in a.nodes] == ["gpu01", "gpu04"]
+    assert all("latest verdict OK" in n.health for n in a.nodes)
+    # and its failed pre-flight of an hour ago is history: one point (policy), said in words
+    n1 = a.nodes[0]
+    assert n1.penalty == 1.0 and n1.history.startswith("1 CRITICAL pre-flight(s) in 30 days: +1")
+    # per node: the GPU subset, NUMA node and CPUs from the stored topo -m
+    assert n1.gpus is not None and n1.gpus.gpus == ["GPU0"] and n1.gpus.env["CUDA_VISIBLE_DEVICES"] == "0"
+    assert n1.gpus.ranks[0].numa_node == 0 and n1.gpus.ranks[0].cpus == list(range(16))
+    assert a.slurm is not None and a.slurm.argv[:2] == ["--nodes=2", "--nodelist=gpu[01,04]"]
+    assert a.slurm.switches == 2  # gpu01 is under leaf1, gpu04 under leaf2
+    hosts = a.kubernetes_affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]  # type: ignore[index]
+    assert hosts["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["gpu01", "gpu04"]  # type: ignore[index]
+
+
+def test_busy_gpu_excluded_on_an_otherwise_fit_node(store: Store) -> None:
+    # a clean pre-flight that still saw a degraded PCIe link on GPU0 (a warning): the node is fit, its only
+    # GPU is not, so it is excluded at the GPU stage and never advised
+    pcie = Finding(
+        code=FindingCode.PCIE_LINK_DEGRADED,
+        severity=Severity.WARNING,
+        nodes=["gpu01"],
+        subject="GPU0",
+        message="PCIe link degraded: x8 of x16 (test finding)",
+    )
+    preflight(store, T0, {"gpu01": [pcie]}, ["gpu01", "gpu04"])
+    a = place(req(1, hostlist="gpu01"), store=store, now=T0 + 60)
+    assert not a.placed and a.excluded[0].stage is ExclusionStage.GPUS
+    assert "only 0 of 1 healthy" in a.excluded[0].reasons[0]
+    a = place(req(1, hostlist="gpu[01,04]"), store=store, now=T0 + 60)
+    assert a.placed and [n.host for n in a.nodes] == ["gpu04"]
+
+
+def test_open_findings_expire_and_history_ranks_lower(store: Store) -> None:
+    straggler = Finding(
+        code=FindingCode.STRAGGLER_NODE,
+        severity=Severity.CRITICAL,
+        nodes=["gpu01"],
+        subject="gpu01",
+        message="busbw 0.01 GB/s, 20x below the median (test finding)",
+    )
+    bw = assemble_report(RunKind.BANDWIDTH, ["gpu01", "gpu02", "gpu03"], [straggler], started_at=T0)
+    assert store.save_report(bw)
+    later = assemble_report(RunKind.ANALYZE, ["gpu01"], [], started_at=T0 + DAY)  # OK, but not a pre-flight
+    assert store.save_report(later)
+    hosts = "gpu[01-03]"
+    a = place(req(1, hostlist=hosts), store=store, cluster=TREE, now=T0 + 2 * DAY)
+    assert a.placed and a.nodes[0].host == "gpu02"
+    assert [x.host for x in a.excluded] == ["gpu01"] and "open STRAGGLER_NODE" in a.excluded[0].reasons[0]
+    # 8 days on, the straggler finding is older than the 7-day window: fit again, but one point behind
+    a = place(req(3, hostlist=hosts), store=store, cluster=TREE, now=T0 + 8 * DAY)
+    assert a.placed and a.excluded == []
+    assert {n.host: n.penalty for n in a.nodes} == {"gpu01": 1.0, "gpu02": 0.0, "gpu03": 0.0}
+    a = place(req(2, hostlist=hosts), store=store, cluster=TREE, now=T0 + 8 * DAY)
+    assert [n.host for n in a.nodes] == ["gpu02", "gpu03"]
+    # a node no run lists ranks after known-good nodes (0.5 points) but before a failed one
+    a = place(req(1, hostlist="gpu[01,04]"), store=store, now=T0 + 8 * DAY)
+    assert [n.host for n in a.nodes] == ["gpu04"] and a.nodes[0].penalty == 0.5
+
+
+def test_locality_beats_history() -> None:
+    # leaf1 has gpu01..03, leaf2 gpu04..06: two nodes under one leaf beat two healthier nodes across the spine
+    tree = parse_topology_conf((PLACE / "topology.conf").read_text(encoding="utf-8"))
+    from fleetdx.topology.cluster import ClusterIndex
+
+    idx = ClusterIndex(tree)
+    p = idx.place(2, exclude=["gpu05", "gpu06"], penalty={"gpu01": 3.0, "gpu02": 3.0, "gpu03": 3.0})
+    assert p.switch_hops == 1 and p.nodes == ["gpu01", "gpu02"]
+    p = idx.place(2, exclude=[], penalty={"gpu01": 3.0, "gpu02": 3.0})
+    assert p.nodes == ["gpu04", "gpu05"] and p.switch_hops == 1  # both leaves fit: the one with no penalty
+
+
+def test_no_candidate_source_is_an_input_error() -> None:
+    with pytest.raises(PlacementInputError):
+        place(req(1), store=None)
+    with pytest.raises(PlacementInputError):
+        place(req(1, hostlist="gpu[01-"), store=None)
+
+
+def test_unmapped_gpu_finding_is_warned(store: Store) -> None:
+    f = Finding(
+        code=FindingCode.PCIE_LINK_DEGRADED, severity=Severity.WARNING, nodes=["gpu04"], subject="PCI:0000:3b:00.0",
+        message="PCIe link degraded (test finding)",
+    )
+    assert gpu_health([f]).unmapped
+    preflight(store, T0, {"gpu04": [f]}, ["gpu04"])
+    a = place(req(1, hostlist="gpu04"), store=store, now=T0 + 1)
+    assert a.placed and any("PCI:0000:3b:00.0" in w for w in a.warnings)
+
+
+def _cli(*args: str) -> object:
+    cli = typer.Typer()
+    place_cmd.register(cli)
+
+    @cli.callback()
+    def _root() -> None:
+        """test root"""
+
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_cli_slurm_args_json_and_exit_codes(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    common = ["--scontrol-nodes", str(PLACE / "scontrol_show_node.txt"), "--db", db]
+    common += ["--topology-conf", str(PLACE / "scontrol_show_topology.txt")]
+    r = _cli("place", "--nodes", "2", "--gpus-per-node", "1", "--slurm-args", *common)
+    assert r.exit_code == 0, r.output  # type: ignore[attr-defined]
+    argv = shlex.split(r.stdout)  # type: ignore[attr-defined]
+    assert argv == ["--nodes=2", "--nodelist=gpu[01,04]", "--exclude=gpu[02-03,05-06]", "--switches=2"]
+    r = _cli("place", "--nodes", "3", "--gpus-per-node", "1", "--json", *common)
+    assert r.exit_code == 2  # type: ignore[attr-defined]
+    data = json.loads(r.stdout)  # type: ignore[attr-defined]
+    assert data["placed"] is False and {x["host"] for x in data["excluded"]} == {"gpu02", "gpu03", "gpu05", "gpu06"}
+    r = _cli("place", "--nodes", "3", "--gpus-per-node", "1", "--slurm-args", *common)
+    assert r.exit_code == 2 and r.stdout == ""  # type: ignore[attr-defined]
+    r = _cli("place", "--nodes", "1", "--gpus-per-node", "1", "--hostlist", "gpu[01-", "--db", db)
+    assert r.exit_code == 3 and "Traceback" not in r.output  # type: ignore[attr-defined]
+    r = _cli("place", "--nodes", "1", "--gpus-per-node", "9", *common)
+    assert r.exit_code == 2 and "declares gpu:8" in r.output  # type: ignore[attr-defined]
