@@ -14,8 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fleetdx.orchestrator.steps.load import load_trace as read_kineto
 from fleetdx.probes.errors import ParseError
-from fleetdx.probes.parsers.kineto import GpuKind, Marker, gpu_kind, parse_kineto_bytes, read_kineto
+from fleetdx.probes.parsers.kineto import GpuKind, Marker, gpu_kind, parse_kineto_bytes
 from fleetdx.probes.rawfile import RawFileError
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
