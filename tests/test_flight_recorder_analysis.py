@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fleetdx.orchestrator.postmortem.flight import analyze_dir, load_dumps
+from fleetdx.orchestrator.postmortem.flight import analyze, analyze_dir, find_dumps, read_dump
 from fleetdx.probes.errors import ConfigError
 
 FIX = Path(__file__).parent / "fixtures" / "flight_recorder"
@@ -102,8 +102,7 @@ def test_folder_errors(tmp_path: Path) -> None:
     shutil.copy(SKIP / "json" / "nccl_trace_rank_1", mixed / "other_1")
     with pytest.raises(ConfigError, match="several prefixes"):
         analyze_dir(mixed)
-    dumps, errors = load_dumps(mixed, prefix="other_")
-    assert list(dumps) == [1] and errors == {}
+    assert [(r, p.name) for r, p in find_dumps(mixed, prefix="other_")] == [(1, "other_1")]
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "nccl_trace_rank_0").write_bytes(b"garbage")
@@ -154,3 +153,39 @@ def test_torch_analyzer_misreads_the_dtype_dumps(tmp_path: Path) -> None:
     assert not any(c.type_of_mismatch for c in colls)
     first = analyze_dir(DTYPE / "pickle").first
     assert first is not None and (first.seq_id, first.culprit_ranks) == (4, [2])
+
+
+# ---- the same dumps in memory, and edited copies of them (synthesised, named as such) ---------------------
+
+
+def _loaded(folder: Path) -> dict[int, tuple[str, Any]]:
+    return {r: (p.name, read_dump(p)) for r, p in find_dumps(folder)}
+
+
+def test_in_memory_analysis_equals_streamed() -> None:
+    for folder in (SKIP / "pickle", DTYPE / "json"):
+        assert analyze(_loaded(folder), str(folder)) == analyze_dir(folder)
+
+
+def test_synth_group_left_ring_buffer_is_read_from_pg_status() -> None:
+    """Rank 0's pair01 entries removed (as if its ring buffer had dropped them), its pg_status kept: rank 0 is
+    still a pair01 member that reached seq 4, not a rank that never got there."""
+    dumps = _loaded(SKIP / "pickle")
+    name, d0 = dumps[0]
+    dumps[0] = (name, d0.model_copy(update={"entries": [e for e in d0.entries if e.pg_desc != "pair01"]}))
+    a = analyze(dumps, "synth_rank0_pair01_dropped")
+    assert {g.desc: g.last_seq for g in a.groups}["pair01"] == {0: 4, 1: 4}
+    first = a.first
+    assert first is not None and len(a.divergences) == 1 and first.culprit_ranks == [3]
+
+
+def test_synth_sparse_sequence_ids_do_not_allocate_the_span() -> None:
+    """Rank 3's last entry renumbered to seq 10**12 (hostile input): compared as a sparse record, and the
+    gap it leaves at seq 4 names rank 3 missing there, not the three consistent ranks."""
+    dumps = _loaded(SKIP / "json")
+    name, d3 = dumps[3]
+    last = d3.entries[-1].model_copy(update={"collective_seq_id": 10**12})
+    dumps[3] = (name, d3.model_copy(update={"entries": [*d3.entries[:-1], last]}))
+    first = analyze(dumps, "synth_sparse").first
+    assert first is not None and first.kind == "missing" and first.seq_id == 4
+    assert first.culprit_ranks == [3]  # rank 3's seq 4 is gone; it reached 10**12, but never recorded 4

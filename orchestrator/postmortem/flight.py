@@ -10,7 +10,8 @@ where the members diverge is found:
 * **missing**: a member never reached it (its last sequence id in the group, from its entries and its
   ``pg_status.last_enqueued_collective``, is lower). Those are the ranks the others waited for: the usual
   answer to "which rank hung the job" (a watchdog timeout on 511 ranks at ``SeqNum=N`` while one rank stopped
-  at ``N-1``). nvidia-resiliency-ext's FR attribution reads dumps the same way.
+  at ``N-1``). nvidia-resiliency-ext's FR attribution reads dumps the same way. A rank whose record of the
+  group holds ids on both sides of N but not N (a ring buffer holds a contiguous run) is missing at N too.
 * **mismatch**: every member reached it but issued different collectives there: another operation, other input
   or output sizes (not compared for ``all_to_all``/``scatter``/``gather``, whose sizes differ legitimately, as in
   ``fr_trace``'s ``Op.match``) or other dtypes. The ranks outside the largest agreeing set are named; with no
@@ -37,7 +38,10 @@ there is inside the collective (network, NCCL), or the dumps were taken after a 
 from __future__ import annotations
 
 import re
+from array import array
 from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -119,7 +123,9 @@ class FrAnalysis(Contract):
         return self.divergences[0] if self.divergences else None
 
 
-def _read_bytes(path: Path, max_bytes: int) -> bytes:
+def read_dump(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> FrDump:
+    """One dump file, read under a size limit and parsed. Raises :class:`RawFileError` (missing, not a regular
+    file, over ``max_bytes``) or :class:`ParseError` (its contents)."""
     st = check_regular(path)
     if st.st_size > max_bytes:
         raise RawFileError(f"{path}: {st.st_size} bytes, over the {max_bytes} byte limit (raise it with --max-bytes)")
@@ -130,36 +136,25 @@ def _read_bytes(path: Path, max_bytes: int) -> bytes:
         raise RawFileError(f"{path}: cannot be read: {e.strerror}") from None
     if len(data) > max_bytes:
         raise RawFileError(f"{path}: over the {max_bytes} byte limit (raise it with --max-bytes)")
-    return data
+    return parse_flight_recorder(data)
 
 
-def load_dumps(
-    folder: Path, prefix: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES
-) -> tuple[dict[int, tuple[str, FrDump]], dict[str, str]]:
-    """Every rank's dump in ``folder`` (not recursive): files named ``<prefix><rank>``.
-
-    Args:
-        folder: the dump folder (``dirname`` of ``TORCH_FR_DUMP_TEMP_FILE``).
-        prefix: the file name before the rank; default: the one prefix every file ending in digits shares.
-        max_bytes: size limit of one dump file.
-
-    Returns:
-        (rank -> (file name, dump), file name -> error) for the files that could not be read or parsed.
+def find_dumps(folder: Path, prefix: str | None = None) -> list[tuple[int, Path]]:
+    """The dump files in ``folder`` (not recursive), ``(rank, path)`` sorted by rank: files named
+    ``<prefix><rank>``; ``prefix`` defaults to the one prefix every file ending in digits shares.
 
     Raises:
         ConfigError: ``folder`` is not a directory, holds no ``<prefix><rank>`` file, holds several prefixes
-            (pass ``prefix``), holds two files for one rank, or more than :data:`MAX_FILES` files.
+            (pass ``prefix``), two files for one rank, or more than :data:`MAX_FILES` files.
     """
     if not folder.is_dir():
         raise ConfigError(f"{folder}: not a directory of Flight Recorder dumps")
     by_prefix: dict[str, list[tuple[int, Path]]] = {}
-    n = 0
-    for p in folder.iterdir():
-        n += 1
+    for n, p in enumerate(folder.iterdir(), start=1):
         if n > MAX_FILES:
             raise ConfigError(f"{folder}: more than {MAX_FILES} files; point --fr at the dump folder itself")
         m = _RANK_RE.match(p.name)
-        if m and not p.is_dir() and (prefix is None or m.group(1) == prefix):
+        if m and len(m.group(2)) < 10 and not p.is_dir() and (prefix is None or m.group(1) == prefix):
             by_prefix.setdefault(m.group(1), []).append((int(m.group(2)), p))
     if not by_prefix:
         want = f"'{prefix}<rank>'" if prefix is not None else "'<prefix><rank>' (e.g. nccl_trace_rank_0)"
@@ -167,26 +162,21 @@ def load_dumps(
     if len(by_prefix) > 1:
         names = ", ".join(sorted(repr(k) for k in by_prefix))
         raise ConfigError(f"{folder}: dump files with several prefixes ({names}): name the one to read")
-    files = next(iter(by_prefix.values()))
-    dumps: dict[int, tuple[str, FrDump]] = {}
-    errors: dict[str, str] = {}
-    for rank, p in sorted(files):
-        if rank in dumps:
-            raise ConfigError(f"{folder}: two dumps for rank {rank} ({dumps[rank][0]}, {p.name})")
-        try:
-            dumps[rank] = (p.name, parse_flight_recorder(_read_bytes(p, max_bytes)))
-        except (ParseError, RawFileError) as e:
-            errors[p.name] = str(e)
-    return dumps, errors
+    files = sorted(next(iter(by_prefix.values())))
+    for (r1, p1), (r2, p2) in zip(files, files[1:], strict=False):
+        if r1 == r2:
+            raise ConfigError(f"{folder}: two dumps for rank {r1} ({p1.name}, {p2.name})")
+    return files
 
 
-def _signature(op: str, entries: list[FrEntry]) -> tuple[object, ...]:
-    sizes_matter = not any(k in op for k in _SIZES_MAY_DIFFER)
+def _signature(entries: list[FrEntry]) -> tuple[object, ...]:
+    """What must agree across ranks at one (group, sequence id): ops, sizes (not for the ops whose sizes differ
+    legitimately), dtypes; coalesced ops in ``op_id`` order."""
     return tuple(
         (
             e.profiling_name,
-            tuple(map(tuple, e.input_sizes)) if sizes_matter else (),
-            tuple(map(tuple, e.output_sizes)) if sizes_matter else (),
+            () if any(k in e.op for k in _SIZES_MAY_DIFFER) else tuple(map(tuple, e.input_sizes)),
+            () if any(k in e.op for k in _SIZES_MAY_DIFFER) else tuple(map(tuple, e.output_sizes)),
             tuple(e.input_dtypes),
         )
         for e in sorted(entries, key=lambda e: (e.op_id or 0, e.record_id))
@@ -213,199 +203,291 @@ def _describe(e: FrEntry) -> str:
     return f"{e.profiling_name} in {e.input_sizes} {'/'.join(e.input_dtypes) or '?'}"
 
 
-class _Group:
-    """One process group's entries on every dumped member (working state of :func:`analyze`)."""
+class _RankGroup:
+    """One rank's record of one group, compact: signature ids by sequence id (an array when the ids are dense,
+    as they are in a ring buffer; a dict otherwise), and how far the rank got."""
 
-    def __init__(self, name: str, desc: str) -> None:
-        self.name, self.desc = name, desc
-        self.seqs: dict[int, dict[int, list[FrEntry]]] = {}  # rank -> seq -> entries (coalesced: several)
-        self.status: dict[int, int] = {}  # rank -> pg_status last enqueued
-        self.config_ranks: set[int] = set()
+    def __init__(self, sigs: dict[int, int], status: int | None) -> None:
+        self.lo, self.hi = (min(sigs), max(sigs)) if sigs else (0, 0)
+        self.count = len(sigs)
+        self.dense: array[int] | None = None
+        self.sparse: dict[int, int] | None = None
+        if sigs and self.hi - self.lo < 2 * len(sigs) + 64:
+            self.dense = array("l", [-1] * (self.hi - self.lo + 1))
+            for s, i in sigs.items():
+                self.dense[s - self.lo] = i
+        else:
+            self.sparse = sigs
+        self.reach = max(self.hi, status or 0)
 
-    def reach(self, rank: int) -> int:
-        return max([0, self.status.get(rank, 0), *self.seqs.get(rank, {})])
+    def get(self, seq: int) -> int | None:
+        if self.dense is not None:
+            if self.lo <= seq <= self.hi and (i := self.dense[seq - self.lo]) >= 0:
+                return i
+            return None
+        return self.sparse.get(seq) if self.sparse is not None else None
+
+    def seqs(self) -> list[int]:
+        if self.dense is not None:
+            return [self.lo + k for k, i in enumerate(self.dense) if i >= 0]
+        return sorted(self.sparse or {})
 
 
-def _collect(dumps: dict[int, tuple[str, FrDump]]) -> dict[str, _Group]:
-    """Entries by group name and rank. ``pg_status`` is keyed by the entries' ``pg_id`` (PyTorch's
-    ``FlightRecorder::getPgStatus``: ``std::to_string(pg_id)``), ``pg_config`` by the group's name; a status whose
-    ``pg_id`` this rank's entries do not name is read through the other ranks' (when they agree)."""
-    groups: dict[str, _Group] = {}
-    id_names: dict[int, set[str]] = {}
-    for rank, (_, dump) in dumps.items():
+class _Matcher:
+    """Pass 1 of the analysis: each rank's dump reduced to :class:`_RankGroup` s as it is read (then dropped), so
+    memory grows with ranks x entries x 8 bytes, not with the parsed dumps (about 9 MB per 2000-entry dump)."""
+
+    def __init__(self) -> None:
+        self.sig_ids: dict[tuple[object, ...], int] = {}
+        self.groups: dict[str, dict[int, _RankGroup]] = {}  # pg name -> rank -> record
+        self.desc: dict[str, str] = {}
+        self.config: dict[str, set[int]] = {}
+        self.first_time: dict[tuple[str, int], int] = {}  # (pg, seq) -> earliest time_created_ns of any rank
+        self.files: dict[int, str] = {}
+        self.versions: set[str] = set()
+        self.backends: set[str] = set()
+        self.id_names: dict[str, set[str]] = {}  # pg_id -> group names, over all ranks
+        self.pending: dict[int, dict[str, int]] = {}  # rank -> pg_id -> last enqueued, pg_id not in its entries
+        self.wrapped: set[int] = set()  # ranks whose ring buffer dropped entries (oldest record_id > 0)
+
+    def add(self, rank: int, file: str, dump: FrDump) -> None:
+        self.files[rank] = file
+        self.versions.add(dump.version)
+        by_seq: dict[str, dict[int, list[FrEntry]]] = {}
+        pg_ids: dict[str, str] = {}
         for e in dump.entries:
+            if ":" in e.profiling_name:
+                self.backends.add(e.profiling_name.split(":", 1)[0])
             if e.pg_id is not None:
-                id_names.setdefault(e.pg_id, set()).add(e.pg_name)
+                pg_ids[str(e.pg_id)] = e.pg_name
             if e.is_p2p:
                 continue  # point-to-point ops count in p2p_seq_id, matched by peer, not here
-            g = groups.setdefault(e.pg_name, _Group(e.pg_name, e.pg_desc))
-            g.seqs.setdefault(rank, {}).setdefault(e.collective_seq_id, []).append(e)
-    for rank, (_, dump) in dumps.items():
-        own = {str(e.pg_id): e.pg_name for e in dump.entries if e.pg_id is not None}
-        for s in dump.status:
-            others = id_names.get(int(s.key), set()) if s.key.isdigit() and len(s.key) < 20 else set()
-            name = own.get(s.key) or (next(iter(others)) if len(others) == 1 else None)
-            if name in groups and s.last_enqueued is not None:
-                groups[name].status[rank] = s.last_enqueued
+            self.desc.setdefault(e.pg_name, e.pg_desc)
+            by_seq.setdefault(e.pg_name, {}).setdefault(e.collective_seq_id, []).append(e)
+            if e.time_created_ns:
+                key = (e.pg_name, e.collective_seq_id)
+                self.first_time[key] = min(self.first_time.get(key, e.time_created_ns), e.time_created_ns)
+        # pg_status is keyed by the entries' pg_id (PyTorch's FlightRecorder::getPgStatus), pg_config by name
+        status = {pg_ids[s.key]: s.last_enqueued for s in dump.status if s.key in pg_ids}
+        for k, v in pg_ids.items():
+            self.id_names.setdefault(k, set()).add(v)
+        self.pending[rank] = {
+            s.key: s.last_enqueued for s in dump.status if s.key not in pg_ids and s.last_enqueued is not None
+        }
+        if dump.entries and min(e.record_id for e in dump.entries) > 0:
+            self.wrapped.add(rank)
+        for name in set(by_seq) | set(status):
+            sigs = {
+                s: self.sig_ids.setdefault(_signature(es), len(self.sig_ids)) for s, es in by_seq.get(name, {}).items()
+            }
+            self.groups.setdefault(name, {})[rank] = _RankGroup(sigs, status.get(name))
         for cfg in dump.groups:
-            if cfg.ranks and cfg.key in groups:
-                groups[cfg.key].config_ranks.update(cfg.ranks)
-    return groups
+            if cfg.ranks and cfg.key in by_seq:
+                self.config.setdefault(cfg.key, set()).update(cfg.ranks)
+
+    def resolve_pending(self) -> None:
+        """A rank's ``pg_status`` for a group none of its own entries still name (they left its ring buffer): the
+        group's name is read through the other ranks' ``pg_id`` (when they all agree on it)."""
+        for rank, pending in self.pending.items():
+            for key, last in pending.items():
+                names = self.id_names.get(key, set())
+                if len(names) == 1:
+                    (name,) = names
+                    self.groups.setdefault(name, {}).setdefault(rank, _RankGroup({}, last))
+        self.pending.clear()
+
+    def members(self, name: str, world: list[int]) -> tuple[list[int], Literal["pg_config", "world", "entries"]]:
+        if self.config.get(name):
+            return sorted(self.config[name]), "pg_config"
+        if self.desc.get(name) == "default_pg" or name == "0":
+            return world, "world"
+        return sorted(self.groups[name]), "entries"
 
 
-def _members(g: _Group, world: list[int]) -> tuple[list[int], Literal["pg_config", "world", "entries"]]:
-    if g.config_ranks:
-        return sorted(g.config_ranks), "pg_config"
-    if g.desc == "default_pg" or g.name == "0":
-        return world, "world"
-    return sorted(set(g.seqs) | set(g.status)), "entries"
+@dataclass
+class _Found:
+    """A divergence found in pass 1, before its evidence is read back (pass 2)."""
+
+    pg: str
+    seq: int
+    kind: Literal["missing", "mismatch"]
+    culprits: list[int]
+    present: list[int]
+    agreeing: list[int]
+    reach: dict[int, int]
 
 
-def _diverge(g: _Group, members: list[int], files: dict[int, str]) -> FrDivergence | None:
-    dumped = [r for r in members if r in files]
-    reach = {r: g.reach(r) for r in dumped}
-    all_seqs = sorted({s for r in dumped for s in g.seqs.get(r, {})})
-    for s in all_seqs:
-        present = {r: g.seqs[r][s] for r in dumped if s in g.seqs.get(r, {})}
-        missing = [r for r in dumped if reach[r] < s]
-        sigs = {r: _signature(es[0].op, es) for r, es in present.items()}
-        counts = Counter(sigs.values())
+def _first_divergence(m: _Matcher, name: str, members: list[int]) -> _Found | None:
+    recs = {r: m.groups[name][r] for r in members if r in m.groups.get(name, {})}
+    # a member with a dump that never recorded this group reached nothing in it, unless its ring buffer dropped
+    # entries (then it may have, long ago: not judged)
+    reach = {
+        r: (recs[r].reach if r in recs else 0) for r in members if r in m.files and (r in recs or r not in m.wrapped)
+    }
+    for s in sorted({s for rec in recs.values() for s in rec.seqs()}):
+        present = {r: i for r, rec in recs.items() if (i := rec.get(s)) is not None}
+        # never reached s, or recorded the group's ids on both sides of s but not s itself (a ring buffer holds a
+        # contiguous run of ids, so a gap is a collective this rank did not issue)
+        missing = sorted(
+            r for r in reach if r not in present and (reach[r] < s or (r in recs and recs[r].count and recs[r].lo <= s))
+        )
+        counts = Counter(present.values())
         if not missing and len(counts) <= 1:
             continue
-        (top_sig, top_n), *rest = counts.most_common()
-        agreeing = [r for r in present if sigs[r] == top_sig]
-        ref = present[agreeing[0]][0]
-        times = [e.time_created_ns for es in present.values() for e in es if e.time_created_ns]
+        (top, top_n), *rest = counts.most_common()
+        agreeing = sorted(r for r, i in present.items() if i == top)
         if missing:
-            evidence = []
-            for r in missing:
-                last = [e for seq, es in g.seqs.get(r, {}).items() if seq == reach[r] for e in es]
-                if last:
-                    evidence.append(_rank_op(r, files[r], last[0]))
-            last_seen = ", ".join(f"rank {r}: {reach[r] or 'none'}" for r in missing)
-            detail = (
-                f"ranks {sorted(present)} issued {_describe(ref)} (seq {s} of group {g.name}:{g.desc}); "
-                f"ranks {missing} never did (last seq reached: {last_seen})"
-            )
-            return FrDivergence(
-                pg_name=g.name,
-                pg_desc=g.desc,
-                seq_id=s,
-                kind="missing",
-                op=ref.profiling_name,
-                input_sizes=ref.input_sizes,
-                input_dtypes=ref.input_dtypes,
-                culprit_ranks=missing,
-                waiting_ranks=sorted(present),
-                detail=detail,
-                time_created_ns=min(times) if times else None,
-                evidence=[*evidence, _rank_op(agreeing[0], files[agreeing[0]], ref)],
-            )
-        strict = not rest or top_n > rest[0][1]
-        odd = sorted(r for r in present if sigs[r] != top_sig) if strict else sorted(present)
-        what = "; ".join(f"rank {r}: {_describe(present[r][0])}" for r in odd)
-        detail = (
-            f"seq {s} of group {g.name}:{g.desc}: ranks {sorted(agreeing)} issued {_describe(ref)}; {what}"
-            if strict
-            else f"seq {s} of group {g.name}:{g.desc}: no majority among {what}"
-        )
-        return FrDivergence(
-            pg_name=g.name,
-            pg_desc=g.desc,
-            seq_id=s,
-            kind="mismatch",
-            op=ref.profiling_name,
-            input_sizes=ref.input_sizes,
-            input_dtypes=ref.input_dtypes,
-            culprit_ranks=odd,
-            waiting_ranks=sorted(agreeing) if strict else [],
-            detail=detail,
-            time_created_ns=min(times) if times else None,
-            evidence=[
-                *(_rank_op(r, files[r], present[r][0]) for r in odd),
-                *([_rank_op(agreeing[0], files[agreeing[0]], ref)] if strict else []),
-            ],
+            return _Found(name, s, "missing", missing, sorted(present), agreeing, reach)
+        if rest and rest[0][1] == top_n:  # no strict majority: every side is named, none singled out
+            return _Found(name, s, "mismatch", sorted(present), sorted(present), [], reach)
+        return _Found(
+            name, s, "mismatch", sorted(r for r in present if present[r] != top), sorted(present), agreeing, reach
         )
     return None
 
 
-def analyze(
-    dumps: dict[int, tuple[str, FrDump]], folder: str = "", unreadable: dict[str, str] | None = None
-) -> FrAnalysis:
-    """Match the ranks' collectives by (process group, sequence id) and find, per group, the first divergence.
+#: culprits whose entries are read back as evidence (the rest are named, not quoted)
+MAX_EVIDENCE = 8
 
-    Args:
-        dumps: rank -> (file name, parsed dump), as :func:`load_dumps` returns.
-        folder: where they came from (for the report).
-        unreadable: file name -> error, for the files :func:`load_dumps` could not read.
 
-    Returns:
-        :class:`FrAnalysis`, divergences earliest first (module doc). Never raises on any set of parsed dumps.
-    """
-    files = {r: f for r, (f, _) in dumps.items()}
-    unreadable = dict(unreadable or {})
-    bad_ranks = {int(m.group(2)) for f in unreadable if (m := _RANK_RE.match(f))}
-    top = max([*files, *bad_ranks], default=-1)
-    world = list(range(top + 1))
-    groups = _collect(dumps)
+def _entries_at(dump: FrDump, pg: str, seq: int) -> list[FrEntry]:
+    return [e for e in dump.entries if e.pg_name == pg and e.collective_seq_id == seq and not e.is_p2p]
+
+
+def _divergence(m: _Matcher, f: _Found, fetch: Callable[[int], FrDump]) -> FrDivergence:
+    """Pass 2: the evidence of one divergence, read back from the few dumps it names."""
+    desc = m.desc.get(f.pg, "")
+    quoted = f.culprits[:MAX_EVIDENCE]
+    evidence: list[FrRankOp] = []
+    ref: FrEntry | None = None
+    if f.agreeing:
+        ref_entries = _entries_at(fetch(f.agreeing[0]), f.pg, f.seq)
+        ref = ref_entries[0] if ref_entries else None
+    culprit_entries: dict[int, FrEntry] = {}
+    for r in quoted:
+        seq = f.reach[r] if f.kind == "missing" else f.seq
+        es = _entries_at(fetch(r), f.pg, seq)
+        if es:
+            culprit_entries[r] = es[0]
+            evidence.append(_rank_op(r, m.files[r], es[0]))
+    if ref is not None:
+        evidence.append(_rank_op(f.agreeing[0], m.files[f.agreeing[0]], ref))
+    else:  # no majority: quote the culprits' own entries
+        ref = next(iter(culprit_entries.values()), None)
+    where = f"seq {f.seq} of group {f.pg}:{desc}"
+    if f.kind == "missing":
+        last_seen = ", ".join(f"rank {r}: {f.reach[r] or 'none'}" for r in f.culprits[:MAX_EVIDENCE])
+        more = f" (+{len(f.culprits) - MAX_EVIDENCE} more)" if len(f.culprits) > MAX_EVIDENCE else ""
+        what = _describe(ref) if ref is not None else "the collective"
+        detail = (
+            f"{len(f.present)} ranks issued {what} ({where}); ranks {f.culprits[:MAX_EVIDENCE]}{more} never did "
+            f"(last seq reached: {last_seen})"
+        )
+    else:
+        odd = "; ".join(f"rank {r}: {_describe(e)}" for r, e in culprit_entries.items())
+        detail = (
+            f"{where}: {len(f.agreeing)} ranks issued {_describe(ref)}; {odd}"
+            if f.agreeing and ref is not None
+            else f"{where}: no majority among {odd}"
+        )
+    return FrDivergence(
+        pg_name=f.pg,
+        pg_desc=desc,
+        seq_id=f.seq,
+        kind=f.kind,
+        op=ref.profiling_name if ref is not None else "",
+        input_sizes=ref.input_sizes if ref is not None else [],
+        input_dtypes=ref.input_dtypes if ref is not None else [],
+        culprit_ranks=f.culprits,
+        waiting_ranks=f.agreeing,
+        detail=detail,
+        time_created_ns=m.first_time.get((f.pg, f.seq)),
+        evidence=evidence,
+    )
+
+
+def _result(m: _Matcher, folder: str, unreadable: dict[str, str], fetch: Callable[[int], FrDump]) -> FrAnalysis:
+    bad_ranks = {int(x.group(2)) for f in unreadable if (x := _RANK_RE.match(f)) and len(x.group(2)) < 10}
+    world = list(range(max([*m.files, *bad_ranks], default=-1) + 1))
+    m.resolve_pending()
     views: list[FrGroupView] = []
     divergences: list[FrDivergence] = []
     no_dump: set[int] = set()
     notes: list[str] = []
-    for g in sorted(groups.values(), key=lambda g: (g.desc != "default_pg", g.name)):
-        members, source = _members(g, world)
-        no_dump.update(r for r in members if r not in files)
+    for name in sorted(m.groups, key=lambda n: (m.desc.get(n) != "default_pg", n)):
+        members, source = m.members(name, world)
+        no_dump.update(r for r in members if r not in m.files)
+        recs = m.groups[name]
         views.append(
             FrGroupView(
-                name=g.name,
-                desc=g.desc,
+                name=name,
+                desc=m.desc.get(name, ""),
                 members=members,
                 membership=source,
-                last_seq={r: g.reach(r) for r in members if r in files},
+                last_seq={r: (recs[r].reach if r in recs else 0) for r in members if r in m.files},
             )
         )
         if source != "pg_config":
             notes.append(
-                f"group {g.name}:{g.desc}: no membership in pg_config; members taken from "
+                f"group {name}:{m.desc.get(name, '')}: no membership in pg_config; members taken from "
                 + ("the dump files' ranks (0..N-1)" if source == "world" else "the ranks whose entries name it")
             )
-        d = _diverge(g, members, files)
-        if d is not None:
-            divergences.append(d)
+        found = _first_divergence(m, name, members)
+        if found is not None:
+            divergences.append(_divergence(m, found, fetch))
     divergences.sort(key=lambda d: (d.time_created_ns is None, d.time_created_ns or 0))
-    backends = sorted(
-        {
-            e.profiling_name.split(":", 1)[0]
-            for _, dump in dumps.values()
-            for e in dump.entries
-            if ":" in e.profiling_name
-        }
-    )
-    if "gloo" in backends:
+    if "gloo" in m.backends:
         notes.append("gloo records no start/completion (every entry 'scheduled'): a collective's state is no evidence")
     if no_dump:
         notes.append(f"no readable dump from ranks {sorted(no_dump)}: they are not judged")
-    versions = sorted({d.version for _, d in dumps.values()})
-    if len(versions) > 1:
-        notes.append(f"dumps of several format versions: {versions}")
+    if len(m.versions) > 1:
+        notes.append(f"dumps of several format versions: {sorted(m.versions)}")
     return FrAnalysis(
         folder=folder,
-        ranks=sorted(files),
+        ranks=sorted(m.files),
         unreadable=unreadable,
         no_dump_ranks=sorted(no_dump),
-        version=versions[0] if versions else "",
-        backends=backends,
+        version=min(m.versions, default=""),
+        backends=sorted(m.backends),
         groups=views,
         divergences=divergences,
         notes=notes,
     )
 
 
+def analyze(
+    dumps: Mapping[int, tuple[str, FrDump]], folder: str = "", unreadable: Mapping[str, str] | None = None
+) -> FrAnalysis:
+    """Match parsed dumps held in memory (``rank -> (file name, dump)``); see :func:`analyze_dir`. Never raises on
+    any set of parsed dumps."""
+    m = _Matcher()
+    for rank, (file, dump) in sorted(dumps.items()):
+        m.add(rank, file, dump)
+    return _result(m, folder, dict(unreadable or {}), lambda r: dumps[r][1])
+
+
 def analyze_dir(folder: Path, prefix: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> FrAnalysis:
-    """:func:`load_dumps` then :func:`analyze`. Raises :class:`ConfigError` as :func:`load_dumps` does, and when no
-    dump in the folder could be read (each file's error named)."""
-    dumps, errors = load_dumps(folder, prefix, max_bytes)
-    if not dumps:
-        first = "; ".join(f"{k}: {v}" for k, v in list(errors.items())[:3])
+    """Every rank's dump in ``folder`` (:func:`find_dumps`), matched by (process group, sequence id): the first
+    divergence of each group, earliest first (module doc).
+
+    Dumps are read one at a time and reduced to sequence ids and signature ids (pass 1); only the dumps a
+    divergence names are read again for its evidence (pass 2). A dump that cannot be read or parsed is listed in
+    ``unreadable`` and its rank is not judged.
+
+    Raises:
+        ConfigError: as :func:`find_dumps`, and when no dump in the folder could be read (each file's error named).
+    """
+    files = find_dumps(folder, prefix)
+    m = _Matcher()
+    unreadable: dict[str, str] = {}
+    paths: dict[int, Path] = {}
+    for rank, path in files:
+        try:
+            m.add(rank, path.name, read_dump(path, max_bytes))
+            paths[rank] = path
+        except (ParseError, RawFileError) as e:
+            unreadable[path.name] = str(e)
+    if not paths:
+        first = "; ".join(f"{k}: {v}" for k, v in list(unreadable.items())[:3])
         raise ConfigError(f"{folder}: no Flight Recorder dump could be read ({first})")
-    return analyze(dumps, str(folder), errors)
+    return _result(m, str(folder), unreadable, lambda r: read_dump(paths[r], max_bytes))

@@ -246,7 +246,7 @@ def _entry(i: int, e: Any) -> FrEntry:
     is_p2p = e.get("is_p2p", False)
     if not isinstance(retired, (bool, type(None))) or not isinstance(is_p2p, bool):
         raise ParseError(FMT, None, f"booleans retired/is_p2p at entries[{i}]", f"{_short(retired)}, {_short(is_p2p)}")
-    return FrEntry(
+    return FrEntry.model_construct(  # every field checked above: no second validation (2000-entry dumps)
         record_id=_req_int(e["record_id"], i, "record_id"),
         pg_name=_str(pg[0], i, "process_group[0]"),
         pg_desc=_str(pg[1], i, "process_group[1]"),
