@@ -34,6 +34,7 @@ from fleetdx.probes.contracts import (
     EvidenceValue,
     Finding,
     FindingCode,
+    Job,
     Level,
     RunStatus,
     Severity,
@@ -139,6 +140,7 @@ class RunReport(Contract):
     exclude: str = ""
     recommendations: list[Recommendation] = Field(default_factory=list)
     curves: list[BusbwCurve] = Field(default_factory=list)
+    job: Job | None = None  #: the job the run was about (its allocation, a past job), when there is one
 
     @model_validator(mode="before")
     @classmethod

@@ -218,3 +218,49 @@ def _verdict_in(v: object) -> object:
 VerdictName = Annotated[
     Verdict, BeforeValidator(_verdict_in), PlainSerializer(lambda v: v.name, return_type=str, when_used="json")
 ]
+
+
+class SchedulerKind(str, Enum):
+    """Which scheduler ran a job."""
+
+    SLURM = "slurm"
+    KUBERNETES = "kubernetes"
+    RAY = "ray"
+    NONE = "none"  #: no scheduler: a command run by hand on one or more hosts
+
+
+class RankPlacement(Contract):
+    """Where one rank of a job ran: ``host`` (a node name, on Kubernetes the node's, never the pod's),
+    ``local_rank`` on that host and the GPU it used (``"GPU3"``, or a UUID) when known."""
+
+    rank: int = Field(ge=0)
+    host: str
+    local_rank: int | None = Field(default=None, ge=0)
+    gpu: str | None = None
+
+
+class Job(Contract):
+    """A job as fleetdx knows it: every run and postmortem carries the one it was about.
+
+    ``nodes`` are host names in allocation order (a Slurm ``NodeList`` expanded; on Kubernetes the nodes the
+    pods were scheduled on). ``start_time``/``end_time`` are Unix seconds; ``state`` is the scheduler's own
+    word (Slurm: ``RUNNING``, ``COMPLETED``, ``FAILED``, ``TIMEOUT``, ``NODE_FAIL``, ``CANCELLED``...);
+    ``exit_code`` and ``signal`` are the job's (Slurm ``ExitCode=code:signal``), ``None`` while it runs or
+    when unknown. ``ranks`` maps each rank to its host, local rank and GPU when that can be known (empty
+    otherwise). ``submit`` keeps what is needed to submit the same job again (Slurm: partition, account, QOS,
+    time limit, node count, GPUs per node, command).
+    """
+
+    scheduler: SchedulerKind
+    job_id: str | None = None
+    name: str | None = None
+    user: str | None = None
+    nodes: list[str] = Field(default_factory=list)
+    gpus_per_node: int | None = Field(default=None, ge=0)
+    start_time: float | None = None
+    end_time: float | None = None
+    state: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    ranks: list[RankPlacement] = Field(default_factory=list)
+    submit: dict[str, str] = Field(default_factory=dict)

@@ -84,6 +84,8 @@ class RunRow(Base):
     exit_code: Mapped[int] = mapped_column(Integer)
     simulated: Mapped[bool] = mapped_column(Boolean)
     exclude: Mapped[str] = mapped_column(Text)
+    job_id: Mapped[str | None] = mapped_column(String(128), index=True)  #: RunReport.job.job_id
+    job: Mapped[dict[str, Any] | None] = mapped_column(JSON)  #: RunReport.job as a JSON document
 
     nodes: Mapped[list[NodeRow]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="NodeRow.position"

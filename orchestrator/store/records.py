@@ -21,6 +21,7 @@ class RunSummary(Contract):
     exit_code: int
     simulated: bool
     exclude: str
+    job_id: str | None = None  #: the job the run was about
     node_count: int
     finding_count: int
 
@@ -36,6 +37,7 @@ class NodeHistoryEntry(Contract):
     started_at: float
     verdict: VerdictName  #: the node's verdict in that run (not the run's)
     simulated: bool = False  #: the run replayed bundles on simulated nodes: nothing in it was measured
+    job_id: str | None = None  #: the job the run was about
     findings: list[Finding] = Field(default_factory=list)
 
 

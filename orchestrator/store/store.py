@@ -56,7 +56,7 @@ from fleetdx.orchestrator.store.records import (
     RunSummary,
 )
 from fleetdx.orchestrator.store.settings import resolve_db_url
-from fleetdx.probes.contracts import Finding, FindingCode, Severity
+from fleetdx.probes.contracts import Finding, FindingCode, Job, Severity
 
 T = TypeVar("T")
 
@@ -223,18 +223,20 @@ class Store:
             ).all()
             return {r.file_name: _decompress(r) for r in rows}
 
-    def list_runs(self, limit: int = 50) -> list[RunSummary]:
-        """The ``limit`` newest runs (by ``started_at``), newest first."""
+    def list_runs(self, limit: int = 50, job_id: str | None = None) -> list[RunSummary]:
+        """The ``limit`` newest runs (by ``started_at``), newest first; only job ``job_id``'s when given."""
         n_nodes = select(func.count(NodeRow.id)).where(NodeRow.run_pk == RunRow.id).scalar_subquery()
         n_findings = select(func.count(FindingRow.id)).where(FindingRow.run_pk == RunRow.id).scalar_subquery()
         stmt = select(RunRow, n_nodes, n_findings).order_by(RunRow.started_at.desc(), RunRow.id.desc()).limit(limit)
+        if job_id is not None:
+            stmt = stmt.where(RunRow.job_id == job_id)
         with self._errors(), Session(self.engine) as session:
             return [_summary_of(run, nodes, findings) for run, nodes, findings in session.execute(stmt)]
 
-    def node_history(self, host: str, limit: int = 20) -> list[NodeHistoryEntry]:
+    def node_history(self, host: str, limit: int = 20, job_id: str | None = None) -> list[NodeHistoryEntry]:
         """``host``'s verdict and findings in its ``limit`` newest runs (those that list it as a node),
-        newest first. A finding is ``host``'s when its ``nodes`` name it: a pair or group finding is in the
-        history of each of its hosts."""
+        newest first; only the runs of job ``job_id`` when given. A finding is ``host``'s when its ``nodes``
+        name it: a pair or group finding is in the history of each of its hosts."""
         stmt = (
             select(NodeRow, RunRow)
             .join(RunRow)
@@ -242,6 +244,8 @@ class Store:
             .order_by(RunRow.started_at.desc(), RunRow.id.desc())
             .limit(limit)
         )
+        if job_id is not None:
+            stmt = stmt.where(RunRow.job_id == job_id)
         with self._errors(), Session(self.engine) as session:
             rows = session.execute(stmt).all()
             run_pks = [run.id for _, run in rows]
@@ -264,6 +268,7 @@ class Store:
                     started_at=run.started_at,
                     verdict=node.verdict,
                     simulated=run.simulated,
+                    job_id=run.job_id,
                     findings=by_run[run.id],
                 )
                 for node, run in rows
@@ -374,6 +379,8 @@ def _insert_run(session: Session, report: RunReport, raw: Mapping[str, Mapping[s
         exit_code=report.exit_code,
         simulated=report.simulated,
         exclude=report.exclude,
+        job_id=report.job.job_id if report.job else None,
+        job=report.job.model_dump(mode="json") if report.job else None,
     )
     run.nodes = [_node_row(i, n) for i, n in enumerate(report.nodes)]
     run.raw_outputs = [
@@ -513,6 +520,7 @@ def _report_of(run: RunRow) -> RunReport:
             )
             for c in run.curves
         ],
+        job=Job.model_validate(run.job) if run.job is not None else None,
     )
 
 
@@ -528,6 +536,7 @@ def _summary_of(run: RunRow, node_count: int, finding_count: int) -> RunSummary:
         exit_code=run.exit_code,
         simulated=run.simulated,
         exclude=run.exclude,
+        job_id=run.job_id,
         node_count=node_count,
         finding_count=finding_count,
     )
