@@ -125,16 +125,16 @@ def _shape_ok(obj: Any, budget: int) -> bool:
     memo, so a few KB could otherwise stand for billions of paths; a real dump shares only strings."""
     stack: list[tuple[Any, int]] = [(obj, 0)]
     seen = 0
+    containers = (dict, list, tuple)
     while stack:
         o, d = stack.pop()
-        seen += 1
+        if d >= MAX_DEPTH:
+            return False
+        items = [*o.keys(), *o.values()] if isinstance(o, dict) else o
+        seen += len(items) + 1  # leaves are counted here, containers walked
         if seen > budget:
             return False
-        if isinstance(o, (dict, list, tuple)):
-            if d >= MAX_DEPTH:
-                return False
-            items = [*o.keys(), *o.values()] if isinstance(o, dict) else o
-            stack.extend((v, d + 1) for v in items)
+        stack.extend((v, d + 1) for v in items if isinstance(v, containers))
     return True
 
 
@@ -343,7 +343,7 @@ def parse_flight_recorder(data: bytes) -> FrDump:
     if not isinstance(data, bytes):
         raise ParseError(FMT, None, "bytes", type(data).__name__)
     fmt, obj = _load(data)
-    if not _shape_ok(obj, 2 * len(data) + 64):
+    if isinstance(obj, (dict, list, tuple)) and not _shape_ok(obj, 2 * len(data) + 64):
         raise ParseError(
             FMT, None, f"containers nested at most {MAX_DEPTH} deep, about one object per input byte", "refused"
         )
