@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -169,6 +170,37 @@ def _finish(
     raise typer.Exit(code)
 
 
+def _with_job(result: PreflightResult) -> PreflightResult:
+    """The result with the job this pre-flight runs in (a Slurm allocation, a Kubernetes pod), if any."""
+    from fleetdx.orchestrator.scheduler.job import job_from_env
+
+    job = job_from_env(os.environ)
+    if job is None:
+        return result
+    return result.model_copy(update={"report": result.report.model_copy(update={"job": job})})
+
+
+def _only_this_host(hosts: list[str] | None, level: Level, ray_address: str | None) -> str | None:
+    """The host name to report when the pre-flight can run locally, in this process, without Ray: no Ray
+    cluster is named (``--ray-address``, ``RAY_ADDRESS``), the level is not ``full`` (cross-node), and the only
+    target is this machine (no target list, or one host that is this machine's name, short or full). On
+    Kubernetes the node's name (downward API, ``FLEETDX_K8S_NODE_NAME``) is reported, not the pod's."""
+    from fleetdx.orchestrator.cluster.connect import LOCAL, resolve
+    from fleetdx.orchestrator.scheduler.job import node_name_from_env
+
+    if level is Level.FULL or resolve(ray_address)[0] != LOCAL:
+        return None
+    me = socket.gethostname()
+    if hosts is None:
+        return node_name_from_env(os.environ) or me
+    if len(hosts) != 1:
+        return None
+    # the fully qualified name only when needed: getfqdn() asks the resolver, which may be slow
+    if hosts[0] in (me, me.split(".", 1)[0]) or ("." in hosts[0] and hosts[0] == socket.getfqdn()):
+        return hosts[0]
+    return None
+
+
 def _live(
     nodes: str | None,
     level: Level,
@@ -179,14 +211,26 @@ def _live(
     show_progress: bool,
     nccl_tests_dir: str | None = None,
 ) -> PreflightResult:
+    from fleetdx.orchestrator.preflight.run import NodeJob, run_local_preflight
+    from fleetdx.orchestrator.scheduler.targets import resolve_targets
+
+    targets = resolve_targets(nodes, gpus_per_node, os.environ)
+    here = _only_this_host(targets.hosts, level, ray_address)
+    if here is not None:  # the local fast path: no Ray to start for one node
+        job = NodeJob(host=here, level=level, probe_timeout_s=probe_timeout, nccl_tests_dir=nccl_tests_dir)
+        return run_local_preflight(
+            job,
+            run_timeout_s=timeout,
+            expected_gpus=targets.expected_gpus_per_node,
+            expected_gpus_source=targets.expected_gpus_source,
+        )
+
     import ray
 
     from fleetdx.orchestrator.cluster.connect import connect
     from fleetdx.orchestrator.cluster.fanout import gpu_nodes_if_any, match_hosts, ray_node_hosts
-    from fleetdx.orchestrator.preflight.run import NodeJob, run_preflight
-    from fleetdx.orchestrator.scheduler.targets import resolve_targets
+    from fleetdx.orchestrator.preflight.run import run_preflight
 
-    targets = resolve_targets(nodes, gpus_per_node, os.environ)
     connect(ray_address)
     try:
         alive = ray_node_hosts(include_simulated=False)
@@ -360,6 +404,7 @@ def preflight(
         result = _live(
             nodes, level, gpus_per_node, run_timeout, probe_timeout, ray_address, not as_json, nccl_tests_dir
         )
+        result = _with_job(result)
     # a simulated run is not history: it goes to a database only when one is named
     store = not no_save and (db is not None or not simulate)
     _finish(result, as_json, exclude_file, push or (functools.partial(save, db) if store else None))

@@ -24,6 +24,7 @@ probe entry saying whether it was paired, and why not.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -339,15 +340,78 @@ def run_preflight(
         on_progress=on_progress,
         runtime_env=runtime_env,
     )
+    level = next(iter(jobs.values())).level if jobs else None
+    result = _judge(outcomes, level, started, run_timeout_s, expected_gpus, expected_gpus_source, simulated)
+    if level is Level.FULL:
+        report = bandwidth_step(result.report, sorted(result.bundles), nodes, bandwidth or BandwidthStep())
+        result = PreflightResult(report=report, bundles=result.bundles)
+    return result
+
+
+def _judge(
+    outcomes: Mapping[str, NodeOutcome[BundleData]],
+    level: Level | None,
+    started: float,
+    run_timeout_s: float,
+    expected_gpus: int | None,
+    expected_gpus_source: str | None,
+    simulated: bool,
+) -> PreflightResult:
     bundles = {h: o.value for h, o in outcomes.items() if o.kind is OutcomeKind.DONE and o.value is not None}
     lost = [lost_finding(o, run_timeout_s) for o in outcomes.values() if o.kind is not OutcomeKind.DONE]
     facts = [node_facts(bundles[h]) for h in sorted(bundles)]
     diagnosis = diagnose(_fleet(facts, expected_gpus, expected_gpus_source), lost=lost)
-    level = next(iter(jobs.values())).level if jobs else None
     report = report_of(RunKind.PREFLIGHT, diagnosis, started_at=started, level=level, simulated=simulated)
-    if level is Level.FULL:
-        report = bandwidth_step(report, sorted(bundles), nodes, bandwidth or BandwidthStep())
     return PreflightResult(report=report, bundles=bundles)
+
+
+def collect_here(job: NodeJob, run_timeout_s: float) -> NodeOutcome[BundleData]:
+    """Collect ``job`` on this machine, in this process, without Ray: the local fast path of a pre-flight
+    whose only target is this host (a prolog, a single-node job). The collection runs in a daemon thread
+    joined for at most ``run_timeout_s`` s; past that the outcome is UNREACHABLE ("did not finish") and the
+    thread is left to end by itself (every command it runs has its own deadline, ``job.probe_timeout_s``).
+    An exception in the collection is a FAILED outcome with its one-line reason, never a crash."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = collect_on_node(job)
+        except Exception as e:  # noqa: BLE001 - becomes the node's PROBE_FAILED finding, as a Ray task's error does
+            box["error"] = f"{type(e).__name__}: {e}"
+
+    t0 = time.monotonic()
+    thread = threading.Thread(target=work, name="fleetdx-collect-here", daemon=True)
+    thread.start()
+    thread.join(run_timeout_s)
+    elapsed = time.monotonic() - t0
+    if thread.is_alive():
+        error = f"the probes did not finish within {run_timeout_s:g} s"
+        return NodeOutcome(job.host, OutcomeKind.UNREACHABLE, error=error, elapsed_s=elapsed, ray_state="no Ray")
+    if "error" in box:
+        return NodeOutcome(job.host, OutcomeKind.FAILED, error=box["error"], elapsed_s=elapsed, ray_state="no Ray")
+    return NodeOutcome(job.host, OutcomeKind.DONE, value=box["value"], elapsed_s=elapsed, ray_state="no Ray")
+
+
+def run_local_preflight(
+    job: NodeJob,
+    *,
+    run_timeout_s: float,
+    expected_gpus: int | None = None,
+    expected_gpus_source: str | None = None,
+) -> PreflightResult:
+    """Pre-flight of this machine alone, in this process (:func:`collect_here`), judged exactly as a Ray
+    fan-out's result is. Level ``full`` has no cross-node step on one node: it is refused here.
+
+    Raises:
+        ValueError: ``job.level`` is ``full``.
+    """
+    if job.level is Level.FULL:
+        raise ValueError("the local path runs quick or standard; full needs two or more nodes")
+    started = time.time()
+    outcome = collect_here(job, run_timeout_s)
+    return _judge(
+        {job.host: outcome}, job.level, started, run_timeout_s, expected_gpus, expected_gpus_source, False
+    )
 
 
 def analyze_bundles(bundle_dirs: Sequence[Path], expected_gpus: int | None = None) -> PreflightResult:

@@ -143,10 +143,10 @@ class Store:
             return before, migrate.head_revision()
 
     def _check_schema(self, auto_upgrade: bool) -> None:
-        head = migrate.head_revision()
         current = self.revision()
-        if current == head:
+        if current == migrate.HEAD:  # the common case, decided without importing Alembic
             return
+        head = migrate.head_revision()
         if auto_upgrade or (current is not None and current not in migrate.known_revisions()):
             self.upgrade()
             return

@@ -1,0 +1,88 @@
+"""The local fast path: a pre-flight of this machine alone runs in-process, without Ray, and is judged as a
+Ray fan-out's result is; a hung or crashing collection becomes a finding within the deadline."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fleetdx.orchestrator.cli.preflight_cmd import _only_this_host
+from fleetdx.orchestrator.cluster.fanout import OutcomeKind
+from fleetdx.orchestrator.preflight import run as run_mod
+from fleetdx.orchestrator.preflight.run import NodeJob, collect_here, run_local_preflight
+from fleetdx.probes.contracts import FindingCode, Level, Verdict
+
+BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
+
+
+def test_only_this_host_decides_the_local_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("FLEETDX_K8S_NODE_NAME", raising=False)
+    me = socket.gethostname()
+    assert _only_this_host(None, Level.QUICK, None) == me
+    assert _only_this_host([me], Level.STANDARD, None) == me
+    assert _only_this_host([me], Level.FULL, None) is None  # cross-node step: Ray
+    assert _only_this_host(["other-node"], Level.QUICK, None) is None
+    assert _only_this_host([me, "other-node"], Level.QUICK, None) is None
+    assert _only_this_host(None, Level.QUICK, "10.0.0.1:6379") is None  # a named cluster is used
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert _only_this_host(None, Level.QUICK, None) is None
+    monkeypatch.delenv("RAY_ADDRESS")
+    monkeypatch.setenv("FLEETDX_K8S_NODE_NAME", "gke-a3-pool-1")  # the Kubernetes node, not the pod
+    assert _only_this_host(None, Level.QUICK, None) == "gke-a3-pool-1"
+
+
+def test_local_replay_is_judged_like_the_fan_out() -> None:
+    """A replayed real bundle (the busy H100: another process holds GPU0) through the local path."""
+    job = NodeJob(host="h100-vm-busy", level=Level.QUICK, bundle_dir=BUNDLES / "h100-busy")
+    result = run_local_preflight(job, run_timeout_s=60)
+    assert result.report.nodes[0].host == "h100-vm-busy"
+    assert FindingCode.GPU_FOREIGN_PROCESS in {f.code for f in result.report.findings}
+    assert result.report.verdict is Verdict.CRITICAL and result.report.exclude == "h100-vm-busy"
+
+
+def test_a_hung_collection_is_unreachable_within_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    release = threading.Event()
+    monkeypatch.setattr(run_mod, "collect_on_node", lambda job: release.wait(30))
+    t0 = time.monotonic()
+    outcome = collect_here(NodeJob(host="me", level=Level.QUICK), run_timeout_s=0.5)
+    release.set()
+    assert outcome.kind is OutcomeKind.UNREACHABLE and "did not finish within 0.5 s" in (outcome.error or "")
+    assert time.monotonic() - t0 < 20  # bounded by the deadline, not by the hung work (generous under load)
+
+
+def test_a_crashing_collection_is_a_failed_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(job: NodeJob) -> None:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(run_mod, "collect_on_node", boom)
+    result = run_local_preflight(NodeJob(host="me", level=Level.QUICK), run_timeout_s=10)
+    (f,) = result.report.findings
+    assert f.code is FindingCode.PROBE_FAILED and "No space left on device" in f.message
+    assert result.report.verdict is Verdict.UNKNOWN  # a failed probe never reads as healthy
+
+
+def test_full_level_is_not_local() -> None:
+    with pytest.raises(ValueError, match="full"):
+        run_local_preflight(NodeJob(host="me", level=Level.FULL), run_timeout_s=10)
+
+
+def test_the_readme_command_does_not_start_ray(tmp_path: Path) -> None:
+    """``fleetdx preflight`` on this machine (no GPU here: UNKNOWN, exit 3) runs without importing Ray."""
+    code = (
+        "import sys, runpy; sys.argv = ['fleetdx', 'preflight', '--json', '--no-save']\n"
+        "try:\n    runpy.run_module('fleetdx', run_name='__main__')\n"
+        "except SystemExit as e:\n    print('RAY' if 'ray' in sys.modules else 'NORAY', e.code, file=sys.stderr)\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    report = json.loads(proc.stdout)
+    assert report["nodes"][0]["host"] == socket.gethostname() and report["exit_code"] == 3
+    assert proc.stderr.strip().splitlines()[-1] == "NORAY 3"
