@@ -11,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from fleetdx.orchestrator.postmortem.flight import analyze, analyze_dir, find_dumps, read_dump
+from fleetdx.orchestrator.postmortem.flight import (
+    analyze,
+    analyze_dir,
+    find_dumps,
+    missing_evidence,
+    read_dump,
+    to_causes,
+    to_timeline,
+)
+from fleetdx.probes.contracts import FindingCode, Severity
 from fleetdx.probes.errors import ConfigError
 
 FIX = Path(__file__).parent / "fixtures" / "flight_recorder"
@@ -189,3 +198,46 @@ def test_synth_sparse_sequence_ids_do_not_allocate_the_span() -> None:
     first = analyze(dumps, "synth_sparse").first
     assert first is not None and first.kind == "missing" and first.seq_id == 4
     assert first.culprit_ranks == [3]  # rank 3's seq 4 is gone; it reached 10**12, but never recorded 4
+
+
+# ---- into the postmortem's contracts ----------------------------------------------------------------------
+
+
+def test_causes_of_the_skip_dumps() -> None:
+    a = analyze_dir(SKIP / "pickle")
+    (cause,) = to_causes(a, rank_hosts={3: "sim4", 0: "sim1"})
+    assert cause.code is FindingCode.NCCL_TIMEOUT and cause.severity is Severity.CRITICAL
+    assert (cause.rank, cause.host, cause.nodes) == (3, "sim4", ["sim4"])
+    assert "rank 3 never issued gloo:all_reduce #5 of group 0:default_pg while 3 ranks waited" in cause.message
+    assert cause.time is not None and cause.time.endswith("Z") and cause.time.startswith("2026-11-24T")
+    ev = cause.evidence
+    assert [Path(e.file).name for e in ev] == ["nccl_trace_rank_3", "nccl_trace_rank_0"]
+    assert ev[0].line == 4 and "collective_seq_id 4" in ev[0].text and "[[1024]] Float" in ev[0].text
+    assert ev[1].line == 8 and "collective_seq_id 5" in ev[1].text and "make_dumps.py" in ev[1].text
+    assert Path(ev[0].file).parent == SKIP / "pickle"
+    assert missing_evidence(a) == []
+    tl = to_timeline(a, {3: "sim4"})
+    assert [(t.rank, t.host, t.kind) for t in tl] == [(3, "sim4", "flight-recorder"), (0, None, "flight-recorder")]
+
+
+def test_causes_of_the_dtype_dumps() -> None:
+    (cause,) = to_causes(analyze_dir(DTYPE / "json"))
+    assert cause.code is FindingCode.CONFIG_ERROR and cause.rank == 2 and cause.host is None and cause.nodes == []
+    assert "collective desync" in cause.message and "Int" in cause.message
+    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in cause.action
+
+
+def test_no_divergence_is_missing_evidence_not_a_cause(tmp_path: Path) -> None:
+    d = _subset(SKIP / "pickle", tmp_path / "synth_without_rank3", [0, 1, 2])
+    a = analyze_dir(d)
+    assert to_causes(a) == []
+    (line,) = missing_evidence(a)
+    assert "3 dumps" in line and "no rank is missing" in line
+
+
+def test_unreadable_is_missing_evidence(tmp_path: Path) -> None:
+    d = _subset(SKIP / "json", tmp_path / "synth_rank3_garbage", [0, 1, 2, 3])
+    (d / "nccl_trace_rank_3").write_bytes(b"\x80\x04garbage")
+    lines = missing_evidence(analyze_dir(d))
+    assert any("nccl_trace_rank_3: Flight Recorder dump not read" in x for x in lines)
+    assert any("no readable dump from ranks [3]" in x for x in lines)

@@ -47,9 +47,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from fleetdx.probes.contracts import Contract
+from fleetdx.orchestrator.postmortem.contracts import Cause, EvidenceLine, TimelineEntry
+from fleetdx.probes.contracts import Contract, FindingCode, Severity
 from fleetdx.probes.errors import ConfigError, ParseError
 from fleetdx.probes.parsers.flight_recorder import FrDump, FrEntry, parse_flight_recorder
+from fleetdx.probes.parsers.joblog import iso
 from fleetdx.probes.rawfile import DEFAULT_MAX_BYTES, RawFileError, check_regular
 
 #: a dump file is ``<prefix><rank>`` (PyTorch's ``TORCH_FR_DUMP_TEMP_FILE`` + rank; ``fr_trace``'s loader reads
@@ -66,6 +68,7 @@ class FrRankOp(Contract):
 
     rank: int
     file: str
+    entry: int  #: 1-based position of the entry in the dump's ``entries`` (dumps are binary: no line numbers)
     seq_id: int
     op: str  #: profiling name, e.g. ``gloo:all_reduce``
     input_sizes: list[list[int]]
@@ -74,7 +77,7 @@ class FrRankOp(Contract):
     state: str
     record_id: int
     time_created_ns: int | None = None
-    frame: str | None = None  #: the innermost recorded stack frame
+    frame: str | None = None  #: the caller's frame: the innermost recorded one outside torch (else the innermost)
 
 
 class FrGroupView(Contract):
@@ -183,10 +186,11 @@ def _signature(entries: list[FrEntry]) -> tuple[object, ...]:
     )
 
 
-def _rank_op(rank: int, file: str, e: FrEntry) -> FrRankOp:
+def _rank_op(rank: int, file: str, e: FrEntry, index: int) -> FrRankOp:
     return FrRankOp(
         rank=rank,
         file=file,
+        entry=index,
         seq_id=e.collective_seq_id,
         op=e.profiling_name,
         input_sizes=e.input_sizes,
@@ -195,7 +199,7 @@ def _rank_op(rank: int, file: str, e: FrEntry) -> FrRankOp:
         state=e.state,
         record_id=e.record_id,
         time_created_ns=e.time_created_ns,
-        frame=e.frames[0] if e.frames else None,
+        frame=next((f for f in e.frames if "/torch/" not in f), e.frames[0] if e.frames else None),
     )
 
 
@@ -350,8 +354,13 @@ def _first_divergence(m: _Matcher, name: str, members: list[int]) -> _Found | No
 MAX_EVIDENCE = 8
 
 
-def _entries_at(dump: FrDump, pg: str, seq: int) -> list[FrEntry]:
-    return [e for e in dump.entries if e.pg_name == pg and e.collective_seq_id == seq and not e.is_p2p]
+def _entries_at(dump: FrDump, pg: str, seq: int) -> list[tuple[int, FrEntry]]:
+    """(1-based position, entry) of the group's collective ``seq`` in one dump."""
+    return [
+        (i, e)
+        for i, e in enumerate(dump.entries, start=1)
+        if e.pg_name == pg and e.collective_seq_id == seq and not e.is_p2p
+    ]
 
 
 def _divergence(m: _Matcher, f: _Found, fetch: Callable[[int], FrDump]) -> FrDivergence:
@@ -360,18 +369,19 @@ def _divergence(m: _Matcher, f: _Found, fetch: Callable[[int], FrDump]) -> FrDiv
     quoted = f.culprits[:MAX_EVIDENCE]
     evidence: list[FrRankOp] = []
     ref: FrEntry | None = None
+    ref_at = 0
     if f.agreeing:
         ref_entries = _entries_at(fetch(f.agreeing[0]), f.pg, f.seq)
-        ref = ref_entries[0] if ref_entries else None
+        ref_at, ref = ref_entries[0] if ref_entries else (0, None)
     culprit_entries: dict[int, FrEntry] = {}
     for r in quoted:
         seq = f.reach[r] if f.kind == "missing" else f.seq
         es = _entries_at(fetch(r), f.pg, seq)
         if es:
-            culprit_entries[r] = es[0]
-            evidence.append(_rank_op(r, m.files[r], es[0]))
+            culprit_entries[r] = es[0][1]
+            evidence.append(_rank_op(r, m.files[r], es[0][1], es[0][0]))
     if ref is not None:
-        evidence.append(_rank_op(f.agreeing[0], m.files[f.agreeing[0]], ref))
+        evidence.append(_rank_op(f.agreeing[0], m.files[f.agreeing[0]], ref, ref_at))
     else:  # no majority: quote the culprits' own entries
         ref = next(iter(culprit_entries.values()), None)
     where = f"seq {f.seq} of group {f.pg}:{desc}"
@@ -491,3 +501,121 @@ def analyze_dir(folder: Path, prefix: str | None = None, max_bytes: int = DEFAUL
         first = "; ".join(f"{k}: {v}" for k, v in list(unreadable.items())[:3])
         raise ConfigError(f"{folder}: no Flight Recorder dump could be read ({first})")
     return _result(m, str(folder), unreadable, lambda r: read_dump(paths[r], max_bytes))
+
+
+# ---- into the postmortem's contracts (fleetdx postmortem --fr DIR) ----------------------------------------
+
+
+def _iso(ns: int | None) -> str | None:
+    """A recorder time (Unix ns) as the postmortem's ISO 8601 UTC (:func:`fleetdx.probes.parsers.joblog.iso`)."""
+    if not ns:
+        return None
+    try:
+        return iso(ns / 1e9)
+    except (OverflowError, ValueError):  # a hostile time far outside the calendar
+        return None
+
+
+def _evidence_line(folder: str, op: FrRankOp, pg: str) -> EvidenceLine:
+    dtypes = "/".join(op.input_dtypes) or "?"
+    return EvidenceLine(
+        file=str(Path(folder) / op.file) if folder else op.file,
+        line=op.entry,
+        text=(
+            f"rank {op.rank}: entry {op.entry} (record_id {op.record_id}): {op.op} collective_seq_id {op.seq_id} "
+            f"of group {pg}, input_sizes {op.input_sizes} {dtypes}, state {op.state or '?'}"
+            + (f", at {_iso(op.time_created_ns)}" if op.time_created_ns else "")
+            + (f"; {op.frame}" if op.frame else "")
+        ),
+    )
+
+
+def to_causes(a: FrAnalysis, rank_hosts: Mapping[int, str] | None = None) -> list[Cause]:
+    """The divergences as postmortem causes, earliest first.
+
+    * ``missing`` -> ``NCCL_TIMEOUT`` (critical): the ranks that never issued the collective the others waited
+      in; ``rank`` is the culprit when there is one, else ``None`` (all are in the message).
+    * ``mismatch`` -> ``CONFIG_ERROR`` (critical): a collective desync in the program (other op, sizes or dtype
+      at the same sequence id); ``rank`` the odd rank when there is one.
+
+    Dumps name ranks, not hosts: ``host``/``nodes`` come from ``rank_hosts`` (the logs' rank -> host map) when
+    given. Evidence lines point at the dump file, ``line`` being the entry's 1-based position in it.
+    """
+    hosts = dict(rank_hosts or {})
+    out: list[Cause] = []
+    for d in a.divergences:
+        pg = f"{d.pg_name}:{d.pg_desc}"
+        culprits = d.culprit_ranks
+        nodes = sorted({hosts[r] for r in culprits if r in hosts})
+        one = culprits[0] if len(culprits) == 1 else None
+        names = (
+            f"rank {culprits[0]}"
+            if one is not None
+            else f"ranks {culprits[:MAX_EVIDENCE]}"
+            + (f" (+{len(culprits) - MAX_EVIDENCE})" if len(culprits) > MAX_EVIDENCE else "")
+        )
+        if d.kind == "missing":
+            code = FindingCode.NCCL_TIMEOUT
+            message = (
+                f"Flight Recorder: {names} never issued {d.op} #{d.seq_id} of group {pg} "
+                f"while {len(d.waiting_ranks)} ranks waited in it: {names} hung the job"
+            )
+            action = (
+                f"look at what {names} did instead (its last log lines, py-spy dump, its host's kernel log); "
+                "if its host is at fault, drain it and resubmit excluding it; if the program skips a collective "
+                "on some ranks, fix that code path"
+            )
+        else:
+            code = FindingCode.CONFIG_ERROR
+            message = f"Flight Recorder: collective desync: {d.detail}"
+            action = (
+                "fix the program: every rank of a group must issue the same collectives in the same order with "
+                "the same shapes and dtypes (TORCH_DISTRIBUTED_DEBUG=DETAIL checks them before each collective)"
+            )
+        out.append(
+            Cause(
+                code=code,
+                severity=Severity.CRITICAL,
+                rank=one,
+                host=hosts.get(one) if one is not None else None,
+                nodes=nodes,
+                time=_iso(d.time_created_ns),
+                message=message,
+                action=action,
+                evidence=[_evidence_line(a.folder, e, pg) for e in d.evidence],
+            )
+        )
+    return out
+
+
+def to_timeline(a: FrAnalysis, rank_hosts: Mapping[int, str] | None = None) -> list[TimelineEntry]:
+    """One timeline entry per rank the divergences quote: its entry at (or, for a missing rank, before) the
+    divergent collective, at the entry's creation time (``kind`` ``"flight-recorder"``)."""
+    hosts = dict(rank_hosts or {})
+    return [
+        TimelineEntry(
+            time=_iso(e.time_created_ns),
+            host=hosts.get(e.rank),
+            rank=e.rank,
+            kind="flight-recorder",
+            text=f"{e.op} #{e.seq_id} of group {d.pg_name}:{d.pg_desc} ({d.kind} at #{d.seq_id})",
+        )
+        for d in a.divergences
+        for e in d.evidence
+    ]
+
+
+def missing_evidence(a: FrAnalysis) -> list[str]:
+    """What the dumps could not tell: unreadable files, members without a dump, and no divergence at all."""
+    out = [
+        f"{Path(a.folder) / f if a.folder else f}: Flight Recorder dump not read: {why}"
+        for f, why in a.unreadable.items()
+    ]
+    if a.no_dump_ranks:
+        out.append(f"Flight Recorder: no readable dump from ranks {a.no_dump_ranks}: they are not judged")
+    if not a.divergences:
+        out.append(
+            f"Flight Recorder ({len(a.ranks)} dumps): every group's ranks reached the same collectives: no rank is "
+            "missing from a collective (a hang inside the last one points at the network or NCCL, not a rank)"
+        )
+    return out
