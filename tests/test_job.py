@@ -171,3 +171,29 @@ def test_a_run_keeps_its_job_and_history_filters_by_it(tmp_path: Path) -> None:
         host = preflight_run("x", 0).nodes[0].host
         assert [e.run_id for e in store.node_history(host, job_id="4711")] == ["r-job"]
         assert store.node_history(host, job_id="9999") == []
+
+
+def test_history_cli_filters_by_job(tmp_path: Path) -> None:
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from fleetdx.orchestrator.cli import db_cmd
+    from fleetdx.orchestrator.store import Store
+    from tests.store_samples import preflight_run
+
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    job = job_from_env({"SLURM_JOB_ID": "4711", "SLURM_JOB_NODELIST": "h100-vm-idle"})
+    with Store.open(url) as store:
+        store.save_report(preflight_run("r-job", 100.0).model_copy(update={"job": job}))
+        store.save_report(preflight_run("r-other", 200.0))
+    app = typer.Typer()
+    db_cmd.register(app)
+    runner = CliRunner()
+    runs = runner.invoke(app, ["history", "--job", "4711", "--json", "--db", url])
+    assert runs.exit_code == 0 and [r["run_id"] for r in json.loads(runs.output)] == ["r-job"]
+    node = runner.invoke(app, ["history", "h100-vm-idle", "--job", "4711", "--json", "--db", url])
+    assert [e["run_id"] for e in json.loads(node.output)["entries"]] == ["r-job"]
+    none = runner.invoke(app, ["history", "--db", url])
+    assert none.exit_code == 3 and "give a HOST" in none.output

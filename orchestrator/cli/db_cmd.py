@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import TypeAdapter
 from rich.markup import escape
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, fail, handle_errors, print_json
+
+if TYPE_CHECKING:
+    from fleetdx.orchestrator.store import RunSummary
 
 DB_HELP = "Database URL (default: $FLEETDX_DB_URL, else an SQLite file in the user's data directory)."
 DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
@@ -107,20 +111,33 @@ def import_(
 
 @handle_errors
 def history(
-    host: Annotated[str, typer.Argument(help="Node host name as it appears in reports.")],
+    host: Annotated[str | None, typer.Argument(help="Node host name as it appears in reports.")] = None,
+    job: Annotated[
+        str | None, typer.Option("--job", help="Only the runs of this job (Slurm job id, Kubernetes job or pod).")
+    ] = None,
     db: DbOption = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="How many of the newest runs to show.")] = 20,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the history as JSON (NodeHistory).")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the history as JSON (NodeHistory; with only --job, RunSummary list).")
+    ] = False,
 ) -> None:
-    """Show a node's verdict and findings over time, newest run first.
+    """Show a node's verdict and findings over time, newest run first; or, with only --job, a job's runs.
 
     A node's findings include every pair or group finding that names it (a hung pair is in the history of
-    both hosts).
+    both hosts). Examples: `fleetdx history gpu07`, `fleetdx history gpu07 --job 4711`, `fleetdx history --job
+    4711 --json`.
     """
     from fleetdx.orchestrator.store import NodeHistory, Store
 
+    if host is None and job is None:
+        raise fail("give a HOST, --job ID, or both")
     with Store.open(db) as store:
-        result = NodeHistory(host=host, entries=store.node_history(host, limit=limit))
+        if host is None:
+            assert job is not None
+            runs = store.list_runs(limit=limit, job_id=job)
+            _print_job_runs(job, runs, as_json)
+            return
+        result = NodeHistory(host=host, entries=store.node_history(host, limit=limit, job_id=job))
     if as_json:
         print_json(result)
         return
@@ -142,4 +159,23 @@ def history(
         if e.simulated:
             kind += " SIMULATED"
         table.add_row(started, e.run_id, kind, e.verdict.name, escape("\n".join(lines)) or "-")
+    console.print(table)
+
+
+def _print_job_runs(job: str, runs: list[RunSummary], as_json: bool) -> None:
+    if as_json:
+        from fleetdx.orchestrator.store import RunSummary
+
+        typer.echo(TypeAdapter(list[RunSummary]).dump_json(runs, indent=2).decode())
+        return
+    if not runs:
+        typer.echo(f"no stored runs of job {job}")
+        return
+    table = Table(title=f"job {job}: {len(runs)} newest runs")
+    for col in ("started (UTC)", "run", "kind", "verdict", "nodes", "exclude"):
+        table.add_column(col)
+    for r in runs:
+        started = datetime.fromtimestamp(r.started_at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        kind = r.kind.value + (" SIMULATED" if r.simulated else "")
+        table.add_row(started, r.run_id, kind, r.verdict.name, str(r.node_count), escape(r.exclude) or "-")
     console.print(table)
