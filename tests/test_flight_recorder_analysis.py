@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fleetdx.orchestrator.postmortem.flight import (
     analyze,
@@ -22,6 +24,7 @@ from fleetdx.orchestrator.postmortem.flight import (
 )
 from fleetdx.probes.contracts import FindingCode, Severity
 from fleetdx.probes.errors import ConfigError
+from fleetdx.probes.parsers.flight_recorder import FrDump, FrGroup, FrGroupStatus
 
 FIX = Path(__file__).parent / "fixtures" / "flight_recorder"
 SKIP = FIX / "gloo_rank3_skips_allreduce"
@@ -241,3 +244,54 @@ def test_unreadable_is_missing_evidence(tmp_path: Path) -> None:
     lines = missing_evidence(analyze_dir(d))
     assert any("nccl_trace_rank_3: Flight Recorder dump not read" in x for x in lines)
     assert any("no readable dump from ranks [3]" in x for x in lines)
+
+
+# ---- any set of parsed dumps: analysis never raises, names only dumped ranks --------------------------------
+
+REAL_ENTRY = read_dump(SKIP / "json" / "nccl_trace_rank_0").entries[0]
+FUZZ = settings(max_examples=120, deadline=None, derandomize=True, database=None)
+
+
+@st.composite
+def dump_sets(draw: st.DrawFn) -> dict[int, tuple[str, FrDump]]:
+    ranks = draw(st.lists(st.integers(0, 7), min_size=1, max_size=6, unique=True))
+    out: dict[int, tuple[str, FrDump]] = {}
+    for r in ranks:
+        n = draw(st.integers(0, 8))
+        entries = [
+            REAL_ENTRY.model_copy(
+                update={
+                    "record_id": i,
+                    "collective_seq_id": draw(st.integers(-2, 12)),
+                    "pg_name": draw(st.sampled_from(["0", "1", "x"])),
+                    "pg_desc": draw(st.sampled_from(["default_pg", "pair01", ""])),
+                    "pg_id": draw(st.sampled_from([0, 1, None])),
+                    "input_dtypes": draw(st.sampled_from([["Float"], ["Int"], []])),
+                    "is_p2p": draw(st.booleans()),
+                    "time_created_ns": draw(st.sampled_from([None, 0, 1, 2**63 - 1, -(2**63)])),
+                }
+            )
+            for i in range(n)
+        ]
+        status = [
+            FrGroupStatus(key=k, last_enqueued=draw(st.sampled_from([None, 0, 3, 20])))
+            for k in draw(st.lists(st.sampled_from(["0", "1", "9", "x"]), max_size=3, unique=True))
+        ]
+        groups = [FrGroup(key="0", name="0", desc="default_pg", ranks=draw(st.sampled_from([None, [0, 1], [5]])))]
+        out[r] = (
+            f"nccl_trace_rank_{r}",
+            FrDump(format="json", version="2.10", entries=entries, status=status, groups=groups),
+        )
+    return out
+
+
+@FUZZ
+@given(dump_sets())
+def test_fuzz_analysis_never_raises(dumps: dict[int, tuple[str, FrDump]]) -> None:
+    a = analyze(dumps, "synth_fuzz")
+    for d in a.divergences:
+        assert d.culprit_ranks and set(d.culprit_ranks) <= set(dumps)
+        assert set(d.waiting_ranks) <= set(dumps) and not set(d.waiting_ranks) & set(d.culprit_ranks)
+    to_causes(a)
+    to_timeline(a)
+    missing_evidence(a)
