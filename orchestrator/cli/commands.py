@@ -10,7 +10,8 @@ from fleetdx.orchestrator.cli import (
     place_cmd,
     preflight_cmd,
     serve_cmd,
+    token_cmd,
     topo_cmd,
 )
 
-MODULES = [collect_cmd, parse_cmd, preflight_cmd, topo_cmd, place_cmd, bandwidth_cmd, db_cmd, serve_cmd]
+MODULES = [collect_cmd, parse_cmd, preflight_cmd, topo_cmd, place_cmd, bandwidth_cmd, db_cmd, serve_cmd, token_cmd]

@@ -1,14 +1,31 @@
-"""``fleetdx serve``: the read-only HTTP API (:mod:`fleetdx.orchestrator.service.api`) over the store, with uvicorn."""
+"""``fleetdx serve``: the HTTP API (:mod:`fleetdx.orchestrator.service.api`) over the store, with uvicorn.
+
+Each uvicorn worker builds its app with :func:`app_from_env` from the settings this command puts in the
+environment (``FLEETDX_DB_URL``, ``FLEETDX_API_AUTH_READS``), so ``--workers N`` runs N stateless processes
+over one database (PostgreSQL in production): tokens, reports and the metrics' fleet series live in the
+database; only request latency is per process, summed across workers through prometheus-client's
+multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, a fresh temporary directory unless set).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fleetdx.orchestrator.cli.common import err_console, handle_errors
+from fleetdx.orchestrator.cli.common import err_console, fail, handle_errors
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 DB_HELP = "Database URL (default: $FLEETDX_DB_URL, else an SQLite file in the user's data directory)."
+AUTH_READS_ENV = "FLEETDX_API_AUTH_READS"
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+DB_URL_ENV = "FLEETDX_DB_URL"
 
 
 def register(app: typer.Typer) -> None:
@@ -16,21 +33,85 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
 
 
+def app_from_env() -> FastAPI:
+    """The app of one uvicorn worker, from the environment that :func:`serve` set (a uvicorn factory)."""
+    from fleetdx.orchestrator.service.api import create_app
+    from fleetdx.orchestrator.service.metrics import RequestMetrics
+    from fleetdx.orchestrator.store import Store
+
+    store = Store.open(os.environ.get(DB_URL_ENV) or None)
+    auth_reads = os.environ.get(AUTH_READS_ENV, "") == "1"
+    metrics = RequestMetrics(multiprocess_dir=os.environ.get(MULTIPROC_ENV) or None)
+    app = create_app(store, auth_reads=auth_reads, request_metrics=metrics)
+    app.router.add_event_handler("shutdown", store.close)
+    return app
+
+
 @handle_errors
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port to listen on.")] = 8000,
     db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
+    auth_reads: Annotated[
+        bool,
+        typer.Option(
+            "--auth-reads",
+            help="Reads (GET /runs, /nodes, /findings, /metrics) need a read or write token too; writes always "
+            "need a write token. /healthz stays open.",
+        ),
+    ] = False,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers", min=1, max=64, help="uvicorn worker processes (stateless; use PostgreSQL for more than 1)."
+        ),
+    ] = 1,
+    ssl_certfile: Annotated[
+        Path | None, typer.Option("--ssl-certfile", help="Serve HTTPS with this PEM certificate (chain).")
+    ] = None,
+    ssl_keyfile: Annotated[
+        Path | None, typer.Option("--ssl-keyfile", help="The certificate's PEM private key.")
+    ] = None,
 ) -> None:
-    """Serve the run history over HTTP: GET /runs, /runs/{id}, /nodes/{host}/history, /findings, /healthz."""
+    """Serve the run history, report ingestion and Prometheus metrics over HTTP.
+
+    GET /runs, /runs/{id}, /nodes/{host}/history, /findings, /metrics, /healthz; POST /reports (write token).
+    Tokens: `fleetdx token create NAME --scope write`. TLS: --ssl-certfile/--ssl-keyfile, or a reverse proxy.
+    """
     import uvicorn
 
-    from fleetdx.orchestrator.service.api import create_app
     from fleetdx.orchestrator.store import Store
 
-    store = Store.open(db)
-    err_console.print(f"fleetdx API on http://{host}:{port} reading {store.url}", highlight=False)
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        raise fail("--ssl-certfile and --ssl-keyfile go together")
+    for path in (ssl_certfile, ssl_keyfile):
+        if path is not None and not path.is_file():
+            raise fail(f"{path}: no such file")
+    with Store.open(db) as store:  # fail here, in one line, when the database is unreachable or outdated
+        url = store.url
+    os.environ[DB_URL_ENV] = db or os.environ.get(DB_URL_ENV, "")
+    os.environ[AUTH_READS_ENV] = "1" if auth_reads else "0"
+    own_dir = None
+    if workers > 1 and not os.environ.get(MULTIPROC_ENV):
+        own_dir = tempfile.mkdtemp(prefix="fleetdx-prometheus-")
+        os.environ[MULTIPROC_ENV] = own_dir
+    scheme = "https" if ssl_certfile else "http"
+    err_console.print(
+        f"fleetdx API on {scheme}://{host}:{port} ({workers} worker{'s' * (workers > 1)}) over {url}"
+        + ("; reads need a token" if auth_reads else ""),
+        highlight=False,
+    )
     try:
-        uvicorn.run(create_app(store), host=host, port=port, log_level="info")
+        uvicorn.run(
+            f"{__name__}:app_from_env",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="info",
+            ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
+            ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
+        )
     finally:
-        store.close()
+        if own_dir is not None:
+            shutil.rmtree(own_dir, ignore_errors=True)

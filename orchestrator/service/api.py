@@ -1,31 +1,54 @@
-"""The read-only HTTP API over the store (FastAPI). ``fleetdx serve`` runs it with uvicorn.
+"""The HTTP API over the store (FastAPI). ``fleetdx serve`` runs it with uvicorn.
 
 Endpoints (JSON bodies are the store's contracts):
 
 - ``GET /healthz`` -> ``Health``: 200 when the database answers, 503 (with the reason) when it does not.
+  Never needs a token (load balancers and liveness probes call it).
 - ``GET /runs?limit=50`` -> ``list[RunSummary]``, newest first.
 - ``GET /runs/{run_id}`` -> ``RunReport``; 404 for an unknown run.
 - ``GET /nodes/{host}/history?limit=20`` -> ``NodeHistory``: the node's verdict and findings per run (a
   pair or group finding is in the history of each host it names).
 - ``GET /findings?code=&severity=&host=&limit=100`` -> ``list[FindingRecord]``; ``host`` matches a finding
   whose ``nodes`` name it; an unknown code or severity is a 422 listing the valid values.
+- ``GET /metrics``: the Prometheus text format (:mod:`fleetdx.orchestrator.service.metrics`).
+- ``POST /reports`` (write token): ingest one run's report and raw outputs
+  (:mod:`fleetdx.orchestrator.service.ingest`): 201 ``IngestResult`` when stored, 200 with ``inserted``
+  false when a run with that ``run_id`` is already stored (idempotent: a retried push never duplicates).
 
-A malformed path or query value (a control character such as ``%00``, over 255 characters) is a 422 client
-error, never a 5xx; error bodies never carry the database URL (the server's log has the full reason).
+Authentication (:mod:`fleetdx.orchestrator.service.auth`): every write needs a ``write`` bearer token; reads
+(``/runs``, ``/nodes``, ``/findings``, ``/metrics``) need a ``read`` or ``write`` token only when
+``auth_reads`` is set. 401 without a token or with an invalid or revoked one, 403 with a read token on a write.
 
-The store is passed in (:func:`create_app`), so tests and the CLI choose the database; nothing is read from
-the environment here.
+A client's mistake is a 4xx with a one-line ``detail``, never a 5xx: a malformed path or query value (a
+control character such as ``%00``, over 255 characters) is 422, a bad upload 400/413/415/422. Error bodies
+never carry the database URL (the server's log has the full reason); an unexpected error is a 500 saying only
+"internal error".
+
+The store is passed in (:func:`create_app`), so tests and the CLI choose the database and the settings;
+nothing is read from the environment here.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Awaitable, Callable
 
-from fastapi import FastAPI, HTTPException, Path, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from fleetdx import __version__
 from fleetdx.orchestrator.report import RunReport
+from fleetdx.orchestrator.service.auth import Auth
+from fleetdx.orchestrator.service.ingest import (
+    MAX_UPLOAD_BYTES,
+    IngestResult,
+    UploadRejected,
+    decode_body,
+    parse_upload,
+)
+from fleetdx.orchestrator.service.metrics import CONTENT_TYPE, RequestMetrics, exposition
 from fleetdx.orchestrator.store import (
     FindingRecord,
     NodeHistory,
@@ -34,6 +57,8 @@ from fleetdx.orchestrator.store import (
     Store,
     StoreError,
 )
+from fleetdx.orchestrator.store.fleet import fleet_state
+from fleetdx.orchestrator.store.tokens import TokenScope
 from fleetdx.probes.contracts import Contract, FindingCode, Severity
 
 MAX_LIMIT = 1000
@@ -51,18 +76,42 @@ class Health(Contract):
     error: str | None = None
 
 
-def create_app(store: Store) -> FastAPI:
-    """The API app reading from ``store``. Store errors become 503 responses with a one-line ``detail``."""
-    app = FastAPI(title="fleetdx", version=__version__, description="Read-only run history of fleetdx.")
+def create_app(store: Store, *, auth_reads: bool = False, request_metrics: RequestMetrics | None = None) -> FastAPI:
+    """The API app over ``store``. ``auth_reads``: reads need a token too. ``request_metrics``: where request
+    latency goes (default: a histogram of this process). Store errors become 503 responses with a one-line
+    ``detail``."""
+    app = FastAPI(title="fleetdx", version=__version__, description="Run history, report ingestion and metrics.")
+    auth = Auth(store, reads_need_token=auth_reads)
+    reader = [Depends(auth.require(TokenScope.READ))]
+    writer = [Depends(auth.require(TokenScope.WRITE))]
+    requests = request_metrics or RequestMetrics()
 
     def public(exc: Exception) -> str:
         """The error's message without the database URL (logged in full)."""
         log.warning("%s", exc)
         return str(exc).replace(store.url, "the run database")
 
+    @app.middleware("http")
+    async def _latency(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        start = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            route = request.scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            requests.observe(request.method, template, status, time.perf_counter() - start)
+
     @app.exception_handler(StoreError)
     async def _store_error(_request: Request, exc: StoreError) -> JSONResponse:
         return JSONResponse(status_code=503, content={"detail": public(exc)})
+
+    @app.exception_handler(Exception)
+    async def _internal_error(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error: %s", exc)
+        return JSONResponse(status_code=500, content={"detail": "internal error (see the server's log)"})
 
     @app.get("/healthz", response_model=Health)
     def healthz() -> JSONResponse | Health:
@@ -71,24 +120,22 @@ def create_app(store: Store) -> FastAPI:
         except StoreError as e:
             return JSONResponse(status_code=503, content=Health(status="error", error=public(e)).model_dump())
 
-    @app.get("/runs", response_model=list[RunSummary])
+    @app.get("/runs", response_model=list[RunSummary], dependencies=reader)
     def runs(limit: int = Query(50, ge=1, le=MAX_LIMIT)) -> list[RunSummary]:
         return store.list_runs(limit=limit)
 
-    @app.get("/runs/{run_id}", response_model=RunReport)
+    @app.get("/runs/{run_id}", response_model=RunReport, dependencies=reader)
     def run(run_id: str = Path(pattern=SAFE_TEXT)) -> RunReport:
         try:
             return store.get_run(run_id)
         except RunNotFound as e:
             raise HTTPException(status_code=404, detail=public(e)) from None
 
-    @app.get("/nodes/{host}/history", response_model=NodeHistory)
-    def node_history(
-        host: str = Path(pattern=SAFE_TEXT), limit: int = Query(20, ge=1, le=MAX_LIMIT)
-    ) -> NodeHistory:
+    @app.get("/nodes/{host}/history", response_model=NodeHistory, dependencies=reader)
+    def node_history(host: str = Path(pattern=SAFE_TEXT), limit: int = Query(20, ge=1, le=MAX_LIMIT)) -> NodeHistory:
         return NodeHistory(host=host, entries=store.node_history(host, limit=limit))
 
-    @app.get("/findings", response_model=list[FindingRecord])
+    @app.get("/findings", response_model=list[FindingRecord], dependencies=reader)
     def findings(
         code: FindingCode | None = None,
         severity: Severity | None = None,
@@ -96,5 +143,33 @@ def create_app(store: Store) -> FastAPI:
         limit: int = Query(100, ge=1, le=MAX_LIMIT),
     ) -> list[FindingRecord]:
         return store.find_findings(code=code, severity=severity, host=host, limit=limit)
+
+    @app.get("/metrics", dependencies=reader, response_class=Response)
+    def metrics() -> Response:
+        return Response(exposition(fleet_state(store), requests), media_type=CONTENT_TYPE)
+
+    @app.post(
+        "/reports",
+        response_model=IngestResult,
+        status_code=201,
+        dependencies=writer,
+        responses={200: {"model": IngestResult, "description": "already stored"}},
+    )
+    async def post_report(request: Request) -> JSONResponse:
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_UPLOAD_BYTES:
+                raise HTTPException(status_code=413, detail=f"the report is over {MAX_UPLOAD_BYTES} bytes")
+        try:
+            data = decode_body(
+                bytes(body), request.headers.get("content-type"), request.headers.get("content-encoding")
+            )
+            upload = await run_in_threadpool(parse_upload, data)
+        except UploadRejected as e:
+            raise HTTPException(status_code=e.status, detail=e.reason) from None
+        inserted = await run_in_threadpool(store.save_report, upload.report, upload.raw)
+        result = IngestResult(run_id=upload.report.run_id, inserted=inserted)
+        return JSONResponse(status_code=201 if inserted else 200, content=result.model_dump(mode="json"))
 
     return app

@@ -242,3 +242,19 @@ class CurveNodeRow(Base):
     host: Mapped[str] = mapped_column(String(255), primary_key=True, index=True)
 
     curve: Mapped[CurveRow] = relationship(back_populates="hosts")
+
+
+class TokenRow(Base):
+    """One bearer token of the HTTP API: its public id, who holds it, its scope ("read" or "write"), and only the
+    SHA-256 of the token (:mod:`fleetdx.orchestrator.store.tokens`). ``revoked_at`` (Unix s) is NULL while it
+    is valid."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_id: Mapped[str] = mapped_column(String(16), unique=True)
+    name: Mapped[str] = mapped_column(String(255))
+    scope: Mapped[str] = mapped_column(String(16))
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    revoked_at: Mapped[float | None] = mapped_column(Float)

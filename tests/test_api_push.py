@@ -1,0 +1,156 @@
+"""Pushing reports to a live ``fleetdx serve`` (uvicorn on 127.0.0.1): stored when the service takes it, spooled
+locally when it is down or refuses (a refused report is not lost either), and ``fleetdx preflight --report-to
+URL --token-file F`` end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from fleetdx.orchestrator.cli import preflight_cmd
+from fleetdx.orchestrator.service.client import push_or_spool
+from fleetdx.orchestrator.store import Store, read_spool
+from fleetdx.orchestrator.store.tokens import TokenScope, create_token
+from tests.store_samples import migrated, preflight_raw, preflight_run
+
+T0 = 1_763_800_000.0
+BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Service:
+    def __init__(self, url: str, db: str, write: str, read: str) -> None:
+        self.url, self.db, self.write, self.read = url, db, write, read
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """`fleetdx serve` as a real process on a free loopback port, over an SQLite file with two tokens."""
+    db = f"sqlite:///{tmp_path_factory.mktemp('svc') / 'central.db'}"
+    with Store.open(migrated(db)) as store:
+        write = create_token(store, "prolog", TokenScope.WRITE).token
+        read = create_token(store, "dashboard", TokenScope.READ).token
+    port = free_port()
+    cmd = [sys.executable, "-m", "fleetdx", "serve", "--port", str(port), "--db", db]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):  # up to 40 s for the interpreter and uvicorn to start on a busy machine
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                time.sleep(0.2)
+        yield Service(url, db, write, read)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_push_stores_the_report_and_a_retry_is_not_a_duplicate(service: Service, tmp_path: Path) -> None:
+    report = preflight_run("push-1", T0)
+    first = push_or_spool(service.url, service.write, report, preflight_raw(), spool_dir=tmp_path)
+    assert first.saved and first.message == f"report saved to {service.url}/reports"
+    again = push_or_spool(service.url + "/", service.write, report, preflight_raw(), spool_dir=tmp_path)
+    assert again.saved and list(tmp_path.iterdir()) == []
+    with Store.open(service.db) as store:
+        assert store.get_run("push-1") == report
+        assert store.get_raw("push-1", "h100-vm-idle") == preflight_raw()["h100-vm-idle"]
+        assert [r.run_id for r in store.list_runs()].count("push-1") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_refused_push_is_spooled_with_the_reason(service: Service, tmp_path: Path) -> None:
+    report = preflight_run("push-refused", T0)
+    out = push_or_spool(service.url, service.read, report, preflight_raw(), spool_dir=tmp_path)
+    assert not out.saved and out.spool_path is not None and out.stored
+    assert "answered 403" in (out.error or "") and "this needs write" in (out.error or "")
+    spooled = read_spool(out.spool_path)
+    assert spooled.report == report and spooled.raw == preflight_raw()
+
+
+def test_service_down_spools_locally(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    report = preflight_run("push-down", T0)
+    out = push_or_spool(url, "fdx_0123456789ab_" + "A" * 43, report, preflight_raw(), spool_dir=tmp_path)
+    assert not out.saved and out.spool_path is not None
+    assert f"cannot reach {url}/reports" in (out.error or "")
+    assert f"fleetdx db import {out.spool_path}" in out.message
+    assert read_spool(out.spool_path).report == report
+
+
+def cli() -> typer.Typer:
+    app = typer.Typer()
+    preflight_cmd.register(app)
+    return app
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--report-to", "http://x"], "--report-to needs --token-file"),
+        (["--token-file", "t"], "--token-file goes with --report-to"),
+        (["--report-to", "ftp://x", "--token-file", "t"], "not an http:// or https:// URL"),
+        (["--report-to", "http://x", "--token-file", "t", "--db", "sqlite://"], "excludes --db and --no-save"),
+        (["--report-to", "http://x", "--token-file", "/nonexistent/token"], "/nonexistent/token: no such file"),
+    ],
+)
+def test_report_to_usage_errors_come_before_the_run(args: list[str], message: str) -> None:
+    res = CliRunner().invoke(cli(), ["preflight", "--nodes", "gpu01", *args])
+    assert res.exit_code == 3 and message in res.stderr, res.output
+
+
+def test_an_empty_token_file_is_refused(tmp_path: Path) -> None:
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    res = CliRunner().invoke(cli(), ["preflight", "--report-to", "http://x", "--token-file", str(empty)])
+    assert res.exit_code == 3 and "empty" in res.stderr
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_preflight_report_to_pushes_to_the_live_service(service: Service, tmp_path: Path) -> None:
+    """A simulated pre-flight (the idle H100 bundle) pushed with --report-to lands in the central database."""
+    bundle = tmp_path / "idle01"
+    shutil.copytree(BUNDLES / "h100-idle", bundle)
+    token_file = tmp_path / "token"
+    token_file.write_text(service.write + "\n")
+    env = {**os.environ, "FLEETDX_SPOOL_DIR": str(tmp_path / "spool")}
+    args = ["preflight", "--simulate", str(bundle), "--json", "--report-to", service.url, "--token-file"]
+    res = subprocess.run(
+        [sys.executable, "-m", "fleetdx", *args, str(token_file)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    run_id = json.loads(res.stdout)["run_id"]
+    assert f"report saved to {service.url}/reports" in res.stderr
+    assert not (tmp_path / "spool").exists()
+    with Store.open(service.db) as store:
+        stored = store.get_run(run_id)
+        assert stored.simulated and [n.host for n in stored.nodes] == ["idle01"]
+        assert store.get_raw(run_id, "idle01")  # the bundle's raw outputs went along
