@@ -219,3 +219,18 @@ def test_cli_slurm_args_json_and_exit_codes(tmp_path: Path) -> None:
     assert r.exit_code == 3 and "Traceback" not in r.output  # type: ignore[attr-defined]
     r = _cli("place", "--nodes", "1", "--gpus-per-node", "9", *common)
     assert r.exit_code == 2 and "declares gpu:8" in r.output  # type: ignore[attr-defined]
+
+
+def test_a_slow_pair_condemns_neither_member(store: Store) -> None:
+    pair = Finding(
+        code=FindingCode.NCCL_BUSBW_LOW,
+        severity=Severity.CRITICAL,
+        nodes=["gpu01", "gpu04"],
+        subject="gpu01+gpu04",
+        message="busbw 5.4 GB/s where the fleet's median is 122 (test finding)",
+    )
+    report = assemble_report(RunKind.BANDWIDTH, ["gpu01", "gpu04"], [pair], started_at=T0)
+    assert [n.verdict.name for n in report.nodes] == ["OK", "OK"]  # group-only code: the report blames neither
+    assert store.save_report(report)
+    a = place(req(2), store=store, candidates=NODES, now=T0 + 60)
+    assert a.placed and [n.host for n in a.nodes] == ["gpu01", "gpu04"]

@@ -9,6 +9,10 @@ A node is **unfit** (never placed) when, in the store:
    (unreachable, wrong GPU count, InfiniBand port down, failed/hung/wrong nccl-tests, low busbw, transport
    fallback, straggler, GPU hardware fault, node failure, NCCL network error).
 
+Only a finding that names the node alone counts: a finding about a pair or a group (a slow pair, a hung
+collective) does not say which member is at fault, as in the report's exclude list; localisation names the
+straggler with a finding of its own.
+
 A finding is **open** while it is younger than :attr:`HealthPolicy.open_finding_ttl_s` (default 7 days) *and*
 no later clean pre-flight has cleared it: a **clean pre-flight** (the node's verdict OK or WARNING in a
 pre-flight run) clears every finding of earlier runs; its own findings are the node's current state. So a
@@ -106,15 +110,20 @@ def judge(record: NodeHealthRecord | None, host: str, policy: HealthPolicy = DEF
     )
     reasons: list[str] = []
     codes: list[FindingCode] = []
-    if latest.verdict is Verdict.CRITICAL:
-        reasons.append(f"{health}: a CRITICAL node is not placed until a clean pre-flight")
     unfit = set(policy.node_unfit_codes)
+    if latest.verdict is Verdict.CRITICAL:
+        why = [
+            f for f in record.open_findings if f.run_id == latest.run_id and f.severity is Severity.CRITICAL
+        ]
+        codes += [f.code for f in why]
+        said = f" ({', '.join(f'{f.code.value} {f.subject}' for f in why)})" if why else ""
+        reasons.append(f"{health}{said}: a CRITICAL node is not placed until a clean pre-flight")
     for f in record.open_findings:
-        if f.severity is Severity.CRITICAL and f.code in unfit:
+        if latest.verdict is Verdict.CRITICAL and f.run_id == latest.run_id:
+            continue  # said above
+        if f.severity is Severity.CRITICAL and f.code in unfit and f.hosts == 1:
             fsim = " (simulated run)" if f.simulated else ""
             reasons.append(f"open {f.code.value} ({f.subject}) from {f.run_id}{fsim}: {f.message}")
-            codes.append(f.code)
-        elif latest.verdict is Verdict.CRITICAL and f.run_id == latest.run_id and f.severity is Severity.CRITICAL:
             codes.append(f.code)
     as_findings = [
         Finding(code=f.code, severity=f.severity, nodes=[host], subject=f.subject, message=f.message)

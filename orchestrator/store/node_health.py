@@ -53,6 +53,7 @@ class HostFinding(Contract):
     run_id: str
     started_at: float
     simulated: bool
+    hosts: int = 1  #: how many hosts the finding names (a pair finding: 2)
 
 
 class NodeHealthRecord(Contract):
@@ -117,7 +118,14 @@ def node_health(
                 .where(NodeRow.host.in_(chunk), RunRow.started_at >= since)
             ):
                 runs[host].append((kind, started, verdict))
-            for host, code, sev, subject, message, run_id, started, simulated in session.execute(
+            named = (
+                select(func.count())
+                .select_from(FindingNodeRow)
+                .where(FindingNodeRow.finding_pk == FindingRow.id)
+                .correlate(FindingRow)
+                .scalar_subquery()
+            )
+            for host, code, sev, subject, message, run_id, started, simulated, n_hosts in session.execute(
                 select(
                     FindingNodeRow.host,
                     FindingRow.code,
@@ -127,6 +135,7 @@ def node_health(
                     RunRow.run_id,
                     RunRow.started_at,
                     RunRow.simulated,
+                    named,
                 )
                 .join(FindingRow, FindingNodeRow.finding_pk == FindingRow.id)
                 .join(RunRow, FindingRow.run_pk == RunRow.id)
@@ -142,6 +151,7 @@ def node_health(
                         run_id=run_id,
                         started_at=started,
                         simulated=simulated,
+                        hosts=n_hosts,
                     )
                 )
     out: dict[str, NodeHealthRecord] = {}
