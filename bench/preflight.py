@@ -2,13 +2,14 @@
 
 Part 1, the whole command (``--whole``, default on): ``fleetdx preflight`` in a fresh process, timed from
 process start to exit -- interpreter and imports, Ray start and stop, probes, diagnosis, and the save into a
-fresh SQLite file -- for this machine (a live run: local Ray, real commands; no GPU here, so the verdict is
-UNKNOWN) and for ``--simulate`` runs of 1, 2 and 4 nodes replaying the idle H100 bundle (Ray's local cluster
+fresh SQLite file -- for this machine, side by side on its two paths (a live run, real commands; no GPU here,
+so the verdict is UNKNOWN): the local path (the default for one node: probes in-process, no Ray) and the Ray
+path (``--ray-address local``: a private local Ray is started and stopped), and for ``--simulate`` runs of 1, 2 and 4 nodes replaying the idle H100 bundle (Ray's local cluster
 start is part of the figure). Each is run with and without ``--no-save`` (the difference is the save) next to
 ``fleetdx --version`` (process start and CLI import alone).
 
-Part 2, the orchestration alone, on one simulated cluster kept up: quick-level wall time for 1, 2, 4 and 8 nodes
-and the orchestrator's own overhead per node.
+Part 2, the orchestration alone, on one simulated cluster kept up: the time from "all nodes joined" to the
+verdict (quick level) for 1, 2, 4 and 8 nodes, and the orchestrator's own overhead per node.
 
 One simulated cluster of 8 nodes (``ray.cluster_utils.Cluster``); each node replays a copy of the real idle
 H100 bundle (tests/fixtures/bundles/h100-idle), so the probes themselves cost almost nothing and what is timed
@@ -90,7 +91,8 @@ def _command(args: list[str], db: Path | None) -> tuple[float, int]:
 def whole_command(tmp: Path, repeat: int) -> None:
     """Part 1 (see the module doc)."""
     cases: list[tuple[str, list[str]]] = [("fleetdx --version (process start)", ["--version"])]
-    cases.append(("preflight of this machine (live, local Ray)", ["preflight", "--json"]))
+    cases.append(("preflight of this machine (local path, no Ray)", ["preflight", "--json"]))
+    cases.append(("preflight of this machine (Ray path)", ["preflight", "--json", "--ray-address", "local"]))
     for n in (1, 2, 4):
         dirs = []
         for i in range(n):

@@ -32,6 +32,7 @@ def test_only_this_host_decides_the_local_path(monkeypatch: pytest.MonkeyPatch) 
     assert _only_this_host(["other-node"], Level.QUICK, None) is None
     assert _only_this_host([me, "other-node"], Level.QUICK, None) is None
     assert _only_this_host(None, Level.QUICK, "10.0.0.1:6379") is None  # a named cluster is used
+    assert _only_this_host(None, Level.QUICK, "local") is None  # a private local Ray, asked for
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
     assert _only_this_host(None, Level.QUICK, None) is None
     monkeypatch.delenv("RAY_ADDRESS")
