@@ -97,9 +97,10 @@ def test_cli_bandwidth_with_a_dead_address_is_one_line_and_exit_3() -> None:
 
 @pytest.mark.ray
 @pytest.mark.timeout(180)
-def test_the_main_job_preflight_of_this_machine_runs_on_a_private_local_ray(tmp_path: Path) -> None:
-    # the README's first command: a local Ray started for the run. Started on a watchdog thread, its GCS died
-    # with that thread and the command ended after 60 s in Ray's "Failed to connect to GCS"
+def test_preflight_of_this_machine_on_a_private_local_ray(tmp_path: Path) -> None:
+    # `--ray-address local`: a local Ray started for the run (the README's first command takes the local path,
+    # tests/test_local_preflight.py). Started on a watchdog thread, its GCS died with that thread and the
+    # command ended after 60 s in Ray's "Failed to connect to GCS"
     import json
     import os
 
@@ -107,7 +108,7 @@ def test_the_main_job_preflight_of_this_machine_runs_on_a_private_local_ray(tmp_
     env["FLEETDX_DB_URL"] = f"sqlite:///{tmp_path}/f.db"
     t0 = time.monotonic()
     res = subprocess.run(
-        [sys.executable, "-m", "fleetdx", "preflight", "--json"],
+        [sys.executable, "-m", "fleetdx", "preflight", "--json", "--ray-address", "local"],
         capture_output=True,
         text=True,
         timeout=150,
