@@ -295,3 +295,23 @@ def test_fuzz_analysis_never_raises(dumps: dict[int, tuple[str, FrDump]]) -> Non
     to_causes(a)
     to_timeline(a)
     missing_evidence(a)
+
+
+EXITS = FIX / "gloo_rank3_exits_early"
+
+
+def test_exited_rank_without_dump() -> None:
+    """Rank 3 ran out of data and exited: no dump. Ranks 0-2 all stopped at default_pg seq 5; FR alone cannot
+    name rank 3 (it is not judged), but with the job's world size it is the member that left no dump."""
+    a = analyze_dir(EXITS / "pickle")
+    assert a.ranks == [0, 1, 2] and a.divergences == [] and to_causes(a) == []
+    assert {g.desc: g.last_seq for g in a.groups}["default_pg"] == {0: 5, 1: 5, 2: 5}
+    b = analyze_dir(EXITS / "json", world_size=4)
+    assert b.no_dump_ranks == [3] and b.divergences == []
+    lines = missing_evidence(b)
+    assert any("no readable dump from ranks [3]" in x for x in lines)
+    assert any(
+        "dumped ranks of group 0:default_pg all stopped at collective #5; members [3] left no dump" in x for x in lines
+    )
+    c = analyze_dir(EXITS / "json", world_size=2)
+    assert any("beyond the world size 2" in n for n in c.notes)

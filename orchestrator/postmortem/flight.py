@@ -416,14 +416,23 @@ def _divergence(m: _Matcher, f: _Found, fetch: Callable[[int], FrDump]) -> FrDiv
     )
 
 
-def _result(m: _Matcher, folder: str, unreadable: dict[str, str], fetch: Callable[[int], FrDump]) -> FrAnalysis:
+def _result(
+    m: _Matcher,
+    folder: str,
+    unreadable: dict[str, str],
+    fetch: Callable[[int], FrDump],
+    world_size: int | None,
+) -> FrAnalysis:
     bad_ranks = {int(x.group(2)) for f in unreadable if (x := _RANK_RE.match(f)) and len(x.group(2)) < 10}
-    world = list(range(max([*m.files, *bad_ranks], default=-1) + 1))
+    top = max([*m.files, *bad_ranks], default=-1) + 1
+    world = list(range(max(top, world_size or 0)))
     m.resolve_pending()
     views: list[FrGroupView] = []
     divergences: list[FrDivergence] = []
     no_dump: set[int] = set()
     notes: list[str] = []
+    if world_size is not None and top > world_size:
+        notes.append(f"dumps from ranks up to {top - 1}, beyond the world size {world_size} given")
     for name in sorted(m.groups, key=lambda n: (m.desc.get(n) != "default_pg", n)):
         members, source = m.members(name, world)
         no_dump.update(r for r in members if r not in m.files)
@@ -466,23 +475,32 @@ def _result(m: _Matcher, folder: str, unreadable: dict[str, str], fetch: Callabl
 
 
 def analyze(
-    dumps: Mapping[int, tuple[str, FrDump]], folder: str = "", unreadable: Mapping[str, str] | None = None
+    dumps: Mapping[int, tuple[str, FrDump]],
+    folder: str = "",
+    unreadable: Mapping[str, str] | None = None,
+    world_size: int | None = None,
 ) -> FrAnalysis:
     """Match parsed dumps held in memory (``rank -> (file name, dump)``); see :func:`analyze_dir`. Never raises on
     any set of parsed dumps."""
     m = _Matcher()
     for rank, (file, dump) in sorted(dumps.items()):
         m.add(rank, file, dump)
-    return _result(m, folder, dict(unreadable or {}), lambda r: dumps[r][1])
+    return _result(m, folder, dict(unreadable or {}), lambda r: dumps[r][1], world_size)
 
 
-def analyze_dir(folder: Path, prefix: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> FrAnalysis:
+def analyze_dir(
+    folder: Path, prefix: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES, world_size: int | None = None
+) -> FrAnalysis:
     """Every rank's dump in ``folder`` (:func:`find_dumps`), matched by (process group, sequence id): the first
     divergence of each group, earliest first (module doc).
 
     Dumps are read one at a time and reduced to sequence ids and signature ids (pass 1); only the dumps a
     divergence names are read again for its evidence (pass 2). A dump that cannot be read or parsed is listed in
     ``unreadable`` and its rank is not judged.
+
+    ``world_size`` (the job's, when the job model or the logs tell it) makes the default group ranks
+    0..world_size-1 where the dumps do not record its membership (gloo): a rank whose process ended without a dump
+    is then listed in ``no_dump_ranks`` instead of unseen.
 
     Raises:
         ConfigError: as :func:`find_dumps`, and when no dump in the folder could be read (each file's error named).
@@ -500,7 +518,7 @@ def analyze_dir(folder: Path, prefix: str | None = None, max_bytes: int = DEFAUL
     if not paths:
         first = "; ".join(f"{k}: {v}" for k, v in list(unreadable.items())[:3])
         raise ConfigError(f"{folder}: no Flight Recorder dump could be read ({first})")
-    return _result(m, str(folder), unreadable, lambda r: read_dump(paths[r], max_bytes))
+    return _result(m, str(folder), unreadable, lambda r: read_dump(paths[r], max_bytes), world_size)
 
 
 # ---- into the postmortem's contracts (fleetdx postmortem --fr DIR) ----------------------------------------
@@ -613,6 +631,16 @@ def missing_evidence(a: FrAnalysis) -> list[str]:
     ]
     if a.no_dump_ranks:
         out.append(f"Flight Recorder: no readable dump from ranks {a.no_dump_ranks}: they are not judged")
+    diverged = {d.pg_name for d in a.divergences}
+    for g in a.groups:
+        absent = [r for r in g.members if r not in g.last_seq]
+        stops = set(g.last_seq.values())
+        if g.name not in diverged and absent and len(stops) == 1:
+            out.append(
+                f"Flight Recorder: the {len(g.last_seq)} dumped ranks of group {g.name}:{g.desc} all stopped at "
+                f"collective #{stops.pop()}; members {absent[:MAX_EVIDENCE]} left no dump (a rank that crashed or "
+                "exited leaves none): their logs say what they did"
+            )
     if not a.divergences:
         out.append(
             f"Flight Recorder ({len(a.ranks)} dumps): every group's ranks reached the same collectives: no rank is "
