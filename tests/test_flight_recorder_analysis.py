@@ -125,7 +125,7 @@ def test_folder_errors(tmp_path: Path) -> None:
 # ---- PyTorch's own analyzer on the same dumps -------------------------------------------------------------
 
 
-def _torch_collectives(src: Path, dst: Path) -> list[Any]:
+def _torch_collectives(src: Path, dst: Path, *extra: str) -> list[Any]:
     """PyTorch's fr_trace ``build_db`` on the real dumps, their ``pg_config`` filled with the job's real layout
     (gloo records none, and fr_trace stops with a KeyError without it). Our own fixtures, so torch's loader
     (``pickle.load``) may read them."""
@@ -140,7 +140,7 @@ def _torch_collectives(src: Path, dst: Path) -> list[Any]:
             k: {"name": k, "desc": desc, "ranks": str(ranks)} for k, (desc, ranks) in LAYOUT.items() if rank in ranks
         }
         (dst / f.name).write_bytes(pickle.dumps(d))
-    args = config.JobConfig().parse_args([str(dst)])
+    args = config.JobConfig().parse_args([str(dst), *extra])
     details, version = loader.read_dir(args)
     return list(builder.build_db(details, args, version).collectives)
 
@@ -315,3 +315,12 @@ def test_exited_rank_without_dump() -> None:
     )
     c = analyze_dir(EXITS / "json", world_size=2)
     assert any("beyond the world size 2" in n for n in c.notes)
+
+
+def test_torch_analyzer_also_does_not_judge_the_rank_without_dump(tmp_path: Path) -> None:
+    """Both leave rank 3 (no dump) unjudged: fr_trace (with --allow-incomplete-ranks) logs "We cannot decide ...
+    missed FR dumps from ranks ({3})" and names no missing rank; fleetdx lists it in no_dump_ranks."""
+    colls = _torch_collectives(EXITS / "pickle", tmp_path / "torch_exits", "--allow-incomplete-ranks")
+    assert colls and not any(c.missing_ranks for c in colls)
+    a = analyze_dir(EXITS / "pickle", world_size=4)
+    assert a.divergences == [] and a.no_dump_ranks == [3]
