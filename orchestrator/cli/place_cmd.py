@@ -145,11 +145,10 @@ def _render(a: PlacementAnswer) -> None:
             console.print(f"  [dim]{escape(reason)}[/]", highlight=False)
     for n in a.nodes:
         console.print(
-            f"\n[bold]node {n.node_rank}: {escape(n.host)}[/]"
-            + (f" (switch {escape(n.group)})" if n.group else "")
-            + f"  {escape(n.health)}; history: {escape(n.history)}",
+            f"\n[bold]node {n.node_rank}: {escape(n.host)}[/]" + (f" (switch {escape(n.group)})" if n.group else ""),
             highlight=False,
         )
+        console.print(f"  health: {escape(n.health)}\n  history: {escape(n.history)}", highlight=False)
         for g in n.excluded_gpus:
             console.print(f"  [red]GPU excluded:[/] {escape(g.gpu)}: {escape('; '.join(g.reasons))}", highlight=False)
         if n.gpus is None:

@@ -298,7 +298,7 @@ def _gpu_advice(
         try:
             adv = advise(topo, request.gpus_per_node, request.ib_port, _numa(files), excluded=j.gpu_exclusions)
         except SubsetError:
-            cache[h] = (None, f"too few GPUs: {h} has {len(topo.gpus)} GPUs, {request.gpus_per_node} needed")
+            cache[h] = (None, f"too few GPUs: {h} has {len(topo.gpus)} GPU(s), {request.gpus_per_node} needed")
             continue
         cache[h] = (adv, None)
 

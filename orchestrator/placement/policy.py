@@ -26,8 +26,8 @@ on a fit node; the node is left out only when fewer than the job's GPUs per node
 each pre-flight in the last :attr:`HealthPolicy.history_window_s` (30 days) where the node was CRITICAL costs
 :attr:`~HealthPolicy.penalty_per_failed_preflight` (1 point), each run there that named it a straggler
 (``STRAGGLER_NODE``/``STRAGGLER_GPU``) :attr:`~HealthPolicy.penalty_per_straggler_run` (1 point), and a node no
-stored run lists :attr:`~HealthPolicy.penalty_unknown` (0.5: behind a node known to be healthy, ahead of one
-that failed). Under the same switch, a node with fewer points is always taken first; equal points go by the
+stored run lists, or whose latest run could not judge it (UNKNOWN), :attr:`~HealthPolicy.penalty_unknown` (0.5:
+behind a node known to be healthy, ahead of one that failed). Under the same switch, a node with fewer points is always taken first; equal points go by the
 topology's order (fill order, then name).
 """
 
@@ -134,15 +134,18 @@ def judge(record: NodeHealthRecord | None, host: str, policy: HealthPolicy = DEF
         record.failed_preflights * policy.penalty_per_failed_preflight
         + record.straggler_runs * policy.penalty_per_straggler_run
     )
+    if latest.verdict is Verdict.UNKNOWN:  # not judged: as good as never seen, no worse
+        penalty += policy.penalty_unknown
     days = policy.history_window_s / DAY
     parts = []
     if record.failed_preflights:
         parts.append(f"{record.failed_preflights} CRITICAL pre-flight(s)")
     if record.straggler_runs:
         parts.append(f"{record.straggler_runs} straggler run(s)")
-    history = (
-        f"{' and '.join(parts)} in {days:g} days: +{penalty:g}" if parts else f"no failure in {days:g} days: +0"
-    )
+    history = f"{' and '.join(parts)} in {days:g} days" if parts else f"no failure in {days:g} days"
+    if latest.verdict is Verdict.UNKNOWN:
+        history += ", latest run could not judge it"
+    history += f": +{penalty:g}"
     return NodeJudgement(
         host=host,
         fit=not reasons,
