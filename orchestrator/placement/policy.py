@@ -27,8 +27,8 @@ each pre-flight in the last :attr:`HealthPolicy.history_window_s` (30 days) wher
 :attr:`~HealthPolicy.penalty_per_failed_preflight` (1 point), each run there that named it a straggler
 (``STRAGGLER_NODE``/``STRAGGLER_GPU``) :attr:`~HealthPolicy.penalty_per_straggler_run` (1 point), and a node no
 stored run lists, or whose latest run could not judge it (UNKNOWN), :attr:`~HealthPolicy.penalty_unknown` (0.5:
-behind a node known to be healthy, ahead of one that failed). Under the same switch, a node with fewer points is always taken first; equal points go by the
-topology's order (fill order, then name).
+behind a node known to be healthy, ahead of one that failed). Under the same switch, a node with fewer points
+is always taken first; equal points go by the topology's order (fill order, then name).
 """
 
 from __future__ import annotations
