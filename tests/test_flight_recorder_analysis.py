@@ -324,3 +324,26 @@ def test_torch_analyzer_also_does_not_judge_the_rank_without_dump(tmp_path: Path
     assert colls and not any(c.missing_ranks for c in colls)
     a = analyze_dir(EXITS / "pickle", world_size=4)
     assert a.divergences == [] and a.no_dump_ranks == [3]
+
+
+def test_sizes_compared_as_fr_trace_does() -> None:
+    """Copies of a real entry renamed to other collectives, one rank's sizes changed (synthesised): all_gather and
+    reduce_scatter sizes must agree (a substring match on 'gather'/'scatter' must not excuse them); all-to-all
+    and gather outputs may differ; send/recv are not matched by collective sequence id."""
+
+    def run(op: str, field: str) -> list[int]:
+        dumps = _loaded(SKIP / "json")
+        for r, (name, d) in list(dumps.items()):
+            entries = [e.model_copy(update={"profiling_name": f"gloo:{op}"}) for e in d.entries]
+            if r == 1:
+                entries = [e.model_copy(update={field: [[7]]}) if e.collective_seq_id == 2 else e for e in entries]
+            dumps[r] = (name, d.model_copy(update={"entries": entries}))
+        first = analyze(dumps, f"synth_{op}").first
+        return first.culprit_ranks if first is not None and first.kind == "mismatch" else []
+
+    assert run("all_gather", "input_sizes") == [1]
+    assert run("reduce_scatter", "output_sizes") == [1]
+    assert run("all_to_all_single", "input_sizes") == []
+    assert run("gather", "output_sizes") == []
+    assert run("send", "input_sizes") == []
+    assert run("all_reduce", "input_sizes") == [1]

@@ -10,11 +10,13 @@ where the members diverge is found:
 * **missing**: a member never reached it (its last sequence id in the group, from its entries and its
   ``pg_status.last_enqueued_collective``, is lower). Those are the ranks the others waited for: the usual
   answer to "which rank hung the job" (a watchdog timeout on 511 ranks at ``SeqNum=N`` while one rank stopped
-  at ``N-1``). nvidia-resiliency-ext's FR attribution reads dumps the same way. A rank whose record of the
-  group holds ids on both sides of N but not N (a ring buffer holds a contiguous run) is missing at N too.
+  at ``N-1``). nvidia-resiliency-ext's FR attribution (``nvidia_resiliency_ext.attribution.trace_analyzer``,
+  v0.5) rests on the same figure, each rank's highest enqueued ``collective_seq_id``. A rank whose record of
+  the group holds ids on both sides of N but not N (a ring buffer holds a contiguous run) is missing at N too.
 * **mismatch**: every member reached it but issued different collectives there: another operation, other input
-  or output sizes (not compared for ``all_to_all``/``scatter``/``gather``, whose sizes differ legitimately, as in
-  ``fr_trace``'s ``Op.match``) or other dtypes. The ranks outside the largest agreeing set are named; with no
+  or output sizes (not compared where they differ legitimately: all-to-all splits, the root's side of
+  ``scatter``/``gather``, ``all_gather_v``/``reduce_scatter_v``, as in ``fr_trace``'s ``Op.match``) or other
+  dtypes. The ranks outside the largest agreeing set are named; with no
   strict majority, all of them are, and none is singled out.
 
 Differences from ``fr_trace``, on purpose:
@@ -57,8 +59,14 @@ from fleetdx.probes.rawfile import DEFAULT_MAX_BYTES, RawFileError, check_regula
 #: a dump file is ``<prefix><rank>`` (PyTorch's ``TORCH_FR_DUMP_TEMP_FILE`` + rank; ``fr_trace``'s loader reads
 #: the rank with the same pattern)
 _RANK_RE = re.compile(r"^(.*?)(\d+)$")
-#: collectives whose per-rank sizes may legitimately differ (``fr_trace``'s ``Op.match``)
-_SIZES_MAY_DIFFER = ("all_to_all", "scatter", "gather", "alltoall")
+#: collectives whose per-rank input / output sizes may legitimately differ (``fr_trace``'s ``Op.match``: all-to-all
+#: splits, the root's side of scatter / gather, the variable-size v-collectives)
+_ALLTOALL = {"all_to_all", "all_to_all_single", "all_to_all_v_single", "alltoall", "alltoall_base"}
+_VARIABLE = {"all_gather_v", "reduce_scatter_v"}
+_INPUT_MAY_DIFFER = _ALLTOALL | _VARIABLE | {"scatter"}
+_OUTPUT_MAY_DIFFER = _ALLTOALL | _VARIABLE | {"gather"}
+#: point-to-point ops, matched by peer (``p2p_seq_id``), not by the group's collective sequence id
+_P2P = {"send", "recv", "_send", "_recv"}
 #: the most dump files read from one folder (a 16k-rank job fits)
 MAX_FILES = 65_536
 
@@ -178,8 +186,8 @@ def _signature(entries: list[FrEntry]) -> tuple[object, ...]:
     return tuple(
         (
             e.profiling_name,
-            () if any(k in e.op for k in _SIZES_MAY_DIFFER) else tuple(map(tuple, e.input_sizes)),
-            () if any(k in e.op for k in _SIZES_MAY_DIFFER) else tuple(map(tuple, e.output_sizes)),
+            () if e.op in _INPUT_MAY_DIFFER else tuple(map(tuple, e.input_sizes)),
+            () if e.op in _OUTPUT_MAY_DIFFER else tuple(map(tuple, e.output_sizes)),
             tuple(e.input_dtypes),
         )
         for e in sorted(entries, key=lambda e: (e.op_id or 0, e.record_id))
@@ -264,7 +272,7 @@ class _Matcher:
                 self.backends.add(e.profiling_name.split(":", 1)[0])
             if e.pg_id is not None:
                 pg_ids[str(e.pg_id)] = e.pg_name
-            if e.is_p2p:
+            if e.is_p2p or e.op in _P2P:
                 continue  # point-to-point ops count in p2p_seq_id, matched by peer, not here
             self.desc.setdefault(e.pg_name, e.pg_desc)
             by_seq.setdefault(e.pg_name, {}).setdefault(e.collective_seq_id, []).append(e)
@@ -359,7 +367,7 @@ def _entries_at(dump: FrDump, pg: str, seq: int) -> list[tuple[int, FrEntry]]:
     return [
         (i, e)
         for i, e in enumerate(dump.entries, start=1)
-        if e.pg_name == pg and e.collective_seq_id == seq and not e.is_p2p
+        if e.pg_name == pg and e.collective_seq_id == seq and not (e.is_p2p or e.op in _P2P)
     ]
 
 
