@@ -134,7 +134,8 @@ class JobEvent(Contract):
 class JobLog(Contract):
     """The events of one job log in line order, and what the log told about ranks and hosts.
 
-    ``rank_hosts`` maps a rank to the host that printed a line carrying both (a host prefix and a rank prefix,
+    ``hosts`` are the hosts the log names (events' hosts, and hosts seen as line prefixes). ``rank_hosts`` maps a
+    rank to the host that printed a line carrying both (a host prefix and a rank prefix,
     an NCCL ``host:pid:tid`` line under an Open MPI rank prefix, a ChildFailedError entry), first seen wins.
     """
 
@@ -420,8 +421,9 @@ _NCCL_CLASSES: list[tuple[EventKind, re.Pattern[str]]] = [
     (
         EventKind.NCCL_SOCKET_ERROR,
         re.compile(
-            r"Call to \w+ .*?failed\s*:\s*(?P<error>.+)$|Socket \w+ failed|socket\w*: .*(?:failed|closed)"
-            r"|Broken pipe|Connection reset by peer|Connection refused|Connection timed out",
+            r"Call to \w+ (?:from |to )?(?P<peer>\S+)? ?.*?failed\s*:\s*(?P<error>.+)$|Socket \w+ failed"
+            r"|socket\w*: .*(?:failed|closed)|Broken pipe|Connection reset by peer|Connection refused"
+            r"|Connection timed out",
         ),
     ),
     (EventKind.NCCL_SYSTEM_ERROR, re.compile(r"unhandled system error|ncclSystemError")),
@@ -688,9 +690,12 @@ class JobLogScanner:
     the module doc says. ``year`` dates stamps that print none (glog, syslog) until the log prints a full
     date."""
 
-    def __init__(self, file: str, year: int | None = None) -> None:
+    def __init__(self, file: str, year: int | None = None, year_assumed: bool = False) -> None:
         self.file = file
         self.year = year
+        #: ``year`` is a guess (e.g. the file's modification time): events dated with it say so
+        #: (``details["year_assumed"]``) until the log prints a full date
+        self.year_assumed = year_assumed and year is not None
         self.lines = 0
         self.events: list[JobEvent] = []
         self.dropped = 0
@@ -719,7 +724,7 @@ class JobLogScanner:
     def _time(self, ll: LogLine) -> tuple[str | None, float | None]:
         y = _year_of(ll.outer_time) or _year_of(ll.time)
         if y is not None:
-            self.year = y
+            self.year, self.year_assumed = y, False
         if ll.time is None:
             return None, None
         return ll.time, stamp_ts(ll.time, self.year)
@@ -849,6 +854,8 @@ class JobLogScanner:
             det = dict(f.details)
             if pg_m is not None:
                 det["pg"] = int(pg_m.group("pg"))
+                if pg_m.group("guid"):
+                    det["pg_guid"] = pg_m.group("guid")
                 if pg_m.group("desc"):
                     det["pg_desc"] = pg_m.group("desc")
             if msg_rank is not None:
@@ -866,6 +873,8 @@ class JobLogScanner:
                 det["collector_time"] = ll.outer_time
             if red:
                 det["host_redacted"] = True
+            if self.year_assumed and ts is not None and not f.time:
+                det["year_assumed"] = True
             # a [Rank N] of the default process group is the global rank; of another group, only the group's
             ev_rank = rank
             if ev_rank is None and msg_rank is not None and det.get("pg", 0) == 0:
@@ -896,7 +905,7 @@ class JobLogScanner:
             events=self.events,
             lines_read=self.lines,
             events_dropped=self.dropped,
-            hosts=list(self._hosts),
+            hosts=list(dict.fromkeys([*self._hosts, *sorted(self._prefix_hosts)])),
             rank_hosts=self._rank_hosts,
         )
 

@@ -1,0 +1,717 @@
+"""Correlation: every event of every log on one timeline, the first failure, and the ranked causes. Pure.
+
+**Timeline and clock skew.** Events with a full date (``ts``) are ordered by it; events without one (glog
+stamps without a year, dmesg seconds since boot, lines with no stamp) keep their file's line order and come
+after the dated ones. Hosts' clocks, and the stamps of a collector and of the process, never agree exactly,
+so two events less than :data:`SKEW_TOLERANCE_S` apart are treated as simultaneous: between them the more
+*decisive* one (:data:`PRIORITY`) counts as first, never merely the one whose clock ran ahead. Stamps without a
+zone are read as UTC; when a line carries both a collector's and the process's stamp, the process's own is
+used (fixture 06 shows the two eight hours apart: a zone, not a delay).
+
+**The first failure is the earliest decisive event, not the loudest.** Every event kind has a priority; kinds
+below :data:`DECISIVE` are *observers*: they report that something else failed (a ProcessGroupNCCL watchdog
+timeout, ``Connection closed by remote peer``, a socket error, ``remote process exited``, another rank's exit
+after the root cause). A watchdog timeout printed by 511 ranks usually means one rank never reached the
+collective: within one process group (its GUID, else its id) the rank whose last enqueued work is below the
+SeqNum the others time out on never enqueued it, and a rank that timed out on a lower SeqNum than the others
+is behind them (:func:`timeout_analysis`); when all reporting ranks agree, the rank that hung is one that did
+not report, and the postmortem says so instead of naming a reporter. The host that prints ``Connection closed
+by remote peer`` is the observer: the cause names the peer.
+
+Causes carry the codes of :class:`~fleetdx.probes.contracts.FindingCode`; XIDs are judged with the XID table
+of :mod:`fleetdx.orchestrator.diagnosis.xid_table` (NVIDIA's XID catalog) and IB work-completion statuses are
+named after ``enum ibv_wc_status`` of rdma-core's ``libibverbs/verbs.h``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from fleetdx.orchestrator.diagnosis.xid_table import XidClass, classify, lookup
+from fleetdx.orchestrator.postmortem.contracts import Cause, EvidenceLine, TimelineEntry
+from fleetdx.probes.contracts import FindingCode, Job, Severity
+from fleetdx.probes.parsers.joblog import EventKind, JobEvent, iso
+
+#: seconds within which events of different sources are treated as simultaneous (clock skew, see module doc)
+SKEW_TOLERANCE_S = 5.0
+#: kinds at or above this priority can be a root cause; below it they observe one
+DECISIVE = 50
+#: evidence lines kept per cause
+MAX_EVIDENCE = 12
+#: timeline entries kept (decisive events first, then observers, in time order)
+MAX_TIMELINE = 1000
+
+#: ``enum ibv_wc_status`` (rdma-core libibverbs/verbs.h): the status NCCL prints in ``Got completion from peer``
+IBV_WC_STATUS = {
+    1: "IBV_WC_LOC_LEN_ERR (local length error)",
+    2: "IBV_WC_LOC_QP_OP_ERR (local QP operation error)",
+    4: "IBV_WC_LOC_PROT_ERR (local protection error: memory registration, e.g. GPUDirect RDMA)",
+    5: "IBV_WC_WR_FLUSH_ERR (work request flushed: the queue pair was already in error)",
+    7: "IBV_WC_BAD_RESP_ERR (bad response)",
+    8: "IBV_WC_LOC_ACCESS_ERR (local access error)",
+    9: "IBV_WC_REM_INV_REQ_ERR (remote invalid request)",
+    10: "IBV_WC_REM_ACCESS_ERR (remote access error)",
+    11: "IBV_WC_REM_OP_ERR (remote operation error)",
+    12: "IBV_WC_RETRY_EXC_ERR (transport retry counter exceeded: the peer did not answer)",
+    13: "IBV_WC_RNR_RETRY_EXC_ERR (receiver-not-ready retry counter exceeded)",
+    19: "IBV_WC_FATAL_ERR (fatal error)",
+    20: "IBV_WC_RESP_TIMEOUT_ERR (response timeout)",
+    21: "IBV_WC_GENERAL_ERR (general error)",
+}
+
+_CRASH_SIGNALS = (
+    "SIGSEGV",
+    "SIGBUS",
+    "SIGABRT",
+    "SIGILL",
+    "SIGFPE",
+    "Segmentation",
+    "Bus error",
+    "Aborted",
+    "Illegal",
+    "Floating",
+)
+_CONFIG_EXC = frozenset(
+    {
+        "ImportError",
+        "ModuleNotFoundError",
+        "FileNotFoundError",
+        "NotADirectoryError",
+        "PermissionError",
+        "KeyError",
+        "ValueError",
+        "TypeError",
+        "AttributeError",
+        "NameError",
+        "SyntaxError",
+        "IndentationError",
+        "ArgumentError",
+        "ConfigError",
+        "ConfigAttributeError",
+        "MissingMandatoryValue",
+        "ValidationError",
+    }
+)
+_PREVIOUS_XID_RE = re.compile(r"caused by previous Xid (\d+)")
+_PEER_RE = re.compile(r"^(?P<peer>[^<\s]+?)(?:<\d+>)?$")
+_IPV4_RE = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """An event as a cause sees it: its code, severity, priority (higher: more decisive) and grouping key."""
+
+    code: FindingCode
+    severity: Severity
+    priority: int
+    key: tuple[object, ...]
+    note: str = ""
+
+
+def _xid_judgement(e: JobEvent) -> Judged:
+    code = int(e.details.get("xid") or 0)
+    msg = str(e.details.get("message") or "")
+    cls = classify(code, 1, msg)
+    prev = _PREVIOUS_XID_RE.search(msg)
+    note = ""
+    if prev is not None and cls in (XidClass.INFO, XidClass.APP):
+        prior = int(prev.group(1))
+        pcls = classify(prior, 1, "")
+        if pcls not in (XidClass.INFO, XidClass.APP):
+            cls, note = pcls, f"XID {code} follows XID {prior} ({lookup(prior).meaning})"
+    key = ("gpu", e.host, e.details.get("pci"))
+    if cls is XidClass.APP:
+        return Judged(FindingCode.CUDA_ERROR, Severity.CRITICAL, 60, key, note)
+    if cls is XidClass.INFO:
+        return Judged(FindingCode.GPU_HW_FAULT, Severity.WARNING, 30, key, note)
+    return Judged(FindingCode.GPU_HW_FAULT, Severity.CRITICAL, 100, key, note)
+
+
+def judge(e: JobEvent) -> Judged | None:
+    """How one event counts, or ``None`` when it is context only (an NCCL INFO trace, a link coming up)."""
+    k, d = e.kind, e.details
+    C, W = Severity.CRITICAL, Severity.WARNING
+    where = (e.host, e.rank)
+    if k is EventKind.XID:
+        return _xid_judgement(e)
+    if k is EventKind.GPU_LOST:
+        return Judged(FindingCode.GPU_HW_FAULT, C, 100, ("gpu", e.host, d.get("pci")))
+    if k is EventKind.AER:
+        fatal = "Uncorrected" in str(d.get("received") or d.get("severity") or "") or d.get("first") is True
+        return Judged(FindingCode.GPU_HW_FAULT, C if fatal else W, 95 if fatal else 15, ("pcie", e.host, d.get("pci")))
+    if k is EventKind.NODE_FAIL:
+        return Judged(FindingCode.NODE_FAILURE, C, 98, ("node", e.host))
+    if k is EventKind.OOM_HOST:
+        return Judged(FindingCode.OOM_HOST, C, 92, ("oom-host", e.host))
+    if k is EventKind.SRUN_TASK_EXIT:
+        reason = str(d.get("reason") or "")
+        if "Out Of Memory" in reason:
+            return Judged(FindingCode.OOM_HOST, C, 91, ("oom-host", e.host))
+        if any(s in reason for s in _CRASH_SIGNALS):
+            return Judged(FindingCode.PROCESS_CRASH, C, 79, ("crash", e.host, e.task))
+        return Judged(FindingCode.PROCESS_CRASH, C, 35, ("exit", e.host, e.task))
+    if k is EventKind.OOM_GPU:
+        return Judged(FindingCode.OOM_GPU, C, 88, ("oom-gpu", *where))
+    if k is EventKind.CUDA_ERROR:
+        err = str(d.get("error") or "")
+        if "ECC" in err:
+            return Judged(FindingCode.GPU_HW_FAULT, C, 97, ("gpu", e.host, e.rank))
+        return Judged(FindingCode.CUDA_ERROR, C, 87, ("cuda", *where))
+    if k is EventKind.NCCL_CUDA_FAILURE:
+        if "out of memory" in str(d.get("error") or ""):
+            return Judged(FindingCode.OOM_GPU, C, 88, ("oom-gpu", *where))
+        return Judged(FindingCode.CUDA_ERROR, C, 86, ("cuda", *where))
+    if k in (EventKind.IB_LINK_DOWN, EventKind.IB_PORT_STATE):
+        if k is EventKind.IB_PORT_STATE and d.get("state") in ("ACTIVE", "ARMED", "INIT") and not d.get("module"):
+            return None
+        return Judged(FindingCode.NCCL_NETWORK_ERROR, C, 90, ("link", e.host, d.get("device")))
+    if k is EventKind.NCCL_IB_ASYNC:
+        return Judged(FindingCode.NCCL_NETWORK_ERROR, C, 84, ("hca", e.host))
+    if k is EventKind.NCCL_IB_COMPLETION:
+        return Judged(FindingCode.NCCL_NETWORK_ERROR, C, 83, ("ib", e.host))
+    if k is EventKind.CHILD_FAILED:
+        sig, code = str(d.get("signal") or ""), d.get("exit_code")
+        root = d.get("root_cause") is not False
+        if not root:
+            return Judged(FindingCode.PROCESS_CRASH, C, 30, ("child", *where))
+        if sig == "SIGKILL" or code == -9:
+            return Judged(FindingCode.OOM_HOST, C, 70, ("oom-host", e.host), "SIGKILL")
+        if sig or (isinstance(code, int) and code < 0):
+            return Judged(FindingCode.PROCESS_CRASH, C, 80, ("crash", *where))
+        return Judged(FindingCode.PROCESS_CRASH, C, 65, ("crash", *where))
+    if k is EventKind.SIGNAL:
+        sig = str(d.get("signal") or "")
+        if any(s in sig for s in _CRASH_SIGNALS):
+            return Judged(FindingCode.PROCESS_CRASH, C, 80, ("crash", *where))
+        return Judged(FindingCode.PROCESS_CRASH, C, 25, ("signal", *where))
+    if k is EventKind.PYTHON_EXCEPTION:
+        t = str(d.get("type") or "").rsplit(".", 1)[-1]
+        if t in ("ChildFailedError", "DistBackendError", "OutOfMemoryError"):
+            return None  # the summary block / the NCCL or OOM event on the same line says more
+        if t in _CONFIG_EXC:
+            return Judged(FindingCode.CONFIG_ERROR, C, 62, ("config", *where))
+        return Judged(FindingCode.PROCESS_CRASH, C, 55, ("exception", *where))
+    if k is EventKind.NCCL_INVALID_USAGE:
+        return Judged(FindingCode.CONFIG_ERROR, C, 62, ("config", *where))
+    if k in (EventKind.NCCL_INTERNAL_ERROR, EventKind.NCCL_SYSTEM_ERROR):
+        return Judged(FindingCode.NCCL_INTERNAL_ERROR, C, 54, ("nccl-internal", *where))
+    if k is EventKind.SLURM_TIME_LIMIT:
+        return Judged(FindingCode.SLURM_TIME_LIMIT, C, 52, ("time-limit",))
+    if k in (EventKind.NCCL_CONNECTION_CLOSED, EventKind.NCCL_SOCKET_ERROR, EventKind.NCCL_REMOTE_ERROR):
+        return Judged(FindingCode.NCCL_NETWORK_ERROR, C, 44, ("observed",))
+    if k in (EventKind.WATCHDOG_TIMEOUT, EventKind.WORK_PROGRESS):
+        return Judged(FindingCode.NCCL_TIMEOUT, C, 20, ("timeout",))
+    if k is EventKind.NCCL_NET_SOCKET:
+        return Judged(FindingCode.NCCL_TRANSPORT_FALLBACK, W, 5, ("socket", e.host))
+    return None
+
+
+def _peer_host(e: JobEvent) -> str | None:
+    """The host name of the peer a connection/socket event names (``h2.domain<4711>`` -> ``h2``); an IP
+    address stays as printed; ``None`` when none is named."""
+    peer = e.details.get("peer")
+    if not isinstance(peer, str):
+        return None
+    m = _PEER_RE.match(peer)
+    if m is None:
+        return None
+    name = m.group("peer")
+    if _IPV4_RE.match(name) or ":" in name:
+        return name
+    return name.split(".", 1)[0]
+
+
+def _order_key(e: JobEvent, index: int) -> tuple[float, int]:
+    return (e.ts if e.ts is not None else float("inf"), index)
+
+
+def timeline(events: Sequence[JobEvent]) -> list[JobEvent]:
+    """``events`` ordered as the module doc says (dated first by ``ts``, then the rest in input order)."""
+    return [e for _, e in sorted(enumerate(events), key=lambda p: _order_key(p[1], p[0]))]
+
+
+def first_decisive(events: Sequence[JobEvent]) -> JobEvent | None:
+    """The first failure: among decisive events, the earliest dated one, a more decisive one within
+    :data:`SKEW_TOLERANCE_S` of it winning; an undated event wins only if more decisive than that."""
+    scored = [(e, j) for e in events if (j := judge(e)) is not None and j.priority >= DECISIVE]
+    if not scored:
+        return None
+    dated = [(e, j) for e, j in scored if e.ts is not None]
+    best: tuple[JobEvent, Judged] | None = None
+    if dated:
+        t0 = min(e.ts for e, _ in dated if e.ts is not None)
+        close = [(e, j) for e, j in dated if e.ts is not None and e.ts <= t0 + SKEW_TOLERANCE_S]
+        best = max(close, key=lambda p: (p[1].priority, -(p[0].ts or 0.0)))
+    undated = [(e, j) for e, j in scored if e.ts is None]
+    if undated:
+        u = max(undated, key=lambda p: p[1].priority)  # max keeps the first of equals: the earliest line
+        if best is None or u[1].priority > best[1].priority:
+            best = u
+    return best[0] if best else None
+
+
+@dataclass
+class TimeoutAnalysis:
+    """What the watchdog timeouts and work-progress lines say (see :func:`timeout_analysis`)."""
+
+    reporters: list[int] = field(default_factory=list)  #: ranks that reported a timeout
+    suspects: list[int] = field(default_factory=list)  #: ranks shown to be behind the others
+    reason: str = ""
+    seq: int | None = None  #: the SeqNum most reporters waited on
+    op: str | None = None
+    last_completed: int | None = None
+    groups_differ: bool = False  #: the reporters' timeouts are in different process groups
+
+
+def timeout_analysis(events: Sequence[JobEvent], world: Iterable[int] = ()) -> TimeoutAnalysis:
+    """Which rank hung a collective, from the watchdog timeouts and last enqueued/completed work.
+
+    Per process group (GUID, else id, else the one default group when every rank reports a single SeqNum):
+    a rank whose last enqueued work is below the SeqNum the others time out on never enqueued that collective;
+    a rank timing out on a lower SeqNum than the others is behind them. When all reporters agree, the suspects
+    are the ranks of ``world`` (the job's ranks, when known) that did not report.
+    """
+    wd = [e for e in events if e.kind is EventKind.WATCHDOG_TIMEOUT and e.rank is not None]
+    prog = [e for e in events if e.kind is EventKind.WORK_PROGRESS and e.rank is not None]
+    out = TimeoutAnalysis(reporters=sorted({e.rank for e in wd + prog if e.rank is not None}))
+    if not out.reporters:
+        return out
+    seqs: dict[int, set[int]] = defaultdict(set)
+    for e in wd:
+        if isinstance(e.details.get("seq"), int) and e.rank is not None:
+            seqs[e.rank].add(int(e.details["seq"]))  # type: ignore[arg-type]
+    group_of: dict[int, object] = {}
+    for e in prog:
+        if e.rank is not None:
+            group_of.setdefault(e.rank, e.details.get("pg_guid", e.details.get("pg")))
+    seq_counts: dict[int, int] = defaultdict(int)
+    for s in seqs.values():
+        for x in s:
+            seq_counts[x] += 1
+    if seq_counts:
+        out.seq = max(seq_counts, key=lambda s: (seq_counts[s], s))
+        first = next(e for e in wd if e.details.get("seq") == out.seq)
+        out.op = str(first.details.get("op")) if first.details.get("op") else None
+    done = [int(v) for e in prog if isinstance(v := e.details.get("last_completed"), int)]
+    out.last_completed = min(done) if done else None
+    groups = set(group_of.values())
+    single_group = (len(groups) <= 1 and all(len(s) == 1 for s in seqs.values())) or (
+        len(groups) == 1 and set(group_of) >= set(seqs)
+    )
+    if not single_group:
+        out.groups_differ = True
+        out.reason = "SeqNums of different process groups do not compare"
+        return out
+    behind_enq = sorted(
+        e.rank
+        for e in prog
+        if e.rank is not None
+        and out.seq is not None
+        and isinstance(v := e.details.get("last_enqueued"), int)
+        and v < out.seq
+    )
+    if behind_enq:
+        out.suspects = sorted(set(behind_enq))
+        out.reason = f"their last enqueued work is below SeqNum {out.seq}: they never reached that collective"
+        return out
+    lows = {r: min(s) for r, s in seqs.items() if s}
+    if lows and len(set(lows.values())) > 1:
+        low = min(lows.values())
+        out.suspects = sorted(r for r, s in lows.items() if s == low)
+        out.reason = f"they timed out on SeqNum {low}, behind the others' {max(lows.values())}"
+        return out
+    silent = sorted(set(world) - set(out.reporters))
+    if silent:
+        out.suspects = silent
+        out.reason = "every reporting rank waited on the same collective; these ranks of the job never reported"
+    return out
+
+
+def _gpu(e: JobEvent, job: Job | None) -> str | None:
+    d = e.details
+    if isinstance(d.get("cuda_device"), int):
+        return f"cuda:{d['cuda_device']}"
+    if e.kind is EventKind.OOM_GPU and isinstance(d.get("gpu"), int):
+        return f"cuda:{d['gpu']}"
+    if e.kind in (EventKind.XID, EventKind.GPU_LOST) and d.get("pci"):
+        return f"PCI:{d['pci']}"
+    if job is not None and e.rank is not None:
+        for p in job.ranks:
+            if p.rank == e.rank and p.gpu:
+                return p.gpu
+    return None
+
+
+def _time(e: JobEvent) -> str | None:
+    """ISO 8601 UTC when the stamp's date is known, else the stamp as printed (a yearless stamp dated only by a
+    guess keeps its printed form)."""
+    return iso(e.ts) if e.ts is not None and not e.details.get("year_assumed") else e.time
+
+
+def _evidence(events: Sequence[JobEvent]) -> list[EvidenceLine]:
+    return [EvidenceLine(file=e.file, line=e.line, text=e.text) for e in events[:MAX_EVIDENCE]]
+
+
+def _where(rank: int | None, host: str | None) -> str:
+    parts = ([f"rank {rank}"] if rank is not None else []) + ([f"on {host}"] if host else [])
+    return " ".join(parts) or "on an unnamed host"
+
+
+def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: Judged) -> tuple[str, str]:
+    """(message, action) of one cause, from its leading event and its group."""
+    d, where, host = lead.details, _where(lead.rank, lead.host), lead.host or "the host"
+    k = lead.kind
+    hosts = sorted({e.host for e in group if e.host})
+    if k in (EventKind.XID,):
+        xid = int(d.get("xid") or 0)
+        info = lookup(xid)
+        extra = f"; {j.note}" if j.note else ""
+        aer = [e for e in group if e.kind is EventKind.AER and (e.details.get("error") or e.details.get("received"))]
+        if aer:
+            named = [e for e in aer if e.details.get("first")] or [e for e in aer if e.details.get("error")] or aer
+            what = str(named[0].details.get("error") or named[0].details.get("received"))
+            extra += f"; after PCIe AER {what} at {aer[0].details.get('pci')}"
+        prior = _PREVIOUS_XID_RE.search(str(d.get("message") or ""))
+        act = lookup(int(prior.group(1))).action if j.note and prior else info.action
+        verb = {Severity.CRITICAL: f"drain {host}", Severity.WARNING: f"watch {host}"}.get(j.severity, "")
+        if code is FindingCode.CUDA_ERROR:
+            verb = "an application fault, the GPU stays healthy"
+        return (
+            f"XID {xid} ({info.mnemonic}: {info.meaning}) {where} GPU {d.get('pci')}{extra}",
+            f"{verb}: {act}",
+        )
+    if k is EventKind.GPU_LOST:
+        return (
+            f"a GPU {where} was lost by the driver ({d.get('event')}, {d.get('pci')})",
+            f"drain {host}: {lookup(79).action}",
+        )
+    if k is EventKind.AER:
+        aer_what = d.get("error") or d.get("received") or d.get("severity")
+        return (
+            f"PCIe AER {aer_what} {where} at {d.get('pci')}",
+            f"drain {host}: check the PCIe slot/riser and link of {d.get('pci')} (AER history, lspci -vv); "
+            "reseat, RMA if it recurs",
+        )
+    if code is FindingCode.NODE_FAILURE:
+        return (
+            f"the node {host} failed (Slurm NODE_FAIL)",
+            f"drain {host}, read its BMC event log; resubmit with --exclude={host}",
+        )
+    if code is FindingCode.OOM_HOST:
+        if j.note == "SIGKILL":
+            return (
+                f"{where} was killed by SIGKILL (exit code -9): most often the kernel's OOM killer",
+                "confirm with the node's kernel log (oom-kill); request more host memory (--mem), fewer data-loader "
+                "workers or smaller host buffers; the node is not at fault",
+            )
+        return (
+            f"the host ran out of memory {where} ({lead.text.strip()[:120]})",
+            "request more host memory (--mem), fewer data-loader workers or smaller host buffers, then resubmit; "
+            "the node is not at fault",
+        )
+    if code is FindingCode.OOM_GPU:
+        return (
+            f"CUDA out of memory {where}"
+            + (
+                f" (CUDA device {d.get('cuda_device', d.get('gpu'))})"
+                if d.get("cuda_device", d.get("gpu")) is not None
+                else ""
+            ),
+            "reduce the per-GPU batch or sequence length, enable activation checkpointing or sharding; check that "
+            "no other process holds the GPU (fleetdx preflight: GPU_FOREIGN_PROCESS); the GPU is not at fault",
+        )
+    if code is FindingCode.GPU_HW_FAULT:
+        return (
+            f"uncorrectable ECC error {where}",
+            f"drain {host}: {lookup(48).action}",
+        )
+    if code is FindingCode.CUDA_ERROR:
+        err = d.get("error") or lead.text[:80]
+        return (
+            f"CUDA error {where}: {err}",
+            "an application fault unless the same GPU repeats it across jobs: rerun with CUDA_LAUNCH_BLOCKING=1 "
+            "under compute-sanitizer; if it recurs on this GPU, probe it (fleetdx preflight --level standard)",
+        )
+    if k is EventKind.NCCL_IB_COMPLETION:
+        status = d.get("status")
+        name = IBV_WC_STATUS.get(int(status), f"status {status}") if isinstance(status, int) else "?"
+        return (
+            f"InfiniBand work completion error {name}, vendor error {d.get('vendor')} ({d.get('dir')}) seen "
+            f"{where} from peer {d.get('peer')}" + (f"; also on {', '.join(hosts)}" if len(hosts) > 1 else ""),
+            f"check the IB path between {host} and its peer (ibstat, mlx5 Link down in dmesg, switch port error "
+            f"counters); if one host is in every error, resubmit with --exclude=<it> and drain it",
+        )
+    if k is EventKind.NCCL_IB_ASYNC:
+        return (
+            f"the HCA {where} raised an async event: {d.get('event')}",
+            f"drain {host}: reset the HCA (reboot) and check its firmware and cable; resubmit with --exclude={host}",
+        )
+    if k in (EventKind.IB_LINK_DOWN, EventKind.IB_PORT_STATE):
+        return (
+            f"InfiniBand link {d.get('device') or d.get('module') or ''} {where} went down "
+            f"({d.get('state') or d.get('event') or 'Link down'})",
+            f"check the cable, transceiver and switch port of {host}; drain it if the link flaps; resubmit with "
+            f"--exclude={host}",
+        )
+    if code is FindingCode.NCCL_NETWORK_ERROR:  # observers only
+        peers = list(dict.fromkeys(p for e in group if (p := _peer_host(e))))
+        seen_by = ", ".join(hosts) or "a host"
+        peer_names = ", ".join(peers[:4]) or "a peer"
+        return (
+            f"{seen_by} lost NCCL connections to {peer_names} ({', '.join(sorted({e.kind.value for e in group}))}): "
+            "the printer is the observer; the peer's process most likely exited, or the network between them "
+            "failed, first",
+            f"read {peer_names}'s own log and kernel log for the first failure",
+        )
+    if code is FindingCode.PROCESS_CRASH:
+        sig = d.get("signal")
+        ec = d.get("exit_code")
+        if k is EventKind.PYTHON_EXCEPTION:
+            what = f"{d.get('type')}: {d.get('message')}"
+        elif k is EventKind.CHILD_FAILED and d.get("root_cause") is not False:
+            what = f"the root cause of torchrun's ChildFailedError, exit code {ec}" + (f" ({sig})" if sig else "")
+        else:
+            what = f"exit code {ec}" if ec is not None else (str(sig) if sig else lead.text[:100])
+        return (
+            f"{where} died: {what}",
+            "read this rank's traceback or core dump; a segfault inside NCCL/CUDA libraries can be a "
+            "driver/library mismatch"
+            if sig
+            else "read this rank's traceback (the first exception of the rank)",
+        )
+    if code is FindingCode.CONFIG_ERROR:
+        msg = f"{d.get('type')}: {d.get('message')}" if d.get("type") else lead.text[:160]
+        return (f"configuration error {where}: {msg}", "fix the job's configuration or environment and resubmit")
+    if code is FindingCode.NCCL_INTERNAL_ERROR:
+        return (
+            f"NCCL {k.value.replace('nccl-', '').replace('-', ' ')} {where}",
+            "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET; a system error is often a failed socket or a "
+            "too small /dev/shm",
+        )
+    if code is FindingCode.SLURM_TIME_LIMIT:
+        return (
+            f"Slurm cancelled job {d.get('job')} at {lead.time}: it reached its time limit",
+            "raise --time, or checkpoint and resume; no node is at fault",
+        )
+    if code is FindingCode.NCCL_TRANSPORT_FALLBACK:
+        return (
+            f"NCCL uses TCP sockets ({d.get('device') or 'no IB device found'}) {where}",
+            "if the nodes have InfiniBand/RoCE, NCCL fell back: check NCCL_IB_DISABLE, NCCL_NET, NCCL_IB_HCA and "
+            "the IB plugin; a single-node job is unaffected",
+        )
+    return (lead.text[:200], "")
+
+
+def _timeout_cause(
+    group: Sequence[JobEvent], analysis: TimeoutAnalysis, job: Job | None, rank_hosts: dict[int, str]
+) -> tuple[Cause, list[str]]:
+    missing: list[str] = []
+    reporters = analysis.reporters
+    op = f"{analysis.op} SeqNum {analysis.seq}" if analysis.seq is not None else "a collective"
+    done = f", last completed work {analysis.last_completed}" if analysis.last_completed is not None else ""
+    rank = host = None
+    nodes: list[str] = []
+    lead = group[0]
+    if analysis.suspects:
+        rank = analysis.suspects[0]
+        host = rank_hosts.get(rank)
+        nodes = sorted({h for r in analysis.suspects if (h := rank_hosts.get(r))})
+        msg = (
+            f"NCCL watchdog timeout: {_ranks(reporters)} waited in {op}{done}; {_ranks(analysis.suspects)} "
+            f"hung it: {analysis.reason}"
+        )
+        lead = next((e for e in group if e.rank == rank), lead)
+    elif analysis.groups_differ:
+        per_rank = "; ".join(
+            f"rank {e.rank}: {e.details.get('op')} SeqNum {e.details.get('seq')}"
+            for e in _first_per_rank(group, EventKind.WATCHDOG_TIMEOUT)[:8]
+        )
+        msg = f"NCCL watchdog timeouts in several process groups ({per_rank}): {analysis.reason}"
+        missing.append(
+            f"which rank hung the collectives: {_ranks(reporters)} reported timeouts in different process groups; "
+            "give every rank's log, or Flight Recorder dumps (--fr)"
+        )
+    else:
+        msg = f"NCCL watchdog timeout: {_ranks(reporters)} waited in {op}{done}; " + (
+            analysis.reason or "the rank that never reached it is not among the logs given"
+        )
+        missing.append(
+            f"which rank never reached {op}: {_ranks(reporters)} reported and all waited on it; "
+            "give every rank's log, or Flight Recorder dumps (--fr)"
+        )
+    timeout = next((e.details.get("timeout_ms") for e in group if e.details.get("timeout_ms")), None)
+    action = (
+        "look at the suspect rank's own log and node for what stopped it (a hang, a crash, a slow data loader)"
+        if analysis.suspects
+        else "find the rank that never reached the collective (every rank's log, or --fr)"
+    )
+    if timeout:
+        action += f"; raise the timeout ({timeout} ms) only if the collective is legitimately that slow"
+    ordered = sorted(group, key=lambda e: (e.rank != rank, e.kind is not EventKind.WATCHDOG_TIMEOUT))
+    cause = Cause(
+        code=FindingCode.NCCL_TIMEOUT,
+        severity=Severity.CRITICAL,
+        rank=rank,
+        host=host,
+        gpu=_gpu(lead, job) if rank is not None else None,
+        nodes=nodes,
+        time=_time(lead),
+        message=msg,
+        action=action,
+        evidence=_evidence(ordered),
+    )
+    return cause, missing
+
+
+def _first_per_rank(events: Sequence[JobEvent], kind: EventKind) -> list[JobEvent]:
+    seen: dict[int | None, JobEvent] = {}
+    for e in events:
+        if e.kind is kind:
+            seen.setdefault(e.rank, e)
+    return list(seen.values())
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    """``"rank 3"`` or ``"ranks 0-2,5"``."""
+    return ("rank " if len(set(ranks)) == 1 else "ranks ") + _ranges(ranks)
+
+
+def _ranges(ranks: Sequence[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"``."""
+    out: list[str] = []
+    rs = sorted(set(ranks))
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ",".join(out) or "-"
+
+
+@dataclass
+class Correlation:
+    """The causes (most likely first), the timeline entries and what evidence is missing."""
+
+    causes: list[Cause]
+    timeline: list[TimelineEntry]
+    missing: list[str]
+
+
+def correlate(
+    events: Sequence[JobEvent],
+    job: Job | None = None,
+    rank_hosts: dict[int, str] | None = None,
+    hosts: Iterable[str] = (),
+) -> Correlation:
+    """Rank the causes of a failure from all its events (job logs and kernel logs, any order). ``hosts`` are
+    the host names the logs showed (a peer is named as a node only when it is one of them or of the job's)."""
+    rank_hosts = dict(rank_hosts or {})
+    known_hosts = set(hosts)
+    if job is not None:
+        for p in job.ranks:
+            rank_hosts.setdefault(p.rank, p.host)
+    ordered = timeline(events)
+    # events that lack a host but whose rank's host is known take it
+    ordered = [
+        e.model_copy(update={"host": rank_hosts[e.rank]}) if e.host is None and e.rank in rank_hosts else e
+        for e in ordered
+    ]
+    groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]] = defaultdict(list)
+    for e in ordered:
+        j = judge(e)
+        if j is not None:
+            groups[(j.code,) + j.key].append((e, j))
+    _fold(groups)
+    first = first_decisive(ordered)
+    missing: list[str] = []
+    causes: list[tuple[tuple[int, int, int], Cause]] = []
+    world = [p.rank for p in job.ranks] if job is not None else []
+    for key, members in groups.items():
+        code = key[0]
+        assert isinstance(code, FindingCode)
+        evs = [e for e, _ in members]
+        best_e, best_j = max(members, key=lambda p: p[1].priority)
+        lead = origin = next((e for e, j in members if j.priority == best_j.priority), best_e)
+        named_hosts = {e.host for e, j in members if e.host and j.priority >= DECISIVE}
+        if lead.host is None and len(named_hosts) == 1:  # e.g. slurmstepd's line beside srun's for one host
+            lead = lead.model_copy(update={"host": named_hosts.pop()})
+        if code is FindingCode.NCCL_TIMEOUT:
+            analysis = timeout_analysis(evs, world)
+            cause, miss = _timeout_cause(evs, analysis, job, rank_hosts)
+            missing += miss
+        else:
+            msg, action = _describe(code, lead, evs, best_j)
+            ev_hosts = list(dict.fromkeys(e.host for e in evs if e.host))
+            if key[1] == "observed":
+                # the culprit is a peer; only a peer known as a host of the job is named as a node
+                known = {e.host for e in ordered if e.host} | known_hosts | set(job.nodes if job else [])
+                peers = list(dict.fromkeys(ph for e in evs if (ph := _peer_host(e))))
+                nodes = [ph for ph in peers if ph in known]
+                host = nodes[0] if nodes else (peers[0] if peers else None)
+            elif code is FindingCode.SLURM_TIME_LIMIT:
+                nodes, host = [], lead.host
+            else:
+                nodes, host = ev_hosts, lead.host
+            cause = Cause(
+                code=code,
+                severity=best_j.severity,
+                rank=lead.rank if key[1] != "observed" else None,
+                host=host,
+                gpu=_gpu(lead, job),
+                nodes=nodes,
+                time=_time(lead),
+                message=msg,
+                action=action,
+                evidence=_evidence([lead] + [e for e in evs if e is not origin]),
+            )
+        is_first = first is not None and any(e is first for e in evs)
+        severity_rank = 0 if cause.severity is Severity.CRITICAL else 1
+        causes.append(((severity_rank, 0 if is_first else 1, -best_j.priority), cause))
+    causes.sort(key=lambda p: p[0])
+    entries = _timeline_entries(ordered)
+    return Correlation(causes=[c for _, c in causes], timeline=entries, missing=missing)
+
+
+def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
+    """Merge groups that tell one story: a fatal PCIe AER into the lost GPU (XID 79, fallen off the bus) of
+    the same host; a group with no host into the only group of the same code that names one (``slurmstepd``'s
+    oom-kill line beside ``srun``'s ``node107: task 0: Out Of Memory``)."""
+    for key in [k for k in groups if k[1] == "pcie"]:
+        if not any(j.severity is Severity.CRITICAL for _, j in groups[key]):
+            continue
+        target = next(
+            (
+                k
+                for k in groups
+                if k[1] == "gpu"
+                and k[2] == key[2]
+                and any(e.kind is EventKind.GPU_LOST or e.details.get("xid") == 79 for e, _ in groups[k])
+            ),
+            None,
+        )
+        if target is not None:
+            groups[target] += groups.pop(key)
+    for key in [k for k in groups if len(k) == 3 and k[2] is None and k[1] not in ("observed",)]:
+        named = [k for k in groups if len(k) == 3 and k[:2] == key[:2] and k[2] is not None]
+        if len(named) == 1:
+            groups[named[0]] = groups.pop(key) + groups[named[0]]
+
+
+def _timeline_entries(ordered: Sequence[JobEvent]) -> list[TimelineEntry]:
+    keep = list(ordered)
+    if len(keep) > MAX_TIMELINE:
+        scored = sorted(
+            range(len(keep)),
+            key=lambda i: (-((j := judge(keep[i])) is not None and j.priority >= DECISIVE), i),
+        )
+        chosen = sorted(scored[:MAX_TIMELINE])
+        keep = [keep[i] for i in chosen]
+    return [
+        TimelineEntry(time=_time(e), host=e.host, rank=e.rank, kind=e.kind.value, text=e.text.split("\n", 1)[0][:300])
+        for e in keep
+    ]

@@ -1,0 +1,145 @@
+"""The postmortem of one job: read every evidence source, keep the kernel events of the job's nodes and
+window, correlate, and judge.
+
+Verdict (Nagios, :class:`~fleetdx.probes.contracts.Verdict`): the worst severity of the causes found (a failed
+job with a found cause is CRITICAL); when none is found it is never OK for a job that failed or whose end is
+unknown: the postmortem says UNKNOWN, with an ``UNKNOWN`` cause and the evidence that was missing. Only a job
+the scheduler reports ``COMPLETED`` with exit code 0 and no cause is OK.
+
+Yearless stamps (glog, syslog) take the year of the job's start, else of ``--since``, else of the file's
+modification time (``fleetdx.orchestrator.postmortem.sources``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from fleetdx.orchestrator.postmortem.contracts import Cause, PostmortemReport
+from fleetdx.orchestrator.postmortem.correlate import correlate
+from fleetdx.orchestrator.postmortem.sources import Context, EvidenceSource
+from fleetdx.probes.contracts import FindingCode, Job, Severity, Verdict
+from fleetdx.probes.parsers.joblog import EventKind, JobEvent
+
+#: kinds read from kernel logs: these are filtered by the window and the node list
+KERNEL_KINDS = frozenset(
+    {
+        EventKind.XID,
+        EventKind.GPU_LOST,
+        EventKind.IB_LINK_DOWN,
+        EventKind.IB_LINK_UP,
+        EventKind.IB_PORT_STATE,
+        EventKind.AER,
+    }
+)
+#: seconds a kernel event may lie outside the window and still count (an XID just before the job's first line
+#: of output can be its cause; clocks of nodes and scheduler differ)
+WINDOW_MARGIN_S = 300.0
+
+
+@dataclass(frozen=True)
+class Window:
+    """The job's time window, Unix seconds (either end open), and the nodes whose kernel events count (empty:
+    every node)."""
+
+    since: float | None = None
+    until: float | None = None
+    nodes: frozenset[str] = frozenset()
+
+    def admits(self, e: JobEvent) -> bool:
+        """Whether a kernel event counts: its host among ``nodes`` (when given and the event names one) and its
+        time inside the window give or take :data:`WINDOW_MARGIN_S` (an event without a date always counts)."""
+        if e.kind not in KERNEL_KINDS:
+            return True
+        if self.nodes and e.host is not None and e.host not in self.nodes:
+            return False
+        if e.ts is None:
+            return True
+        if self.since is not None and e.ts < self.since - WINDOW_MARGIN_S:
+            return False
+        return not (self.until is not None and e.ts > self.until + WINDOW_MARGIN_S)
+
+
+def _year(job: Job | None, window: Window) -> int | None:
+    t = (job.start_time if job is not None else None) or window.since
+    return datetime.fromtimestamp(t, tz=timezone.utc).year if t is not None else None
+
+
+def job_window(job: Job | None, window: Window) -> Window:
+    """``window`` with its open ends and node list filled from ``job`` (start/end time, nodes)."""
+    if job is None:
+        return window
+    return Window(
+        since=window.since if window.since is not None else job.start_time,
+        until=window.until if window.until is not None else job.end_time,
+        nodes=window.nodes or frozenset(job.nodes),
+    )
+
+
+def run_postmortem(
+    sources: Sequence[EvidenceSource], job: Job | None = None, window: Window | None = None
+) -> PostmortemReport:
+    """The postmortem of the job whose evidence ``sources`` read (see the module doc)."""
+    window = job_window(job, window or Window())
+    ctx = Context(year=_year(job, window))
+    events: list[JobEvent] = []
+    rank_hosts: dict[int, str] = {}
+    missing: list[str] = []
+    kernel_logs = 0
+    kernel_hosts: set[str] = set()
+    out_of_window = 0
+    seen_hosts: set[str] = set()
+    for src in sources:
+        ev = src.collect(ctx)
+        missing += ev.missing
+        kernel_logs += ev.kernel_logs
+        kernel_hosts |= ev.kernel_hosts
+        for log in ev.logs:
+            seen_hosts.update(log.hosts)
+            for r, h in log.rank_hosts.items():
+                rank_hosts.setdefault(r, h)
+            for e in log.events:
+                if window.admits(e):
+                    events.append(e)
+                else:
+                    out_of_window += 1
+    corr = correlate(events, job, rank_hosts, seen_hosts)
+    missing += corr.missing
+    causes = corr.causes
+    if kernel_logs == 0:
+        missing.append(
+            "no kernel log of the job's nodes (--bundles, or a dmesg given with --logs): XIDs, GPUs fallen off "
+            "the bus and InfiniBand link events could not be checked"
+        )
+    elif causes and causes[0].host and causes[0].host not in kernel_hosts and causes[0].nodes:
+        missing.append(f"the kernel log of {causes[0].host}, where the first cause happened")
+    if any(c.code is FindingCode.OOM_HOST and "SIGKILL" in c.message for c in causes):
+        missing.append("an oom-kill line in the kernel log of the killed rank's host would confirm the OOM killer")
+    if out_of_window:
+        missing.append(
+            f"{out_of_window} kernel events outside the job's window (more than "
+            f"{WINDOW_MARGIN_S:.0f} s before or after it) or on other nodes were left out"
+        )
+    if not events and not any("not read" in m for m in missing):
+        missing.append("none of the logs given tells of a failure (give every rank's output with --logs)")
+    completed = job is not None and (job.state or "").upper() == "COMPLETED" and job.exit_code == 0
+    if not causes and not completed:
+        causes = [
+            Cause(
+                code=FindingCode.UNKNOWN,
+                severity=Severity.UNKNOWN,
+                message="no cause found in the evidence given; the job's failure is unexplained",
+                action="give every rank's log (--logs), the nodes' bundles with their kernel logs (--bundles), and "
+                "Flight Recorder dumps (--fr) where the job wrote them",
+            )
+        ]
+    verdict = Verdict.worst(c.severity.verdict for c in causes) if causes else Verdict.OK
+    return PostmortemReport(
+        verdict=verdict,
+        exit_code=int(verdict),
+        job=job,
+        causes=causes,
+        timeline=corr.timeline,
+        missing_evidence=list(dict.fromkeys(missing)),
+    )

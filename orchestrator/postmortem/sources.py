@@ -1,0 +1,142 @@
+"""Evidence sources of a postmortem: each reads its inputs into parsed logs, and says what it could not read.
+
+A source is anything with ``collect(ctx) -> Evidence`` (:class:`EvidenceSource`); the postmortem runs a list of
+them, so a new kind of evidence (Flight Recorder dumps, profiler traces) is one more source, not a change here.
+
+* :class:`LogFiles`: the job's own output (one file per rank, or all interleaved), streamed line by line through
+  both the job-log and the kernel-log parser (a dmesg pasted into, or given as, a job log is read too);
+* :class:`Bundles`: node bundles (``fleetdx collect``, or a directory of raw outputs) read with
+  :func:`fleetdx.probes.bundle.read_bundle`; their kernel logs (``dmesg_nvrm.txt``, and any ``dmesg*``,
+  ``journalctl*``, ``kern.log*``, ``syslog*``, ``messages*`` file) through the kernel-log parser, the host being
+  the bundle's. ``dmesg_nvrm.txt`` as ``fleetdx collect`` writes it keeps only the XID/NVRM/AER lines: link
+  flaps need a full kernel log in the bundle.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Protocol
+
+from fleetdx.probes.bundle import read_bundle
+from fleetdx.probes.errors import BundleError, ParseError
+from fleetdx.probes.parsers.joblog import MAX_LINE, JobLog, JobLogScanner
+from fleetdx.probes.parsers.joblog_kernel import KernelLogScanner, parse_kernel_log
+from fleetdx.probes.rawfile import RawFileError, check_regular
+
+#: bundle files read as kernel logs
+KERNEL_FILE_RE = re.compile(r"^(?:dmesg|journalctl.*-k|journal.*kernel|kern\.log|kernel|syslog|messages)", re.I)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every source may use: ``year`` dates yearless stamps (glog, syslog) when a file prints none."""
+
+    year: int | None = None
+
+
+@dataclass
+class Evidence:
+    """What a source read: parsed logs (job and kernel), and one line per input it could not read or that
+    holds nothing it could use."""
+
+    logs: list[JobLog] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    kernel_hosts: set[str] = field(default_factory=set)  #: hosts whose kernel log was read
+    kernel_logs: int = 0  #: kernel logs read (given, or found among the job logs by their kernel events)
+
+
+class EvidenceSource(Protocol):
+    def collect(self, ctx: Context) -> Evidence: ...
+
+
+def _mtime_year(path: Path) -> int | None:
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc).year
+    except OSError:
+        return None
+
+
+class _LineReader:
+    """The lines of a file, each cut at :data:`MAX_LINE` bytes (the rest of a longer line is skipped), decoded
+    as UTF-8 with bad bytes replaced: bounded memory whatever the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __iter__(self) -> Iterator[str]:
+        with open(self.path, "rb") as f:
+            while raw := f.readline(MAX_LINE):
+                if len(raw) == MAX_LINE and not raw.endswith(b"\n"):
+                    while (rest := f.readline(MAX_LINE)) and not rest.endswith(b"\n"):
+                        pass
+                yield raw.decode("utf-8", errors="replace")
+
+
+@dataclass
+class LogFiles:
+    """The job's logs (``--logs``)."""
+
+    paths: Sequence[Path]
+
+    def collect(self, ctx: Context) -> Evidence:
+        ev = Evidence()
+        for path in self.paths:
+            name = str(path)
+            try:
+                check_regular(Path(path))
+                year = ctx.year or _mtime_year(Path(path))
+                job = JobLogScanner(name, year, year_assumed=ctx.year is None)
+                kernel = KernelLogScanner(name, year=year)
+                for line in _LineReader(Path(path)):
+                    job.feed(line)
+                    kernel.feed(line)
+            except (RawFileError, ParseError) as e:
+                ev.missing.append(f"{name}: not read: {e}")
+                continue
+            except OSError as e:
+                ev.missing.append(f"{name}: not read: {e.strerror}")
+                continue
+            j, k = job.result(), kernel.result()
+            ev.logs += [j, k]
+            if k.events:
+                ev.kernel_logs += 1
+                ev.kernel_hosts.update(k.hosts)
+            if not j.events and not k.events:
+                ev.missing.append(f"{name}: {j.lines_read} lines, none telling of a failure")
+        return ev
+
+
+@dataclass
+class Bundles:
+    """Node bundles (``--bundles``): their kernel logs, the host being the bundle's."""
+
+    dirs: Sequence[Path]
+
+    def collect(self, ctx: Context) -> Evidence:
+        ev = Evidence()
+        for d in self.dirs:
+            try:
+                bundle = read_bundle(Path(d))
+            except BundleError as e:
+                ev.missing.append(f"{d}: bundle not read: {e}")
+                continue
+            year = ctx.year or (bundle.created_at.year if bundle.created_at else None)
+            names = [n for n in bundle.files if KERNEL_FILE_RE.match(n)]
+            for n, why in bundle.unreadable.items():
+                if KERNEL_FILE_RE.match(n):
+                    ev.missing.append(f"{d}/{n}: not read: {why}")
+            if not names:
+                ev.missing.append(f"{d}: no kernel log in the bundle (host {bundle.host}): its XIDs and link events")
+            for n in names:
+                try:
+                    ev.logs.append(parse_kernel_log(bundle.files[n], f"{d}/{n}", host=bundle.host, year=year))
+                except ParseError as e:
+                    ev.missing.append(f"{d}/{n}: not read: {e}")
+                    continue
+                ev.kernel_logs += 1
+                ev.kernel_hosts.add(bundle.host)
+        return ev

@@ -1,0 +1,173 @@
+"""Correlation rules on hand-made (synthesised) events and log lines: which rank hung a collective, clock-skew
+tolerance, the observer rule, the window filter, and never OK for an unexplained failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleetdx.orchestrator.postmortem.correlate import SKEW_TOLERANCE_S, first_decisive, timeout_analysis
+from fleetdx.orchestrator.postmortem.run import Window, run_postmortem
+from fleetdx.orchestrator.postmortem.sources import Bundles, LogFiles
+from fleetdx.probes.contracts import FindingCode as F
+from fleetdx.probes.contracts import Job, RankPlacement, SchedulerKind, Verdict
+from fleetdx.probes.parsers.joblog import EventKind as K
+from fleetdx.probes.parsers.joblog import JobEvent, parse_joblog, stamp_ts
+
+
+def _wd(rank: int, seq: int, pg: int = 0) -> str:
+    return (
+        f"[rank{rank}]:[E0321 02:07:08.408 ProcessGroupNCCL.cpp:607] [PG {pg} Rank {rank}] Watchdog caught "
+        f"collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, "
+        f"Timeout(ms)=600000) ran for 600060 milliseconds before timing out."
+    )
+
+
+def _progress(rank: int, at: int, enq: int, done: int, pg: int = 0) -> str:
+    return (
+        f"[rank{rank}]:[E0321 02:07:08.465 ProcessGroupNCCL.cpp:1664] [PG {pg} Rank {rank}] Exception (either an "
+        f"error or timeout) detected by watchdog at work: {at}, last enqueued NCCL work: {enq}, last completed "
+        f"NCCL work: {done}."
+    )
+
+
+def _events(lines: list[str]) -> list[JobEvent]:
+    return parse_joblog("\n".join(lines), "synth.log", 2025).events
+
+
+def test_rank_that_never_enqueued_the_collective_hung_it() -> None:
+    lines = [_wd(r, 100) for r in (0, 1, 3)] + [_progress(r, 100, 101, 99) for r in (0, 1, 3)]
+    lines.append(_progress(2, 99, 99, 98))  # rank 2 never enqueued 100; it timed out on 99
+    a = timeout_analysis(_events(lines))
+    assert a.suspects == [2] and "never reached" in a.reason and a.seq == 100
+
+
+def test_rank_timing_out_on_a_lower_seq_is_behind() -> None:
+    a = timeout_analysis(_events([_wd(0, 100), _wd(1, 100), _wd(5, 97)]))
+    assert a.suspects == [5] and "behind" in a.reason
+
+
+def test_silent_ranks_of_the_job_are_the_suspects() -> None:
+    a = timeout_analysis(_events([_wd(r, 100) for r in (0, 1, 2)]), world=range(4))
+    assert a.suspects == [3]
+
+
+def test_suspect_named_with_its_host_from_the_job() -> None:
+    path = (
+        Path(__file__).parent
+        / "fixtures"
+        / "joblogs"
+        / "13_watchdog-reduce-scatter-ranks64-67_1800000ms_quote-prefix_megatron.log"
+    )
+    job = Job(
+        scheduler=SchedulerKind.SLURM,
+        job_id="7",
+        nodes=["n1", "n2"],
+        state="FAILED",
+        exit_code=1,
+        ranks=[RankPlacement(rank=r, host="n1" if r < 66 else "n2") for r in range(64, 69)],
+    )
+    cause = run_postmortem([LogFiles([path])], job=job).causes[0]
+    assert (cause.code, cause.rank, cause.host, cause.nodes) == (F.NCCL_TIMEOUT, 68, "n2", ["n2"])
+
+
+def test_skew_tolerance_lets_the_more_decisive_event_win() -> None:
+    t = "2025-03-21T02:07:08"
+    ts = stamp_ts(t)
+    assert ts is not None
+    crash = JobEvent(
+        kind=K.SIGNAL,
+        rank=1,
+        ts=ts + SKEW_TOLERANCE_S / 2,
+        file="a",
+        line=1,
+        text="Segmentation fault",
+        details={"signal": "Segmentation fault (11)"},
+    )
+    xid = JobEvent(
+        kind=K.XID,
+        host="n1",
+        ts=ts + SKEW_TOLERANCE_S - 1,
+        file="k",
+        line=9,
+        text="Xid 79",
+        details={"xid": 79, "pci": "0000:3b:00"},
+    )
+    early = JobEvent(
+        kind=K.PYTHON_EXCEPTION, rank=2, ts=ts, file="b", line=3, text="ValueError: x", details={"type": "ValueError"}
+    )
+    assert first_decisive([crash, xid, early]) is xid
+    late_xid = xid.model_copy(update={"ts": ts + 10 * SKEW_TOLERANCE_S})
+    # within the tolerance the crash outranks the earlier exception; past it, the earliest event is first
+    assert first_decisive([crash, late_xid, early]) is crash
+    later_crash = crash.model_copy(update={"ts": ts + 2 * SKEW_TOLERANCE_S})
+    assert first_decisive([later_crash, late_xid, early]) is early
+
+
+def test_observer_only_evidence_names_the_peer(tmp_path: Path) -> None:
+    log = tmp_path / "rank0.log"
+    log.write_text(
+        "gpu01:1:2 [0] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer gpu02.cl<4711>\n"
+        "gpu02: [rank8]: hello\n"
+    )
+    cause = run_postmortem([LogFiles([log])]).causes[0]
+    assert cause.code is F.NCCL_NETWORK_ERROR and cause.host == "gpu02" and cause.nodes == ["gpu02"]
+    assert "observer" in cause.message
+
+
+def test_no_cause_is_unknown_never_ok(tmp_path: Path) -> None:
+    log = tmp_path / "quiet.log"
+    log.write_text("epoch 1 loss 2.3\nepoch 2 loss 2.1\n")
+    report = run_postmortem([LogFiles([log])])
+    assert report.verdict is Verdict.UNKNOWN and report.exit_code == 3
+    assert [c.code for c in report.causes] == [F.UNKNOWN]
+    assert any("none telling of a failure" in m for m in report.missing_evidence)
+
+
+def test_completed_job_with_nothing_found_is_ok(tmp_path: Path) -> None:
+    log = tmp_path / "quiet.log"
+    log.write_text("done\n")
+    job = Job(scheduler=SchedulerKind.SLURM, job_id="1", state="COMPLETED", exit_code=0)
+    report = run_postmortem([LogFiles([log])], job=job)
+    assert report.verdict is Verdict.OK and report.causes == [] and report.job == job
+
+
+def test_unreadable_log_is_named_not_skipped(tmp_path: Path) -> None:
+    report = run_postmortem([LogFiles([tmp_path / "absent.log"])])
+    assert report.verdict is Verdict.UNKNOWN
+    assert any("absent.log: not read" in m for m in report.missing_evidence)
+    binary = tmp_path / "bin.log"
+    binary.write_bytes(b"abc\x00def\n")
+    assert any("bin.log: not read" in m for m in run_postmortem([LogFiles([binary])]).missing_evidence)
+
+
+def _bundle(tmp_path: Path, host: str, dmesg: str) -> Path:
+    d = tmp_path / host
+    d.mkdir()
+    (d / "dmesg.txt").write_text(dmesg)
+    return d
+
+
+def test_bundle_kernel_events_outside_the_window_are_left_out(tmp_path: Path) -> None:
+    line = (
+        "2026-11-22T10:58:12+00:00 {h} kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python, "
+        "GPU has fallen off the bus."
+    )
+    b1 = _bundle(tmp_path, "gpu1", line.format(h="gpu1") + "\n")
+    ts = stamp_ts("2026-11-22T10:58:12Z")
+    assert ts is not None
+    inside = run_postmortem([Bundles([b1])], window=Window(since=ts - 60, until=ts + 60))
+    assert inside.causes[0].code is F.GPU_HW_FAULT and inside.causes[0].host == "gpu1"
+    assert inside.causes[0].evidence[0].file == f"{b1}/dmesg.txt"
+    outside = run_postmortem([Bundles([b1])], window=Window(since=ts + 3600, until=ts + 7200))
+    assert outside.causes[0].code is F.UNKNOWN
+    assert any("outside the job's window" in m for m in outside.missing_evidence)
+    other = run_postmortem([Bundles([b1])], window=Window(nodes=frozenset({"gpu2"})))
+    assert other.causes[0].code is F.UNKNOWN
+
+
+def test_bundle_without_kernel_log_says_so(tmp_path: Path) -> None:
+    d = tmp_path / "gpu3"
+    d.mkdir()
+    (d / "nvidia-smi_-L.txt").write_text("GPU 0: NVIDIA H100 (UUID: GPU-1)\n")
+    report = run_postmortem([Bundles([d])])
+    assert any("no kernel log in the bundle" in m for m in report.missing_evidence)

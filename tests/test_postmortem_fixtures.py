@@ -1,0 +1,133 @@
+"""The postmortem of each real job log (tests/fixtures/joblogs/): the cause class, the first failing rank and
+host where the log shows them (read by eye), UNKNOWN-rank with the missing evidence named where it does not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetdx.orchestrator.postmortem.run import run_postmortem
+from fleetdx.orchestrator.postmortem.sources import LogFiles
+from fleetdx.probes.contracts import FindingCode as F
+from fleetdx.probes.contracts import Severity, Verdict
+
+FIX = Path(__file__).parent / "fixtures" / "joblogs"
+
+#: file prefix -> (first cause's code, rank, host, evidence line numbers of the first cause, leading first)
+EXPECTED: dict[str, tuple[F, int | None, str | None, list[int]]] = {
+    "01": (F.NCCL_TIMEOUT, None, None, [1, 2, 3, 4]),
+    "02": (F.NCCL_TIMEOUT, None, None, [3, 5, 1, 4, 2]),
+    "03": (F.NCCL_NETWORK_ERROR, None, "kp-ddp-worker-0", [1, 6, 11]),
+    "04": (F.OOM_HOST, 0, "mlxlab115rp2n7682d40d9-20250521025625-6dyyd3-8nir8b-worker", [18]),
+    "05": (F.GPU_HW_FAULT, None, None, [13, 1, 2, 4, 5, 6, 8]),
+    "06": (F.NCCL_TIMEOUT, None, None, [1, 3, 2, 4]),
+    "07": (F.NCCL_NETWORK_ERROR, None, "H100-2", [1]),
+    "08": (F.CUDA_ERROR, 0, None, [3]),
+    "09": (F.SLURM_TIME_LIMIT, None, "c0700a-s1", [1]),
+    "10": (F.NCCL_TIMEOUT, None, None, [2, 3, 4, 5, 6]),
+    "13": (F.NCCL_TIMEOUT, None, None, [1, 2, 3, 4]),
+    "17": (F.NCCL_TIMEOUT, None, None, [1, 5, 2]),
+    "19": (F.NCCL_NETWORK_ERROR, None, "a100-st-p4d24xlarge-22", [1, 8]),
+    "22": (F.NCCL_NETWORK_ERROR, 12, "container-e275-1553839402050-12124-01-000057", [1, 5, 9]),
+    "25": (F.OOM_GPU, None, "ng30903", [14]),
+    "27": (F.PROCESS_CRASH, 0, None, [1]),
+    "28": (F.PROCESS_CRASH, 0, "n136-117-136.byted.org", [15]),
+    "29": (F.OOM_HOST, None, "node107", [1, 2]),
+    "32": (F.GPU_HW_FAULT, None, None, [1, 5]),
+    "34": (F.NCCL_TRANSPORT_FALLBACK, None, None, [1]),
+    "36": (F.CUDA_ERROR, 0, None, [10]),
+    "40": (F.NCCL_TIMEOUT, None, None, [4]),
+}
+
+
+def _path(prefix: str) -> Path:
+    (p,) = FIX.glob(prefix + "_*.log")
+    return p
+
+
+def test_every_fixture_has_an_expectation() -> None:
+    assert sorted(p.name[:2] for p in FIX.glob("*.log")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("prefix", sorted(EXPECTED))
+def test_first_cause(prefix: str) -> None:
+    code, rank, host, lines = EXPECTED[prefix]
+    report = run_postmortem([LogFiles([_path(prefix)])])
+    first = report.causes[0]
+    assert (first.code, first.rank, first.host) == (code, rank, host)
+    assert [e.line for e in first.evidence] == lines
+    assert all(e.file == str(_path(prefix)) for e in first.evidence)
+    want = Verdict.WARNING if code is F.NCCL_TRANSPORT_FALLBACK else Verdict.CRITICAL
+    assert report.verdict is want and report.exit_code == int(want)
+    assert first.action  # every cause says what to do
+
+
+@pytest.mark.parametrize("prefix", ["01", "02", "13", "17", "40"])
+def test_uniform_timeouts_name_no_reporter_and_say_what_is_missing(prefix: str) -> None:
+    report = run_postmortem([LogFiles([_path(prefix)])])
+    assert report.causes[0].rank is None
+    assert any("never reached" in m and "--fr" in m for m in report.missing_evidence)
+
+
+def test_01_message_names_the_collective_and_the_last_completed_work() -> None:
+    msg = run_postmortem([LogFiles([_path("01")])]).causes[0].message
+    assert "ALLREDUCE SeqNum 1580" in msg and "last completed work 1579" in msg and "ranks 0,3-4" in msg
+
+
+def test_06_groups_of_different_guids_are_not_compared() -> None:
+    report = run_postmortem([LogFiles([_path("06")])])
+    assert "several process groups" in report.causes[0].message and report.causes[0].rank is None
+
+
+def test_25_the_connection_closed_printer_is_the_observer() -> None:
+    causes = run_postmortem([LogFiles([_path("25")])]).causes
+    assert causes[0].code is F.OOM_GPU and causes[0].gpu == "cuda:3"
+    (observed,) = [c for c in causes if c.code is F.NCCL_NETWORK_ERROR]
+    assert "observer" in observed.message and observed.host == "ng30903-ib"
+    assert observed.nodes == []  # a peer name that is no host of the job condemns nothing
+
+
+def test_28_root_cause_before_the_other_failure() -> None:
+    causes = run_postmortem([LogFiles([_path("28")])]).causes
+    assert [(c.code, c.rank) for c in causes] == [(F.PROCESS_CRASH, 0), (F.PROCESS_CRASH, 1)]
+
+
+def test_05_aer_surprise_down_folds_into_the_lost_gpu() -> None:
+    (cause,) = run_postmortem([LogFiles([_path("05")])]).causes
+    assert cause.gpu == "PCI:0000:02:00" and "Surprise Down Error" in cause.message and "XID 79" in cause.message
+    assert cause.action.startswith("drain")
+
+
+def test_32_xid45_judged_by_the_nvlink_xid_it_follows() -> None:
+    causes = run_postmortem([LogFiles([_path("32")])]).causes
+    assert len(causes) == 4 and {c.code for c in causes} == {F.GPU_HW_FAULT}
+    assert all(c.severity is Severity.CRITICAL and "NVLink" in c.message for c in causes)
+
+
+def test_kernel_log_among_logs_silences_the_missing_kernel_note() -> None:
+    report = run_postmortem([LogFiles([_path("01"), _path("05")])])
+    assert not any("no kernel log" in m for m in report.missing_evidence)
+    assert report.causes[0].code is F.GPU_HW_FAULT  # hardware outranks the timeouts it explains
+    assert any(c.code is F.NCCL_TIMEOUT for c in report.causes)
+
+
+def test_json_shape_is_exactly_the_issue_s() -> None:
+    doc = run_postmortem([LogFiles([_path("22")])]).model_dump(mode="json")
+    assert set(doc) == {"verdict", "exit_code", "job", "causes", "timeline", "missing_evidence"}
+    assert doc["verdict"] == "CRITICAL" and doc["job"] is None
+    assert set(doc["causes"][0]) == {
+        "code",
+        "severity",
+        "rank",
+        "host",
+        "gpu",
+        "nodes",
+        "time",
+        "message",
+        "action",
+        "evidence",
+    }
+    assert set(doc["causes"][0]["evidence"][0]) == {"file", "line", "text"}
+    assert set(doc["timeline"][0]) == {"time", "host", "rank", "kind", "text"}
+    assert doc["causes"][0]["time"] == "2019-06-02T16:13:44.884Z"
