@@ -45,6 +45,8 @@ READS = [
     ("GET", f"/nodes/{NODE_A}/history"),
     ("GET", "/findings"),
     ("GET", "/metrics"),
+    ("GET", f"/placement?nodes=1&gpus_per_node=1&hostlist={NODE_A}"),
+    ("POST", "/placement"),
 ]
 WRITES = [("POST", "/reports")]
 CREDENTIALS = ["none", "read", "write", "revoked", "malformed", "unknown"]
@@ -55,6 +57,8 @@ _sent = 0
 def call(client: TestClient, method: str, path: str, token: str | None) -> int:
     global _sent
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    if method == "POST" and path == "/placement":  # a query: a read, though a POST
+        return client.post(path, json={"nodes": 1, "gpus_per_node": 1, "hostlist": NODE_A}, headers=headers).status_code
     if method == "POST":
         _sent += 1
         report = preflight_run(f"pf-auth-{_sent}", T0 + _sent)
@@ -66,10 +70,10 @@ def token_of(tokens: Tokens, credential: str) -> str | None:
     return None if credential == "none" else str(getattr(tokens, credential))
 
 
-def expected(method: str, credential: str, auth_reads: bool) -> set[int]:
+def expected(method: str, path: str, credential: str, auth_reads: bool) -> set[int]:
     if credential in ("revoked", "malformed", "unknown"):
         return {401}
-    if method == "POST":
+    if (method, path) in WRITES:
         return {"none": {401}, "read": {403}, "write": {201}}[credential]
     if credential == "none":
         return {401} if auth_reads else {200}
@@ -82,7 +86,7 @@ def test_auth_matrix(served: tuple[Store, Tokens], auth_reads: bool, method: str
     store, tokens = served
     client = TestClient(create_app(store, auth_reads=auth_reads))
     got = {c: call(client, method, path, token_of(tokens, c)) for c in CREDENTIALS}
-    want = {c: expected(method, c, auth_reads) for c in CREDENTIALS}
+    want = {c: expected(method, path, c, auth_reads) for c in CREDENTIALS}
     assert {c: got[c] in want[c] for c in CREDENTIALS} == dict.fromkeys(CREDENTIALS, True), (got, want)
 
 

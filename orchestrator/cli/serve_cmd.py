@@ -22,8 +22,12 @@ from fleetdx.orchestrator.cli.common import err_console, fail, handle_errors
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from fleetdx.probes.parsers.slurm_nodes import SlurmNode
+
 DB_HELP = "Database URL (default: $FLEETDX_DB_URL, else an SQLite file in the user's data directory)."
 AUTH_READS_ENV = "FLEETDX_API_AUTH_READS"
+TOPOLOGY_ENV = "FLEETDX_API_TOPOLOGY_CONF"
+SLURM_ENV = "FLEETDX_API_SLURM"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 DB_URL_ENV = "FLEETDX_DB_URL"
 
@@ -35,14 +39,30 @@ def register(app: typer.Typer) -> None:
 
 def app_from_env() -> FastAPI:
     """The app of one uvicorn worker, from the environment that :func:`serve` set (a uvicorn factory)."""
+    from fleetdx.orchestrator.cli.topo_cmd import _load_cluster
     from fleetdx.orchestrator.service.api import create_app
     from fleetdx.orchestrator.service.metrics import RequestMetrics
     from fleetdx.orchestrator.store import Store
+    from fleetdx.topology.cluster import ClusterIndex
 
     store = Store.open(os.environ.get(DB_URL_ENV) or None)
     auth_reads = os.environ.get(AUTH_READS_ENV, "") == "1"
     metrics = RequestMetrics(multiprocess_dir=os.environ.get(MULTIPROC_ENV) or None)
-    app = create_app(store, auth_reads=auth_reads, request_metrics=metrics)
+    conf = os.environ.get(TOPOLOGY_ENV)
+    cluster = ClusterIndex(_load_cluster(Path(conf))) if conf else None
+    scheduler_nodes = None
+    if os.environ.get(SLURM_ENV) == "1":
+        from fleetdx.orchestrator.scheduler.slurm_nodes import slurm_candidates
+        from fleetdx.probes.runner import SubprocessRunner
+
+        runner = SubprocessRunner()
+
+        def scheduler_nodes() -> list[SlurmNode]:
+            return slurm_candidates(runner)
+
+    app = create_app(
+        store, auth_reads=auth_reads, request_metrics=metrics, cluster=cluster, scheduler_nodes=scheduler_nodes
+    )
     app.router.add_event_handler("shutdown", store.close)
     return app
 
@@ -56,8 +76,8 @@ def serve(
         bool,
         typer.Option(
             "--auth-reads",
-            help="Reads (GET /runs, /nodes, /findings, /metrics) need a read or write token too; writes always "
-            "need a write token. /healthz stays open.",
+            help="Reads (GET /runs, /nodes, /findings, /metrics, /placement) need a read or write token too; "
+            "writes always need a write token. /healthz stays open.",
         ),
     ] = False,
     workers: Annotated[
@@ -66,6 +86,20 @@ def serve(
             "--workers", min=1, max=64, help="uvicorn worker processes (stateless; use PostgreSQL for more than 1)."
         ),
     ] = 1,
+    topology_conf: Annotated[
+        Path | None,
+        typer.Option(
+            "--topology-conf",
+            help="Slurm topology.conf, saved `scontrol show topology`, or a .yaml/.json switch map: placement "
+            "ranks nodes by its switch hops.",
+        ),
+    ] = None,
+    slurm: Annotated[
+        bool,
+        typer.Option(
+            "--slurm", help="Placement candidates from this host's Slurm (`scontrol show node`) at each query."
+        ),
+    ] = False,
     ssl_certfile: Annotated[
         Path | None, typer.Option("--ssl-certfile", help="Serve HTTPS with this PEM certificate (chain).")
     ] = None,
@@ -75,7 +109,8 @@ def serve(
 ) -> None:
     """Serve the run history, report ingestion and Prometheus metrics over HTTP.
 
-    GET /runs, /runs/{id}, /nodes/{host}/history, /findings, /metrics, /healthz; POST /reports (write token).
+    GET /runs, /runs/{id}, /nodes/{host}/history, /findings, /metrics, /healthz, GET/POST /placement;
+    POST /reports (write token).
     Tokens: `fleetdx token create NAME --scope write`. TLS: --ssl-certfile/--ssl-keyfile, or a reverse proxy.
     """
     import uvicorn
@@ -87,6 +122,12 @@ def serve(
     for path in (ssl_certfile, ssl_keyfile):
         if path is not None and not path.is_file():
             raise fail(f"{path}: no such file")
+    if topology_conf is not None:
+        from fleetdx.orchestrator.cli.topo_cmd import _load_cluster
+
+        _load_cluster(topology_conf)  # a bad file fails here, in one line, not in every worker
+        os.environ[TOPOLOGY_ENV] = str(topology_conf.resolve())
+    os.environ[SLURM_ENV] = "1" if slurm else "0"
     with Store.open(db) as store:  # fail here, in one line, when the database is unreachable or outdated
         url = store.url
     os.environ[DB_URL_ENV] = db or os.environ.get(DB_URL_ENV, "")

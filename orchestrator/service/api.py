@@ -11,12 +11,19 @@ Endpoints (JSON bodies are the store's contracts):
 - ``GET /findings?code=&severity=&host=&limit=100`` -> ``list[FindingRecord]``; ``host`` matches a finding
   whose ``nodes`` name it; an unknown code or severity is a 422 listing the valid values.
 - ``GET /metrics``: the Prometheus text format (:mod:`fleetdx.orchestrator.service.metrics`).
+- ``GET /placement?nodes=N&gpus_per_node=K[&partition=&hostlist=&exclude=H&exclude=H&ib_port=1]`` and
+  ``POST /placement`` (a ``PlacementRequest`` body) -> ``PlacementAnswer``: where a job should go
+  (:func:`fleetdx.orchestrator.placement.job.place` over the store's health and history, the cluster topology
+  the service was started with, and the Slurm nodes when it was started with Slurm; else the request's
+  ``hostlist`` is the candidate list). Not enough fit nodes is a 200 answer with ``placed`` false; a request
+  that cannot be answered (no hostlist and no Slurm, a bad hostlist) is a 422 with the reason, Slurm not
+  answering a 503. A placement query changes nothing, so it is a read (POST included).
 - ``POST /reports`` (write token): ingest one run's report and raw outputs
   (:mod:`fleetdx.orchestrator.service.ingest`): 201 ``IngestResult`` when stored, 200 with ``inserted``
   false when a run with that ``run_id`` is already stored (idempotent: a retried push never duplicates).
 
 Authentication (:mod:`fleetdx.orchestrator.service.auth`): every write needs a ``write`` bearer token; reads
-(``/runs``, ``/nodes``, ``/findings``, ``/metrics``) need a ``read`` or ``write`` token only when
+(``/runs``, ``/nodes``, ``/findings``, ``/metrics``, ``/placement``) need a ``read`` or ``write`` token only when
 ``auth_reads`` is set. 401 without a token or with an invalid or revoked one, 403 with a read token on a write.
 
 A client's mistake is a 4xx with a one-line ``detail``, never a 5xx: a malformed path or query value (a
@@ -31,14 +38,17 @@ nothing is read from the environment here.
 from __future__ import annotations
 
 import logging
+import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from fleetdx import __version__
+from fleetdx.orchestrator.placement.contracts import PlacementAnswer, PlacementRequest
+from fleetdx.orchestrator.placement.job import PlacementInputError, place
 from fleetdx.orchestrator.report import RunReport
 from fleetdx.orchestrator.service.auth import Auth
 from fleetdx.orchestrator.service.ingest import (
@@ -60,6 +70,9 @@ from fleetdx.orchestrator.store import (
 from fleetdx.orchestrator.store.fleet import fleet_state
 from fleetdx.orchestrator.store.tokens import TokenScope
 from fleetdx.probes.contracts import Contract, FindingCode, Severity
+from fleetdx.probes.errors import ConfigError
+from fleetdx.probes.parsers.slurm_nodes import SlurmNode
+from fleetdx.topology.cluster import ClusterIndex
 
 MAX_LIMIT = 1000
 #: a run id or host name: 1-255 characters, none of them a control character (PostgreSQL rejects NUL in text)
@@ -76,10 +89,18 @@ class Health(Contract):
     error: str | None = None
 
 
-def create_app(store: Store, *, auth_reads: bool = False, request_metrics: RequestMetrics | None = None) -> FastAPI:
+def create_app(
+    store: Store,
+    *,
+    auth_reads: bool = False,
+    request_metrics: RequestMetrics | None = None,
+    cluster: ClusterIndex | None = None,
+    scheduler_nodes: Callable[[], Sequence[SlurmNode]] | None = None,
+) -> FastAPI:
     """The API app over ``store``. ``auth_reads``: reads need a token too. ``request_metrics``: where request
-    latency goes (default: a histogram of this process). Store errors become 503 responses with a one-line
-    ``detail``."""
+    latency goes (default: a histogram of this process). ``cluster``: the switch tree placement ranks by
+    (built once). ``scheduler_nodes``: asked at each placement query for the scheduler's nodes (``None``: the
+    request's hostlist is the candidate list). Store errors become 503 responses with a one-line ``detail``."""
     app = FastAPI(title="fleetdx", version=__version__, description="Run history, report ingestion and metrics.")
     auth = Auth(store, reads_need_token=auth_reads)
     reader = [Depends(auth.require(TokenScope.READ))]
@@ -147,6 +168,42 @@ def create_app(store: Store, *, auth_reads: bool = False, request_metrics: Reque
     @app.get("/metrics", dependencies=reader, response_class=Response)
     def metrics() -> Response:
         return Response(exposition(fleet_state(store), requests), media_type=CONTENT_TYPE)
+
+    def answer(request: PlacementRequest) -> PlacementAnswer:
+        try:
+            candidates = scheduler_nodes() if scheduler_nodes is not None else None
+        except ConfigError as e:  # Slurm missing, failing or timing out: the service's trouble, not the client's
+            raise HTTPException(status_code=503, detail=public(e)) from None
+        try:
+            return place(request, store=store, candidates=candidates, cluster=cluster)
+        except PlacementInputError as e:
+            raise HTTPException(status_code=422, detail=str(e)) from None
+
+    @app.get("/placement", response_model=PlacementAnswer, dependencies=reader)
+    def placement_query(
+        nodes: int = Query(ge=1, le=100_000),
+        gpus_per_node: int = Query(ge=1, le=1024),
+        partition: str | None = Query(None, pattern=SAFE_TEXT),
+        hostlist: str | None = Query(None, max_length=65536, pattern=r"^[^\x00-\x1f\x7f]+$"),
+        exclude: list[str] = Query(default_factory=list),  # noqa: B008
+        ib_port: int = Query(1, ge=1, le=255),
+    ) -> PlacementAnswer:
+        bad = [h for h in exclude if not re.match(SAFE_TEXT, h)]
+        if bad:
+            raise HTTPException(status_code=422, detail=f"exclude: {bad[0][:40]!r} is not a host name")
+        request = PlacementRequest(
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            partition=partition,
+            hostlist=hostlist,
+            exclude=exclude,
+            ib_port=ib_port,
+        )
+        return answer(request)
+
+    @app.post("/placement", response_model=PlacementAnswer, dependencies=reader)
+    def placement_body(request: PlacementRequest) -> PlacementAnswer:
+        return answer(request)
 
     @app.post(
         "/reports",

@@ -1,0 +1,118 @@
+"""``GET``/``POST /placement`` on SQLite and PostgreSQL: the service answers with ``place()`` over the reports
+nodes pushed to it (``POST /reports``), the real Slurm captures of tests/fixtures/placement (gpu01 idle, gpu02
+drained, gpu03 draining, gpu04 mixed, gpu05 allocated, gpu06 down; leaf1 = gpu[01-03], leaf2 = gpu[04-06]),
+and the findings fleetdx's own rules find in the real h100-busy bundle (GPU0 held by another process),
+re-addressed to gpu01 as tests/test_place.py does."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from fleetdx.orchestrator.report import RunKind, assemble_report
+from fleetdx.orchestrator.scheduler.slurm_nodes import SchedulerUnavailable
+from fleetdx.orchestrator.service.api import create_app
+from fleetdx.orchestrator.store import Store
+from fleetdx.orchestrator.store.tokens import TokenScope, create_token
+from fleetdx.probes.catalog import TOPO_FILE
+from fleetdx.probes.contracts import Finding, Level
+from fleetdx.probes.parsers.slurm_nodes import SlurmNode, parse_scontrol_nodes
+from fleetdx.topology.cluster import ClusterIndex, parse_topology_conf
+from tests.test_place import busy_findings
+
+pytest_plugins = ["tests.pgfixtures"]
+
+FIX = Path(__file__).parent / "fixtures"
+PLACE = FIX / "placement"
+IDLE_TOPO = (FIX / "bundles" / "h100-idle" / TOPO_FILE).read_text(encoding="utf-8")
+NODES = parse_scontrol_nodes((PLACE / "scontrol_show_node.txt").read_text(encoding="utf-8"))
+TREE = ClusterIndex(parse_topology_conf((PLACE / "scontrol_show_topology.txt").read_text(encoding="utf-8")))
+
+
+def slurm() -> list[SlurmNode]:
+    return NODES
+
+
+def upload(started: float, findings: list[Finding], hosts: list[str]) -> dict[str, Any]:
+    report = assemble_report(RunKind.PREFLIGHT, hosts, findings, started_at=started, level=Level.QUICK)
+    return {"report": report.model_dump(mode="json"), "raw": {h: {TOPO_FILE: IDLE_TOPO} for h in hosts}}
+
+
+@pytest.fixture
+def client(store: Store) -> TestClient:
+    token = create_token(store, "prolog", TokenScope.WRITE).token
+    app = create_app(store, cluster=TREE, scheduler_nodes=slurm)
+    return TestClient(app, headers={"Authorization": f"Bearer {token}"})
+
+
+def placed(answer: dict[str, Any]) -> list[str]:
+    return [n["host"] for n in answer["nodes"]]
+
+
+def test_a_critical_node_pushed_to_the_service_is_never_placed_until_a_clean_preflight(client: TestClient) -> None:
+    now = time.time()
+    assert (
+        client.post("/reports", json=upload(now - 600, busy_findings("gpu01"), ["gpu01", "gpu04"])).status_code == 201
+    )
+    one = client.get("/placement", params={"nodes": 1, "gpus_per_node": 1})
+    assert one.status_code == 200 and one.json()["placed"] and placed(one.json()) == ["gpu04"]
+    why = {x["host"]: x for x in one.json()["excluded"]}
+    assert why["gpu01"]["stage"] == "health" and "GPU_FOREIGN_PROCESS" in why["gpu01"]["codes"]
+    assert why["gpu02"]["stage"] == "scheduler" and why["gpu06"]["stage"] == "scheduler"  # drained, down
+    two = client.get("/placement", params={"nodes": 2, "gpus_per_node": 1})
+    assert two.status_code == 200 and not two.json()["placed"] and two.json()["exit_code"] == 2
+
+    assert client.post("/reports", json=upload(now - 60, [], ["gpu01", "gpu04"])).status_code == 201
+    again = client.get("/placement", params={"nodes": 2, "gpus_per_node": 1})
+    assert again.json()["placed"] and placed(again.json()) == ["gpu01", "gpu04"]
+    assert again.json()["slurm"]["argv"][:2] == ["--nodes=2", "--nodelist=gpu[01,04]"]
+    body = client.post("/placement", json={"nodes": 2, "gpus_per_node": 1})
+    assert body.status_code == 200 and placed(body.json()) == ["gpu01", "gpu04"]
+
+
+def test_request_filters_through_the_query(client: TestClient) -> None:
+    a = client.get("/placement", params=[("nodes", 1), ("gpus_per_node", 1), ("exclude", "gpu01")])
+    assert placed(a.json()) == ["gpu04"]
+    assert {x["host"]: x["stage"] for x in a.json()["excluded"]}["gpu01"] == "request"
+    b = client.get("/placement", params={"nodes": 1, "gpus_per_node": 1, "hostlist": "gpu[02,04]"})
+    assert placed(b.json()) == ["gpu04"]
+
+
+@pytest.mark.parametrize(
+    "params,reason",
+    [
+        ({"nodes": 1, "gpus_per_node": 1, "hostlist": "gpu[01-"}, "bad hostlist"),
+        ({"nodes": 0, "gpus_per_node": 1}, "nodes"),
+        ({"gpus_per_node": 1}, "nodes"),
+        ({"nodes": 1, "gpus_per_node": 1, "exclude": "a\x00b"}, "not a host name"),
+        ({"nodes": 1, "gpus_per_node": 1, "partition": "p\x00"}, "partition"),
+    ],
+)
+def test_bad_placement_requests_are_422_with_a_reason(client: TestClient, params: dict[str, Any], reason: str) -> None:
+    r = client.get("/placement", params=params)
+    assert r.status_code == 422 and reason in r.text, r.text
+
+
+def test_post_body_is_checked_too(client: TestClient) -> None:
+    assert client.post("/placement", json={"nodes": 1, "gpus_per_node": 1, "extra": 1}).status_code == 422
+    assert client.post("/placement", content=b"{", headers={"Content-Type": "application/json"}).status_code == 422
+
+
+def test_without_a_scheduler_the_hostlist_is_needed(store: Store) -> None:
+    client = TestClient(create_app(store))
+    r = client.get("/placement", params={"nodes": 1, "gpus_per_node": 1})
+    assert r.status_code == 422 and "no candidates" in r.json()["detail"]
+    ok = client.get("/placement", params={"nodes": 1, "gpus_per_node": 1, "hostlist": "gpu01"})
+    assert ok.status_code == 200 and ok.json()["source"] == "hostlist"
+
+
+def test_slurm_not_answering_is_503_with_the_reason(store: Store) -> None:
+    def down() -> list[SlurmNode]:
+        raise SchedulerUnavailable("scontrol show node --oneliner: failed: slurm_load_node: Unable to contact")
+
+    r = TestClient(create_app(store, scheduler_nodes=down)).get("/placement", params={"nodes": 1, "gpus_per_node": 1})
+    assert r.status_code == 503 and "Unable to contact" in r.json()["detail"]
