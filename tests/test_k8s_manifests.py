@@ -64,3 +64,23 @@ def test_slurm_examples_are_valid_bash_calling_preflight(script: str) -> None:
     path = ROOT / "slurm" / script
     subprocess.run(["bash", "-n", str(path)], check=True, timeout=10)
     assert "fleetdx preflight" in path.read_text()
+
+
+def test_rayjob_workers_name_their_node_from_the_downward_api() -> None:
+    container = _manifest()["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert env["FLEETDX_K8S_NODE_NAME"] == "spec.nodeName"
+
+
+def test_node_writer_rbac_grants_exactly_what_the_writer_calls() -> None:
+    """The calls of orchestrator/scheduler/k8s_nodes.py (read_node, patch_node, patch_node_status) against the
+    ClusterRole: exactly those verbs on nodes and nodes/status."""
+    docs = list(yaml.safe_load_all((ROOT / "k8s" / "node-writer-rbac.yaml").read_text()))
+    kinds = {d["kind"]: d for d in docs}
+    assert set(kinds) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    role = kinds["ClusterRole"]
+    grants = {(res, v) for r in role["rules"] for res in r["resources"] for v in r["verbs"]}
+    assert grants == {("nodes", "get"), ("nodes", "patch"), ("nodes/status", "patch")}
+    binding = kinds["ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == kinds["ServiceAccount"]["metadata"]["name"]

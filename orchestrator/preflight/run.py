@@ -37,6 +37,7 @@ from fleetdx.orchestrator.cluster.fanout import NodeOutcome, OutcomeKind, RayNod
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.engine import Diagnosis, diagnose
 from fleetdx.orchestrator.report import ProbeSummary, RunKind, RunReport, Schedule, assemble_report
+from fleetdx.orchestrator.scheduler.job import node_name_from_env
 from fleetdx.probes.bundle import BundleData, collect, read_bundle
 from fleetdx.probes.catalog import NCCL_SWEEP_COLLECTIVE
 from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Level, RunStatus, Severity
@@ -102,15 +103,20 @@ def node_nccl_binary(level: Level, nccl_tests_dir: str | None = None) -> str | N
 
 
 def collect_on_node(job: NodeJob) -> BundleData:
-    """The Ray task: collect ``job.level`` on this node (live) or replay ``job.bundle_dir`` (simulated)."""
+    """The Ray task: collect ``job.level`` on this node (live) or replay ``job.bundle_dir`` (simulated).
+
+    A live bundle is named after the Kubernetes node when the pod says which (``FLEETDX_K8S_NODE_NAME`` from
+    ``spec.nodeName``, :func:`~fleetdx.orchestrator.scheduler.job.node_name_from_env`): a Ray node's hostname
+    there is the pod's, and findings must name the node."""
     replay = job.bundle_dir is not None
+    host = job.host if replay else (node_name_from_env(os.environ) or job.host)
     inner: Runner = ReplayRunner(job.bundle_dir) if job.bundle_dir is not None else SubprocessRunner()
     runner = CappedRunner(inner, job.probe_timeout_s, job.delay_s if replay else 0.0)
     if replay:  # the sweep's output is looked up in the bundle by its argv
         nccl = None if job.level is Level.QUICK else NCCL_SWEEP_COLLECTIVE.binary
     else:
         nccl = node_nccl_binary(job.level, job.nccl_tests_dir)
-    return collect(runner, job.level, job.host, sysfs_root=None if replay else Path("/"), nccl_binary=nccl)
+    return collect(runner, job.level, host, sysfs_root=None if replay else Path("/"), nccl_binary=nccl)
 
 
 def lost_finding(outcome: NodeOutcome[Any], run_timeout_s: float) -> Finding:
