@@ -28,8 +28,10 @@ Thresholds (:class:`StepPolicy`) and where they come from:
   symptom), a rank whose median stage time is robustly above its peers' -- the bandwidth detection's
   :class:`~fleetdx.orchestrator.diagnosis.robust.Baseline` (median and 1.4826 x MAD of the log values, Iglewicz
   & Hoaglin's 3.5 cut), the scale floored at 10% (step times on shared hosts wobble that much), at least 25%
-  slower, and the excess at least 5% of the job's median step, so that a tiny stage is never the culprit.
-  Needs 3 ranks or more.
+  slower, and the excess at least 5% of the job's median step, so that a tiny stage is never the culprit;
+  and, as the detection's ``attribute`` asks of a node, net agreeing evidence: the steps where the rank is
+  slow by the same test against that step's values on all ranks outnumber those where it is not by at least
+  ``confirmations`` (3). Needs 3 ranks or more.
 
 Each finding says what to try, with the trade-off; none promises a speed-up.
 """
@@ -358,26 +360,20 @@ def _stragglers(
     job_step = _median([statistics.median(s.step_ms for s in rs.steps) for rs in ranks])
     stages = sorted({k for m in medians.values() for k in m} - {Stage.GRAD_SYNC.value})
     sp = policy.straggler
-    worst: dict[int, tuple[float, str, Baseline, float]] = {}
+    worst: dict[int, tuple[float, str, Baseline, float, int, int]] = {}
     for stage in stages:
         values = {r: m.get(stage, 0.0) for r, m in medians.items()}
         base = Baseline.of(values.values(), sp)
         if base is None:
             continue
         for r, v in values.items():
-            if v <= 0:
+            if not _slow(v, base, policy, job_step):
                 continue
-            z = base.z(v)
-            excess = v - base.median
-            if (
-                z > sp.z_threshold
-                and v / base.median - 1 >= sp.min_drop
-                and excess >= policy.straggler_min_share * job_step
-            ):
-                if r not in worst or excess > worst[r][0]:
-                    worst[r] = (excess, stage, base, v)
+            slow, normal = _per_step_evidence(ranks, r, stage, policy, job_step)
+            if slow - normal >= sp.confirmations and (r not in worst or v - base.median > worst[r][0]):
+                worst[r] = (v - base.median, stage, base, v, slow, normal)
     out: list[Finding] = []
-    for r, (excess, stage, base, v) in sorted(worst.items()):
+    for r, (excess, stage, base, v, slow, normal) in sorted(worst.items()):
         rs = by_rank[r]
         peers_wait = _median([medians[p][Stage.GRAD_SYNC.value] for p in medians if p != r])
         evidence: dict[str, EvidenceValue] = {
@@ -387,6 +383,8 @@ def _stragglers(
             "peers_median_ms": round(base.median, 3),
             "excess_ms": round(excess, 3),
             "z": round(base.z(v), 2),
+            "slow_steps": slow,
+            "normal_steps": normal,
             "job_step_median_ms": round(job_step, 3),
             "peers_grad_sync_median_ms": round(peers_wait, 3),
             "rank_grad_sync_median_ms": medians[r][Stage.GRAD_SYNC.value],
@@ -410,6 +408,36 @@ def _stragglers(
             )
         )
     return out
+
+
+def _slow(v: float, base: Baseline, policy: StepPolicy, job_step: float) -> bool:
+    """``v`` (ms) robustly, materially and noticeably above the peers' ``base``."""
+    sp = policy.straggler
+    return (
+        v > 0
+        and base.z(v) > sp.z_threshold
+        and v / base.median - 1 >= sp.min_drop
+        and v - base.median >= policy.straggler_min_share * job_step
+    )
+
+
+def _per_step_evidence(
+    ranks: Sequence[RankSteps], rank: int, stage: str, policy: StepPolicy, job_step: float
+) -> tuple[int, int]:
+    """Steps (by position) where ``rank``'s stage is slow against all ranks' values of that step, and steps
+    where it is not: the net evidence the bandwidth detection's ``attribute`` asks for (``confirmations``)."""
+    mine = next(rs for rs in ranks if rs.rank == rank)
+    n = min(len(rs.steps) for rs in ranks)
+    slow = normal = 0
+    for i in range(n):
+        base = Baseline.of([rs.steps[i].stages_ms.get(stage, 0.0) for rs in ranks], policy.straggler)
+        if base is None:
+            continue
+        if _slow(mine.steps[i].stages_ms.get(stage, 0.0), base, policy, job_step):
+            slow += 1
+        else:
+            normal += 1
+    return slow, normal
 
 
 def _advice(stage: str) -> str:

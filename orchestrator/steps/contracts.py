@@ -134,9 +134,33 @@ class RankSummary(Contract):
     comm_exposed_pct: float | None
 
 
+class StageChange(Contract):
+    """One stage (or ``step``: the whole step) from a baseline run to this one: job medians (ms), the change,
+    and the 95% noise band of the change (``None`` with fewer than 2 steps in a run)."""
+
+    stage: str
+    baseline_ms: float
+    current_ms: float
+    change_ms: float
+    change_pct: float | None
+    noise_ms: float | None
+    significant: bool  #: |change| above the noise band
+
+
+class BaselineComparison(Contract):
+    """``fleetdx steps --baseline DIR``: stage-by-stage change in step time, and in goodput (steps per second)."""
+
+    baseline: str  #: the baseline's path as given
+    step: StageChange
+    stages: list[StageChange]
+    goodput_change_pct: float | None
+
+
 class StepsReport(Contract):
-    """What ``fleetdx steps --json`` prints: ``{"ranks": [...], "findings": [...], "job": {...} | null}``."""
+    """What ``fleetdx steps --json`` prints: ``{"ranks": [...], "findings": [...], "job": {...} | null}``, plus
+    ``"baseline": {...}`` when ``--baseline`` is given (the key is absent otherwise)."""
 
     ranks: list[RankSummary]
     findings: list[Finding]
     job: dict[str, str | int | float | None] | None = None
+    baseline: BaselineComparison | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleetdx.probes.errors import ConfigError
+from fleetdx.probes.errors import ConfigError, ParseError
 from fleetdx.probes.parsers.kineto import DEFAULT_MAX_EVENTS, KinetoTrace, parse_kineto_stream
 from fleetdx.probes.parsers.steplog import StepLog, parse_steplog
 from fleetdx.probes.rawfile import DEFAULT_MAX_BYTES, RawFileError, check_regular, read_raw
@@ -33,7 +33,10 @@ def load_trace(path: Path, max_events: int = DEFAULT_MAX_EVENTS) -> KinetoTrace:
     except OSError as e:
         raise RawFileError(f"{path}: cannot be read: {e.strerror}") from None
     with f:
-        return parse_kineto_stream(f, str(path), max_events)
+        try:
+            return parse_kineto_stream(f, str(path), max_events)
+        except ParseError as e:  # name the file: a folder holds one trace per rank
+            raise ParseError(f"{path}: {e.fmt}", e.line, e.expected, e.detail) from None
 
 
 def load_steplog(path: Path, max_bytes: int = STEPLOG_MAX_BYTES) -> StepLog:

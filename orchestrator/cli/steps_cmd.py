@@ -1,0 +1,156 @@
+"""``fleetdx steps PATH... [--baseline DIR] [--json] [--job ID] [--history]``: why is my job slow?
+
+Decomposes each rank's steps (PyTorch profiler traces ``*.json[.gz]``, one per rank, or StepTimer logs
+``*.jsonl``) into stages, and names the stalling stage, rank-local (a straggler rank) or global.
+
+Exit codes (Nagios, as every fleetdx verdict command, combined by ``Verdict.worst``): 0 no warning, 1 a
+WARNING finding (a straggler, a data-, communication-, launch- or H2D-bound job, bursty steps), 3 UNKNOWN: no
+input could be decomposed (no ``ProfilerStep#N`` span, no rank, not a trace: one line on stderr, no report),
+or an input among others could not be and nothing worse was found (the report of the rest is printed, each
+unusable input named on stderr), or a usage error. Never 2: step times alone never condemn a node.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from fleetdx.orchestrator.cli.common import EXIT_UNKNOWN, console, err_console, handle_errors, print_json
+
+
+def _fmt(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _render(rep: Any) -> None:
+    from fleetdx.orchestrator.steps.contracts import STAGE_ORDER
+
+    shown = [s for s in STAGE_ORDER if any(r.stages_ms.get(s, 0) > 0 for r in rep.ranks)]
+    extra = sorted({k for r in rep.ranks for k in r.stages_ms} - set(STAGE_ORDER))
+    t = Table(title=f"steps: {len(rep.ranks)} ranks (medians per step, ms)", header_style="bold")
+    for col in ["rank", "host", "steps", "step", "p95", *shown, *extra, "GPU idle/comp/other %", "comm exposed %"]:
+        t.add_column(col, justify="right" if col not in ("host",) else "left")
+    for r in rep.ranks:
+        tb = r.temporal_breakdown_pct
+        t.add_row(
+            str(r.rank),
+            escape(r.host or "-"),
+            str(r.steps),
+            _fmt(r.step_time_ms.median),
+            _fmt(r.step_time_ms.p95),
+            *(_fmt(r.stages_ms.get(s, 0.0)) for s in [*shown, *extra]),
+            f"{tb.idle:.0f}/{tb.compute:.0f}/{tb.non_compute:.0f}" if tb is not None else "no GPU",
+            _fmt(r.comm_exposed_pct),
+        )
+    console.print(t)
+    if rep.findings:
+        ft = Table(title="findings", header_style="bold")
+        for col in ("severity", "code", "subject", "message"):
+            ft.add_column(col)
+        for f in rep.findings:
+            ft.add_row(f.severity.value, f.code.value, escape(f.subject), escape(f.message))
+        console.print(ft)
+    else:
+        console.print("no finding: no stage stands out and no rank is slower than its peers")
+    if rep.baseline is not None:
+        b = rep.baseline
+        bt = Table(title=f"against the baseline {escape(b.baseline)} (job medians, ms)", header_style="bold")
+        for col in ("stage", "baseline", "now", "change", "noise (95%)", ""):
+            bt.add_column(col, justify="right" if col != "stage" else "left")
+        for c in [b.step, *b.stages]:
+            if c.baseline_ms == 0 and c.current_ms == 0:
+                continue
+            pct = f" ({c.change_pct:+.1f}%)" if c.change_pct is not None else ""
+            bt.add_row(
+                c.stage,
+                _fmt(c.baseline_ms, 2),
+                _fmt(c.current_ms, 2),
+                f"{c.change_ms:+.2f}{pct}",
+                f"±{c.noise_ms:.2f}" if c.noise_ms is not None else "-",
+                "changed" if c.significant else "within noise",
+            )
+        console.print(bt)
+        if b.goodput_change_pct is not None:
+            console.print(f"goodput (steps per second): {b.goodput_change_pct:+.1f}% against the baseline")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("steps")
+    @handle_errors
+    def steps(
+        paths: list[Path] = typer.Argument(  # noqa: B008 (typer's declaration style)
+            ...,
+            help="Profiler traces (rank-N.json[.gz], one per rank: torch.profiler with a schedule and prof.step()), "
+            "StepTimer logs (steps-rank-N.jsonl, from fleetdx.steps.StepTimer), or folders of them.",
+        ),
+        baseline: Path = typer.Option(  # noqa: B008 (typer's declaration style)
+            None, "--baseline", help="A folder (or file) of the same inputs from a good run: stage-by-stage change."
+        ),
+        as_json: bool = typer.Option(False, "--json", help='Print {"ranks", "findings", "job"} as JSON.'),
+        job: str = typer.Option(None, "--job", help="The scheduler job id, recorded in the report's job."),
+        history: bool = typer.Option(
+            False,
+            "--history",
+            help="Add each straggler host's recent findings from the store (--db / FLEETDX_DB_URL) as evidence.",
+        ),
+        db: str = typer.Option(None, "--db", help="Database URL for --history (default: FLEETDX_DB_URL, else SQLite)."),
+        max_events: int = typer.Option(
+            50_000_000, "--max-events", min=1, help="Most events kept per trace (memory bound, about 50 B each)."
+        ),
+    ) -> None:
+        """Why is my job slow? Break each rank's steps into data / h2d / forward / backward / grad_sync /
+        optimizer / checkpoint, GPU idle / compute / non-compute (as HTA), exposed communication, kernel sizes
+        and step-time stability; name the stalling stage and any straggler rank (with its host).
+
+        Examples: fleetdx steps traces/ ; fleetdx steps traces/ --baseline good-run/ --json
+
+        Exit: 0 nothing found, 1 a warning finding, 3 an input that cannot be decomposed (or a usage error).
+        """
+        from fleetdx.orchestrator.steps.run import analyse, host_findings, load_ranks
+        from fleetdx.probes.contracts import Verdict
+
+        loaded = load_ranks(paths, max_events)
+        base = load_ranks([baseline], max_events) if baseline is not None else None
+        hist = None
+        if history:
+            hist = _history(db, sorted({r.host for r in loaded.ranks if r.host}), host_findings)
+        rep = analyse(loaded, base, str(baseline) if baseline else "", history=hist, job={"id": job} if job else None)
+        for e in loaded.errors:
+            err_console.print(f"[bold yellow]not used:[/] {escape(e)}", highlight=False, soft_wrap=True)
+        if as_json:
+            data = rep.model_dump(mode="json")
+            if rep.baseline is None:
+                data.pop("baseline")
+            print_json(data)
+        else:
+            said: dict[str, list[int]] = {}
+            for r in loaded.ranks:
+                for m in r.missing:
+                    said.setdefault(m, []).append(r.rank)
+            for m, ranks in said.items():
+                who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {','.join(map(str, ranks))}"
+                console.print(f"{who}: {escape(m)}", highlight=False, soft_wrap=True)
+            _render(rep)
+        verdict = Verdict.worst([f.severity.verdict for f in rep.findings])
+        if loaded.errors:
+            verdict = Verdict.worst([verdict, Verdict.UNKNOWN])
+        raise typer.Exit(EXIT_UNKNOWN if verdict is Verdict.UNKNOWN else min(int(verdict), 1))
+
+
+def _history(db: str | None, hosts: list[str], lookup: Any) -> dict[str, Any] | None:
+    """Hosts' recent findings from the store; a store that cannot be opened is said on stderr and skipped (the
+    history is optional evidence, the step analysis stands without it)."""
+    from fleetdx.orchestrator.store.store import Store
+    from fleetdx.probes.errors import FleetdxError
+
+    try:
+        with Store.open(db) as store:
+            result: dict[str, Any] = lookup(store, hosts)
+            return result
+    except FleetdxError as e:
+        err_console.print(f"[bold yellow]no history:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
+        return None

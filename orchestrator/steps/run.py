@@ -1,0 +1,164 @@
+"""A whole ``fleetdx steps`` analysis: load every rank's input, decompose, diagnose, compare with a baseline run,
+and (optionally) tie straggler ranks to their hosts' findings in the store.
+
+Inputs per rank: a Kineto trace wins over a StepTimer log of the same rank (the trace sees GPU time and
+overlap); a log is used for a rank without a trace. Two inputs of one kind for one rank are an error (two runs
+mixed in one folder).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fleetdx.orchestrator.steps.analyze import StepPolicy, report
+from fleetdx.orchestrator.steps.contracts import (
+    STAGE_ORDER,
+    BaselineComparison,
+    RankSteps,
+    StageChange,
+    StepsError,
+    StepsReport,
+)
+from fleetdx.orchestrator.steps.decompose import decompose_steplog, decompose_trace
+from fleetdx.orchestrator.steps.load import expand, load_steplog, load_trace
+from fleetdx.orchestrator.store.store import Store
+from fleetdx.probes.contracts import Finding, Severity
+from fleetdx.probes.errors import FleetdxError
+from fleetdx.probes.parsers.kineto import DEFAULT_MAX_EVENTS
+
+#: 1.96: the two-sided 95% normal quantile; 1.2533 = sqrt(pi/2): the asymptotic standard error of a sample
+#: median is 1.2533 sigma / sqrt(n) for normal data (Kenney & Keeping, "Mathematics of Statistics", 1962)
+Z95 = 1.96
+SE_MEDIAN = 1.2533
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass
+class Loaded:
+    """The decomposed ranks of one run and the inputs that could not be used (one line each)."""
+
+    ranks: list[RankSteps] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def load_ranks(paths: Sequence[Path], max_events: int = DEFAULT_MAX_EVENTS) -> Loaded:
+    """Decompose every input under ``paths`` (files or folders). Unreadable or undecomposable inputs are listed
+    in ``errors``, never dropped silently.
+
+    Raises:
+        ConfigError: a path that does not exist or a folder with no input (see :func:`load.expand`).
+    """
+    out = Loaded()
+    traces: dict[int, RankSteps] = {}
+    logs: dict[int, RankSteps] = {}
+    for p in expand(list(paths)):
+        try:
+            if p.name.endswith(".jsonl"):
+                rs, into = decompose_steplog(load_steplog(p)), logs
+            else:
+                rs, into = decompose_trace(load_trace(p, max_events)), traces
+        except FleetdxError as e:
+            out.errors.append(str(e))
+            continue
+        if rs.rank in into:
+            out.errors.append(f"{p}: rank {rs.rank} again (also in {into[rs.rank].source}): one run per analysis")
+            continue
+        into[rs.rank] = rs
+    out.ranks = [traces.get(r) or logs[r] for r in sorted(set(traces) | set(logs))]
+    return out
+
+
+def _job_series(ranks: Sequence[RankSteps], stage: str | None) -> list[float]:
+    """Per step position, the median over ranks of the step time (``stage`` None) or of one stage (ms)."""
+    n = min(len(r.steps) for r in ranks)
+    out = []
+    for i in range(n):
+        vals = [r.steps[i].step_ms if stage is None else r.steps[i].stages_ms.get(stage, 0.0) for r in ranks]
+        out.append(statistics.median(vals))
+    return out
+
+
+def _noise(values: Sequence[float]) -> float:
+    """The standard error of the median of ``values`` from their MAD (robust sigma)."""
+    if len(values) < 2:
+        return math.inf
+    med = statistics.median(values)
+    sigma = MAD_TO_SIGMA * statistics.median(abs(v - med) for v in values)
+    return SE_MEDIAN * sigma / math.sqrt(len(values))
+
+
+def _change(name: str, base: Sequence[float], cur: Sequence[float]) -> StageChange:
+    b, c = statistics.median(base), statistics.median(cur)
+    band = Z95 * math.hypot(_noise(base), _noise(cur))
+    return StageChange(
+        stage=name,
+        baseline_ms=round(b, 3),
+        current_ms=round(c, 3),
+        change_ms=round(c - b, 3),
+        change_pct=round(100 * (c - b) / b, 2) if b > 0 else None,
+        noise_ms=round(band, 3) if math.isfinite(band) else None,
+        significant=math.isfinite(band) and abs(c - b) > band,
+    )
+
+
+def compare(current: Sequence[RankSteps], baseline: Sequence[RankSteps], baseline_source: str) -> BaselineComparison:
+    """Stage-by-stage change from ``baseline`` to ``current`` (job medians per step position), each with a 95%
+    noise band: ``1.96 x sqrt(se_b^2 + se_c^2)``, ``se`` the standard error of each median from its MAD. A change
+    inside the band is not ``significant``. Goodput change = steps per second, current over baseline, minus 1.
+
+    Raises:
+        StepsError: either run has no rank.
+    """
+    if not current or not baseline:
+        raise StepsError("a baseline comparison needs steps in both runs")
+    step = _change("step", _job_series(baseline, None), _job_series(current, None))
+    names = [s for s in STAGE_ORDER]
+    extra = sorted({k for r in [*current, *baseline] for s in r.steps for k in s.stages_ms} - set(names))
+    stages = [_change(n, _job_series(baseline, n), _job_series(current, n)) for n in names + extra]
+    return BaselineComparison(
+        baseline=baseline_source,
+        step=step,
+        stages=stages,
+        goodput_change_pct=round(100 * (step.baseline_ms / step.current_ms - 1), 2) if step.current_ms > 0 else None,
+    )
+
+
+def host_findings(store: Store, hosts: Sequence[str], limit: int = 10) -> dict[str, list[Finding]]:
+    """The recent warning and critical findings of each host in the store (newest first, at most ``limit``)."""
+    out: dict[str, list[Finding]] = {}
+    for h in hosts:
+        recs = store.find_findings(host=h, limit=limit * 3)
+        keep = [r.finding for r in recs if r.finding.severity in (Severity.WARNING, Severity.CRITICAL)][:limit]
+        if keep:
+            out[h] = keep
+    return out
+
+
+def analyse(
+    loaded: Loaded,
+    baseline: Loaded | None = None,
+    baseline_source: str = "",
+    policy: StepPolicy | None = None,
+    history: Mapping[str, Sequence[Finding]] | None = None,
+    job: dict[str, str | int | float | None] | None = None,
+) -> StepsReport:
+    """The report of one run (and its comparison with ``baseline`` when given).
+
+    Raises:
+        StepsError: no rank could be decomposed (the message lists why, input by input).
+    """
+    if not loaded.ranks:
+        why = "; ".join(loaded.errors) if loaded.errors else "no input"
+        raise StepsError(f"nothing could be decomposed into steps: {why}")
+    rep = report(loaded.ranks, policy, history, job)
+    if baseline is not None:
+        if not baseline.ranks:
+            raise StepsError(
+                f"the baseline {baseline_source}: nothing could be decomposed: {'; '.join(baseline.errors)}"
+            )
+        rep = rep.model_copy(update={"baseline": compare(loaded.ranks, baseline.ranks, baseline_source)})
+    return rep
