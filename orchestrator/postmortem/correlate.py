@@ -379,6 +379,8 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
         verb = {Severity.CRITICAL: f"drain {host}", Severity.WARNING: f"watch {host}"}.get(j.severity, "")
         if code is FindingCode.CUDA_ERROR:
             verb = "an application fault, the GPU stays healthy"
+        if verb.startswith("drain") and act.startswith("drain"):
+            act = act.removeprefix("drain").lstrip("; ,")
         return (
             f"XID {xid} ({info.mnemonic}: {info.meaning}) {where} GPU {d.get('pci')}{extra}",
             f"{verb}: {act}",
@@ -653,6 +655,7 @@ def correlate(
                 peers = list(dict.fromkeys(ph for e in evs if (ph := _peer_host(e))))
                 nodes = [ph for ph in peers if ph in known]
                 host = nodes[0] if nodes else (peers[0] if peers else None)
+                lead = lead.model_copy(update={"details": {}})  # the observer's device is not the culprit's
             elif code is FindingCode.SLURM_TIME_LIMIT:
                 nodes, host = [], lead.host
             else:

@@ -1,0 +1,164 @@
+"""``fleetdx postmortem``: why did this job fail, on which rank and host, with what evidence?
+
+Evidence comes from a list of sources (:mod:`fleetdx.orchestrator.postmortem.sources`): the job's logs
+(``--logs``), node bundles with their kernel logs (``--bundles``), and the job model (``--job ID``: Slurm's
+``scontrol``/``sacct``: nodes, window, state, exit code). A new kind of evidence is one more source appended in
+:func:`_sources`. Exit code: the Nagios verdict (a failed job with a found cause is CRITICAL 2; UNKNOWN 3 when no
+cause is found, and for usage or input errors).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+
+from fleetdx.orchestrator.cli.common import console, fail, handle_errors, print_json
+
+if TYPE_CHECKING:
+    from fleetdx.orchestrator.postmortem.contracts import PostmortemReport
+    from fleetdx.orchestrator.postmortem.sources import EvidenceSource
+
+_HELP = (
+    "Explain a failed job: which rank failed first, on which host and GPU, why, with the evidence lines.\n\n"
+    "Reads the job's logs and its nodes' kernel logs onto one timeline, finds the earliest decisive event (not the "
+    "loudest: a watchdog timeout on every rank points at the rank that never reached the collective), and ranks "
+    "the candidate causes (GPU_HW_FAULT, NCCL_TIMEOUT, NCCL_NETWORK_ERROR, OOM_GPU, OOM_HOST, PROCESS_CRASH, "
+    "SLURM_TIME_LIMIT, ...), each with its evidence lines and what to do. When no cause is found the verdict is "
+    "UNKNOWN and the report says which evidence was missing.\n\n"
+    "Examples:\n\n"
+    "  fleetdx postmortem --logs slurm-4711.out\n\n"
+    "  fleetdx postmortem --job 4711 --logs logs/rank*.log --bundles /shared/pm/*/ --json\n\n"
+    "Exit 0 OK, 1 WARNING, 2 CRITICAL (a cause found), 3 UNKNOWN (no cause found, or bad input)."
+)
+_STYLE = {"critical": "bold red", "warning": "yellow", "unknown": "magenta", "info": "green"}
+
+
+def parse_time(text: str | None, option: str) -> float | None:
+    """``--since``/``--until``: Unix seconds, or ISO 8601 (``2026-11-22T10:58``, ``2026-11-22 10:58:12+02:00``;
+    no zone: UTC)."""
+    if text is None:
+        return None
+    bad = typer.BadParameter(f"{text!r}: not ISO 8601 (2026-11-22T10:58:12) or Unix seconds", param_hint=option)
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(seconds):
+            raise bad
+        return seconds
+    try:
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise bad from None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _sources(logs: list[Path], bundles: list[Path]) -> list[EvidenceSource]:
+    from fleetdx.orchestrator.postmortem.sources import Bundles, LogFiles
+
+    sources: list[EvidenceSource] = []
+    if logs:
+        sources.append(LogFiles(logs))
+    if bundles:
+        sources.append(Bundles(bundles))
+    return sources
+
+
+def render(report: PostmortemReport, evidence_lines: int = 3) -> None:
+    """The causes, most likely first: what, where, the action, the first ``evidence_lines`` evidence lines; then
+    what evidence was missing, and the verdict."""
+    console.print(f"[bold]postmortem[/]: {len(report.causes)} candidate cause(s), most likely first", highlight=False)
+    for i, c in enumerate(report.causes, start=1):
+        where = "  ".join(
+            x for x in (f"rank {c.rank}" if c.rank is not None else "", c.host or "", c.gpu or "", c.time or "") if x
+        )
+        style = _STYLE.get(c.severity.value, "")
+        console.print(
+            f"\n{i}. [{style}]{c.severity.value.upper()}[/] [bold]{c.code.value}[/]  {escape(where)}", highlight=False
+        )
+        console.print(f"   {escape(c.message)}", highlight=False, soft_wrap=True)
+        console.print(f"   [bold]action:[/] {escape(c.action)}", highlight=False, soft_wrap=True)
+        for ev in c.evidence[:evidence_lines]:
+            text = ev.text.splitlines()[0][:220] if ev.text else ""
+            console.print(f"   [dim]{escape(ev.file)}:{ev.line}: {escape(text)}[/]", highlight=False, soft_wrap=True)
+        if len(c.evidence) > evidence_lines:
+            console.print(f"   [dim](+{len(c.evidence) - evidence_lines} more evidence lines: --json)[/]")
+    console.print()
+    for m in report.missing_evidence:
+        console.print(f"[yellow]missing:[/] {escape(m)}", highlight=False, soft_wrap=True)
+    console.print(f"verdict: {report.verdict.name} (exit {report.exit_code})", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("postmortem", help=_HELP)
+    @handle_errors
+    def postmortem(
+        paths: Annotated[
+            list[Path] | None,
+            typer.Argument(
+                metavar="PATH...",
+                help="More job logs or bundles, by kind (a directory is a bundle, a file a log): so that "
+                "--logs rank*.log and --bundles /shared/pm/*/ work with shell globs.",
+                show_default=False,
+            ),
+        ] = None,
+        logs: Annotated[
+            list[Path] | None,
+            typer.Option(
+                "--logs",
+                help="The job's stdout/stderr: one file per rank, or all ranks interleaved (srun -l, torchrun, "
+                "mpirun --tag-output, Ray prefixes are read). A kernel log given here is read too.",
+            ),
+        ] = None,
+        bundles: Annotated[
+            list[Path] | None,
+            typer.Option("--bundles", help="Node bundles (fleetdx collect): their kernel logs (XIDs, link events)."),
+        ] = None,
+        job_id: Annotated[
+            str | None,
+            typer.Option("--job", help="Slurm job id: its nodes, time window, state and exit code (scontrol/sacct)."),
+        ] = None,
+        nodes: Annotated[
+            str | None,
+            typer.Option("--nodes", help="Hostlist (gpu[01-16]): only these nodes' kernel events count."),
+        ] = None,
+        since: Annotated[
+            str | None, typer.Option("--since", help="Job start (ISO 8601 or Unix seconds): kernel events window.")
+        ] = None,
+        until: Annotated[
+            str | None, typer.Option("--until", help="Job end (ISO 8601 or Unix seconds): kernel events window.")
+        ] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print only the postmortem as JSON.")] = False,
+    ) -> None:
+        from fleetdx.orchestrator.postmortem.run import Window, run_postmortem
+        from fleetdx.orchestrator.scheduler.targets import expand_hostlist
+
+        log_paths, bundle_dirs = list(logs or []), list(bundles or [])
+        for p in paths or []:
+            (bundle_dirs if p.is_dir() else log_paths).append(p)
+        job = None
+        if job_id is not None:
+            from fleetdx.orchestrator.scheduler.job import load_slurm_job
+
+            job = load_slurm_job(job_id)
+        if not log_paths and not bundle_dirs and job is None:
+            raise fail("nothing to read: give --logs FILE..., --bundles DIR... and/or --job ID")
+        window = Window(
+            since=parse_time(since, "--since"),
+            until=parse_time(until, "--until"),
+            nodes=frozenset(expand_hostlist(nodes)) if nodes else frozenset(),
+        )
+        if window.since is not None and window.until is not None and window.until < window.since:
+            raise fail("--until is before --since")
+        report = run_postmortem(_sources(log_paths, bundle_dirs), job, window)
+        if as_json:
+            print_json(report)
+        else:
+            render(report)
+        raise typer.Exit(report.exit_code)
