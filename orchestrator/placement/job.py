@@ -22,6 +22,7 @@ Not enough fit nodes is an answer (``placed=False``, exit code 2), not an except
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 
@@ -40,14 +41,14 @@ from fleetdx.orchestrator.placement.policy import DEFAULT_POLICY, HealthPolicy, 
 from fleetdx.orchestrator.store.node_health import latest_raw, node_health
 from fleetdx.orchestrator.store.store import Store
 from fleetdx.probes.catalog import NUMACTL_FILE, SYSFS_NUMA_FILE, TOPO_FILE
-from fleetdx.probes.contracts import Verdict
+from fleetdx.probes.contracts import FindingCode, Verdict
 from fleetdx.probes.errors import ConfigError, ParseError
 from fleetdx.probes.parsers.numactl import NumaTopology, parse_numactl
 from fleetdx.probes.parsers.slurm_nodes import SlurmNode
 from fleetdx.probes.parsers.topo import parse_topo
 from fleetdx.topology.binding import advise
 from fleetdx.topology.cluster import ClusterIndex, ClusterTopology, Placement, PlacementError
-from fleetdx.topology.contracts import TopoAdvice
+from fleetdx.topology.contracts import GpuExclusion, TopoAdvice
 from fleetdx.topology.subset import SubsetError
 
 #: the node label Kubernetes sets to the node's host name (kubernetes.io/docs, "Well-Known Labels")
@@ -258,16 +259,6 @@ def _too_few(entry: tuple[TopoAdvice | None, str | None]) -> bool:
     return not adv.satisfied if adv is not None else (note or "").startswith("too few")
 
 
-def _numa(files: dict[str, str]) -> NumaTopology | None:
-    for name in (NUMACTL_FILE, SYSFS_NUMA_FILE):
-        if name in files:
-            try:
-                return parse_numactl(files[name])
-            except ParseError:
-                continue
-    return None
-
-
 def _gpu_advice(
     request: PlacementRequest,
     hosts: list[str],
@@ -289,18 +280,38 @@ def _gpu_advice(
                 note += " and keep off " + ", ".join(x.gpu for x in j.gpu_exclusions)
             cache[h] = (None, note)
             continue
+        numa = next((files[n] for n in (NUMACTL_FILE, SYSFS_NUMA_FILE) if n in files), None)
         try:
-            topo = parse_topo(files[TOPO_FILE])
+            key = tuple((x.gpu, tuple(x.reasons), tuple(x.codes)) for x in j.gpu_exclusions)
+            adv = _advise(files[TOPO_FILE], numa, request.gpus_per_node, request.ib_port, key)
         except ParseError as e:
             cache[h] = (None, f"the stored {TOPO_FILE} of {h} does not parse ({e}): GPU subset not advised")
             warnings.append(cache[h][1] or "")
             continue
-        try:
-            adv = advise(topo, request.gpus_per_node, request.ib_port, _numa(files), excluded=j.gpu_exclusions)
-        except SubsetError:
-            cache[h] = (None, f"too few GPUs: {h} has {len(topo.gpus)} GPU(s), {request.gpus_per_node} needed")
+        except SubsetError as e:
+            cache[h] = (None, f"too few GPUs: {h}: {e}")
             continue
         cache[h] = (adv, None)
+
+
+@functools.lru_cache(maxsize=256)
+def _advise(
+    topo_text: str,
+    numa_text: str | None,
+    k: int,
+    ib_port: int,
+    excluded: tuple[tuple[str, tuple[str, ...], tuple[FindingCode, ...]], ...],
+) -> TopoAdvice:
+    """:func:`advise` on raw texts, memoised: a fleet's nodes mostly share a handful of identical matrices, and
+    the advice is an immutable model. Raises ParseError (topo -m) and SubsetError (k > GPUs)."""
+    numa: NumaTopology | None = None
+    if numa_text is not None:
+        try:
+            numa = parse_numactl(numa_text)
+        except ParseError:
+            numa = None  # the matrix still advises; NUMA nodes from topo -m only
+    gone = [GpuExclusion(gpu=g, reasons=list(reasons), codes=list(codes)) for g, reasons, codes in excluded]
+    return advise(parse_topo(topo_text), k, ib_port, numa, excluded=gone)
 
 
 def _slurm_args(

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 
 from pydantic import Field
-from sqlalchemy import func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from fleetdx.orchestrator.report import RunKind
@@ -89,8 +89,20 @@ def node_health(
     names = sorted(set(hosts))
     since = min(open_since, history_since)
     latest: dict[str, NodeRunRef] = {}
-    runs: dict[str, list[tuple[RunKind, float, Verdict]]] = {h: [] for h in names}
+    last_clean: dict[str, float] = {}
+    failed: dict[str, int] = {}
+    straggled: dict[str, int] = {}
     found: dict[str, list[HostFinding]] = {h: [] for h in names}
+    is_preflight = RunRow.kind == RunKind.PREFLIGHT
+    clean = and_(is_preflight, NodeRow.verdict.in_([Verdict.OK, Verdict.WARNING]))
+    failing = and_(is_preflight, NodeRow.verdict == Verdict.CRITICAL, RunRow.started_at >= history_since)
+    named = (
+        select(func.count())
+        .select_from(FindingNodeRow)
+        .where(FindingNodeRow.finding_pk == FindingRow.id)
+        .correlate(FindingRow)
+        .scalar_subquery()
+    )
     with store._errors(), Session(store.engine) as session:
         for chunk in _chunks(names):
             rn = (
@@ -112,20 +124,32 @@ def node_health(
                 latest[host] = NodeRunRef(
                     run_id=run_id, kind=kind, started_at=started, verdict=verdict, simulated=simulated
                 )
-            for host, kind, started, verdict in session.execute(
-                select(NodeRow.host, RunRow.kind, RunRow.started_at, NodeRow.verdict)
+            for host, clean_at, n_failed in session.execute(
+                select(
+                    NodeRow.host,
+                    func.max(case((clean, RunRow.started_at), else_=None)),
+                    func.sum(case((failing, 1), else_=0)),
+                )
                 .join(RunRow, NodeRow.run_pk == RunRow.id)
                 .where(NodeRow.host.in_(chunk), RunRow.started_at >= since)
+                .group_by(NodeRow.host)
             ):
-                runs[host].append((kind, started, verdict))
-            named = (
-                select(func.count())
-                .select_from(FindingNodeRow)
-                .where(FindingNodeRow.finding_pk == FindingRow.id)
-                .correlate(FindingRow)
-                .scalar_subquery()
-            )
-            for host, code, sev, subject, message, run_id, started, simulated, n_hosts in session.execute(
+                if clean_at is not None:
+                    last_clean[host] = float(clean_at)
+                failed[host] = int(n_failed or 0)
+            for host, n_runs in session.execute(
+                select(FindingNodeRow.host, func.count(func.distinct(FindingRow.run_pk)))
+                .join(FindingRow, FindingNodeRow.finding_pk == FindingRow.id)
+                .join(RunRow, FindingRow.run_pk == RunRow.id)
+                .where(
+                    FindingNodeRow.host.in_(chunk),
+                    FindingRow.code.in_(list(straggler_codes)),
+                    RunRow.started_at >= history_since,
+                )
+                .group_by(FindingNodeRow.host)
+            ):
+                straggled[host] = int(n_runs)
+            rows = session.execute(
                 select(
                     FindingNodeRow.host,
                     FindingRow.code,
@@ -139,9 +163,12 @@ def node_health(
                 )
                 .join(FindingRow, FindingNodeRow.finding_pk == FindingRow.id)
                 .join(RunRow, FindingRow.run_pk == RunRow.id)
-                .where(FindingNodeRow.host.in_(chunk), RunRow.started_at >= since)
+                .where(FindingNodeRow.host.in_(chunk), RunRow.started_at >= open_since)
                 .order_by(RunRow.started_at, FindingRow.run_pk, FindingRow.position)
-            ):
+            )
+            for host, code, sev, subject, message, run_id, started, simulated, n_hosts in rows:
+                if started < last_clean.get(host, open_since):
+                    continue  # cleared by a later clean pre-flight
                 found[host].append(
                     HostFinding(
                         code=code,
@@ -154,22 +181,17 @@ def node_health(
                         hosts=n_hosts,
                     )
                 )
-    out: dict[str, NodeHealthRecord] = {}
-    for h in names:
-        clean = [t for k, t, v in runs[h] if k is RunKind.PREFLIGHT and v in (Verdict.OK, Verdict.WARNING)]
-        last_clean = max(clean) if clean else None
-        open_from = max(open_since, last_clean) if last_clean is not None else open_since
-        hist = [(k, t, v) for k, t, v in runs[h] if t >= history_since]
-        straggled = {f.run_id for f in found[h] if f.code in straggler_codes and f.started_at >= history_since}
-        out[h] = NodeHealthRecord(
+    return {
+        h: NodeHealthRecord(
             host=h,
             latest=latest.get(h),
-            last_clean_preflight_at=last_clean,
-            open_findings=[f for f in found[h] if f.started_at >= open_from],
-            failed_preflights=sum(1 for k, _, v in hist if k is RunKind.PREFLIGHT and v is Verdict.CRITICAL),
-            straggler_runs=len(straggled),
+            last_clean_preflight_at=last_clean.get(h),
+            open_findings=found[h],
+            failed_preflights=failed.get(h, 0),
+            straggler_runs=straggled.get(h, 0),
         )
-    return out
+        for h in names
+    }
 
 
 def latest_raw(store: Store, hosts: Collection[str], files: Collection[str]) -> dict[str, dict[str, str]]:
