@@ -416,6 +416,82 @@ def transport_fallback_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     return found
 
 
+#: sizes at and above this (bytes) are in nccl-tests' bandwidth-bound region (doc/PERFORMANCE.md: small sizes
+#: measure latency, and their busbw says nothing about the links)
+FABRIC_MIN_SIZE = 64 * 2**20
+#: a multi-node busbw below this fraction of the node's network line rate is NCCL_BUSBW_LOW (the same factor the
+#: bandwidth screen uses for its critical verdict: robust.DetectionConfig.critical_ratio)
+FABRIC_LOW_RATIO = 0.5
+
+
+def _fabric_gbps(node: NodeFacts) -> tuple[float, list[str]] | None:
+    """The node's network line rate in GB/s (1e9 B/s) over its Active RDMA ports (InfiniBand or RoCE), with
+    those ports; ``None`` when ibstat facts are missing or give no rate. ibstat's ``Rate`` is the signalling
+    rate in Gb/s of the link's data lanes (400 for NDR 4x, 200 for HDR 4x; IBTA), so GB/s = rate / 8."""
+    if node.ib is None:
+        return None
+    ports = [(f"{ca.name}/{p.port}", p.rate_gbps) for ca in node.ib.cas for p in ca.ports
+             if p.state is PortState.ACTIVE and p.rate_gbps]
+    if not ports:
+        return None
+    return sum(r for _, r in ports if r) / 8, [n for n, _ in ports]
+
+
+def fabric_busbw_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
+    """NCCL_BUSBW_LOW (warning) for a multi-node nccl-tests run on this node whose peak busbw is below
+    :data:`FABRIC_LOW_RATIO` x the node's network line rate (:func:`_fabric_gbps`).
+
+    The reference: nccl-tests' busbw is defined so that it "reflects how optimally the hardware is used" and is
+    comparable to the bottleneck link's speed (nccl-tests doc/PERFORMANCE.md, "Bus bandwidth"); in a multi-node
+    run whose ranks' traffic crosses the network, that bottleneck is the node's NICs, whose per-direction rate
+    ibstat prints. Hierarchical algorithms (NVLS, CollNet/SHARP, tree) can exceed it, which only makes the
+    test conservative: it flags a run that is slow, never a fast one. Peak = the highest out-of-place busbw
+    at sizes of at least :data:`FABRIC_MIN_SIZE` (the bandwidth-bound region). A run told to use sockets is
+    left to NCCL_TRANSPORT_FALLBACK, which explains it better. Warning, never critical: the NICs NCCL used are
+    not known from nccl-tests' output alone, and one run is one measurement.
+    """
+    fabric = _fabric_gbps(node)
+    if fabric is None:
+        return []
+    line_gbps, ports = fabric
+    out = []
+    for named in node.nccl_tests:
+        if _told_sockets(named.report.env):
+            continue
+        for i, run in enumerate(named.report.runs):
+            hosts = sorted({d.host for d in run.devices})
+            peaks = [
+                r.out_of_place.busbw_gbps
+                for r in run.rows
+                if r.size >= FABRIC_MIN_SIZE and r.out_of_place.busbw_gbps is not None
+            ]
+            if len(hosts) < 2 or not peaks or max(peaks) >= FABRIC_LOW_RATIO * line_gbps:
+                continue
+            peak = max(peaks)
+            out.append(
+                Finding(
+                    code=FindingCode.NCCL_BUSBW_LOW,
+                    severity=Severity.WARNING,
+                    nodes=hosts,
+                    subject=_subject(run),
+                    message=(
+                        f"peak busbw {peak:g} GB/s across {len(hosts)} nodes is {peak / line_gbps:.0%} of the "
+                        f"network line rate {line_gbps:g} GB/s of {node.host}'s {len(ports)} Active RDMA "
+                        f"port(s) (expected at least {FABRIC_LOW_RATIO:.0%}; {named.file})"
+                    ),
+                    evidence={
+                        **_run_evidence(named, i, run),
+                        "peak_busbw_gbps": peak,
+                        "line_rate_gbps": line_gbps,
+                        "ratio": round(peak / line_gbps, 3),
+                        "rdma_ports": _scalars(ports[:EVIDENCE_LINES]),
+                        "reference": "network line rate (ibstat Rate / 8), nccl-tests doc/PERFORMANCE.md",
+                    },
+                )
+            )
+    return out
+
+
 RULES: list[Rule] = [
     wrong_results_rule,
     failed_run_rule,
@@ -423,4 +499,5 @@ RULES: list[Rule] = [
     hang_rule,
     not_mpi_rule,
     transport_fallback_rule,
+    fabric_busbw_rule,
 ]
