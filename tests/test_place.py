@@ -234,3 +234,17 @@ def test_a_slow_pair_condemns_neither_member(store: Store) -> None:
     assert store.save_report(report)
     a = place(req(2), store=store, candidates=NODES, now=T0 + 60)
     assert a.placed and [n.host for n in a.nodes] == ["gpu01", "gpu04"]
+
+
+def test_gpus_held_by_jobs_and_partitions() -> None:
+    detailed = parse_scontrol_nodes((PLACE / "scontrol_show_node_-d.txt").read_text(encoding="utf-8"))
+    a = place(req(2, 8), store=None, candidates=detailed, cluster=TREE, now=T0)
+    assert not a.placed
+    assert [x.reasons for x in a.excluded if x.host == "gpu04"] == [["2 of its 8 GPUs are held by jobs, 8 needed"]]
+    a = place(req(2, 6), store=None, candidates=detailed, cluster=TREE, now=T0)
+    assert a.placed and [n.host for n in a.nodes] == ["gpu01", "gpu04"]
+    # partition debug is gpu[05-06]: one allocated, one down, so nothing there
+    a = place(req(1, partition="debug"), store=None, candidates=NODES, now=T0)
+    assert not a.placed and {x.host for x in a.excluded} == {"gpu05", "gpu06"}
+    a = place(req(1, partition="nope"), store=None, candidates=NODES, now=T0)
+    assert not a.placed and any("partition 'nope'" in w for w in a.warnings)

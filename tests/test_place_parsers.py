@@ -17,6 +17,8 @@ PLACE = Path(__file__).parent / "fixtures" / "placement"
 SCONTROL = (PLACE / "scontrol_show_node.txt").read_text(encoding="utf-8")
 SCONTROL_O = (PLACE / "scontrol_show_node_-o.txt").read_text(encoding="utf-8")
 SINFO = (PLACE / "sinfo_-N_-h_-o_fleetdx.txt").read_text(encoding="utf-8")
+DETAILS = (PLACE / "scontrol_show_node_-d.txt").read_text(encoding="utf-8")
+DETAILS_O = (PLACE / "scontrol_show_node_-d_-o.txt").read_text(encoding="utf-8")
 
 #: read off the captures by eye
 EXPECTED = {
@@ -29,12 +31,29 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("text, parse", [(SCONTROL, parse_scontrol_nodes), (SCONTROL_O, parse_scontrol_nodes),
-                                         (SINFO, parse_sinfo_nodes)], ids=["scontrol", "scontrol-o", "sinfo"])
+@pytest.mark.parametrize(
+    "text, parse",
+    [
+        (SCONTROL, parse_scontrol_nodes),
+        (SCONTROL_O, parse_scontrol_nodes),
+        (DETAILS, parse_scontrol_nodes),
+        (DETAILS_O, parse_scontrol_nodes),
+        (SINFO, parse_sinfo_nodes),
+    ],
+    ids=["scontrol", "scontrol-o", "scontrol-d", "scontrol-d-o", "sinfo"],
+)
 def test_captured_states(text: str, parse) -> None:  # type: ignore[no-untyped-def]
     nodes = parse(text)
     got = {n.name: (n.state, n.flags, n.partitions, n.gpus, n.reason, n.usable) for n in nodes}
     assert got == EXPECTED
+
+
+@pytest.mark.parametrize("text", [DETAILS, DETAILS_O], ids=["-d", "-d-o"])
+def test_gres_used_from_details(text: str) -> None:
+    n = {x.name: x for x in parse_scontrol_nodes(text)}
+    assert (n["gpu04"].gpus_used, n["gpu04"].gpus_free) == (2, 6)  # its job asked --gpus-per-node=2
+    assert (n["gpu01"].gpus_used, n["gpu01"].gpus_free) == (0, 8)
+    assert {x.gpus_used for x in parse_scontrol_nodes(SCONTROL)} == {None}  # without -d: unknown, not 0
 
 
 def test_scontrol_reason_drops_user_and_time_and_keeps_raw_state() -> None:

@@ -113,6 +113,9 @@ def place(
             why: str | None = c.why_unusable()
             if why is None and c.gpus is not None and c.gpus < request.gpus_per_node:
                 why = f"declares gpu:{c.gpus} in Slurm, {request.gpus_per_node} needed"
+            free = c.gpus_free
+            if why is None and free is not None and free < request.gpus_per_node:
+                why = f"{c.gpus_used} of its {c.gpus} GPUs are held by jobs, {request.gpus_per_node} needed"
             if why is not None:
                 excluded.append(ExcludedNode(host=c.name, stage=ExclusionStage.SCHEDULER, reasons=[why]))
             else:

@@ -1,6 +1,7 @@
-"""Live Slurm sources for placement: the nodes (``scontrol show node --oneliner``) and the switch tree
-(``scontrol show topology``), run through a :class:`~fleetdx.probes.runner.Runner` and parsed by the pure
-parsers (:func:`fleetdx.probes.parsers.slurm_nodes.parse_scontrol_nodes`,
+"""Live Slurm sources for placement: the nodes (``scontrol show node --details --oneliner``: states, partitions,
+GPUs and GPUs in use) and the switch tree (``scontrol show topology``), run through a
+:class:`~fleetdx.probes.runner.Runner` and parsed by the pure parsers
+(:func:`fleetdx.probes.parsers.slurm_nodes.parse_scontrol_nodes`,
 :func:`fleetdx.topology.cluster.parse_topology_conf`)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from fleetdx.probes.parsers.slurm_nodes import SlurmNode, parse_scontrol_nodes
 from fleetdx.probes.runner import Runner
 from fleetdx.topology.cluster import ClusterTopology, parse_topology_conf
 
-NODES_ARGV = ("scontrol", "show", "node", "--oneliner")
+NODES_ARGV = ("scontrol", "show", "node", "--details", "--oneliner")
 TOPOLOGY_ARGV = ("scontrol", "show", "topology")
 
 

@@ -12,6 +12,9 @@ powering up, ``!`` pending power down, ``%`` powering down, ``$`` maintenance, `
 reboot issued, ``-`` planned; sinfo(1), "NODE STATE CODES"); a node in two partitions is printed once per
 partition (the default partition carries a ``*``).
 
+``scontrol show node -d`` (``--details``) adds ``GresUsed=gpu:2(IDX:0-1)``: the GPUs jobs hold, so a MIXED
+node's free GPUs are known (:attr:`SlurmNode.gpus_free`).
+
 Which nodes a placement may use is decided here, from the state alone (:attr:`SlurmNode.usable`): the base
 state is IDLE or MIXED and no flag but CLOUD or COMPLETING is set. Drained, draining, down, failing,
 not-responding, powered-down, reserved and rebooting nodes are never usable. Real captures of Slurm 22.05 are in
@@ -86,7 +89,15 @@ class SlurmNode(Contract):
     raw_state: str
     partitions: list[str] = Field(default_factory=list)
     gpus: int | None = None
+    gpus_used: int | None = None  #: GPUs held by jobs (``GresUsed=``, printed by ``scontrol show node -d``)
     reason: str | None = None
+
+    @property
+    def gpus_free(self) -> int | None:
+        """GPUs no job holds, when both counts are known."""
+        if self.gpus is None or self.gpus_used is None:
+            return None
+        return max(0, self.gpus - self.gpus_used)
 
     @property
     def usable(self) -> bool:
@@ -108,11 +119,13 @@ def _pairs(line: str) -> Iterator[tuple[str, str]]:
         yield m.group(1), line[m.end() : end].strip()
 
 
-def _gpu_count(gres: str | None) -> int | None:
-    if not gres or gres in ("(null)", "none"):
-        return None
+def _gpu_count(gres: str | None, zero_ok: bool = False) -> int | None:
+    """GPUs of a GRES string (``gpu:8``, ``gpu:h100:8(S:0-1)``, ``gpu:2(IDX:0-1)``; types summed); ``None``
+    when it names none. ``zero_ok``: an empty ``GresUsed`` (``(null)``) means 0 in use."""
+    if not gres or gres in ("(null)", "none", "N/A"):
+        return 0 if zero_ok and gres is not None else None
     counts = [int(c) for c in _GPU_GRES.findall(gres) if len(c) <= 6]
-    return sum(counts) if counts else None
+    return sum(counts) if counts else (0 if zero_ok else None)
 
 
 def _reason(text: str | None) -> str | None:
@@ -177,6 +190,7 @@ def parse_scontrol_nodes(text: str) -> list[SlurmNode]:
                 raw_state=f["State"],
                 partitions=[p for p in parts.split(",") if p and p != "(null)"],
                 gpus=_gpu_count(f.get("Gres")),
+                gpus_used=_gpu_count(f.get("GresUsed"), zero_ok=True),
                 reason=_reason(f.get("Reason")),
             )
         )
