@@ -25,3 +25,17 @@ def test_brackets_in_messages_are_printed(capsys: pytest.CaptureFixture[str], mo
     out = " ".join(capsys.readouterr().out.split())
     for text in ("[gpu01:4242]", "[receive]", "[bold]not", "[all_reduce]", "cannot be judged: [x] y"):
         assert text in out, text
+
+
+@pytest.mark.parametrize("command", [["preflight"], ["history"], ["k8s", "mark"], ["analyze"]])
+def test_help_shows_no_type_for_flags(command: list[str]) -> None:
+    """typer 0.2x prints ``<bool>`` in the type column of on/off flags; the root group removes it."""
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-m", "fleetdx", *command, "--help"], capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "TERMINAL_WIDTH": "200"},
+    )
+    assert res.returncode == 0 and "--json" in res.stdout
+    assert "<bool>" not in res.stdout
