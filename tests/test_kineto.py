@@ -67,6 +67,19 @@ def test_plain_json_and_gzip_read_alike(tmp_path: Path) -> None:
     assert (a.rank, len(a.gpu), len(a.cpu_ops), list(a.gpu.ts)) == (b.rank, len(b.gpu), len(b.cpu_ops), list(b.gpu.ts))
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_any_chunk_size_reads_the_same(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Items, numbers and separators cut at every possible place by the buffer end read the same."""
+    import fleetdx.probes.parsers.kineto as kineto
+
+    whole = read_kineto(S128)
+    monkeypatch.setattr(kineto, "_CHUNK_CHARS", chunk)
+    cut = read_kineto(S128)
+    assert (cut.rank, cut.world_size, cut.events, cut.skipped) == (whole.rank, whole.world_size, whole.events, 0)
+    assert list(cut.gpu.ts) == list(whole.gpu.ts) and list(cut.cpu_ops.dur) == list(whole.cpu_ops.dur)
+    assert [s.number for s in cut.steps] == [s.number for s in whole.steps]
+
+
 @pytest.mark.parametrize(
     ("name", "kind"),
     [

@@ -1,9 +1,11 @@
 """Streaming parser for PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzip: one file per rank.
 
-The trace is read with ``ijson`` (its C ``yajl2_c`` backend) one event at a time; an event is classified and
-reduced to a few numbers in compact ``array`` columns, so a trace of hundreds of MB never becomes a tree of
-Python objects. Memory is bounded by ``max_events`` kept events (about 50 bytes each); past it the parser
-stops with a :class:`ParseError` saying so.
+The trace is streamed: the top-level object is walked by hand and each item of ``traceEvents`` is decoded on its
+own by the standard library's C JSON decoder (``json.JSONDecoder.raw_decode``; about 2.5x faster here than
+``ijson``'s C backend, which builds the same dicts), then classified and reduced to a few numbers in compact
+``array`` columns, so a trace of hundreds of MB never becomes a tree of Python objects (the text buffer holds
+one 1 MB chunk plus the event being read). Memory is bounded by ``max_events`` kept events (about 50 bytes
+each); past it the parser stops with a :class:`ParseError` saying so.
 
 What is read (names as torch.profiler / Kineto write them; the sources are the PyTorch files named):
 
@@ -39,22 +41,22 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
+import json.scanner
 import math
 import re
 import zlib
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import IO, Any, cast
-
-import ijson
 
 from fleetdx.probes.errors import ParseError
 
 FMT = "kineto"
 #: default most kept events (about 50 bytes each in the columns: 2.5 GB at worst); raise it for bigger traces
 DEFAULT_MAX_EVENTS = 50_000_000
-_CHUNK = 1 << 16
 
 
 class Marker(IntEnum):
@@ -206,13 +208,6 @@ class KinetoTrace:
         return len(self.gpu) > 0
 
 
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    f = float(v)
-    return f if math.isfinite(f) else None
-
-
 def _int(v: Any, default: int = -1) -> int:
     if isinstance(v, bool):
         return default
@@ -229,8 +224,13 @@ def _int(v: Any, default: int = -1) -> int:
     return default
 
 
+_INT_RANGE = 2**63
+#: timestamps and durations beyond this (us; 3e4 years) are not real and would overflow the float columns
+_MAX_US = 1e18
+
+
 class _Reader:
-    """Turns trace events into the :class:`KinetoTrace` columns."""
+    """Turns trace events into the :class:`KinetoTrace` columns (the hot loop: kept short and branch-light)."""
 
     def __init__(self, trace: KinetoTrace, max_events: int) -> None:
         self.t = trace
@@ -247,32 +247,42 @@ class _Reader:
     def event(self, e: Any) -> None:
         t = self.t
         t.events += 1
-        if not isinstance(e, dict):
+        if type(e) is not dict or e.get("ph") != "X":
             return
-        ph = e.get("ph")
-        if ph != "X":
-            return
-        ts, dur = _num(e.get("ts")), _num(e.get("dur"))
         name, cat = e.get("name"), e.get("cat")
-        if not isinstance(name, str) or not isinstance(cat, str):
+        if type(name) is not str or type(cat) is not str:
             return
-        if ts is None or dur is None or dur < 0:
+        ts, dur = e.get("ts"), e.get("dur")
+        if (
+            type(ts) not in _NUMBER
+            or type(dur) not in _NUMBER
+            or not (-_MAX_US < ts < _MAX_US)
+            or not (0 <= dur < _MAX_US)
+        ):
             t.skipped += 1
             return
-        args = e.get("args")
-        args = args if isinstance(args, dict) else {}
-        if cat in ("kernel", "gpu_memcpy", "gpu_memset"):
-            self._keep()
-            g = t.gpu
-            g.ts.append(ts)
-            g.dur.append(dur)
-            g.stream.append(_int(args.get("stream")))
-            g.correlation.append(_int(args.get("correlation")))
-            g.kind.append(int(gpu_kind(name)))
-            g.nbytes.append(max(0, _int(args.get("bytes"), 0)))
+        if cat == "cpu_op" or cat == "user_annotation" or cat == "python_function":
+            tid = e.get("tid")
+            if type(tid) is not int:
+                tid = _int(tid)
+            if name.startswith("ProfilerStep"):
+                m = _STEP_RE.match(name)
+                if m is not None:
+                    self._keep()
+                    t.steps.append(ProfilerStep(number=int(m.group(1)), ts=ts, dur=dur, tid=tid))
+                    return
+            if cat == "cpu_op":
+                self._keep()
+                t.cpu_ops.add(ts, dur, tid)
+            mk = marker_of(name, cat)
+            if mk is not None:
+                self._keep()
+                t.markers[mk].add(ts, dur, tid)
             return
-        tid = _int(e.get("tid"))
-        if cat in ("cuda_runtime", "cuda_driver"):
+        args = e.get("args")
+        if type(args) is not dict:
+            args = {}
+        if cat == "cuda_runtime" or cat == "cuda_driver":
             corr = _int(args.get("correlation"))
             if corr >= 0:
                 self._keep()
@@ -281,19 +291,15 @@ class _Reader:
                 la.ts.append(ts)
                 la.dur.append(dur)
             return
-        if cat in ("cpu_op", "user_annotation", "python_function"):
-            m = _STEP_RE.match(name)
-            if m is not None:
-                self._keep()
-                t.steps.append(ProfilerStep(number=int(m.group(1)), ts=ts, dur=dur, tid=tid))
-                return
-            if cat == "cpu_op":
-                self._keep()
-                t.cpu_ops.add(ts, dur, tid)
-            mk = marker_of(name, cat)
-            if mk is not None:
-                self._keep()
-                t.markers[mk].add(ts, dur, tid)
+        if cat == "kernel" or cat == "gpu_memcpy" or cat == "gpu_memset":
+            self._keep()
+            g = t.gpu
+            g.ts.append(ts)
+            g.dur.append(dur)
+            g.stream.append(_int(args.get("stream")))
+            g.correlation.append(_int(args.get("correlation")))
+            g.kind.append(int(gpu_kind(name)))
+            g.nbytes.append(max(0, _int(args.get("bytes"), 0)))
 
     def distributed_info(self, info: Any) -> None:
         if not isinstance(info, dict):
@@ -305,50 +311,161 @@ class _Reader:
         self.t.backend = backend if isinstance(backend, str) else None
 
 
+_NUMBER = {int, float}
+#: characters read at a time
+_CHUNK_CHARS = 1 << 20
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODE = json.JSONDecoder().raw_decode
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # the C scanner raw_decode calls, without its wrapper
+
+
+class _Malformed(Exception):
+    """Raised inside :class:`_TopLevel`; turned into a ParseError by the caller."""
+
+
+class _TopLevel:
+    """A streaming reader of one top-level JSON object: the items of one array member go one by one to a
+    callback, each decoded by the standard library's C decoder (``json.JSONDecoder.raw_decode``); the other
+    members are decoded whole and only the names asked for are kept. The text buffer holds one chunk plus the
+    item being read, and never more than ``max_item`` characters of one item."""
+
+    def __init__(self, f: IO[str], chunk: int | None = None, max_item: int = 64 << 20) -> None:
+        self.f, self.chunk, self.max_item = f, chunk or _CHUNK_CHARS, max_item
+        self.buf, self.pos, self.eof = "", 0, False
+
+    def _fill(self) -> bool:
+        if self.eof:
+            return False
+        data = self.f.read(self.chunk)
+        if not data:
+            self.eof = True
+            return False
+        self.buf = self.buf[self.pos :] + data
+        self.pos = 0
+        return True
+
+    def _peek(self) -> str:
+        while True:
+            m = _WS.match(self.buf, self.pos)
+            self.pos = m.end() if m is not None else self.pos
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self._fill():
+                return ""
+
+    def _expect(self, c: str) -> None:
+        got = self._peek()
+        if got != c:
+            raise _Malformed(f"{c!r} (got {got or 'the end'!r})")
+        self.pos += 1
+
+    def _value(self) -> Any:
+        self._peek()
+        while True:
+            try:
+                v, end = _DECODE(self.buf, self.pos)
+            except json.JSONDecodeError as e:
+                if len(self.buf) - self.pos > self.max_item:
+                    raise _Malformed(f"a JSON value under {self.max_item} characters") from None
+                if not self._fill():
+                    raise _Malformed(f"a JSON value ({e.msg})") from None
+                continue
+            if end >= len(self.buf) and self._fill():  # a number may go on in the next chunk
+                continue
+            self.pos = end
+            return v
+
+    def _items(self, array_key: str, on_item: Callable[[Any], None]) -> None:
+        """The items of an array up to its ``]``: a tight loop over the current buffer; an item or separator
+        that reaches the buffer's end is read again by the careful methods, which refill the buffer."""
+        scan, ws = _SCAN, _WS.match
+        while True:
+            buf, pos = self.buf, self.pos
+            n = len(buf)
+            while True:
+                pos = ws(buf, pos).end()  # type: ignore[union-attr]
+                try:
+                    item, end = scan(buf, pos)
+                except (StopIteration, ValueError):
+                    break  # cut by the buffer end, or malformed: the careful path decides
+                sep = ws(buf, end).end()  # type: ignore[union-attr]
+                if sep >= n:
+                    break  # a number may go on, or the separator is in the next chunk
+                on_item(item)
+                c = buf[sep]
+                if c == "]":
+                    self.pos = sep + 1
+                    return
+                if c != ",":
+                    raise _Malformed(f"',' or ']' after an item of {array_key} (got {c!r})")
+                pos = sep + 1
+            self.pos = pos
+            on_item(self._value())
+            c = self._peek()
+            self.pos += 1
+            if c == "]":
+                return
+            if c != ",":
+                raise _Malformed(f"',' or ']' after an item of {array_key} (got {c or 'the end'!r})")
+
+    def read(self, array_key: str, on_item: Callable[[Any], None], keep: frozenset[str]) -> dict[str, Any]:
+        """Read the whole object; returns the kept members and ``array_key: True`` when the array was seen."""
+        top: dict[str, Any] = {}
+        self._expect("{")
+        if self._peek() == "}":
+            self.pos += 1
+        else:
+            while True:
+                key = self._value()
+                if type(key) is not str:
+                    raise _Malformed("an object key")
+                self._expect(":")
+                if key == array_key and self._peek() == "[":
+                    top[key] = True
+                    self.pos += 1
+                    if self._peek() == "]":
+                        self.pos += 1
+                    else:
+                        self._items(array_key, on_item)
+                else:
+                    value = self._value()
+                    if key in keep:
+                        top[key] = value
+                c = self._peek()
+                self.pos += 1
+                if c == "}":
+                    break
+                if c != ",":
+                    raise _Malformed(f"',' or '}}' after a member (got {c or 'the end'!r})")
+        if self._peek() != "":
+            raise _Malformed("nothing after the top-level object")
+        return top
+
+
 def _open(raw: IO[bytes]) -> IO[bytes]:
-    head = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
-    if not head:
-        pos = raw.tell()
-        head = raw.read(2)
-        raw.seek(pos)
+    head = raw.read(2)
+    raw.seek(-len(head), io.SEEK_CUR)
     if head == b"\x1f\x8b":
         return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
     return raw
 
 
 def parse_kineto_stream(raw: IO[bytes], source: str = "<stream>", max_events: int = DEFAULT_MAX_EVENTS) -> KinetoTrace:
-    """Parse one trace from a seekable binary stream (plain or gzip JSON). See the module docstring.
-
-    One pass: the bytes go to an ``ijson`` coroutine for ``traceEvents.item`` and, until it has been seen, to
-    one for ``distributedInfo`` (and, before the event list, one for ``host_name``); each tokenises in C and
-    builds only the objects at its own prefix.
-    """
+    """Parse one trace from a seekable binary stream (plain or gzip JSON, UTF-8). See the module docstring."""
     trace = KinetoTrace(source=source)
     reader = _Reader(trace, max_events)
-    top: dict[str, Any] = {}
-    events = ijson.items_coro(_Sink(reader.event), "traceEvents.item", use_float=True)
-    info = ijson.items_coro(_Sink(lambda v: top.__setitem__("distributedInfo", v)), "distributedInfo", use_float=True)
-    host = ijson.items_coro(_Sink(lambda v: top.__setitem__("host_name", v)), "host_name", use_float=True)
-    head = True
     try:
-        data = _open(raw)
-        while chunk := data.read(_CHUNK):
-            events.send(chunk)
-            if "distributedInfo" not in top:
-                info.send(chunk)
-            if head:
-                host.send(chunk)
-                head = b'"traceEvents"' not in chunk
-        events.close()
+        text = io.TextIOWrapper(_open(raw), encoding="utf-8", errors="strict")
+        top = _TopLevel(text).read("traceEvents", reader.event, frozenset({"distributedInfo", "host_name"}))
     except ParseError:
         raise
-    except (ijson.JSONError, ijson.IncompleteJSONError) as e:
-        raise ParseError(FMT, None, "a JSON Chrome trace", str(e)) from None
+    except _Malformed as e:
+        raise ParseError(FMT, None, f"a JSON Chrome trace: {e}") from None
     except (OSError, EOFError, zlib.error) as e:
         raise ParseError(FMT, None, "readable gzip or plain JSON", str(e)) from None
-    except (UnicodeDecodeError, ValueError, TypeError, RecursionError) as e:
+    except (UnicodeDecodeError, ValueError, TypeError, RecursionError, OverflowError) as e:
         raise ParseError(FMT, None, "a JSON Chrome trace", f"{type(e).__name__}: {e}") from None
-    if trace.events == 0:
+    if not top.get("traceEvents") or trace.events == 0:
         raise ParseError(FMT, None, "a JSON object with a non-empty traceEvents array")
     reader.distributed_info(top.get("distributedInfo"))
     host_name = top.get("host_name")
@@ -356,16 +473,6 @@ def parse_kineto_stream(raw: IO[bytes], source: str = "<stream>", max_events: in
         trace.host = host_name
     trace.steps.sort(key=lambda s: s.ts)
     return trace
-
-
-class _Sink:
-    """An ``ijson`` coroutine target that hands each item to a callback."""
-
-    def __init__(self, callback: Any) -> None:
-        self.callback = callback
-
-    def send(self, value: Any) -> None:
-        self.callback(value)
 
 
 def parse_kineto_bytes(data: bytes, source: str = "<bytes>", max_events: int = DEFAULT_MAX_EVENTS) -> KinetoTrace:
