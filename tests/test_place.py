@@ -4,7 +4,8 @@ Scheduler state: tests/fixtures/placement/ holds real outputs of a 6-node Slurm 
 machine (README.md there): gpu01 idle, gpu02 drained, gpu03 draining (mixed+drain), gpu04 mixed, gpu05
 allocated, gpu06 down; leaf1 = gpu[01-03], leaf2 = gpu[04-06] under a spine.
 
-Health: pre-flight reports are stored in a fresh SQLite store. Their GPU findings are the ones fleetdx's own
+Health: pre-flight reports are stored in a fresh store (SQLite, and PostgreSQL when FLEETDX_TEST_PG_URL is
+set). Their GPU findings are the ones fleetdx's own
 rules find in the real h100-busy bundle (GPU0 held by pid 1929), re-addressed to the Slurm node names; the
 stored ``topo -m`` is the real one of the same H100 VM (one GPU, one NUMA node, CPUs 0-15).
 """
@@ -43,11 +44,8 @@ NODES = parse_scontrol_nodes((PLACE / "scontrol_show_node.txt").read_text(encodi
 TREE = parse_topology_conf((PLACE / "scontrol_show_topology.txt").read_text(encoding="utf-8"))
 T0 = 1_800_000_000.0
 
-
-@pytest.fixture
-def store(tmp_path: Path):  # type: ignore[no-untyped-def]
-    with Store.open(f"sqlite:///{tmp_path / 'fleetdx.db'}") as s:
-        yield s
+#: ``store``: a fresh migrated store, once on SQLite and once on PostgreSQL (``FLEETDX_TEST_PG_URL``)
+pytest_plugins = ["tests.pgfixtures"]
 
 
 def busy_findings(host: str) -> list[Finding]:

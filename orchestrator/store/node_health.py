@@ -29,8 +29,8 @@ from fleetdx.orchestrator.store.models import FindingNodeRow, FindingRow, NodeRo
 from fleetdx.orchestrator.store.store import Store, _decompress
 from fleetdx.probes.contracts import Contract, FindingCode, Severity, Verdict, VerdictName
 
-#: hosts per IN (...) list: far below SQLite's and PostgreSQL's bind-parameter limits
-CHUNK = 500
+#: hosts per IN (...) list: far below SQLite's (32766) and PostgreSQL's (65535) bind-parameter limits
+CHUNK = 2000
 
 
 class NodeRunRef(Contract):
