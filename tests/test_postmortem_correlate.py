@@ -171,3 +171,19 @@ def test_bundle_without_kernel_log_says_so(tmp_path: Path) -> None:
     (d / "nvidia-smi_-L.txt").write_text("GPU 0: NVIDIA H100 (UUID: GPU-1)\n")
     report = run_postmortem([Bundles([d])])
     assert any("no kernel log in the bundle" in m for m in report.missing_evidence)
+
+
+def test_a_link_flap_that_recovered_before_the_failure_is_not_the_cause(tmp_path: Path) -> None:
+    dmesg = (
+        "[Fri Mar 21 06:00:20 2025] mlx5_core 0000:5e:00.0 ibp94s0: Link down\n"
+        "[Fri Mar 21 06:00:21 2025] mlx5_core 0000:5e:00.0 ibp94s0: Link up\n"
+        "[Fri Mar 21 07:10:00 2025] mlx5_core 0000:5e:00.0 ibp94s1: Link down\n"
+    )
+    log = tmp_path / "job.log"
+    log.write_text("gpu9: [rank3]:2025-03-21 07:10:30,000 RuntimeError: CUDA error: unspecified launch failure\n")
+    report = run_postmortem([Bundles([_bundle(tmp_path, "gpu9", dmesg)]), LogFiles([log])])
+    codes = [(c.code, c.severity.value, c.evidence[0].line) for c in report.causes]
+    # the link still down when the job failed comes first; the flap is only a warning
+    assert codes[0] == (F.NCCL_NETWORK_ERROR, "critical", 3)
+    assert (F.NCCL_NETWORK_ERROR, "warning", 1) in codes
+    assert "came back up 1.0 s later" in next(c.message for c in report.causes if c.severity.value == "warning")

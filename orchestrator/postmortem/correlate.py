@@ -167,6 +167,8 @@ def judge(e: JobEvent) -> Judged | None:
     if k in (EventKind.IB_LINK_DOWN, EventKind.IB_PORT_STATE):
         if k is EventKind.IB_PORT_STATE and d.get("state") in ("ACTIVE", "ARMED", "INIT") and not d.get("module"):
             return None
+        if d.get("recovered_after_s") is not None:  # a flap that came back: worth watching, not the failure
+            return Judged(FindingCode.NCCL_NETWORK_ERROR, W, 40, ("flap", e.host, d.get("device")))
         return Judged(FindingCode.NCCL_NETWORK_ERROR, C, 90, ("link", e.host, d.get("device")))
     if k is EventKind.NCCL_IB_ASYNC:
         return Judged(FindingCode.NCCL_NETWORK_ERROR, C, 84, ("hca", e.host))
@@ -222,6 +224,43 @@ def _peer_host(e: JobEvent) -> str | None:
     if _IPV4_RE.match(name) or ":" in name:
         return name
     return name.split(".", 1)[0]
+
+
+#: a link that came back up within this many seconds, before the job's first failure, flapped
+FLAP_RECOVERY_S = 60.0
+
+
+def mark_flaps(ordered: Sequence[JobEvent]) -> list[JobEvent]:
+    """``ordered`` with each ``Link down`` that its own ``Link up`` (same host and device) followed within
+    :data:`FLAP_RECOVERY_S`, before any decisive job event, marked ``details["recovered_after_s"]``: a flap that
+    recovered before the job failed is not the failure (a link still down when the job failed is)."""
+    job_fail = min(
+        (
+            e.ts
+            for e in ordered
+            if e.ts is not None
+            and e.kind not in _KERNEL_LINK
+            and (j := judge(e)) is not None
+            and j.priority >= DECISIVE
+            and e.kind is not EventKind.IB_LINK_DOWN
+        ),
+        default=None,
+    )
+    ups: dict[tuple[str | None, object], list[float]] = defaultdict(list)
+    for e in ordered:
+        if e.kind is EventKind.IB_LINK_UP and e.ts is not None:
+            ups[(e.host, e.details.get("device"))].append(e.ts)
+    out = []
+    for e in ordered:
+        if e.kind is EventKind.IB_LINK_DOWN and e.ts is not None:
+            back = [t for t in ups.get((e.host, e.details.get("device")), []) if e.ts <= t <= e.ts + FLAP_RECOVERY_S]
+            if back and (job_fail is None or back[0] < job_fail):
+                e = e.model_copy(update={"details": {**e.details, "recovered_after_s": round(back[0] - e.ts, 3)}})
+        out.append(e)
+    return out
+
+
+_KERNEL_LINK = frozenset({EventKind.IB_LINK_DOWN, EventKind.IB_LINK_UP, EventKind.IB_PORT_STATE})
 
 
 def _order_key(e: JobEvent, index: int) -> tuple[float, int]:
@@ -451,6 +490,12 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
             f"the HCA {where} raised an async event: {d.get('event')}",
             f"drain {host}: reset the HCA (reboot) and check its firmware and cable; resubmit with --exclude={host}",
         )
+    if k is EventKind.IB_LINK_DOWN and d.get("recovered_after_s") is not None:
+        return (
+            f"InfiniBand link {d.get('device')} {where} went down and came back up {d.get('recovered_after_s')} s "
+            "later, before the job failed (a flap)",
+            f"watch {host}'s link (cable, transceiver, switch port error counters); drain it if it flaps again",
+        )
     if k in (EventKind.IB_LINK_DOWN, EventKind.IB_PORT_STATE):
         return (
             f"InfiniBand link {d.get('device') or d.get('module') or ''} {where} went down "
@@ -623,6 +668,7 @@ def correlate(
         e.model_copy(update={"host": rank_hosts[e.rank]}) if e.host is None and e.rank in rank_hosts else e
         for e in ordered
     ]
+    ordered = mark_flaps(ordered)
     groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]] = defaultdict(list)
     for e in ordered:
         j = judge(e)

@@ -134,7 +134,8 @@ class JobEvent(Contract):
 class JobLog(Contract):
     """The events of one job log in line order, and what the log told about ranks and hosts.
 
-    ``hosts`` are the hosts the log names (events' hosts, and hosts seen as line prefixes). ``rank_hosts`` maps a
+    ``hosts`` are the hosts the log names (events' hosts, and hosts seen as prefixes of the lines read further:
+    those that may hold an event). ``rank_hosts`` maps a
     rank to the host that printed a line carrying both (a host prefix and a rank prefix,
     an NCCL ``host:pid:tid`` line under an Open MPI rank prefix, a ChildFailedError entry), first seen wins.
     """
@@ -237,36 +238,34 @@ def _strip_prefixes(text: str) -> LogLine:
         m = _PREFIX_RE.match(text)
         if m is None:
             break
-        g = m.groupdict()
-        if g["host"] is not None:
-            word = g["host"]
+        kind = m.lastgroup  # the outer group of the alternative that matched closes last
+        if kind == "host":
+            word = m.group("host")
             if not _is_host_word(word):
                 break
             h, red = _host(word)
             host, redacted = h or host, redacted or red
-        elif g["ompi_rank"] is not None:
-            rank = int(g["ompi_rank"])
-        elif g["trank"] is not None:
-            rank = int(g["trank"])
-        elif g["lrank"] is not None:
-            local_rank = int(g["lrank"])
-        elif g["task"] is not None:
-            task = int(g["task"])
-        elif g["iso"] is not None:
-            stamps.append(g["iso"])
-        elif g["dmesg_t"] is not None:
-            stamps.append(g["dmesg_t"])
-        elif g["uptime"] is not None:
-            uptime = float(g["uptime"])
-        elif g["syslog"] is not None:
-            stamps.append(g["syslog"])
-            h, red = _host(g["sys_host"])
+        elif kind == "ompi_rank":
+            rank = int(m.group("ompi_rank"))
+        elif kind == "trank":
+            rank = int(m.group("trank"))
+        elif kind == "lrank":
+            local_rank = int(m.group("lrank"))
+        elif kind == "task":
+            task = int(m.group("task"))
+        elif kind in ("iso", "dmesg_t"):
+            stamps.append(m.group(kind))
+        elif kind == "uptime":
+            uptime = float(m.group("uptime"))
+        elif kind == "sys_ident":
+            stamps.append(m.group("syslog"))
+            h, red = _host(m.group("sys_host"))
             host, redacted = h or host, redacted or red
-        elif g["jhost"] is not None:
-            h, red = _host(g["jhost"])
+        elif kind == "jhost":
+            h, red = _host(m.group("jhost"))
             host, redacted = h or host, redacted or red
-        elif g["ray_kv"] is not None:
-            for k, v in _RAY_KV_RE.findall(g["ray_kv"]):
+        elif kind == "ray_kv":
+            for k, v in _RAY_KV_RE.findall(m.group("ray_kv")):
                 if k == "ip" and v:
                     h, red = _host(v)
                     host, redacted = h or host, redacted or red
@@ -277,9 +276,6 @@ def _strip_prefixes(text: str) -> LogLine:
                 elif k in ("local_rank", "local-rank") and v.isdigit():
                     local_rank = int(v)
         text = text[m.end() :]
-    glog = _GLOG_RE.search(text, 0, 120)
-    if glog:
-        stamps.append(glog.group("stamp"))
     body = " ".join(text.split()) if ("  " in text or "\t" in text) else text.strip()
     return LogLine(
         body=_RAY_REPEAT_RE.sub("", body) if "repeated" in body else body,
@@ -309,17 +305,17 @@ def _segments(raw: str) -> list[str]:
     return out
 
 
-def normalise_line(raw: str, known_hosts: frozenset[str] | set[str] = frozenset()) -> list[LogLine]:
+def normalise_line(raw: str) -> list[LogLine]:
     """The logical lines of one physical line ``raw``: ANSI codes removed, cut after progress bars and carriage
-    returns, split where a host of ``known_hosts`` (hosts seen as a line-start prefix) starts a line again
-    mid-line, each without its prefixes (see the module doc). Never raises."""
+    returns, split where the host of the line's ``host: `` prefix starts a line again mid-line, each without its
+    prefixes (see the module doc). Never raises."""
     raw = raw[:MAX_LINE].rstrip("\n")
     if "[" in raw or "\x1b" in raw:
         raw = _ANSI_RE.sub("", raw)
     out: list[LogLine] = []
     for seg in _segments(raw):
         first = _strip_prefixes(seg)
-        if first.host is not None and first.host in known_hosts and f" {first.host}: " in first.body:
+        if first.host is not None and f" {first.host}: " in first.body:
             pieces = first.body.split(f" {first.host}: ")
             out.append(first._replace(body=pieces[0]))
             out += [_strip_prefixes(f"{first.host}: {p}") for p in pieces[1:] if p.strip()]
@@ -463,13 +459,58 @@ _CF_FIELD_RE = re.compile(r"^(?P<k>time|host|rank|exitcode|error_file|traceback)
 _CF_ENTRY_RE = re.compile(r"^\[(\d+)\]:$")
 _CF_RANK_RE = re.compile(r"^(-?\d+)(?:\s*\(local_rank:\s*(\d+)\))?")
 _CF_EXIT_RE = re.compile(r"^(-?\d+)(?:\s*\(pid:\s*(\d+)\))?")
-#: the cheap test every logical line passes through before the patterns above
-_TRIGGER_RE = re.compile(
-    r"Watchdog caught|NCCL work|NCCL (?:WARN|ERROR)|NCCL error|NET/Socket : Using|NET/IB : No device"
-    r"|CUDA|cuda|[Oo]ut [Oo]f [Mm]emory|OutOfMemory|oom-kill|oom_kill|oom-killer|Error|Exception|Interrupt\b"
-    r"|Failure\b|\*\*\* |srun: error|NODE_FAIL|Signal \d|SIG[A-Z]{3}|Segmentation fault|core dumped|Aborted"
-    r"|Bus error|terminate called|Fatal Python"
+#: the cheap test every logical line passes through before the patterns above: substrings (``in`` is far
+#: cheaper than a regex alternation on every line of a large log)
+_TRIGGER_KEYS = (
+    "Watchdog caught",
+    "NCCL work",
+    "NCCL WARN",
+    "NCCL ERROR",
+    "NCCL error",
+    "NET/Socket : Using",
+    "NET/IB : No device",
+    "CUDA",
+    "cuda",
+    "ut of memory",
+    "ut Of Memory",
+    "OutOfMemory",
+    "oom-kill",
+    "oom_kill",
+    "oom-killer",
+    "Error",
+    "Exception",
+    "Interrupt",
+    "Failure",
+    "*** ",
+    "srun: error",
+    "NODE_FAIL",
+    "Signal ",
+    "SIG",
+    "Segmentation fault",
+    "core dumped",
+    "Aborted",
+    "Bus error",
+    "terminate called",
+    "Fatal Python",
+    "Exit",
+    "MPI_ABORT",
+    "Assertion",
 )
+
+
+#: what a physical line must hold to be read at all, beyond the trigger keys: the ChildFailedError summary's
+#: headers and fields (its ``time``/``host`` fields are read once an entry has opened)
+_RAW_KEYS = (*_TRIGGER_KEYS, "Root Cause", "Failures:", "exitcode", "local_rank", "error_file")
+
+
+def _triggered(body: str) -> bool:
+    return any(k in body for k in _TRIGGER_KEYS)
+
+
+def _may_matter(raw: str) -> bool:
+    return any(k in raw for k in _RAW_KEYS) or raw.rstrip().endswith("]:")
+
+
 #: messages a hard wrap may split, (start marker, the pattern that says the message is whole)
 _WRAPPED: list[tuple[str, re.Pattern[str]]] = [
     ("Watchdog caught collective operation timeout", re.compile(r"milliseconds")),
@@ -740,10 +781,25 @@ class JobLogScanner:
         n = self.lines
         if "\x00" in raw:
             raise ParseError(FMT, n, "text", "binary data (NUL byte) in input")
-        for ll in normalise_line(raw, self._prefix_hosts):
+        if not (self._pending or self._block is not None or self._root_next is not None or _may_matter(raw)):
+            self._learn_host(raw)
+            return  # no event can start on this line: not normalised (most lines of a large log)
+        for ll in normalise_line(raw):
             if ll.host is not None and raw[:1] not in " \t" and len(self._prefix_hosts) < MAX_HOSTS:
                 self._prefix_hosts.add(ll.host)
             self._logical(n, raw, ll)
+
+    def _learn_host(self, raw: str) -> None:
+        """Remember the ``host: `` prefix of a line not read further (a cheap look at its first word)."""
+        i = raw.find(": ", 0, 100)
+        if i <= 0 or len(self._prefix_hosts) >= MAX_HOSTS:
+            return
+        word = raw[:i]
+        if word in self._prefix_hosts or " " in word or "\t" in word:
+            return
+        m = _PREFIX_RE.match(raw)
+        if m is not None and m.lastgroup == "host" and _is_host_word(word) and _host(word)[0] is not None:
+            self._prefix_hosts.add(word)
 
     def _logical(self, n: int, raw: str, ll: LogLine) -> None:
         body = ll.body
@@ -817,7 +873,10 @@ class JobLogScanner:
             return True
         if self._block is not None:
             self._end_block()
-        if body.startswith(("=====", "-----")) or body.endswith(" FAILED") or "<NO_OTHER_FAILURES>" in body:
+        if body.startswith("====="):  # the summary's frame: what follows is no longer the summary
+            self._root_next = None
+            return True
+        if body.startswith("-----") or body.endswith(" FAILED") or "<NO_OTHER_FAILURES>" in body:
             return True
         return False
 
@@ -830,11 +889,14 @@ class JobLogScanner:
             self._keep(ev)
 
     def _emit(self, n: int, raw: str, ll: LogLine, body: str) -> None:
-        if not _TRIGGER_RE.search(body):
+        if not _triggered(body):
             return
         found = _events_of(body)
         if not found:
             return
+        glog = _GLOG_RE.search(body, 0, 120) if "]" in body[:120] else None
+        if glog is not None:  # the process's own glog stamp is the innermost
+            ll = ll._replace(time=glog.group("stamp"), outer_time=ll.outer_time or ll.time)
         time, ts = self._time(ll)
         rank = ll.rank
         pg_m = _PG_RE.search(body)

@@ -70,7 +70,8 @@ _OOM_RE = re.compile(
     r"Out of memory: Kill(?:ed)? process (?P<pid>\d+) \((?P<name>[^)]*)\)|Memory cgroup out of memory"
     r"|oom-kill:.*?task=(?P<task>[^,]+)"
 )
-_TRIGGER_RE = re.compile(r"NVRM|Link|[Pp]ort|AER|PCIe Bus Error|:\s+\[\s*\d+\]\s|[Oo]ut of memory|oom-kill")
+#: substrings a line must hold to be read further (an AER error-bit line is read only after its AER line)
+_TRIGGER_KEYS = ("NVRM", "Link", "ort ", "ort:", "AER", "PCIe Bus Error", "ut of memory", "oom-kill")
 
 
 def _event(kind: EventKind, file: str, n: int, raw: str, ll: LogLine, year: int | None, **det: JsonScalar) -> JobEvent:
@@ -126,7 +127,7 @@ class KernelLogScanner:
         if "\x00" in raw:
             raise ParseError(FMT, n, "kernel log text", "binary data (NUL byte) in input")
         raw = raw[:MAX_LINE].rstrip("\r\n")
-        if not _TRIGGER_RE.search(raw):
+        if not any(k in raw for k in _TRIGGER_KEYS) and not (self._aer_dev is not None and self._aer_dev in raw):
             if self._nvrm:
                 self._flush_nvrm()
             return
