@@ -5,9 +5,9 @@ machine (README.md there): gpu01 idle, gpu02 drained, gpu03 draining (mixed+drai
 allocated, gpu06 down; leaf1 = gpu[01-03], leaf2 = gpu[04-06] under a spine.
 
 Health: pre-flight reports are stored in a fresh store (SQLite, and PostgreSQL when FLEETDX_TEST_PG_URL is
-set). Their GPU findings are the ones fleetdx's own
-rules find in the real h100-busy bundle (GPU0 held by pid 1929), re-addressed to the Slurm node names; the
-stored ``topo -m`` is the real one of the same H100 VM (one GPU, one NUMA node, CPUs 0-15).
+set). Their GPU findings are the ones fleetdx's own rules find in the real h100-busy bundle (GPU0 held by pid
+1929), re-addressed to the Slurm node names; the stored ``topo -m`` is the real one of the same H100 VM (one
+GPU, one NUMA node, CPUs 0-15). Findings marked "test finding" in their message are written here.
 """
 
 from __future__ import annotations
@@ -246,3 +246,12 @@ def test_gpus_held_by_jobs_and_partitions() -> None:
     assert not a.placed and {x.host for x in a.excluded} == {"gpu05", "gpu06"}
     a = place(req(1, partition="nope"), store=None, candidates=NODES, now=T0)
     assert not a.placed and any("partition 'nope'" in w for w in a.warnings)
+
+
+def test_cli_policy_options(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    r = _cli("place", "-N", "1", "--gpus-per-node", "1", "-w", "gpu01", "--db", db, "--json", "--finding-days", "0.5")
+    assert r.exit_code == 0, r.output  # type: ignore[attr-defined]
+    assert json.loads(r.stdout)["policy"]["open_finding_ttl_s"] == 43200.0  # type: ignore[attr-defined]
+    r = _cli("place", "-N", "1", "--gpus-per-node", "1", "-w", "gpu01", "--db", db, "--history-days", "nan")
+    assert r.exit_code == 3  # type: ignore[attr-defined]

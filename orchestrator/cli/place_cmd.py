@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json
+from fleetdx.orchestrator.cli.common import console, err_console, finite_positive, handle_errors, print_json
 
 if TYPE_CHECKING:
     from fleetdx.orchestrator.placement.contracts import PlacementAnswer
@@ -84,6 +84,22 @@ def place_cmd(
     db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
     no_store: Annotated[bool, typer.Option("--no-store", help="Do not read node health from the store.")] = False,
     ib_port: Annotated[int, typer.Option("--ib-port", min=1, help="HCA port for UCX_NET_DEVICES.")] = 1,
+    finding_days: Annotated[
+        float | None,
+        typer.Option(
+            "--finding-days",
+            callback=finite_positive,
+            help="Days a finding stays open unless a clean pre-flight clears it (default 7).",
+        ),
+    ] = None,
+    history_days: Annotated[
+        float | None,
+        typer.Option(
+            "--history-days",
+            callback=finite_positive,
+            help="Days of failed pre-flights and straggler runs that rank a node lower (default 30).",
+        ),
+    ] = None,
     slurm_args: Annotated[
         bool, typer.Option("--slurm-args", help="Print only the sbatch arguments: sbatch $(fleetdx place ...) job.sh")
     ] = False,
@@ -97,6 +113,7 @@ def place_cmd(
     from fleetdx.orchestrator.cli.topo_cmd import _load_cluster
     from fleetdx.orchestrator.placement.contracts import PlacementRequest
     from fleetdx.orchestrator.placement.job import _expand, place
+    from fleetdx.orchestrator.placement.policy import DAY, DEFAULT_POLICY
     from fleetdx.orchestrator.store import Store
 
     warnings: list[str] = []
@@ -111,11 +128,18 @@ def place_cmd(
         exclude=_expand(exclude, "--exclude") if exclude else [],
         ib_port=ib_port,
     )
+    policy = DEFAULT_POLICY.model_copy(
+        update={
+            k: v * DAY
+            for k, v in (("open_finding_ttl_s", finding_days), ("history_window_s", history_days))
+            if v is not None
+        }
+    )
     if no_store:
-        answer = place(request, store=None, candidates=candidates, cluster=cluster)
+        answer = place(request, store=None, candidates=candidates, cluster=cluster, policy=policy)
     else:
         with Store.open(db) as store:
-            answer = place(request, store=store, candidates=candidates, cluster=cluster)
+            answer = place(request, store=store, candidates=candidates, cluster=cluster, policy=policy)
     if warnings:
         answer = answer.model_copy(update={"warnings": [*warnings, *answer.warnings]})
     if as_json:
