@@ -207,12 +207,45 @@ def test_process_group_rank_is_not_the_global_rank() -> None:
         ("Segmentation fault (core dumped)", EventKind.SIGNAL, None),
         ("ValueError: bad config key 'lr'", EventKind.PYTHON_EXCEPTION, ("type", "ValueError")),
         ("h1:1:2 [0] NCCL INFO NET/IB : No device found.", EventKind.NCCL_NET_SOCKET, None),
+        (
+            "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 2 (pid: 5180) "
+            "of binary: /usr/bin/python",
+            EventKind.CHILD_FAILED,
+            ("exit_code", -9),
+        ),
+        (
+            "[rank1]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 1] Heartbeat monitor timed out! Process will be "
+            "terminated after dumping debug info. workMetaList_.size()=0",
+            EventKind.WATCHDOG_TIMEOUT,
+            ("heartbeat", True),
+        ),
+        (
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+            EventKind.OOM_HOST,
+            None,
+        ),
+        (
+            "h1:1:2 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1> with status=IBV_WC_RETRY_EXC_ERR(12) "
+            "opcode=0 len=0 vendor err 129 (Recv)",
+            EventKind.NCCL_IB_COMPLETION,
+            ("status", 12),
+        ),
     ],
 )
 def test_event_kinds(line: str, kind: EventKind, detail: tuple[str, object] | None) -> None:
     e = _one(line, kind)
     if detail is not None:
         assert e.details[detail[0]] == detail[1]
+
+
+def test_ray_host_oom_is_not_a_gpu_oom() -> None:
+    text = "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."
+    assert [e.kind for e in parse_joblog(text).events] == [EventKind.OOM_HOST, EventKind.PYTHON_EXCEPTION]
+
+
+def test_agent_failure_line_gives_the_local_rank() -> None:
+    e = _one("failed (exitcode: 1) local_rank: 2 (pid: 5180) of binary: /usr/bin/python", EventKind.CHILD_FAILED)
+    assert e.local_rank == 2 and e.rank is None and e.details["pid"] == 5180
 
 
 def test_nccl_line_names_its_host_and_device() -> None:

@@ -403,7 +403,7 @@ _NCCL_CLASSES: list[tuple[EventKind, re.Pattern[str]]] = [
     (
         EventKind.NCCL_IB_COMPLETION,
         re.compile(
-            r"Got completion from peer (?P<peer>\S+?)\s+with (?:status=|error )(?P<status>\d+)"
+            r"Got completion from peer (?P<peer>\S+?)\s+with (?:status=|error )(?:\w+\()?(?P<status>\d+)"
             r"(?:.*?vendor err (?P<vendor>\d+))?(?:.*?\((?P<dir>Send|Recv)\))?"
         ),
     ),
@@ -441,7 +441,12 @@ _OOM_GPU_DETAIL_RE = re.compile(r"Tried to allocate (?P<alloc>[\d.]+ [KMGT]i?B).
 _OOM_HOST_RE = re.compile(
     r"(?P<n>\d+) oom-kill event|oom-kill:|Out of memory: Kill(?:ed)? process (?P<pid>\d+)"
     r"|Memory cgroup out of memory|invoked oom-killer"
+    r"|ray\.exceptions\.OutOfMemoryError|node running low on memory|due to memory pressure"
 )
+#: torch.distributed.elastic's agent: ``failed (exitcode: -9) local_rank: 0 (pid: 5180) of binary: /usr/bin/python``
+_AGENT_FAILED_RE = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)")
+#: ProcessGroupNCCL's heartbeat monitor: the watchdog thread itself stopped (stuck in CUDA/NCCL)
+_HEARTBEAT_RE = re.compile(r"Heartbeat monitor timed out")
 _EXC_RE = re.compile(
     r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure))(?::\s?(?P<msg>.*))?$"
 )
@@ -495,6 +500,10 @@ _TRIGGER_KEYS = (
     "Exit",
     "MPI_ABORT",
     "Assertion",
+    "exitcode",
+    "Heartbeat monitor",
+    "low on memory",
+    "memory pressure",
 )
 
 
@@ -584,6 +593,15 @@ def _events_of(body: str) -> list[_Found]:
     elif "Watchdog caught collective operation timeout" in body:  # a wrap cut short: what it says so far
         args = dict(_WORK_ARG_RE.findall(body))
         found.append(_Found(EventKind.WATCHDOG_TIMEOUT, {"seq": _int(args.get("SeqNum")), "op": args.get("OpType")}))
+    if _HEARTBEAT_RE.search(body) and not found:
+        found.append(_Found(EventKind.WATCHDOG_TIMEOUT, {"heartbeat": True}))
+    m = _AGENT_FAILED_RE.search(body)
+    if m is not None:
+        code = int(m.group("code"))
+        det = {"root_cause": None, "exit_code": code, "pid": int(m.group("pid")), "local_rank": int(m.group("lr"))}
+        if code < 0:
+            det["signal_number"] = -code
+        found.append(_Found(EventKind.CHILD_FAILED, det))
     m = _PROGRESS_RE.search(body)
     if m is not None:
         found.append(
@@ -598,7 +616,8 @@ def _events_of(body: str) -> list[_Found]:
         )
     if "NCCL" in body:
         found += _nccl_events(body)
-    if _OOM_GPU_RE.search(body) and not any(f.kind is EventKind.NCCL_CUDA_FAILURE for f in found):
+    host_oom = _OOM_HOST_RE.search(body)
+    if host_oom is None and _OOM_GPU_RE.search(body) and not any(f.kind is EventKind.NCCL_CUDA_FAILURE for f in found):
         det = {}
         d = _OOM_GPU_DETAIL_RE.search(body)
         if d is not None:
@@ -610,7 +629,7 @@ def _events_of(body: str) -> list[_Found]:
             found.append(
                 _Found(EventKind.CUDA_ERROR, {"error": (m.group("error") or m.group("code") or m.group("bare"))})
             )
-    m = _OOM_HOST_RE.search(body)
+    m = host_oom
     if m is not None:
         det = {}
         if m.group("n"):
@@ -946,7 +965,7 @@ class JobLogScanner:
                 JobEvent(
                     kind=f.kind,
                     rank=ev_rank,
-                    local_rank=ll.local_rank,
+                    local_rank=ll.local_rank if ll.local_rank is not None else _int(str(det.get("local_rank"))),
                     task=ll.task if f.kind is not EventKind.SRUN_TASK_EXIT else _int(str(det.get("task"))),
                     host=f.host or host,
                     time=ev_time,
