@@ -254,4 +254,5 @@ def test_cli_policy_options(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output  # type: ignore[attr-defined]
     assert json.loads(r.stdout)["policy"]["open_finding_ttl_s"] == 43200.0  # type: ignore[attr-defined]
     r = _cli("place", "-N", "1", "--gpus-per-node", "1", "-w", "gpu01", "--db", db, "--history-days", "nan")
-    assert r.exit_code == 3  # type: ignore[attr-defined]
+    # a usage error (fleetdx's own entry point turns click's 2 into 3; this bare test app keeps click's code)
+    assert r.exit_code != 0 and "must be a finite number" in r.output  # type: ignore[attr-defined]
