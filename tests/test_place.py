@@ -256,3 +256,28 @@ def test_cli_policy_options(tmp_path: Path) -> None:
     r = _cli("place", "-N", "1", "--gpus-per-node", "1", "-w", "gpu01", "--db", db, "--history-days", "nan")
     # a usage error (fleetdx's own entry point turns click's 2 into 3; this bare test app keeps click's code)
     assert r.exit_code != 0 and "must be a finite number" in r.output  # type: ignore[attr-defined]
+
+
+def test_penalty_never_costs_locality_random() -> None:
+    import random
+
+    from fleetdx.topology.cluster import ClusterIndex, from_switch_map
+
+    leaves = [{"name": f"leaf{j}", "nodes": [f"n{j}{i}" for i in range(4)]} for j in range(6)]
+    spines = [{"name": "spine0", "switches": "leaf[0-2]"}, {"name": "spine1", "switches": "leaf[3-5]"}]
+    tree = ClusterIndex(from_switch_map({"switches": [*leaves, *spines, {"name": "core", "switches": "spine[0-1]"}]}))
+    blocks = ClusterIndex(from_switch_map({"blocks": leaves}))
+    everyone = [n for leaf in leaves for n in leaf["nodes"]]
+    rng = random.Random(14)
+    for _ in range(200):
+        down = rng.sample(everyone, rng.randint(0, 10))
+        n = rng.randint(1, len(everyone) - len(down))
+        pen = {h: float(rng.randint(0, 3)) for h in everyone}
+        for idx in (tree, blocks):
+            plain, ranked = idx.place(n, down), idx.place(n, down, penalty=pen)
+            assert len(ranked.nodes) == n and not set(ranked.nodes) & set(down)
+            assert ranked.switch_hops == plain.switch_hops and len(ranked.groups) <= len(plain.groups)
+            # within the chosen groups, no free node left out has fewer points than one taken
+            free = [h for g in ranked.groups for h in idx.group_nodes[g] if h not in down]
+            worst_taken = max(pen[h] for h in ranked.nodes)
+            assert all(pen[h] >= worst_taken for h in free if h not in ranked.nodes)
