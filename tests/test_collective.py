@@ -32,7 +32,7 @@ from fleetdx.orchestrator.preflight.schedules import localisation_round_bound
 from fleetdx.orchestrator.report import RunReport, Schedule
 from fleetdx.probes.contracts import Collective, FindingCode, Verdict
 from fleetdx.probes.parsers.nccl_tests import busbw_factor
-from tests.straggler import STRAGGLER_DELAY_S, STRAGGLER_ITERS, STRAGGLER_SIZES
+from tests.straggler import STRAGGLER_DELAY_S, STRAGGLER_ITERS, STRAGGLER_POLICY_ARGS, STRAGGLER_SIZES
 
 
 def test_bus_factors_are_nccl_tests_ones() -> None:
@@ -151,7 +151,7 @@ def test_every_collective_validates_and_reports_nccl_tests_units(sim_cluster: li
 @pytest.mark.timeout(240)
 def test_round_robin_names_the_injected_straggler(sim_cluster: list[str]) -> None:
     four = sim_cluster[:4]
-    rep = run_small(four, Schedule.ROUNDROBIN, "sim2")
+    rep = run_small(four, Schedule.ROUNDROBIN, "sim2", DetectionPolicy(**STRAGGLER_POLICY_ARGS))
     stragglers = [f.node for f in rep.findings if f.code is FindingCode.STRAGGLER_NODE]
     measured = [(c.nodes, round(c.points[-1].busbw_gbps, 4)) for c in rep.curves if c.points]
     assert stragglers == ["sim2"], (measured, [(f.code.value, f.message) for f in rep.findings])
@@ -168,9 +168,8 @@ def test_localise_names_the_injected_straggler_among_eight(sim_cluster: list[str
 
     # 8 gloo ranks on 2 cores: healthy pairs of one round differ 3x idle and up to 36x under a CPU hog and a
     # parallel CI run (0.58 vs 0.016 GB/s), and four pairs give a MAD too wide for any z cut to pass a fault
-    # 165x below the median (z -1.9). This test checks localisation, not thresholds (bench/detection.py
-    # measures those): the injected fault is >= 100x, so it asks for a 90% drop and takes a weak z.
-    policy = DetectionPolicy(min_drop=0.9, noise_floor=0.15, z_threshold=1.0)
+    # 165x below the median (z -1.9): tests/straggler.py STRAGGLER_POLICY_ARGS.
+    policy = DetectionPolicy(**STRAGGLER_POLICY_ARGS)
     rep = run_small(sim_cluster, Schedule.LOCALISE, "sim5", policy)
     measured = [(c.nodes, round(c.points[-1].busbw_gbps, 4)) for c in rep.curves if c.points]
     assert [f.node for f in rep.findings if f.code is FindingCode.STRAGGLER_NODE] == ["sim5"], (

@@ -21,6 +21,7 @@ import pytest
 
 from fleetdx.orchestrator.cluster.fanout import match_hosts, ray_node_hosts
 from fleetdx.orchestrator.cluster.simulate import SimCluster, sim_nodes, simulated_cluster
+from fleetdx.orchestrator.diagnosis.robust import DetectionPolicy
 from fleetdx.orchestrator.preflight.run import (
     BANDWIDTH_PROBE,
     BandwidthStep,
@@ -33,7 +34,7 @@ from fleetdx.orchestrator.preflight.run import (
 from fleetdx.orchestrator.report import BusbwCurve, NodeReport, ProbeSummary, RunKind, RunReport
 from fleetdx.probes.contracts import Finding, FindingCode, Level, RunStatus, Severity, Verdict
 from fleetdx.probes.facts import node_facts
-from tests.straggler import STRAGGLER_DELAY_S, STRAGGLER_ITERS, STRAGGLER_SIZES
+from tests.straggler import STRAGGLER_DELAY_S, STRAGGLER_ITERS, STRAGGLER_POLICY_ARGS, STRAGGLER_SIZES
 from tests.test_standard_level import LARGEST_ROW, STANDIN, STANDIN_BIN, SWEEP_FILE, fake_nvidia_smi
 
 BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
@@ -49,6 +50,7 @@ def short_step(inject_delay_s: dict[str, float] | None = None) -> BandwidthStep:
         warmup_iters=1,
         timeout_s=60.0,
         inject_delay_s=inject_delay_s or {},
+        policy=DetectionPolicy(**STRAGGLER_POLICY_ARGS),
     )
 
 

@@ -36,6 +36,7 @@ from pydantic import Field
 from fleetdx.orchestrator.cluster.fanout import NodeOutcome, OutcomeKind, RayNode, fan_out
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.engine import Diagnosis, diagnose
+from fleetdx.orchestrator.diagnosis.robust import DetectionPolicy
 from fleetdx.orchestrator.report import ProbeSummary, RunKind, RunReport, Schedule, assemble_report
 from fleetdx.orchestrator.scheduler.job import node_name_from_env
 from fleetdx.probes.bundle import BundleData, collect, read_bundle
@@ -181,7 +182,8 @@ class BandwidthStep(Contract):
 
     ``sizes`` in bytes (``None``: the probe's default sweep, 4-64 MiB); ``timeout_s`` bounds each round's
     collectives (a group still running then is ``NCCL_TEST_HANG``); ``inject_delay_s`` maps host -> seconds
-    of delay per operation of its rank (tests only: an injected straggler).
+    of delay per operation of its rank (tests only: an injected straggler); ``policy`` the detection's
+    thresholds (``None``: the backend's default, :meth:`DetectionPolicy.for_backend`).
     """
 
     schedule: Schedule = Schedule.LOCALISE
@@ -190,6 +192,7 @@ class BandwidthStep(Contract):
     warmup_iters: int = Field(default=2, ge=0)
     timeout_s: float = Field(default=120.0, gt=0)
     inject_delay_s: dict[str, float] = Field(default_factory=dict)
+    policy: DetectionPolicy | None = None
 
 
 def bandwidth_candidates(
@@ -258,6 +261,7 @@ def bandwidth_step(
             warmup_iters=step.warmup_iters,
             timeout_s=step.timeout_s,
             inject_delay_s=step.inject_delay_s or None,
+            policy=step.policy,
             known=_ray_hosts(pair, nodes),
         )
     except Exception as e:  # noqa: BLE001 - edge: the node reports must survive a failed bandwidth step
