@@ -281,3 +281,11 @@ def test_penalty_never_costs_locality_random() -> None:
             free = [h for g in ranked.groups for h in idx.group_nodes[g] if h not in down]
             worst_taken = max(pen[h] for h in ranked.nodes)
             assert all(pen[h] >= worst_taken for h in free if h not in ranked.nodes)
+
+
+def test_an_old_critical_verdict_still_counts(store: Store) -> None:
+    # the latest run is 60 days old, outside every window: a broken node stays out until a run says otherwise
+    preflight(store, T0, {"gpu01": busy_findings("gpu01")}, ["gpu01"])
+    a = place(req(1, hostlist="gpu01"), store=store, now=T0 + 60 * DAY)
+    assert not a.placed and "latest verdict CRITICAL" in a.excluded[0].reasons[0]
+    assert a.excluded[0].codes == []  # its findings are older than the 7-day window: not repeated as open

@@ -105,25 +105,12 @@ def node_health(
     )
     with store._errors(), Session(store.engine) as session:
         for chunk in _chunks(names):
-            rn = (
-                func.row_number()
-                .over(partition_by=NodeRow.host, order_by=(RunRow.started_at.desc(), RunRow.id.desc()))
-                .label("rn")
-            )
-            inner = (
-                select(
-                    NodeRow.host, RunRow.run_id, RunRow.kind, RunRow.started_at, NodeRow.verdict, RunRow.simulated, rn
-                )
-                .join(RunRow, NodeRow.run_pk == RunRow.id)
-                .where(NodeRow.host.in_(chunk))
-                .subquery()
-            )
-            for host, run_id, kind, started, verdict, simulated, _ in session.execute(
-                select(inner).where(inner.c.rn == 1)
-            ):
-                latest[host] = NodeRunRef(
-                    run_id=run_id, kind=kind, started_at=started, verdict=verdict, simulated=simulated
-                )
+            # the newest run of each host: among the window's runs first (cheap with a long history), then,
+            # for the hosts no run of the window lists, over all their runs
+            latest.update(_latest_runs(session, chunk, since))
+            stale = [h for h in chunk if h not in latest]
+            if stale:
+                latest.update(_latest_runs(session, stale, None))
             for host, clean_at, n_failed in session.execute(
                 select(
                     NodeRow.host,
@@ -191,6 +178,28 @@ def node_health(
             straggler_runs=straggled.get(h, 0),
         )
         for h in names
+    }
+
+
+def _latest_runs(session: Session, hosts: list[str], since: float | None) -> dict[str, NodeRunRef]:
+    """Each host's newest run (``started_at``, then the run stored last), among runs started at or after
+    ``since`` when it is given."""
+    rn = (
+        func.row_number()
+        .over(partition_by=NodeRow.host, order_by=(RunRow.started_at.desc(), RunRow.id.desc()))
+        .label("rn")
+    )
+    stmt = (
+        select(NodeRow.host, RunRow.run_id, RunRow.kind, RunRow.started_at, NodeRow.verdict, RunRow.simulated, rn)
+        .join(RunRow, NodeRow.run_pk == RunRow.id)
+        .where(NodeRow.host.in_(hosts))
+    )
+    if since is not None:
+        stmt = stmt.where(RunRow.started_at >= since)
+    inner = stmt.subquery()
+    return {
+        host: NodeRunRef(run_id=run_id, kind=kind, started_at=started, verdict=verdict, simulated=simulated)
+        for host, run_id, kind, started, verdict, simulated, _ in session.execute(select(inner).where(inner.c.rn == 1))
     }
 
 
