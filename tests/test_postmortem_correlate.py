@@ -3,13 +3,15 @@ tolerance, the observer rule, the window filter, and never OK for an unexplained
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
+from fleetdx.orchestrator.postmortem.contracts import Cause, TimelineEntry
 from fleetdx.orchestrator.postmortem.correlate import SKEW_TOLERANCE_S, first_decisive, timeout_analysis
 from fleetdx.orchestrator.postmortem.run import Window, run_postmortem
-from fleetdx.orchestrator.postmortem.sources import Bundles, LogFiles
+from fleetdx.orchestrator.postmortem.sources import Bundles, Evidence, LogFiles
 from fleetdx.probes.contracts import FindingCode as F
-from fleetdx.probes.contracts import Job, RankPlacement, SchedulerKind, Verdict
+from fleetdx.probes.contracts import Job, RankPlacement, SchedulerKind, Severity, Verdict
 from fleetdx.probes.parsers.joblog import EventKind as K
 from fleetdx.probes.parsers.joblog import JobEvent, parse_joblog, stamp_ts
 
@@ -187,3 +189,40 @@ def test_a_link_flap_that_recovered_before_the_failure_is_not_the_cause(tmp_path
     assert codes[0] == (F.NCCL_NETWORK_ERROR, "critical", 3)
     assert (F.NCCL_NETWORK_ERROR, "warning", 1) in codes
     assert "came back up 1.0 s later" in next(c.message for c in report.causes if c.severity.value == "warning")
+
+
+class _Judging:
+    """A source that judges its own inputs (as Flight Recorder dumps do): it names rank 2 as the hang's culprit."""
+
+    def collect(self, ctx: object) -> Evidence:
+        def causes(rank_hosts: Mapping[int, str]) -> list[Cause]:
+            return [
+                Cause(
+                    code=F.NCCL_TIMEOUT,
+                    severity=Severity.CRITICAL,
+                    rank=2,
+                    host=rank_hosts.get(2),
+                    nodes=[h for h in [rank_hosts.get(2)] if h],
+                    time="2025-03-21T02:07:07.000Z",
+                    message="rank 2 never issued ALLREDUCE #1580",
+                    action="look at rank 2",
+                )
+            ]
+
+        def timeline(rank_hosts: Mapping[int, str]) -> list[TimelineEntry]:
+            return [TimelineEntry(time="2025-03-21T02:07:07.000Z", host=None, rank=2, kind="flight-recorder", text="x")]
+
+        return Evidence(causes=causes, timeline=timeline, missing=["from the judging source"])
+
+
+def test_a_judging_source_names_the_culprit_before_the_timeouts(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(["gpu5: " + _wd(r, 1580) for r in (0, 1, 3)] + ["gpu7: [rank2]: step 99"]) + "\n")
+    job = Job(scheduler=SchedulerKind.SLURM, job_id="9", start_time=stamp_ts("2025-03-21T00:00:00Z"))
+    report = run_postmortem([LogFiles([log]), _Judging()], job=job)
+    assert [(c.code, c.rank) for c in report.causes] == [(F.NCCL_TIMEOUT, 2), (F.NCCL_TIMEOUT, None)]
+    assert report.causes[0].host == "gpu7"  # from "gpu7: [rank2]: step 99", a line with no event
+    assert "from the judging source" in report.missing_evidence
+    assert not any("never reached" in m for m in report.missing_evidence)
+    times = [t.time for t in report.timeline]
+    assert times[0] == "2025-03-21T02:07:07.000Z" and times == sorted(times)

@@ -647,6 +647,7 @@ class Correlation:
     causes: list[Cause]
     timeline: list[TimelineEntry]
     missing: list[str]
+    priorities: list[int] = field(default_factory=list)  #: per cause, its most decisive event's priority
 
 
 def correlate(
@@ -723,7 +724,9 @@ def correlate(
         causes.append(((severity_rank, 0 if is_first else 1, -best_j.priority), cause))
     causes.sort(key=lambda p: p[0])
     entries = _timeline_entries(ordered)
-    return Correlation(causes=[c for _, c in causes], timeline=entries, missing=missing)
+    return Correlation(
+        causes=[c for _, c in causes], timeline=entries, missing=missing, priorities=[-k[2] for k, _ in causes]
+    )
 
 
 def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:

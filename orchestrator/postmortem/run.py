@@ -12,13 +12,14 @@ modification time (``fleetdx.orchestrator.postmortem.sources``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from fleetdx.orchestrator.postmortem.contracts import Cause, PostmortemReport
-from fleetdx.orchestrator.postmortem.correlate import correlate
-from fleetdx.orchestrator.postmortem.sources import Context, EvidenceSource
+from fleetdx.orchestrator.postmortem.contracts import Cause, PostmortemReport, TimelineEntry
+from fleetdx.orchestrator.postmortem.correlate import DECISIVE, Correlation, correlate
+from fleetdx.orchestrator.postmortem.sources import Context, Evidence, EvidenceSource
 from fleetdx.probes.contracts import FindingCode, Job, Severity, Verdict
 from fleetdx.probes.parsers.joblog import EventKind, JobEvent
 
@@ -77,6 +78,33 @@ def job_window(job: Job | None, window: Window) -> Window:
     )
 
 
+_ISO_RE = re.compile(r"^\d{4}-\d\d-\d\dT")
+
+
+def _iso_key(t: TimelineEntry) -> str | None:
+    """The entry's time when it is ISO 8601 UTC (comparable as text), else ``None`` (a stamp as printed)."""
+    return t.time if t.time and _ISO_RE.match(t.time) else None
+
+
+def _merge_judged(
+    corr: Correlation, judged: Sequence[Evidence], rank_hosts: dict[int, str]
+) -> tuple[list[Cause], list[TimelineEntry], list[str]]:
+    """The causes of sources that judge their own inputs, placed before the first correlated cause that only
+    observes a failure; a named culprit of a hang makes the correlation's "which rank never reached it" moot."""
+    extra = [c for ev in judged if ev.causes is not None for c in ev.causes(rank_hosts)]
+    at = next((i for i, p in enumerate(corr.priorities) if p < DECISIVE), len(corr.causes))
+    causes = corr.causes[:at] + extra + corr.causes[at:]
+    timeline = list(corr.timeline)
+    for t in (t for ev in judged if ev.timeline is not None for t in ev.timeline(rank_hosts)):
+        key = _iso_key(t)
+        at_t = next((i for i, u in enumerate(timeline) if key and (k := _iso_key(u)) and k > key), len(timeline))
+        timeline.insert(at_t, t)
+    missing = corr.missing
+    if any(c.code is FindingCode.NCCL_TIMEOUT and c.rank is not None for c in extra):
+        missing = [m for m in missing if "never reached" not in m]
+    return causes, timeline, missing
+
+
 def run_postmortem(
     sources: Sequence[EvidenceSource], job: Job | None = None, window: Window | None = None
 ) -> PostmortemReport:
@@ -90,9 +118,12 @@ def run_postmortem(
     kernel_hosts: set[str] = set()
     out_of_window = 0
     seen_hosts: set[str] = set()
+    judged: list[Evidence] = []
     for src in sources:
         ev = src.collect(ctx)
         missing += ev.missing
+        if ev.causes is not None or ev.timeline is not None:
+            judged.append(ev)
         kernel_logs += ev.kernel_logs
         kernel_hosts |= ev.kernel_hosts
         for log in ev.logs:
@@ -105,8 +136,11 @@ def run_postmortem(
                 else:
                     out_of_window += 1
     corr = correlate(events, job, rank_hosts, seen_hosts)
+    causes, timeline = corr.causes, corr.timeline
+    if judged:
+        hosts_of = {**{p.rank: p.host for p in (job.ranks if job else [])}, **rank_hosts}
+        causes, timeline, corr.missing = _merge_judged(corr, judged, hosts_of)
     missing += corr.missing
-    causes = corr.causes
     if kernel_logs == 0:
         missing.append(
             "no kernel log of the job's nodes (--bundles, or a dmesg given with --logs): XIDs, GPUs fallen off "
@@ -140,6 +174,6 @@ def run_postmortem(
         exit_code=int(verdict),
         job=job,
         causes=causes,
-        timeline=corr.timeline,
+        timeline=timeline,
         missing_evidence=list(dict.fromkeys(missing)),
     )

@@ -1,7 +1,8 @@
 """Evidence sources of a postmortem: each reads its inputs into parsed logs, and says what it could not read.
 
 A source is anything with ``collect(ctx) -> Evidence`` (:class:`EvidenceSource`); the postmortem runs a list of
-them, so a new kind of evidence (Flight Recorder dumps, profiler traces) is one more source, not a change here.
+them, so a new kind of evidence (Flight Recorder dumps, profiler traces) is one more source, not a change here:
+it gives parsed logs, or causes of its own (:class:`Evidence`).
 
 * :class:`LogFiles`: the job's own output (one file per rank, or all interleaved), streamed line by line through
   both the job-log and the kernel-log parser (a dmesg pasted into, or given as, a job log is read too);
@@ -15,12 +16,13 @@ them, so a new kind of evidence (Flight Recorder dumps, profiler traces) is one 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
+from fleetdx.orchestrator.postmortem.contracts import Cause, TimelineEntry
 from fleetdx.probes.bundle import read_bundle
 from fleetdx.probes.errors import BundleError, ParseError
 from fleetdx.probes.parsers.joblog import MAX_LINE, JobLog, JobLogScanner
@@ -38,13 +40,25 @@ class Context:
     year: int | None = None
 
 
+#: a source's own judgement, made once the rank -> host map of every log is known (merged with the job's)
+CauseMaker = Callable[[Mapping[int, str]], list[Cause]]
+TimelineMaker = Callable[[Mapping[int, str]], list[TimelineEntry]]
+
+
 @dataclass
 class Evidence:
     """What a source read: parsed logs (job and kernel), and one line per input it could not read or that
-    holds nothing it could use."""
+    holds nothing it could use.
+
+    A source that judges its inputs itself (Flight Recorder dumps name the rank that hung a collective) gives
+    ``causes`` and ``timeline`` as functions of the rank -> host map: the postmortem calls them once every
+    source has been read, and ranks those causes before the causes that only observe a failure (timeouts,
+    lost connections) and after the decisive ones (hardware, OOM, crashes)."""
 
     logs: list[JobLog] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    causes: CauseMaker | None = None
+    timeline: TimelineMaker | None = None
     kernel_hosts: set[str] = field(default_factory=set)  #: hosts whose kernel log was read
     kernel_logs: int = 0  #: kernel logs read (given, or found among the job logs by their kernel events)
 

@@ -809,16 +809,23 @@ class JobLogScanner:
             self._logical(n, raw, ll)
 
     def _learn_host(self, raw: str) -> None:
-        """Remember the ``host: `` prefix of a line not read further (a cheap look at its first word)."""
+        """Remember the ``host: `` prefix of a line not read further, and the rank a ``host: [rankN]:`` line
+        places on it (a cheap look at its first words)."""
         i = raw.find(": ", 0, 100)
         if i <= 0 or len(self._prefix_hosts) >= MAX_HOSTS:
             return
         word = raw[:i]
-        if word in self._prefix_hosts or " " in word or "\t" in word:
-            return
-        m = _PREFIX_RE.match(raw)
-        if m is not None and m.lastgroup == "host" and _is_host_word(word) and _host(word)[0] is not None:
+        if word not in self._prefix_hosts:
+            if " " in word or "\t" in word:
+                return
+            m = _PREFIX_RE.match(raw)
+            if m is None or m.lastgroup != "host" or not _is_host_word(word) or _host(word)[0] is None:
+                return
             self._prefix_hosts.add(word)
+        if raw.startswith("[rank", i + 2) and len(self._rank_hosts) < MAX_HOSTS:  # "host: [rank7]:": rank 7's host
+            j = raw.find("]", i + 7, i + 16)
+            if j > 0 and raw[i + 7 : j].isdigit():
+                self._rank_hosts.setdefault(int(raw[i + 7 : j]), word)
 
     def _logical(self, n: int, raw: str, ll: LogLine) -> None:
         body = ll.body
