@@ -163,3 +163,19 @@ def test_error_bodies_never_carry_the_database_url(client: TestClient, tmp_path:
         body = down.get(path).text
         assert "postgresql" not in body and "fleetdx@" not in body, body
     store.close()
+
+
+def test_runs_and_history_filter_by_job(sqlite_url: str) -> None:
+    from fleetdx.orchestrator.scheduler.job import job_from_env
+
+    job = job_from_env({"SLURM_JOB_ID": "4711", "SLURM_JOB_NODELIST": "h100-vm-idle"})
+    with Store.open(migrated(sqlite_url)) as store:
+        store.save_report(preflight_run("pf-job", T0).model_copy(update={"job": job}), preflight_raw())
+        store.save_report(preflight_run("pf-other", T0 + 60), preflight_raw())
+        client = TestClient(create_app(store))
+        runs = client.get("/runs", params={"job": "4711"}).json()
+        assert [(r["run_id"], r["job_id"]) for r in runs] == [("pf-job", "4711")]
+        assert client.get("/runs/pf-job").json()["job"]["nodes"] == ["h100-vm-idle"]
+        hist = client.get("/nodes/h100-vm-idle/history", params={"job": "4711"}).json()
+        assert [e["run_id"] for e in hist["entries"]] == ["pf-job"]
+        assert client.get("/runs", params={"job": "47\x0011"}).status_code == 422

@@ -142,8 +142,10 @@ def create_app(
             return JSONResponse(status_code=503, content=Health(status="error", error=public(e)).model_dump())
 
     @app.get("/runs", response_model=list[RunSummary], dependencies=reader)
-    def runs(limit: int = Query(50, ge=1, le=MAX_LIMIT)) -> list[RunSummary]:
-        return store.list_runs(limit=limit)
+    def runs(
+        limit: int = Query(50, ge=1, le=MAX_LIMIT), job: str | None = Query(None, pattern=SAFE_TEXT, max_length=128)
+    ) -> list[RunSummary]:
+        return store.list_runs(limit=limit, job_id=job)
 
     @app.get("/runs/{run_id}", response_model=RunReport, dependencies=reader)
     def run(run_id: str = Path(pattern=SAFE_TEXT)) -> RunReport:
@@ -153,8 +155,12 @@ def create_app(
             raise HTTPException(status_code=404, detail=public(e)) from None
 
     @app.get("/nodes/{host}/history", response_model=NodeHistory, dependencies=reader)
-    def node_history(host: str = Path(pattern=SAFE_TEXT), limit: int = Query(20, ge=1, le=MAX_LIMIT)) -> NodeHistory:
-        return NodeHistory(host=host, entries=store.node_history(host, limit=limit))
+    def node_history(
+        host: str = Path(pattern=SAFE_TEXT),
+        limit: int = Query(20, ge=1, le=MAX_LIMIT),
+        job: str | None = Query(None, pattern=SAFE_TEXT, max_length=128),
+    ) -> NodeHistory:
+        return NodeHistory(host=host, entries=store.node_history(host, limit=limit, job_id=job))
 
     @app.get("/findings", response_model=list[FindingRecord], dependencies=reader)
     def findings(
