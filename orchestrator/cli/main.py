@@ -72,8 +72,10 @@ app = typer.Typer(
     name="fleetdx",
     help=(
         "Diagnostics for distributed GPU training.\n\n"
-        "Pre-flight an allocation before training (preflight), explain a failed or slow job from collected "
-        "bundles (analyze), and advise placement (topo advise, topo cluster).\n\n"
+        "Pre-flight an allocation before training (preflight); explain a failed job from its logs, its nodes' "
+        "kernel logs and bundles (postmortem, analyze) or a slow one from its profiler traces and step timers "
+        "(steps); advise placement (place, topo advise); serve reports, placement and metrics over HTTP (serve); "
+        "put verdicts on Kubernetes nodes (k8s mark).\n\n"
         "Verdict commands exit with the Nagios convention: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. Usage and "
         "input errors exit 3, never 2."
     ),
