@@ -310,3 +310,28 @@ def test_kernel_host_default_and_wrapped_fall() -> None:
     (e,) = parse_kernel_log(text, "k", host="gpu5").events
     assert e.kind is EventKind.GPU_LOST and e.host == "gpu5" and e.details["pci"] == "0000:b3:00.0"
     assert e.details["uptime_s"] == 10.5 and e.text.count("\n") == 2
+
+
+def test_wrap_inside_a_word_and_before_the_work_numbers() -> None:
+    """Shapes of real pastes (open-r1#620: a terminal wrap inside ``OpType``; milabench#269: a collector's
+    ``host [stderr]`` tag and wraps after ``timeout:`` and before ``by watchdog at work``)."""
+    text = (
+        "[rank2]:[E424 01:11:21.160832730 ProcessGroupNCCL.cpp:629] [Rank 2] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=4, OpTy\n"
+        "pe=BROADCAST, NumelIn=112, NumelOut=112, Timeout(ms)=1800000) ran for 1800010 milliseconds before timing "
+        "out.\n"
+        "node-d004 [stderr] [rank14]:[E909 09:55:29.307629539 ProcessGroupNCCL.cpp:607] [Rank 14] Watchdog caught "
+        "collective operation timeout: \n"
+        "WorkNCCL(SeqNum=2070, OpType=REDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600034 "
+        "milliseconds before timing out.\n"
+        "node-d004 [stderr] [rank12]:[E909 09:55:29.313379098 ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank "
+        "12] Exception (either an error or timeout) detected\n"
+        "by watchdog at work: 2070, last enqueued NCCL work: 2070, last completed NCCL work: 2069.\n"
+    )
+    events = parse_joblog(text).events
+    got = [(e.kind, e.rank, e.host, e.line, e.details.get("op"), e.details.get("last_completed")) for e in events]
+    assert got == [
+        (EventKind.WATCHDOG_TIMEOUT, 2, None, 1, "BROADCAST", None),
+        (EventKind.WATCHDOG_TIMEOUT, 14, "node-d004", 3, "REDUCE", None),
+        (EventKind.WORK_PROGRESS, 12, "node-d004", 5, None, 2069),
+    ]

@@ -23,9 +23,10 @@ before and inside the lines a process prints; each is removed, and what it says 
 * the damage terminals and pasting do: a line glued to the end of a tqdm/Lightning progress bar (``Epoch 0:
   6%|██ | 32040/500150 [6:28:43<94:39:17, 1.37it/s, ...][E ProcessGroupNCCL.cpp:458] ...``) or after a
   carriage return; markdown quote prefixes (``> ``, ``> > ``) and indents; ANSI colour codes, with or without
-  their ESC byte (``[36m``); a ``hostname: `` prefix repeated mid-line where outputs of several hosts
-  interleave (the line is split there); Ray's ``[repeated 7x across cluster]``; hard wraps that split one
-  message over up to :data:`MAX_WRAP` lines (joined for the messages of :data:`_WRAPPED`). Redacted hosts and
+  their ESC byte (``[36m``); a collector's ``host [stderr] `` tag; a ``hostname: `` prefix repeated mid-line
+  where outputs of several hosts interleave (the line is split there); Ray's ``[repeated 7x across cluster]``;
+  hard wraps that split one message over up to :data:`MAX_WRAP` lines, even inside a word (joined for the
+  messages of :data:`_WRAPPED`). Redacted hosts and
   addresses (``xxx``, ``***``, ``<redacted>``, ``<hostname>``) are never read as a host.
 
 **Events** (:class:`EventKind`): ProcessGroupNCCL watchdog timeouts (``WorkNCCL(SeqNum=N, OpType=...,
@@ -181,6 +182,7 @@ _PREFIX_RE = re.compile(
     r"|(?P<syslog>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)[ \t]+(?P<sys_host>[^\s:\[]+)[ \t]+"
     r"(?P<sys_ident>[\w.\-/@]+)(?:\[\d+\])?:[ \t]"
     r"|(?P<jhost>[A-Za-z0-9][\w.\-]*)[ \t]+(?:kernel|[\w.\-/@]+\[\d+\]):[ \t]"
+    r"|(?P<thost>[A-Za-z0-9][\w.\-]*)[ \t]+\[(?:stdout|stderr|out|err)\][ \t]"
     r"|\((?:(?P<ray_name>[A-Za-z_][\w.\-]*)(?:,[ \t]*|[ \t]+))?"
     r"(?P<ray_kv>\w+=[^\s,()]*(?:,[ \t]*\w+=[^\s,()]*)*)\)[ \t]?"
     r"|\((?P<ray_only>[A-Za-z_][\w.\-]*)\)[ \t]"
@@ -261,8 +263,8 @@ def _strip_prefixes(text: str) -> LogLine:
             stamps.append(m.group("syslog"))
             h, red = _host(m.group("sys_host"))
             host, redacted = h or host, redacted or red
-        elif kind == "jhost":
-            h, red = _host(m.group("jhost"))
+        elif kind in ("jhost", "thost"):
+            h, red = _host(m.group(kind))
             host, redacted = h or host, redacted or red
         elif kind == "ray_kv":
             for k, v in _RAY_KV_RE.findall(m.group("ray_kv")):
@@ -524,6 +526,7 @@ def _may_matter(raw: str) -> bool:
 _WRAPPED: list[tuple[str, re.Pattern[str]]] = [
     ("Watchdog caught collective operation timeout", re.compile(r"milliseconds")),
     ("last enqueued NCCL work", re.compile(r"last completed NCCL work\s*:\s*-?\d+")),
+    ("Exception (either an error or timeout) detected", re.compile(r"last completed NCCL work\s*:\s*-?\d+")),
     ("Got completion from peer", re.compile(r"vendor err \d+|\((?:Send|Recv)\)")),
     (" CANCELLED AT ", re.compile(r"\*\*\*\s*$")),
 ]
