@@ -1,0 +1,302 @@
+"""The postmortem page (``fleetdx postmortem --html OUT``): the causes first (the most likely one above the
+fold), then the timeline per host/rank, the nodes' history, and the bandwidth heat map and busbw-vs-size
+curves when there are any."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from fleetdx.orchestrator.htmlreport import charts
+from fleetdx.orchestrator.htmlreport.page import (
+    Clipped,
+    Figure,
+    Limits,
+    chart_label,
+    clip,
+    figure_json,
+    fmt_hosts,
+    render,
+)
+from fleetdx.orchestrator.postmortem.contracts import Cause, PostmortemReport, TimelineEntry
+from fleetdx.orchestrator.report import BusbwCurve
+from fleetdx.orchestrator.store.records import NodeHistoryEntry
+from fleetdx.probes.contracts import Job
+
+
+@dataclass
+class EvidenceView:
+    file: str
+    line: int
+    text: Clipped
+
+
+@dataclass
+class CauseView:
+    cause: Cause
+    where: list[tuple[str, str]]
+    nodes: str
+    message: Clipped
+    action: Clipped
+    evidence: list[EvidenceView]
+    evidence_left_out: int
+
+
+@dataclass
+class HistoryRow:
+    when: str
+    kind: str
+    verdict: str
+    simulated: bool
+    job_id: str | None
+    run_id: str
+    findings: list[tuple[str, str, Clipped]]
+
+
+def _utc(ts: float | None) -> str:
+    return "" if ts is None else datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _cause_view(c: Cause, lim: Limits) -> CauseView:
+    where = [
+        (k, v)
+        for k, v in (
+            ("rank", "" if c.rank is None else str(c.rank)),
+            ("host", c.host or ""),
+            ("GPU", c.gpu or ""),
+            ("time", c.time or ""),
+        )
+        if v
+    ]
+    shown = c.evidence[: lim.evidence]
+    return CauseView(
+        cause=c,
+        where=where,
+        nodes=fmt_hosts(c.nodes),
+        message=clip(c.message, lim.text_chars),
+        action=clip(c.action, lim.text_chars),
+        evidence=[EvidenceView(e.file, e.line, clip(e.text, lim.text_chars)) for e in shown],
+        evidence_left_out=len(c.evidence) - len(shown),
+    )
+
+
+def _iso(text: str | None) -> datetime | None:
+    """A timeline time that has a full date (ISO 8601; no zone: UTC), else ``None`` (a stamp as printed)."""
+    if not text:
+        return None
+    try:
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt.astimezone(timezone.utc) if dt.tzinfo else dt
+
+
+def _row(e: TimelineEntry, by_host: bool) -> str:
+    """The chart row of an event: ``host · rank N``, ``rank N`` (host unknown), or the host alone (rank
+    unknown, e.g. a kernel log line, or ``by_host``)."""
+    if by_host or e.rank is None:
+        return e.host or "host ?"
+    return f"{e.host} · rank {e.rank}" if e.host else f"rank {e.rank}"
+
+
+def timeline_figure(entries: Sequence[TimelineEntry], lim: Limits) -> Figure | None:
+    """The events on one chart, a row per host/rank (a row per host when there are more than
+    ``lim.chart_rows`` host/rank pairs), in the timeline's order; x is UTC time when every drawn event has a
+    full date, else the position on the merged timeline (the correlator's order)."""
+    if not entries:
+        return None
+    notes: list[str] = []
+    drawn = list(entries[: lim.timeline_points])
+    if len(entries) > len(drawn):
+        notes.append(f"{len(entries) - len(drawn)} later events are not drawn (the first {len(drawn)} are)")
+    by_host = len({_row(e, False) for e in drawn}) > lim.chart_rows
+    if by_host:
+        notes.append(f"more than {lim.chart_rows} host/rank pairs: one row per host")
+    order: dict[str, int] = {}
+    for e in drawn:
+        order.setdefault(_row(e, by_host), len(order))
+    rows = list(order)[: lim.chart_rows]
+    if len(order) > len(rows):
+        kept = set(rows)
+        cut = sum(1 for e in drawn if _row(e, by_host) not in kept)
+        notes.append(
+            f"{len(order) - len(rows)} rows ({cut} events) are not drawn: the {len(rows)} rows drawn are "
+            "those with the earliest events"
+        )
+        drawn = [e for e in drawn if _row(e, by_host) in kept]
+    times = [_iso(e.time) for e in drawn]
+    x_is_time = all(t is not None for t in times)
+    if not x_is_time:
+        notes.append(
+            "not every event has a full date: x is the position on the merged timeline; each event's "
+            "time as printed is in its label and in the table"
+        )
+    series: dict[str, charts.Points] = {}
+    rows_sorted = sorted(rows, key=_row_key)
+    for i, (e, t) in enumerate(zip(drawn, times, strict=True)):
+        pts = series.setdefault(e.kind, charts.Points(name=html.escape(e.kind)))
+        pts.x.append(t.strftime("%Y-%m-%d %H:%M:%S.%f") if x_is_time and t is not None else i + 1)
+        pts.y.append(html.escape(_row(e, by_host)))
+        head = " ".join(x for x in (e.time or "", e.host or "", "" if e.rank is None else f"rank {e.rank}") if x)
+        pts.labels.append(chart_label(head, 120) + "<br>" + chart_label(e.text, lim.label_chars))
+    fig = charts.timeline(
+        list(series.values()),
+        [html.escape(r) for r in rows_sorted],
+        "time (UTC)" if x_is_time else "position on the merged timeline",
+        x_is_time,
+    )
+    return Figure("timeline-chart", figure_json(fig), notes)
+
+
+def _row_key(label: str) -> tuple[str, int, str]:
+    """Rows sorted by host, then rank numerically."""
+    host, _, rest = label.partition(" · rank ")
+    if label.startswith("rank "):
+        host, rest = "", label[5:]
+    return (host, int(rest) if rest.isdigit() else -1, label)
+
+
+def bandwidth_figures(curves: Sequence[BusbwCurve], lim: Limits) -> list[Figure]:
+    """The pair heat map of each collective (busbw at each two-node curve's largest message size, the last
+    measurement of a pair winning) and the busbw-vs-size curves."""
+    out: list[Figure] = []
+    pairs: dict[str, dict[tuple[str, str], tuple[float, int, str]]] = {}
+    for c in curves:
+        if len(c.nodes) == 2 and c.points:
+            top = max(c.points, key=lambda p: p.size)
+            a, b = sorted(c.nodes)
+            pairs.setdefault(c.collective.value, {})[(a, b)] = (top.busbw_gbps, top.size, c.backend.value)
+    for n, (coll, values) in enumerate(sorted(pairs.items())):
+        hosts = sorted({h for p in values for h in p})
+        notes = []
+        if len(hosts) > lim.heatmap_hosts:
+            notes.append(f"{len(hosts) - lim.heatmap_hosts} hosts left out (the first {lim.heatmap_hosts} by name)")
+            hosts = hosts[: lim.heatmap_hosts]
+        z: list[list[float | None]] = []
+        labels: list[list[str]] = []
+        for a in hosts:
+            zr: list[float | None] = []
+            lr: list[str] = []
+            for b in hosts:
+                v = values.get((min(a, b), max(a, b)))
+                zr.append(None if v is None else v[0])
+                lr.append("" if v is None else chart_label(f"{a} ↔ {b}: {v[0]:.3g} GB/s at {v[1]} B ({v[2]})", 200))
+            z.append(zr)
+            labels.append(lr)
+        m = charts.Matrix(
+            f"{html.escape(coll)}: pair busbw at the largest size (GB/s)", [html.escape(h) for h in hosts], z, labels
+        )
+        out.append(Figure(f"heatmap-{n}", figure_json(charts.heat_map(m)), notes))
+    drawn = [c for c in curves if c.points][: lim.curves]
+    if drawn:
+        lines = []
+        for c in drawn:
+            name = chart_label(f"{c.collective.value} {fmt_hosts(c.nodes)} ({c.backend.value}, {c.nranks} ranks)", 80)
+            pts = sorted(c.points, key=lambda p: p.size)
+            lines.append(
+                charts.Line(
+                    name=name,
+                    x=[float(p.size) for p in pts],
+                    y=[p.busbw_gbps for p in pts],
+                    labels=[f"{p.size} B: busbw {p.busbw_gbps:.3g} GB/s, algbw {p.algbw_gbps:.3g} GB/s" for p in pts],
+                )
+            )
+        notes = []
+        with_points = sum(1 for c in curves if c.points)
+        if with_points > len(drawn):
+            notes.append(f"{with_points - len(drawn)} curves left out (the first {len(drawn)} are drawn)")
+        fig = charts.lines("busbw vs message size", lines, "message size (bytes)", "busbw (GB/s)", log_x=True)
+        out.append(Figure("curves", figure_json(fig), notes))
+    return out
+
+
+def _history(
+    history: Mapping[str, Sequence[NodeHistoryEntry]], first_hosts: Sequence[str], lim: Limits
+) -> tuple[list[tuple[str, list[HistoryRow], int]], int]:
+    """Hosts (those of the causes first), each with its newest runs; and how many hosts were left out."""
+    hosts = [h for h in first_hosts if h in history] + sorted(h for h in history if h not in first_hosts)
+    hosts = list(dict.fromkeys(hosts))
+    out = []
+    for h in hosts[: lim.history_hosts]:
+        entries = list(history[h])
+        rows = [
+            HistoryRow(
+                when=_utc(e.started_at),
+                kind=e.kind.value
+                + (f" ({e.level.value})" if e.level else "")
+                + (f" ({e.schedule.value})" if e.schedule else ""),
+                verdict=e.verdict.name,
+                simulated=e.simulated,
+                job_id=e.job_id,
+                run_id=e.run_id,
+                findings=[(f.severity.value, f.code.value, clip(f.message, 400)) for f in e.findings[:20]],
+            )
+            for e in entries[: lim.history_runs]
+        ]
+        out.append((h, rows, len(entries) - len(rows)))
+    return out, max(0, len(hosts) - lim.history_hosts)
+
+
+def _job(job: Job | None) -> list[tuple[str, str]]:
+    if job is None:
+        return []
+    items = [
+        ("job", job.job_id or ""),
+        ("name", job.name or ""),
+        ("user", job.user or ""),
+        ("scheduler", job.scheduler.value),
+        ("nodes", f"{fmt_hosts(job.nodes)} ({len(job.nodes)})" if job.nodes else ""),
+        ("state", job.state or ""),
+        ("exit code", "" if job.exit_code is None else str(job.exit_code)),
+        ("signal", "" if job.signal is None else str(job.signal)),
+        ("start", _utc(job.start_time)),
+        ("end", _utc(job.end_time)),
+    ]
+    return [(k, v) for k, v in items if v]
+
+
+def render_postmortem(
+    report: PostmortemReport,
+    *,
+    history: Mapping[str, Sequence[NodeHistoryEntry]] | None = None,
+    curves: Sequence[BusbwCurve] = (),
+    sources: Sequence[str] = (),
+    limits: Limits | None = None,
+) -> str:
+    """The postmortem as one self-contained HTML page (a ``str``, about 5 MB: plotly.js is inlined).
+
+    Args:
+        report: what ``fleetdx postmortem --json`` prints.
+        history: each node's past runs (:meth:`~fleetdx.orchestrator.store.store.Store.node_history`), when
+            the store was read; the causes' hosts are listed first.
+        curves: busbw curves of the job's nodes (a bandwidth run's or pre-flight's ``RunReport.curves``): a
+            pair heat map per collective from the two-node curves, and every curve's busbw vs message size.
+        sources: the inputs as given on the command line, listed at the foot of the page.
+        limits: how much of each list is shown (:class:`Limits`); what is cut is counted on the page.
+    """
+    lim = limits or Limits()
+    causes = [_cause_view(c, lim) for c in report.causes[: lim.causes]]
+    first_hosts = [h for c in report.causes for h in ([c.host] if c.host else []) + list(c.nodes)]
+    hist, hist_left_out = _history(history or {}, first_hosts, lim)
+    rows = report.timeline[: lim.timeline_rows]
+    timeline = timeline_figure(report.timeline, lim)
+    return render(
+        "postmortem.html.j2",
+        title="fleetdx postmortem" + (f" of job {report.job.job_id}" if report.job and report.job.job_id else ""),
+        report=report,
+        verdict=report.verdict.name,
+        job=_job(report.job),
+        causes=causes,
+        causes_left_out=len(report.causes) - len(causes),
+        missing=[clip(m, lim.text_chars) for m in report.missing_evidence],
+        timeline=timeline,
+        timeline_rows=[(e, clip(e.text, lim.text_chars)) for e in rows],
+        timeline_left_out=len(report.timeline) - len(rows),
+        history=hist,
+        history_left_out=hist_left_out,
+        bandwidth=bandwidth_figures(curves, lim),
+        sources=list(sources),
+        limits=lim,
+    )
