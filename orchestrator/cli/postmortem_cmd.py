@@ -33,6 +33,7 @@ _HELP = (
     "Examples:\n\n"
     "  fleetdx postmortem --logs slurm-4711.out\n\n"
     "  fleetdx postmortem --job 4711 --logs logs/rank*.log --bundles /shared/pm/*/ --json\n\n"
+    "  fleetdx postmortem --logs slurm-4711.out --fr /shared/fr/4711/\n\n"
     "Exit 0 OK, 1 WARNING, 2 CRITICAL (a cause found), 3 UNKNOWN (no cause found, or bad input)."
 )
 _STYLE = {"critical": "bold red", "warning": "yellow", "unknown": "magenta", "info": "green"}
@@ -59,7 +60,9 @@ def parse_time(text: str | None, option: str) -> float | None:
     return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
 
 
-def _sources(logs: list[Path], bundles: list[Path]) -> list[EvidenceSource]:
+def _sources(
+    logs: list[Path], bundles: list[Path], fr: Path | None = None, world_size: int | None = None
+) -> list[EvidenceSource]:
     from fleetdx.orchestrator.postmortem.sources import Bundles, LogFiles
 
     sources: list[EvidenceSource] = []
@@ -67,6 +70,10 @@ def _sources(logs: list[Path], bundles: list[Path]) -> list[EvidenceSource]:
         sources.append(LogFiles(logs))
     if bundles:
         sources.append(Bundles(bundles))
+    if fr is not None:
+        from fleetdx.orchestrator.postmortem.flight import FlightRecorderDumps
+
+        sources.append(FlightRecorderDumps(fr, world_size))
     return sources
 
 
@@ -120,6 +127,15 @@ def register(app: typer.Typer) -> None:
             list[Path] | None,
             typer.Option("--bundles", help="Node bundles (fleetdx collect): their kernel logs (XIDs, link events)."),
         ] = None,
+        fr: Annotated[
+            Path | None,
+            typer.Option(
+                "--fr",
+                help="Folder of PyTorch Flight Recorder dumps, one per rank (TORCH_FR_BUFFER_SIZE + "
+                "TORCH_NCCL_DUMP_ON_TIMEOUT=1; files TORCH_FR_DUMP_TEMP_FILE<rank>, pickle or JSON, read without "
+                "running any code): names the rank that never reached the collective the others waited in.",
+            ),
+        ] = None,
         job_id: Annotated[
             str | None,
             typer.Option("--job", help="Slurm job id: its nodes, time window, state and exit code (scontrol/sacct)."),
@@ -147,8 +163,8 @@ def register(app: typer.Typer) -> None:
             from fleetdx.orchestrator.scheduler.job import load_slurm_job
 
             job = load_slurm_job(job_id)
-        if not log_paths and not bundle_dirs and job is None:
-            raise fail("nothing to read: give --logs FILE..., --bundles DIR... and/or --job ID")
+        if not log_paths and not bundle_dirs and job is None and fr is None:
+            raise fail("nothing to read: give --logs FILE..., --bundles DIR..., --fr DIR and/or --job ID")
         window = Window(
             since=parse_time(since, "--since"),
             until=parse_time(until, "--until"),
@@ -156,7 +172,8 @@ def register(app: typer.Typer) -> None:
         )
         if window.since is not None and window.until is not None and window.until < window.since:
             raise fail("--until is before --since")
-        report = run_postmortem(_sources(log_paths, bundle_dirs), job, window)
+        world = max((p.rank for p in job.ranks), default=-1) + 1 if job is not None else 0
+        report = run_postmortem(_sources(log_paths, bundle_dirs, fr, world or None), job, window)
         if as_json:
             print_json(report)
         else:

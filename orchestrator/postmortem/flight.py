@@ -50,6 +50,7 @@ from typing import Literal
 from pydantic import Field
 
 from fleetdx.orchestrator.postmortem.contracts import Cause, EvidenceLine, TimelineEntry
+from fleetdx.orchestrator.postmortem.sources import Context, Evidence
 from fleetdx.probes.contracts import Contract, FindingCode, Severity
 from fleetdx.probes.errors import ConfigError, ParseError
 from fleetdx.probes.parsers.flight_recorder import FrDump, FrEntry, parse_flight_recorder
@@ -655,3 +656,27 @@ def missing_evidence(a: FrAnalysis) -> list[str]:
             "missing from a collective (a hang inside the last one points at the network or NCCL, not a rank)"
         )
     return out
+
+
+@dataclass
+class FlightRecorderDumps:
+    """``fleetdx postmortem --fr DIR``: the job's Flight Recorder dumps as an evidence source
+    (:class:`~fleetdx.orchestrator.postmortem.sources.EvidenceSource`) that judges its inputs itself: its causes
+    (:func:`to_causes`) and timeline (:func:`to_timeline`) get the logs' rank -> host map once every source is
+    read; what the dumps could not tell is missing evidence (:func:`missing_evidence`). A folder that cannot be
+    read as dumps is missing evidence too, as an unreadable log is."""
+
+    folder: Path
+    world_size: int | None = None  #: the job's, when known (default-group membership of gloo dumps)
+    prefix: str | None = None
+
+    def collect(self, ctx: Context) -> Evidence:  # noqa: ARG002 - dumps carry their own Unix times
+        try:
+            fr = analyze_dir(self.folder, self.prefix, world_size=self.world_size)
+        except ConfigError as e:
+            return Evidence(missing=[f"Flight Recorder dumps not read: {e}"])
+        return Evidence(
+            missing=missing_evidence(fr),
+            causes=lambda hosts: to_causes(fr, hosts),
+            timeline=lambda hosts: to_timeline(fr, hosts),
+        )
