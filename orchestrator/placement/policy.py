@@ -129,7 +129,7 @@ def judge(record: NodeHealthRecord | None, host: str, policy: HealthPolicy = DEF
         Finding(code=f.code, severity=f.severity, nodes=[host], subject=f.subject, message=f.message)
         for f in record.open_findings
     ]
-    gh = gpu_health([f for f in as_findings if excludes_gpu(f)], host=host)
+    gh = gpu_health([f for f in as_findings if excludes_gpu(f)], host=host) if as_findings else None
     penalty = (
         record.failed_preflights * policy.penalty_per_failed_preflight
         + record.straggler_runs * policy.penalty_per_straggler_run
@@ -146,7 +146,8 @@ def judge(record: NodeHealthRecord | None, host: str, policy: HealthPolicy = DEF
     if latest.verdict is Verdict.UNKNOWN:
         history += ", latest run could not judge it"
     history += f": +{penalty:g}"
-    return NodeJudgement(
+    # built for every candidate of every query from values made here: model_construct skips re-validating them
+    return NodeJudgement.model_construct(
         host=host,
         fit=not reasons,
         reasons=reasons,
@@ -154,6 +155,6 @@ def judge(record: NodeHealthRecord | None, host: str, policy: HealthPolicy = DEF
         penalty=penalty,
         health=health,
         history=history,
-        gpu_exclusions=gh.excluded,
-        unmapped=gh.unmapped,
+        gpu_exclusions=gh.excluded if gh else [],
+        unmapped=gh.unmapped if gh else [],
     )

@@ -12,6 +12,10 @@ Definitions (the policy that uses them is :mod:`fleetdx.orchestrator.placement.p
 - *failed pre-flights*: pre-flights since ``history_since`` in which the host's verdict was CRITICAL;
   *straggler runs*: runs since ``history_since`` with a finding of ``straggler_codes`` naming the host.
 
+Records are built with ``model_construct`` from typed columns (enums already converted by SQLAlchemy): they
+are read for every candidate of every placement query, and validating thousands of rows per query cost more
+than the SQL.
+
 Simulated runs are included and flagged (``simulated``) so a demonstration over replayed bundles works; a
 caller that wants real evidence only filters on the flag.
 """
@@ -157,7 +161,7 @@ def node_health(
                 if started < last_clean.get(host, open_since):
                     continue  # cleared by a later clean pre-flight
                 found[host].append(
-                    HostFinding(
+                    HostFinding.model_construct(
                         code=code,
                         severity=sev,
                         subject=subject,
@@ -169,7 +173,7 @@ def node_health(
                     )
                 )
     return {
-        h: NodeHealthRecord(
+        h: NodeHealthRecord.model_construct(
             host=h,
             latest=latest.get(h),
             last_clean_preflight_at=last_clean.get(h),
@@ -197,9 +201,10 @@ def _latest_runs(session: Session, hosts: list[str], since: float | None) -> dic
     if since is not None:
         stmt = stmt.where(RunRow.started_at >= since)
     inner = stmt.subquery()
+    rows = session.execute(select(inner).where(inner.c.rn == 1))
     return {
-        host: NodeRunRef(run_id=run_id, kind=kind, started_at=started, verdict=verdict, simulated=simulated)
-        for host, run_id, kind, started, verdict, simulated, _ in session.execute(select(inner).where(inner.c.rn == 1))
+        host: NodeRunRef.model_construct(run_id=run_id, kind=kind, started_at=t, verdict=verdict, simulated=simulated)
+        for host, run_id, kind, t, verdict, simulated, _ in rows
     }
 
 
