@@ -240,7 +240,7 @@ def test_event_kinds(line: str, kind: EventKind, detail: tuple[str, object] | No
 
 def test_ray_host_oom_is_not_a_gpu_oom() -> None:
     text = "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."
-    assert [e.kind for e in parse_joblog(text).events] == [EventKind.OOM_HOST, EventKind.PYTHON_EXCEPTION]
+    assert [e.kind for e in parse_joblog(text).events] == [EventKind.OOM_HOST]
 
 
 def test_agent_failure_line_gives_the_local_rank() -> None:
@@ -335,3 +335,40 @@ def test_wrap_inside_a_word_and_before_the_work_numbers() -> None:
         (EventKind.WATCHDOG_TIMEOUT, 14, "node-d004", 3, "REDUCE", None),
         (EventKind.WORK_PROGRESS, 12, "node-d004", 5, None, 2069),
     ]
+
+
+def test_nccl_errors_torch_reports_without_nccl_warn() -> None:
+    """Shapes of real reports (nccl#1928, nccl#2076, stanford_alpaca#207): torch's summary, then ``Last error:``
+    and NCCL's own text on the next line or the same one; an ``ncclRemoteError: ...`` line is no crash of its
+    own."""
+    text = (
+        "[rank3]: torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:3763, remote process exited or there was a network error, NCCL version 2.28.8\n"
+        "[rank3]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+        "prematurely.\n"
+        "[rank3]: Last error:\n"
+        "[rank3]: NET/OFI Request 0x7f14cc5b60c0 completed with error. RC: 113. Error: 2 (UNDELIVERABLE). "
+        "Completed length: 0\n"
+        "socketProgressOpt: Call to recv from 172....<33759> failed : Connection reset by peer\n"
+        "terminate called after throwing an instance of 'std::runtime_error' what(): NCCL error: remote process "
+        "exited or there was a network error, NCCL version 2.14.3 ncclRemoteError: A call failed possibly due to a "
+        "network error or a remote process exiting prematurely. Last error: NET/IB : Got completion from peer "
+        "11.214.147.122<39138> with error 12, opcode 0, len 0, vendor err 129\n"
+    )
+    got = [(e.kind, e.rank, e.line) for e in parse_joblog(text).events]
+    assert got == [
+        (EventKind.NCCL_REMOTE_ERROR, 3, 1),
+        (EventKind.NCCL_REMOTE_ERROR, 3, 2),
+        (EventKind.NCCL_IB_COMPLETION, 3, 4),
+        (EventKind.NCCL_SOCKET_ERROR, None, 5),
+        (EventKind.NCCL_IB_COMPLETION, None, 6),
+        (EventKind.SIGNAL, None, 6),
+    ]
+    ofi = parse_joblog(text).events[2].details
+    assert (ofi["provider"], ofi["rc"], ofi["status"], ofi["status_name"]) == ("NET/OFI", 113, 2, "UNDELIVERABLE")
+    assert parse_joblog(text).events[4].details["status"] == 12
+
+
+def test_slash_dates_are_iso() -> None:
+    e = _one("2023/10/26 12:12:06 RuntimeError: CUDA error: unspecified launch failure", EventKind.CUDA_ERROR)
+    assert e.ts == stamp_ts("2023-10-26T12:12:06Z")

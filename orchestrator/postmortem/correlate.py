@@ -479,6 +479,12 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
     if k is EventKind.NCCL_IB_COMPLETION:
         status = d.get("status")
         name = IBV_WC_STATUS.get(int(status), f"status {status}") if isinstance(status, int) else "?"
+        if d.get("provider") == "NET/OFI":  # libfabric (AWS EFA): its own error numbers, not ibv_wc_status
+            return (
+                f"libfabric (NET/OFI) completion error {status} ({d.get('status_name')}), RC {d.get('rc')}, {where}",
+                f"check the EFA/libfabric path of {host} and its peers (fi_info, the instance's EFA health); if one "
+                "host is in every error, resubmit with --exclude=<it>",
+            )
         return (
             f"InfiniBand work completion error {name}, vendor error {d.get('vendor')} ({d.get('dir')}) seen "
             f"{where} from peer {d.get('peer')}" + (f"; also on {', '.join(hosts)}" if len(hosts) > 1 else ""),

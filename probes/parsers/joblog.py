@@ -169,7 +169,7 @@ class LogLine(NamedTuple):
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\[(?:\d{1,3};)*\d{1,3}m")
 _QUOTE_RE = re.compile(r"^[ \t]{0,8}(?:>[ \t]?)+")
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
-_ISO = r"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d{1,9}))?)?(Z|[+-]\d\d:?\d\d)?"
+_ISO = r"(\d{4})[-/](\d\d)[-/](\d\d)[T _](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d{1,9}))?)?(Z|[+-]\d\d:?\d\d)?"
 _PREFIX_RE = re.compile(
     r"^(?:"
     r"\[(?P<ompi_job>\d+),(?P<ompi_rank>\d+)\]<(?:stdout|stderr)>:[ \t]?"
@@ -400,13 +400,37 @@ _PG_RE = re.compile(
 _RANK_RE = re.compile(r"\[Rank (\d+)\]")
 _NCCL_LINE_RE = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
 _NCCL_LEVEL_RE = re.compile(r"\bNCCL (?P<lvl>WARN|ERROR|INFO)\b:?\s?(?P<msg>.*)$")
-_NCCL_TORCH_RE = re.compile(r"NCCL error in: \S+?,?\s+(?P<msg>.*?)(?:,? NCCL version [\d.]+.*)?$|\bDistBackendError\b")
+_NCCL_TORCH_RE = re.compile(
+    r"NCCL error(?: in: \S+?,?)?:?\s+(?P<msg>.*?)(?:,? NCCL version [\d.]+.*)?$|\bDistBackendError\b"
+)
+#: NCCL's own error text without its ``NCCL WARN`` marker: after torch's ``Last error:``, or on its own line
+_NCCL_BARE_KEYS = (
+    "Got completion from peer",
+    "Got async event",
+    "Connection closed by remote peer",
+    "Call to ",
+    "socketProgress",
+    "ncclRemoteError",
+    "ncclSystemError",
+    "ncclInternalError",
+    "ncclInvalidUsage",
+    "ncclUnhandledCudaError",
+    "NET/OFI",
+    "Last error:",
+)
 _NCCL_CLASSES: list[tuple[EventKind, re.Pattern[str]]] = [
     (
         EventKind.NCCL_IB_COMPLETION,
         re.compile(
             r"Got completion from peer (?P<peer>\S+?)\s+with (?:status=|error )(?:\w+\()?(?P<status>\d+)"
             r"(?:.*?vendor err (?P<vendor>\d+))?(?:.*?\((?P<dir>Send|Recv)\))?"
+        ),
+    ),
+    (
+        EventKind.NCCL_IB_COMPLETION,
+        re.compile(
+            r"(?P<provider>NET/OFI) .*?(?:completed with error|[Ee]rror)(?:.*?RC: (?P<rc>\d+))?"
+            r"(?:.*?Error: (?P<status>\d+) \((?P<status_name>\w+)\))?"
         ),
     ),
     (EventKind.NCCL_IB_ASYNC, re.compile(r"Got async event\s*:\s*(?P<event>.+?)\s*$")),
@@ -503,6 +527,7 @@ _TRIGGER_KEYS = (
     "MPI_ABORT",
     "Assertion",
     "exitcode",
+    *_NCCL_BARE_KEYS,
     "Heartbeat monitor",
     "low on memory",
     "memory pressure",
@@ -549,14 +574,21 @@ class _Found(NamedTuple):
 
 def _nccl_events(body: str) -> list[_Found]:
     out: list[_Found] = []
-    lvl = _NCCL_LEVEL_RE.search(body)
+    lvl = _NCCL_LEVEL_RE.search(body) if "NCCL" in body else None
     msg: str | None = None
     if lvl is not None and lvl.group("lvl") in ("WARN", "ERROR"):
         msg = lvl.group("msg")
     elif lvl is None:
-        t = _NCCL_TORCH_RE.search(body)
+        t = _NCCL_TORCH_RE.search(body) if "NCCL" in body or "DistBackendError" in body else None
         if t is not None:
             msg = t.group("msg") or body
+        if "Last error:" in body:  # the error NCCL itself reported is more precise than torch's summary
+            last = body.split("Last error:", 1)[1].strip()
+            msg = last or msg
+            if not last and msg is None:
+                return out
+        elif msg is None and any(k in body for k in _NCCL_BARE_KEYS):
+            msg = body
     if lvl is not None and lvl.group("lvl") == "INFO":
         s = _NET_SOCKET_RE.search(lvl.group("msg"))
         if s is not None:
@@ -571,7 +603,7 @@ def _nccl_events(body: str) -> list[_Found]:
         det: dict[str, JsonScalar] = {"level": lvl.group("lvl") if lvl else "torch"}
         for k, v in m.groupdict().items():
             if v is not None:
-                det[k] = int(v) if k in ("status", "vendor") else v
+                det[k] = int(v) if k in ("status", "vendor", "rc") else v
         out.append(_Found(kind, det))
         return out
     out.append(_Found(EventKind.NCCL_WARN, {"level": lvl.group("lvl") if lvl else "torch", "message": msg[:200]}))
@@ -617,7 +649,7 @@ def _events_of(body: str) -> list[_Found]:
                 },
             )
         )
-    if "NCCL" in body:
+    if "NCCL" in body or any(k in body for k in _NCCL_BARE_KEYS):
         found += _nccl_events(body)
     host_oom = _OOM_HOST_RE.search(body)
     if host_oom is None and _OOM_GPU_RE.search(body) and not any(f.kind is EventKind.NCCL_CUDA_FAILURE for f in found):
@@ -692,7 +724,7 @@ def _events_of(body: str) -> list[_Found]:
         elif "Fatal Python error: " in body:
             found.append(_Found(EventKind.SIGNAL, {"signal": body.split("Fatal Python error: ", 1)[1][:60]}))
     m = _EXC_RE.match(body)
-    if m is not None:
+    if m is not None and not found:  # "RuntimeError: CUDA error: ..." is the CUDA error, already found
         found.append(
             _Found(EventKind.PYTHON_EXCEPTION, {"type": m.group("type"), "message": (m.group("msg") or "")[:300]})
         )
