@@ -31,9 +31,10 @@ from fleetdx.orchestrator.report import RunKind, assemble_report
 from fleetdx.orchestrator.store import Store
 from fleetdx.probes.bundle import read_bundle
 from fleetdx.probes.catalog import TOPO_FILE
-from fleetdx.probes.contracts import Finding, FindingCode, Level, Severity
+from fleetdx.probes.contracts import Finding, FindingCode, Level, RunStatus, Severity
 from fleetdx.probes.facts import node_facts
 from fleetdx.probes.parsers.slurm_nodes import parse_scontrol_nodes
+from fleetdx.probes.runner import RunResult
 from fleetdx.topology.cluster import parse_topology_conf
 
 FIX = Path(__file__).parent / "fixtures"
@@ -289,3 +290,51 @@ def test_an_old_critical_verdict_still_counts(store: Store) -> None:
     a = place(req(1, hostlist="gpu01"), store=store, now=T0 + 60 * DAY)
     assert not a.placed and "latest verdict CRITICAL" in a.excluded[0].reasons[0]
     assert a.excluded[0].codes == []  # its findings are older than the 7-day window: not repeated as open
+
+
+class CannedRunner:
+    """A stand-in runner: answers each argv with a canned result (the captured file's text, or a failure)."""
+
+    def __init__(self, answers: dict[tuple[str, ...], RunResult]) -> None:
+        self.answers = answers
+
+    def run(self, argv, timeout_s, env=None):  # type: ignore[no-untyped-def]
+        return self.answers[tuple(argv)]
+
+
+def test_live_slurm_sources_through_a_runner() -> None:
+    from fleetdx.orchestrator.scheduler.slurm_nodes import (
+        NODES_ARGV,
+        TOPOLOGY_ARGV,
+        SchedulerUnavailable,
+        slurm_candidates,
+        slurm_topology,
+    )
+
+    ok = CannedRunner(
+        {
+            NODES_ARGV: RunResult(
+                argv=list(NODES_ARGV),
+                status=RunStatus.OK,
+                returncode=0,
+                stdout=(PLACE / "scontrol_show_node_-d_-o.txt").read_text(encoding="utf-8"),
+            ),
+            TOPOLOGY_ARGV: RunResult(argv=list(TOPOLOGY_ARGV), status=RunStatus.OK, returncode=0, stdout=""),
+        }
+    )
+    nodes = slurm_candidates(ok)
+    assert [n.name for n in nodes if n.usable] == ["gpu01", "gpu04"] and nodes[3].gpus_used == 2
+    assert slurm_topology(ok) is None  # no TopologyPlugin: empty output
+    down = CannedRunner(
+        {
+            NODES_ARGV: RunResult(
+                argv=list(NODES_ARGV),
+                status=RunStatus.FAILED,
+                returncode=1,
+                reason="exit code 1",
+                stderr="scontrol: fatal: Could not establish a configuration source\n",
+            )
+        }
+    )
+    with pytest.raises(SchedulerUnavailable, match="Could not establish a configuration source"):
+        slurm_candidates(down)

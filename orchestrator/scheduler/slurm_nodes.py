@@ -22,7 +22,8 @@ class SchedulerUnavailable(ConfigError):
 def _ask(runner: Runner, argv: tuple[str, ...], timeout_s: float) -> str:
     r = runner.run(list(argv), timeout_s)
     if not r.ok:
-        why = r.reason or (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        said = r.stderr.strip().splitlines()
+        why = "; ".join(x for x in (r.reason, said[-1] if said else None) if x) or f"exit {r.returncode}"
         raise SchedulerUnavailable(f"{' '.join(argv)}: {r.status.value}: {why}")
     return r.stdout
 
