@@ -297,7 +297,8 @@ def test_kernel_variants() -> None:
         (EventKind.OOM_HOST, None, 6),
     ]
     assert log.events[0].ts == stamp_ts("2026-11-22T10:58:12Z")
-    assert log.events[2].details["state"] == "DOWN"
+    assert (log.events[2].details["state"], log.events[2].details["device"]) == ("DOWN", "mlx5_0")
+    assert "device" not in log.events[1].details  # mlx5_core is the driver, not a device
     assert log.events[4].details["xid"] == 79
 
 

@@ -51,11 +51,13 @@ XID_CHUNK = 64
 
 _LINK_RE = re.compile(
     r"(?:(?P<drv>mlx5_core|mlx5_ib|mlx4_core|ib_core|bnxt_en|ice|irdma)\s+(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:"
-    r"[0-9a-fA-F]{2}\.\d)\s+)?(?P<dev>(?:ib|mlx|enp|ens|eth|bond|ibp|ibs)[\w.\-]*):\s+(?:NIC\s+)?Link (?:is )?"
+    r"[0-9a-fA-F]{2}\.\d)\s+)?(?P<dev>(?:ib|mlx|en|eth|bond|hsn)[\w.\-]*):\s+(?:NIC\s+)?[Ll]ink (?:is )?"
     r"(?P<state>[Dd]own|[Uu]p)\b"
 )
+#: the RDMA device a port line names (``mlx5_0``, ``ibp94s0``)
+_IBDEV_RE = re.compile(r"\b(mlx[45]_(?:bond_)?\d+|ib[a-z]*\d\w*)")
 _PORT_RE = re.compile(
-    r"(?P<dev>mlx5_\w+|ib\w*|0000:[0-9a-f:.]+)?.*?\b[Pp]ort:? ?(?P<port>\d+)\b.*?state (?:changed |change )?"
+    r"\b[Pp]ort:? ?(?P<port>\d+)\b.*?state (?:changed |change )?"
     r"(?:to |from \w+ to )?(?P<state>DOWN|ACTIVE|INIT|ARMED|ACTIVE_DEFER|POLLING|DISABLED)"
     r"|Port module event(?:\[error\])?: module (?P<module>\d+), (?P<event>.+)$"
 )
@@ -158,13 +160,13 @@ class KernelLogScanner:
                     raw,
                     ll,
                     self.year,
-                    device=m.group("dev"),
+                    device=dev.group(1) if (dev := _IBDEV_RE.search(body)) else None,
                     port=m.group("port"),
                     state=m.group("state"),
                     module=m.group("module"),
                     event=m.group("event"),
                 ),
-                str(m.group("dev")),
+                str(m.group("port") or m.group("module")),
             )
             return
         m = _AER_RE.search(body)
