@@ -73,6 +73,14 @@ def place_cmd(
     sinfo_file: Annotated[
         Path | None, typer.Option("--sinfo", help="A saved `sinfo -N -h -o '%N|%P|%T|%G|%E'` output.")
     ] = None,
+    use_slurm: Annotated[
+        bool | None,
+        typer.Option(
+            "--slurm/--no-slurm",
+            help="Ask the live Slurm (scontrol) for candidates; default: yes unless --hostlist or a saved file "
+            "is given (with --hostlist --slurm, the hostlist limits Slurm's nodes and their states are checked).",
+        ),
+    ] = None,
     topology_conf: Annotated[
         Path | None,
         typer.Option(
@@ -108,6 +116,12 @@ def place_cmd(
     """Choose N healthy nodes with K healthy GPUs each: GPUs, NIC, NUMA node and CPUs per local rank, sbatch
     arguments, a Kubernetes node affinity, and why every other candidate was left out.
 
+    Candidates: the live Slurm's idle and mixed nodes (never drained or down), or a saved scontrol/sinfo
+    output, limited by --partition and --hostlist; or the --hostlist alone (--no-slurm, the default when a
+    hostlist is given). The store then rules out nodes whose latest verdict is CRITICAL or with an open unfit
+    finding (a later clean pre-flight clears them), and GPUs with health findings; the rest are ranked by
+    switch hops, then history (1 point per CRITICAL pre-flight or straggler run in --history-days).
+
     Exit 0 placed; 2 not enough fit nodes or GPUs (nothing is advised); 3 bad input or Slurm/store unreachable.
     """
     from fleetdx.orchestrator.cli.topo_cmd import _load_cluster
@@ -117,7 +131,10 @@ def place_cmd(
     from fleetdx.orchestrator.store import Store
 
     warnings: list[str] = []
-    live = hostlist_ is None and scontrol_file is None and sinfo_file is None
+    saved = scontrol_file is not None or sinfo_file is not None
+    live = use_slurm if use_slurm is not None else (hostlist_ is None and not saved)
+    if live and saved:
+        raise typer.BadParameter("--slurm asks the live Slurm: give it or a saved file, not both")
     candidates, slurm_topo = _candidates(scontrol_file, sinfo_file, live, warnings)
     cluster = _load_cluster(topology_conf) if topology_conf is not None else slurm_topo
     request = PlacementRequest(
