@@ -110,11 +110,16 @@ def test_folder_errors(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigError, match="no Flight Recorder dump"):
         analyze_dir(tmp_path / "empty")
-    mixed = _subset(SKIP / "json", tmp_path / "mixed", [0])
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    shutil.copy(SKIP / "json" / "nccl_trace_rank_0", mixed / "jobA_0")
     shutil.copy(SKIP / "json" / "nccl_trace_rank_1", mixed / "other_1")
     with pytest.raises(ConfigError, match="several prefixes"):
         analyze_dir(mixed)
     assert [(r, p.name) for r, p in find_dumps(mixed, prefix="other_")] == [(1, "other_1")]
+    tmpdir = _subset(SKIP / "json", tmp_path / "like_tmp", [0, 1])
+    (tmpdir / "tmpab12").write_text("x")  # other files of /tmp ending in digits: the default prefix wins
+    assert [p.name for _, p in find_dumps(tmpdir)] == ["nccl_trace_rank_0", "nccl_trace_rank_1"]
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "nccl_trace_rank_0").write_bytes(b"garbage")

@@ -60,6 +60,8 @@ from fleetdx.probes.rawfile import DEFAULT_MAX_BYTES, RawFileError, check_regula
 #: a dump file is ``<prefix><rank>`` (PyTorch's ``TORCH_FR_DUMP_TEMP_FILE`` + rank; ``fr_trace``'s loader reads
 #: the rank with the same pattern)
 _RANK_RE = re.compile(r"^(.*?)(\d+)$")
+#: the file name PyTorch gives a dump when ``TORCH_FR_DUMP_TEMP_FILE`` is unset (``/tmp/nccl_trace_rank_<rank>``)
+DEFAULT_PREFIX = "nccl_trace_rank_"
 #: collectives whose per-rank input / output sizes may legitimately differ (``fr_trace``'s ``Op.match``: all-to-all
 #: splits, the root's side of scatter / gather, the variable-size v-collectives)
 _ALLTOALL = {"all_to_all", "all_to_all_single", "all_to_all_v_single", "alltoall", "alltoall_base"}
@@ -153,11 +155,12 @@ def read_dump(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> FrDump:
 
 def find_dumps(folder: Path, prefix: str | None = None) -> list[tuple[int, Path]]:
     """The dump files in ``folder`` (not recursive), ``(rank, path)`` sorted by rank: files named
-    ``<prefix><rank>``; ``prefix`` defaults to the one prefix every file ending in digits shares.
+    ``<prefix><rank>``; ``prefix`` defaults to the one prefix every file ending in digits shares, or to
+    PyTorch's default :data:`DEFAULT_PREFIX` when it is among several (dumps left in ``/tmp``).
 
     Raises:
         ConfigError: ``folder`` is not a directory, holds no ``<prefix><rank>`` file, holds several prefixes
-            (pass ``prefix``), two files for one rank, or more than :data:`MAX_FILES` files.
+            and none is the default (pass ``prefix``), two files for one rank, or more than :data:`MAX_FILES` files.
     """
     if not folder.is_dir():
         raise ConfigError(f"{folder}: not a directory of Flight Recorder dumps")
@@ -171,9 +174,13 @@ def find_dumps(folder: Path, prefix: str | None = None) -> list[tuple[int, Path]
     if not by_prefix:
         want = f"'{prefix}<rank>'" if prefix is not None else "'<prefix><rank>' (e.g. nccl_trace_rank_0)"
         raise ConfigError(f"{folder}: no Flight Recorder dump named {want}")
+    if len(by_prefix) > 1 and DEFAULT_PREFIX in by_prefix:  # PyTorch's default name among other files
+        by_prefix = {DEFAULT_PREFIX: by_prefix[DEFAULT_PREFIX]}
     if len(by_prefix) > 1:
         names = ", ".join(sorted(repr(k) for k in by_prefix))
-        raise ConfigError(f"{folder}: dump files with several prefixes ({names}): name the one to read")
+        raise ConfigError(
+            f"{folder}: dump files with several prefixes ({names}): give one job's dumps a folder of their own"
+        )
     files = sorted(next(iter(by_prefix.values())))
     for (r1, p1), (r2, p2) in zip(files, files[1:], strict=False):
         if r1 == r2:
