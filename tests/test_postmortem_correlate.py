@@ -226,3 +226,21 @@ def test_a_judging_source_names_the_culprit_before_the_timeouts(tmp_path: Path) 
     assert not any("never reached" in m for m in report.missing_evidence)
     times = [t.time for t in report.timeline]
     assert times[0] == "2025-03-21T02:07:07.000Z" and times == sorted(times)
+
+
+def test_old_kernel_oom_outside_the_window_is_left_out_and_no_window_is_said(tmp_path: Path) -> None:
+    dmesg = "[Mon Mar 10 06:00:20 2025] Out of memory: Killed process 1234 (python3) total-vm:1kB\n"
+    b = _bundle(tmp_path, "gpu4", dmesg)
+    since, until = stamp_ts("2025-03-21T06:00:00Z"), stamp_ts("2025-03-21T08:00:00Z")
+    report = run_postmortem([Bundles([b])], window=Window(since=since, until=until))
+    assert report.causes[0].code is F.UNKNOWN
+    unbounded = run_postmortem([Bundles([b])])
+    assert unbounded.causes[0].code is F.OOM_HOST
+    assert any("no job window" in m for m in unbounded.missing_evidence)
+
+
+def test_a_line_both_parsers_read_is_one_evidence_line(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("Out of memory: Killed process 4242 (python3) total-vm:1kB\n")
+    (cause,) = run_postmortem([LogFiles([log])]).causes
+    assert cause.code is F.OOM_HOST and [e.line for e in cause.evidence] == [1]

@@ -669,7 +669,14 @@ def correlate(
     if job is not None:
         for p in job.ranks:
             rank_hosts.setdefault(p.rank, p.host)
-    ordered = timeline(events)
+    # a line read by both parsers (an OOM-killer line in a job log) is one event
+    seen: set[tuple[str, int, EventKind]] = set()
+    unique: list[JobEvent] = []
+    for e in events:
+        if (e.file, e.line, e.kind) not in seen:
+            seen.add((e.file, e.line, e.kind))
+            unique.append(e)
+    ordered = timeline(unique)
     # events that lack a host but whose rank's host is known take it
     ordered = [
         e.model_copy(update={"host": rank_hosts[e.rank]}) if e.host is None and e.rank in rank_hosts else e

@@ -23,7 +23,8 @@ from fleetdx.orchestrator.postmortem.sources import Context, Evidence, EvidenceS
 from fleetdx.probes.contracts import FindingCode, Job, Severity, Verdict
 from fleetdx.probes.parsers.joblog import EventKind, JobEvent
 
-#: kinds read from kernel logs: these are filtered by the window and the node list
+#: kinds read from kernel logs: these (and any event a kernel log gave, ``details["kernel_log"]``) are filtered by
+#: the window and the node list
 KERNEL_KINDS = frozenset(
     {
         EventKind.XID,
@@ -51,7 +52,7 @@ class Window:
     def admits(self, e: JobEvent) -> bool:
         """Whether a kernel event counts: its host among ``nodes`` (when given and the event names one) and its
         time inside the window give or take :data:`WINDOW_MARGIN_S` (an event without a date always counts)."""
-        if e.kind not in KERNEL_KINDS:
+        if e.kind not in KERNEL_KINDS and not e.details.get("kernel_log"):
             return True
         if self.nodes and e.host is not None and e.host not in self.nodes:
             return False
@@ -150,6 +151,10 @@ def run_postmortem(
         missing.append(f"the kernel log of {causes[0].host}, where the first cause happened")
     if any(c.code is FindingCode.OOM_HOST and "SIGKILL" in c.message for c in causes):
         missing.append("an oom-kill line in the kernel log of the killed rank's host would confirm the OOM killer")
+    if kernel_logs and window.since is None and window.until is None:
+        missing.append(
+            "no job window (--job, or --since/--until): kernel events of any time were counted, old ones included"
+        )
     if out_of_window:
         missing.append(
             f"{out_of_window} kernel events outside the job's window (more than "

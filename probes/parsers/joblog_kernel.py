@@ -78,6 +78,7 @@ _TRIGGER_KEYS = ("NVRM", "Link", "ort ", "ort:", "AER", "PCIe Bus Error", "ut of
 
 def _event(kind: EventKind, file: str, n: int, raw: str, ll: LogLine, year: int | None, **det: JsonScalar) -> JobEvent:
     details: dict[str, JsonScalar] = {k: v for k, v in det.items() if v is not None}
+    details["kernel_log"] = True  # read from a kernel log: the job's window and node list apply
     if ll.uptime_s is not None:
         details["uptime_s"] = ll.uptime_s
     return JobEvent(
