@@ -154,3 +154,43 @@ def test_preflight_report_to_pushes_to_the_live_service(service: Service, tmp_pa
         stored = store.get_run(run_id)
         assert stored.simulated and [n.host for n in stored.nodes] == ["idle01"]
         assert store.get_raw(run_id, "idle01")  # the bundle's raw outputs went along
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_two_workers_share_the_database_and_sum_their_latency_histograms(tmp_path: Path) -> None:
+    """`fleetdx serve --workers 2`: both workers answer from one database, and /metrics (answered by either
+    worker) counts every request of both, through prometheus-client's multiprocess mode."""
+    db = f"sqlite:///{tmp_path / 'two.db'}"
+    with Store.open(migrated(db)) as store:
+        store.save_report(preflight_run("pf-1", T0), preflight_raw())
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    cmd = [sys.executable, "-m", "fleetdx", "serve", "--port", str(port), "--db", db, "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                httpx.get(f"{url}/healthz", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                time.sleep(0.2)
+        for _ in range(30):  # new connections: the kernel spreads them over both workers
+            assert [r["run_id"] for r in httpx.get(f"{url}/runs", timeout=10).json()] == ["pf-1"]
+        from prometheus_client.parser import text_string_to_metric_families
+
+        for _ in range(4):
+            text = httpx.get(f"{url}/metrics", timeout=10).text
+            fams = {f.name: f for f in text_string_to_metric_families(text)}
+            count = [
+                s.value
+                for s in fams["fleetdx_http_request_duration_seconds"].samples
+                if s.name.endswith("_count") and s.labels["route"] == "/runs"
+            ]
+            assert count == [30.0]
+            assert {s.labels["node"] for s in fams["fleetdx_node_verdict"].samples} == {"h100-vm-idle"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -132,6 +133,10 @@ def serve(
         url = store.url
     os.environ[DB_URL_ENV] = db or os.environ.get(DB_URL_ENV, "")
     os.environ[AUTH_READS_ENV] = "1" if auth_reads else "0"
+    try:
+        listener = _listening_socket(host, port) if workers > 1 else None
+    except OSError as e:
+        raise fail(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     own_dir = None
     if workers > 1 and not os.environ.get(MULTIPROC_ENV):
         own_dir = tempfile.mkdtemp(prefix="fleetdx-prometheus-")
@@ -148,11 +153,33 @@ def serve(
             factory=True,
             host=host,
             port=port,
+            fd=listener.fileno() if listener is not None else None,
             workers=workers,
             log_level="info",
             ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
             ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
         )
     finally:
+        if listener is not None:
+            listener.close()
         if own_dir is not None:
             shutil.rmtree(own_dir, ignore_errors=True)
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """The TCP socket the workers share, with TCP_NODELAY set (Linux copies it to each accepted connection).
+
+    uvicorn's own socket for ``--workers`` is made with protocol 0, so asyncio does not recognise it as TCP and
+    never sets TCP_NODELAY on its connections: each response then waits for the client's delayed ACK
+    (measured here: every request about 45 ms with 2 workers, 2 ms with one)."""
+    info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[0]
+    sock = socket.socket(info[0], socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(info[4])
+        sock.set_inheritable(True)
+    except OSError:
+        sock.close()
+        raise
+    return sock
