@@ -244,3 +244,18 @@ def test_a_line_both_parsers_read_is_one_evidence_line(tmp_path: Path) -> None:
     log.write_text("Out of memory: Killed process 4242 (python3) total-vm:1kB\n")
     (cause,) = run_postmortem([LogFiles([log])]).causes
     assert cause.code is F.OOM_HOST and [e.line for e in cause.evidence] == [1]
+
+
+def test_a_garbled_nvrm_line_costs_the_kernel_reading_not_the_job_log(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(
+        "NVRM: Xid (PCI:0000:3b:00): notanumber\n"
+        "[rank0]:RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    report = run_postmortem([LogFiles([log])])
+    assert report.causes[0].code is F.CUDA_ERROR and report.causes[0].rank == 0
+    assert any("kernel-log lines not read after line 1" in m for m in report.missing_evidence)
+    log.write_text("[rank0]:RuntimeError: CUDA error: an illegal memory access was encountered\nNVRM: Xid (PCI:0): x\n")
+    report = run_postmortem([LogFiles([log])])
+    assert report.causes[0].code is F.CUDA_ERROR
+    assert any("kernel-log lines at its end not read" in m for m in report.missing_evidence)

@@ -104,22 +104,32 @@ class LogFiles:
                 check_regular(Path(path))
                 year = ctx.year or _mtime_year(Path(path))
                 job = JobLogScanner(name, year, year_assumed=ctx.year is None)
-                kernel = KernelLogScanner(name, year=year)
+                kernel: KernelLogScanner | None = KernelLogScanner(name, year=year)
                 for line in _LineReader(Path(path)):
                     job.feed(line)
-                    kernel.feed(line)
+                    if kernel is not None:
+                        try:
+                            kernel.feed(line)
+                        except ParseError as e:  # a garbled NVRM line costs the kernel reading, not the job log
+                            ev.missing.append(f"{name}: kernel-log lines not read after line {kernel.lines - 1}: {e}")
+                            kernel = None
             except (RawFileError, ParseError) as e:
                 ev.missing.append(f"{name}: not read: {e}")
                 continue
             except OSError as e:
                 ev.missing.append(f"{name}: not read: {e.strerror}")
                 continue
-            j, k = job.result(), kernel.result()
-            ev.logs += [j, k]
-            if k.events:
+            j, k = job.result(), None
+            if kernel is not None:
+                try:
+                    k = kernel.result()
+                except ParseError as e:
+                    ev.missing.append(f"{name}: kernel-log lines at its end not read: {e}")
+            ev.logs += [j] + ([k] if k is not None else [])
+            if k is not None and k.events:
                 ev.kernel_logs += 1
                 ev.kernel_hosts.update(k.hosts)
-            if not j.events and not k.events:
+            if not j.events and not (k is not None and k.events):
                 ev.missing.append(f"{name}: {j.lines_read} lines, none telling of a failure")
         return ev
 
