@@ -259,3 +259,15 @@ def test_a_garbled_nvrm_line_costs_the_kernel_reading_not_the_job_log(tmp_path: 
     report = run_postmortem([LogFiles([log])])
     assert report.causes[0].code is F.CUDA_ERROR
     assert any("kernel-log lines at its end not read" in m for m in report.missing_evidence)
+
+
+def test_srun_task_becomes_a_rank_only_where_the_log_shows_the_layout(tmp_path: Path) -> None:
+    log = tmp_path / "slurm-12.out"
+    lines = [f"{t}: [rank{t + 100}]: step 1" for t in range(4)] + ["srun: error: sim3: task 2: Segmentation fault"]
+    log.write_text("\n".join(lines) + "\n")
+    cause = run_postmortem([LogFiles([log])]).causes[0]
+    assert (cause.code, cause.rank, cause.host) == (F.PROCESS_CRASH, 102, "sim3")
+    bare = tmp_path / "bare.out"
+    bare.write_text("0: step 1\nsrun: error: sim3: task 2: Segmentation fault\n")
+    cause = run_postmortem([LogFiles([bare])]).causes[0]
+    assert (cause.code, cause.rank, cause.host) == (F.PROCESS_CRASH, None, "sim3")  # task 2 is no rank

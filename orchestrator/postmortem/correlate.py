@@ -661,9 +661,11 @@ def correlate(
     job: Job | None = None,
     rank_hosts: dict[int, str] | None = None,
     hosts: Iterable[str] = (),
+    task_ranks: dict[int, int] | None = None,
 ) -> Correlation:
     """Rank the causes of a failure from all its events (job logs and kernel logs, any order). ``hosts`` are
-    the host names the logs showed (a peer is named as a node only when it is one of them or of the job's)."""
+    the host names the logs showed (a peer is named as a node only when it is one of them or of the job's);
+    ``task_ranks`` the Slurm task -> rank pairs the logs showed (an event naming only a task gets its rank)."""
     rank_hosts = dict(rank_hosts or {})
     known_hosts = set(hosts)
     if job is not None:
@@ -677,6 +679,14 @@ def correlate(
             seen.add((e.file, e.line, e.kind))
             unique.append(e)
     ordered = timeline(unique)
+    # an event naming only a Slurm task takes the rank the logs showed for that task (never guessed)
+    tr = task_ranks or {}
+    ordered = [
+        e.model_copy(update={"rank": tr[e.task], "details": {**e.details, "rank_from_task": True}})
+        if e.rank is None and e.task is not None and e.task in tr
+        else e
+        for e in ordered
+    ]
     # events that lack a host but whose rank's host is known take it
     ordered = [
         e.model_copy(update={"host": rank_hosts[e.rank]}) if e.host is None and e.rank in rank_hosts else e

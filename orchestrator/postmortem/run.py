@@ -119,6 +119,7 @@ def run_postmortem(
     kernel_hosts: set[str] = set()
     out_of_window = 0
     seen_hosts: set[str] = set()
+    task_ranks: dict[int, int] = {}
     judged: list[Evidence] = []
     for src in sources:
         ev = src.collect(ctx)
@@ -129,6 +130,8 @@ def run_postmortem(
         kernel_hosts |= ev.kernel_hosts
         for log in ev.logs:
             seen_hosts.update(log.hosts)
+            for t, r in log.task_ranks.items():
+                task_ranks.setdefault(t, r)
             for r, h in log.rank_hosts.items():
                 rank_hosts.setdefault(r, h)
             for e in log.events:
@@ -136,7 +139,7 @@ def run_postmortem(
                     events.append(e)
                 else:
                     out_of_window += 1
-    corr = correlate(events, job, rank_hosts, seen_hosts)
+    corr = correlate(events, job, rank_hosts, seen_hosts, task_ranks)
     causes, timeline = corr.causes, corr.timeline
     if judged:
         hosts_of = {**{p.rank: p.host for p in (job.ranks if job else [])}, **rank_hosts}

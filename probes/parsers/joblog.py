@@ -147,6 +147,9 @@ class JobLog(Contract):
     events_dropped: int = 0
     hosts: list[str] = Field(default_factory=list)
     rank_hosts: dict[int, str] = Field(default_factory=dict)
+    #: Slurm task id -> torch rank, from lines that carry both (``3: [rank3]: ...`` under ``srun -l``): the
+    #: layout the log itself shows, the only way a task id named by ``srun: error: HOST: task N`` becomes a rank
+    task_ranks: dict[int, int] = Field(default_factory=dict)
 
 
 class LogLine(NamedTuple):
@@ -798,6 +801,7 @@ class JobLogScanner:
         self._hosts: dict[str, None] = {}
         self._prefix_hosts: set[str] = set()
         self._rank_hosts: dict[int, str] = {}
+        self._task_ranks: dict[int, int] = {}
         self._pending: list[tuple[int, str, LogLine]] = []
         self._block: _ChildBlock | None = None
         self._root_next: bool | None = None
@@ -837,6 +841,7 @@ class JobLogScanner:
             raise ParseError(FMT, n, "text", "binary data (NUL byte) in input")
         if not (self._pending or self._block is not None or self._root_next is not None or _may_matter(raw)):
             self._learn_host(raw)
+            self._learn_task(raw)
             return  # no event can start on this line: not normalised (most lines of a large log)
         for ll in normalise_line(raw):
             if ll.host is not None and raw[:1] not in " \t" and len(self._prefix_hosts) < MAX_HOSTS:
@@ -862,8 +867,19 @@ class JobLogScanner:
             if j > 0 and raw[i + 7 : j].isdigit():
                 self._rank_hosts.setdefault(int(raw[i + 7 : j]), word)
 
+    def _learn_task(self, raw: str) -> None:
+        """Remember the rank a ``srun -l`` line ``N: [rankR]: ...`` shows for task ``N`` (a cheap look)."""
+        i = raw.find(": ", 0, 9)
+        if i <= 0 or not raw.startswith("[rank", i + 2) or len(self._task_ranks) >= MAX_HOSTS:
+            return
+        task, j = raw[:i].strip(), raw.find("]", i + 7, i + 16)
+        if task.isdigit() and j > 0 and raw[i + 7 : j].isdigit():
+            self._task_ranks.setdefault(int(task), int(raw[i + 7 : j]))
+
     def _logical(self, n: int, raw: str, ll: LogLine) -> None:
         body = ll.body
+        if ll.task is not None and ll.rank is not None and len(self._task_ranks) < MAX_HOSTS:
+            self._task_ranks.setdefault(ll.task, ll.rank)
         if self._pending:
             prev_n, prev_raw, prev = self._pending[-1]
             starts_new = ll.rank not in (None, prev.rank) or ll.host not in (None, prev.host) or body[:1] == "["
@@ -1030,6 +1046,7 @@ class JobLogScanner:
             events_dropped=self.dropped,
             hosts=list(dict.fromkeys([*self._hosts, *sorted(self._prefix_hosts)])),
             rank_hosts=self._rank_hosts,
+            task_ranks=self._task_ranks,
         )
 
 
