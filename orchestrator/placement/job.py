@@ -93,33 +93,10 @@ def place(
     excluded: list[ExcludedNode] = []
     warnings: list[str] = []
     wanted = _expand(request.hostlist, "hostlist") if request.hostlist else None
-    by_name: dict[str, SlurmNode] = {}
+    by_name: dict[str, SlurmNode] = {c.name: c for c in candidates or ()}
     if candidates is not None:
         source = CandidateSource.SLURM
-        pool = [c for c in candidates if not request.partition or request.partition in c.partitions]
-        if request.partition and not pool:
-            warnings.append(f"no scheduler node is in partition {request.partition!r}")
-        if wanted is not None:
-            known = {c.name for c in pool}
-            for h in wanted:
-                if h not in known:
-                    stray = "not a scheduler node" + (f" of partition {request.partition}" if request.partition else "")
-                    excluded.append(ExcludedNode(host=h, stage=ExclusionStage.SCHEDULER, reasons=[stray]))
-            keep = set(wanted)
-            pool = [c for c in pool if c.name in keep]
-        hosts: list[str] = []
-        for c in pool:
-            by_name[c.name] = c
-            why: str | None = c.why_unusable()
-            if why is None and c.gpus is not None and c.gpus < request.gpus_per_node:
-                why = f"declares gpu:{c.gpus} in Slurm, {request.gpus_per_node} needed"
-            free = c.gpus_free
-            if why is None and free is not None and free < request.gpus_per_node:
-                why = f"{c.gpus_used} of its {c.gpus} GPUs are held by jobs, {request.gpus_per_node} needed"
-            if why is not None:
-                excluded.append(ExcludedNode(host=c.name, stage=ExclusionStage.SCHEDULER, reasons=[why]))
-            else:
-                hosts.append(c.name)
+        hosts = _usable(request, candidates, wanted, excluded, warnings)
     elif wanted is not None:
         source = CandidateSource.HOSTLIST
         hosts = wanted
@@ -239,6 +216,44 @@ def place(
         warnings=list(dict.fromkeys(warnings)),
         policy=policy,
     )
+
+
+def _usable(
+    request: PlacementRequest,
+    candidates: Sequence[SlurmNode],
+    wanted: list[str] | None,
+    excluded: list[ExcludedNode],
+    warnings: list[str],
+) -> list[str]:
+    """The scheduler's nodes of the request's partition and hostlist that a job can use now (state, declared
+    and free GPUs); the others are appended to ``excluded`` with the reason."""
+    pool = [c for c in candidates if not request.partition or request.partition in c.partitions]
+    if request.partition and not pool:
+        warnings.append(f"no scheduler node is in partition {request.partition!r}")
+    if wanted is not None:
+        known = {c.name for c in pool}
+        where = f" of partition {request.partition}" if request.partition else ""
+        for h in wanted:
+            if h not in known:
+                excluded.append(
+                    ExcludedNode(host=h, stage=ExclusionStage.SCHEDULER, reasons=[f"not a scheduler node{where}"])
+                )
+        keep = set(wanted)
+        pool = [c for c in pool if c.name in keep]
+    hosts: list[str] = []
+    k = request.gpus_per_node
+    for c in pool:
+        why = c.why_unusable()
+        if why is None and c.gpus is not None and c.gpus < k:
+            why = f"declares gpu:{c.gpus} in Slurm, {k} needed"
+        free = c.gpus_free
+        if why is None and free is not None and free < k:
+            why = f"{c.gpus_used} of its {c.gpus} GPUs are held by jobs, {k} needed"
+        if why is not None:
+            excluded.append(ExcludedNode(host=c.name, stage=ExclusionStage.SCHEDULER, reasons=[why]))
+        else:
+            hosts.append(c.name)
+    return hosts
 
 
 def _choose(
