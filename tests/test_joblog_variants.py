@@ -373,3 +373,12 @@ def test_nccl_errors_torch_reports_without_nccl_warn() -> None:
 def test_slash_dates_are_iso() -> None:
     e = _one("2023/10/26 12:12:06 RuntimeError: CUDA error: unspecified launch failure", EventKind.CUDA_ERROR)
     assert e.ts == stamp_ts("2023-10-26T12:12:06Z")
+
+
+def test_slurmstepd_prefix_names_the_node() -> None:
+    """The shape of a real ``srun -l`` output (tests/test_postmortem_slurm.py, Slurm 22.05)."""
+    line = "0: slurmstepd-sim1: error: *** STEP 1.0 ON sim1 CANCELLED AT 2026-11-24T20:19:54 ***"
+    assert normalise_line(line)[0].host == "sim1"
+    log = parse_joblog(line + "\n")
+    assert [(e.kind, e.host, e.task) for e in log.events] == [(EventKind.SLURM_CANCELLED, "sim1", 0)]
+    assert log.hosts == ["sim1"]

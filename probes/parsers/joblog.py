@@ -216,10 +216,10 @@ _MAX_PREFIXES = 12
 
 
 def _host(word: str) -> tuple[str | None, bool]:
-    """(host, redacted) of a word read as a host name."""
+    """(host, redacted) of a word read as a host name (Slurm's ``slurmstepd-sim1: `` names node ``sim1``)."""
     if _REDACTED_RE.search(word):
         return None, True
-    return word, False
+    return word.removeprefix("slurmstepd-"), False
 
 
 def _is_host_word(word: str) -> bool:
