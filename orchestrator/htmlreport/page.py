@@ -65,9 +65,10 @@ def clip(text: str, limit: int) -> Clipped:
 
 def chart_label(text: str, limit: int) -> str:
     """A hover label for plotly: cut to ``limit`` characters and HTML-escaped (plotly renders a subset of HTML
-    in labels, ``<a href>`` included, and decodes entities, so the escaped text shows as written)."""
+    in labels, ``<a href>`` included, and decodes ``&lt;``, ``&gt;`` and ``&amp;``, so the escaped text shows as
+    written; quotes stay as they are: plotly does not decode ``&quot;``)."""
     c = clip(text.replace("\r", ""), limit)
-    return html.escape(c.text) + (f" … (+{c.cut} chars)" if c.cut else "")
+    return html.escape(c.text, quote=False) + (f" … (+{c.cut} chars)" if c.cut else "")
 
 
 @dataclass

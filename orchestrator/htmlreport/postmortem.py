@@ -4,7 +4,6 @@ curves when there are any."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -53,6 +52,10 @@ class HistoryRow:
     job_id: str | None
     run_id: str
     findings: list[tuple[str, str, Clipped]]
+
+
+#: characters of a chart row's label (host · rank): longer names are cut so the chart keeps its width
+ROW_CHARS = 80
 
 
 def _utc(ts: float | None) -> str:
@@ -136,14 +139,14 @@ def timeline_figure(entries: Sequence[TimelineEntry], lim: Limits) -> Figure | N
     series: dict[str, charts.Points] = {}
     rows_sorted = sorted(rows, key=_row_key)
     for i, (e, t) in enumerate(zip(drawn, times, strict=True)):
-        pts = series.setdefault(e.kind, charts.Points(name=html.escape(e.kind)))
+        pts = series.setdefault(e.kind, charts.Points(name=chart_label(e.kind, 40)))
         pts.x.append(t.strftime("%Y-%m-%d %H:%M:%S.%f") if x_is_time and t is not None else i + 1)
-        pts.y.append(html.escape(_row(e, by_host)))
+        pts.y.append(chart_label(_row(e, by_host), ROW_CHARS))
         head = " ".join(x for x in (e.time or "", e.host or "", "" if e.rank is None else f"rank {e.rank}") if x)
         pts.labels.append(chart_label(head, 120) + "<br>" + chart_label(e.text, lim.label_chars))
     fig = charts.timeline(
         list(series.values()),
-        [html.escape(r) for r in rows_sorted],
+        [chart_label(r, ROW_CHARS) for r in rows_sorted],
         "time (UTC)" if x_is_time else "position on the merged timeline",
         x_is_time,
     )
@@ -186,7 +189,10 @@ def bandwidth_figures(curves: Sequence[BusbwCurve], lim: Limits) -> list[Figure]
             z.append(zr)
             labels.append(lr)
         m = charts.Matrix(
-            f"{html.escape(coll)}: pair busbw at the largest size (GB/s)", [html.escape(h) for h in hosts], z, labels
+            f"{chart_label(coll, 40)}: pair busbw at the largest size (GB/s)",
+            [chart_label(h, ROW_CHARS) for h in hosts],
+            z,
+            labels,
         )
         out.append(Figure(f"heatmap-{n}", figure_json(charts.heat_map(m)), notes))
     drawn = [c for c in curves if c.points][: lim.curves]

@@ -3,13 +3,21 @@ them), then stacked stage bars per rank, the step-time series, the rank table an
 
 from __future__ import annotations
 
-import html
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fleetdx.orchestrator.htmlreport import charts
-from fleetdx.orchestrator.htmlreport.page import Clipped, Figure, Limits, clip, figure_json, fmt_hosts, render
+from fleetdx.orchestrator.htmlreport.page import (
+    Clipped,
+    Figure,
+    Limits,
+    chart_label,
+    clip,
+    figure_json,
+    fmt_hosts,
+    render,
+)
 from fleetdx.orchestrator.steps.contracts import STAGE_ORDER, RankSteps, RankSummary, StepsReport
 from fleetdx.probes.contracts import Finding, FindingCode
 
@@ -73,7 +81,7 @@ def stage_bars(report: StepsReport, flagged: Sequence[int], lim: Limits) -> Figu
     if len(report.ranks) > len(ranks):
         notes.append(f"{len(report.ranks) - len(ranks)} ranks left out (the stragglers and the lowest ranks shown)")
     cats = [f"rank {r.rank}" + (" ⚑" if r.rank in flagged else "") for r in ranks]
-    stages = {html.escape(s): [r.stages_ms.get(s, 0.0) for r in ranks] for s in stage_names(ranks)}
+    stages = {chart_label(s, 40): [r.stages_ms.get(s, 0.0) for r in ranks] for s in stage_names(ranks)}
     fig = charts.stacked_bars("median stage time per step, by rank", cats, stages, "ms per step")
     return Figure("stage-bars", figure_json(fig), notes)
 
