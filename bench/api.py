@@ -1,0 +1,290 @@
+"""Benchmark of the HTTP service (``fleetdx serve``) on 127.0.0.1 over a throwaway PostgreSQL.
+
+SYNTHETIC fleet: 1,000 nodes x 8 GPUs (``node[0001-1000]``), each with ``--history`` pre-flights (default 10),
+one report per node as a Slurm prolog pushes them (``fleetdx preflight --report-to``): nodes x history runs.
+About 3 % of node entries carry a WARNING finding and 1 % a CRITICAL one (random, seeded); every node entry
+carries the raw ``nvidia-smi topo -m`` of a real HGX H100 (tests/fixtures/topo/21_h100-sxm_8gpu-9nic_...txt)
+so placement has a matrix to advise from. The switch tree is bench/topology.py's synthetic 3-level
+``topology.conf``.
+
+Measured (bounded: a fixed number of requests, each with a timeout):
+
+- **ingestion**: the whole history is pushed through ``POST /reports`` (a write token, gzip JSON with the raw
+  outputs, as ``fleetdx preflight --report-to`` sends it) by ``--ingest-concurrency`` clients: reports/s
+  (goal >= 100); then ``--wide`` allocation-wide reports of 8 nodes each (one pre-flight of a whole job);
+- **/metrics**: ``--scrapes`` sequential scrapes of the 1,000-node fleet: p50/p99 time, size, series;
+- **placement** (when the service has ``/placement``): ``GET /placement?nodes=2&gpus_per_node=8&hostlist=
+  node[0001-1000]`` at concurrency 1 and 16: p50/p99 (goal p99 < 20 ms at 16).
+
+PostgreSQL is started as ``.ci/start-postgres.sh`` does and stopped at the end (``.ci/stop-postgres.sh``);
+it needs root or the postgres user. Run: ``.venv/bin/python bench/api.py [--nodes N] [--workers W]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from fleetdx.orchestrator.report import ProbeSummary, RunKind, assemble_report  # noqa: E402
+from fleetdx.orchestrator.service.ingest import ReportUpload  # noqa: E402
+from fleetdx.probes.catalog import TOPO_FILE  # noqa: E402
+from fleetdx.probes.contracts import Finding, FindingCode, Level, RunStatus, Severity  # noqa: E402
+from topology import synthetic_conf  # noqa: E402  (bench/topology.py: the same synthetic switch tree)
+
+REAL_TOPO = ROOT / "tests" / "fixtures" / "topo" / "21_h100-sxm_8gpu-9nic_sglang-env_ansi-remnants_bond.txt"
+PER_RUN = 8
+INGEST_GOAL = 100.0
+PLACEMENT_GOAL_P99_MS = 20.0
+PROBES = ["nvidia-smi -L", "nvidia-smi topo -m", "nvidia-smi -q -x", "numactl -H", "lscpu -J", "dmesg"]
+
+
+def host(i: int) -> str:
+    return f"node{i:04d}"
+
+
+def fleet_uploads(nodes: int, history: int, seed: int, per_run: int = 1, tag: str = "bench") -> list[bytes]:
+    """The history as gzip JSON bodies, oldest first, ``per_run`` nodes a report (synthetic verdicts, real
+    topo -m text)."""
+    rng = random.Random(seed)
+    topo = REAL_TOPO.read_text(encoding="utf-8")
+    t0 = time.time() - history * 86400.0
+    bodies = []
+    for round_ in range(history):
+        for start in range(1, nodes + 1, per_run):
+            hosts = [host(i) for i in range(start, min(start + per_run, nodes + 1))]
+            findings = []
+            for h in hosts:
+                r = rng.random()
+                if r < 0.01:
+                    findings.append(
+                        Finding(
+                            code=FindingCode.GPU_ECC_UNCORRECTABLE,
+                            severity=Severity.CRITICAL,
+                            nodes=[h],
+                            subject=f"GPU{rng.randrange(8)}",
+                            message="synthetic: volatile uncorrectable ECC errors",
+                            evidence={"synthetic": True},
+                        )
+                    )
+                elif r < 0.04:
+                    findings.append(
+                        Finding(
+                            code=FindingCode.GPU_CLOCKS_THROTTLED,
+                            severity=Severity.WARNING,
+                            nodes=[h],
+                            subject=f"GPU{rng.randrange(8)}",
+                            message="synthetic: HW slowdown",
+                            evidence={"synthetic": True},
+                        )
+                    )
+            report = assemble_report(
+                RunKind.PREFLIGHT,
+                hosts,
+                findings,
+                started_at=t0 + round_ * 86400.0 + start,
+                probes={h: [ProbeSummary(name=p, status=RunStatus.OK, duration_s=0.05) for p in PROBES] for h in hosts},
+                level=Level.QUICK,
+                run_id=f"{tag}-{round_:03d}-{start:04d}",
+            )
+            upload = ReportUpload(report=report, raw={h: {TOPO_FILE: topo} for h in hosts})
+            bodies.append(gzip.compress(upload.model_dump_json().encode("utf-8"), compresslevel=6, mtime=0))
+    return bodies
+
+
+@contextmanager
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL (.ci/start-postgres.sh), stopped and removed at the end; yields its URL."""
+    out = subprocess.run(
+        ["bash", str(ROOT / ".ci" / "start-postgres.sh")], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    env = dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines() if line.startswith("export "))
+    try:
+        yield env["FLEETDX_TEST_PG_URL"]
+    finally:
+        subprocess.run(
+            ["bash", str(ROOT / ".ci" / "stop-postgres.sh")],
+            env={**os.environ, "FLEETDX_CI_PG_DIR": env["FLEETDX_CI_PG_DIR"]},
+            capture_output=True,
+            timeout=120,
+        )
+
+
+@contextmanager
+def service(db: str, port: int, workers: int, topology: Path | None) -> Iterator[str]:
+    cmd = [sys.executable, "-m", "fleetdx", "serve", "--db", db, "--port", str(port), "--workers", str(workers)]
+    if topology is not None:
+        cmd += ["--topology-conf", str(topology)]
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None:
+                log.seek(0)
+                raise SystemExit(f"fleetdx serve exited: {log.read().decode()[-2000:]}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def timed(n: int, concurrency: int, call: Callable[[httpx.Client, int], None]) -> tuple[list[float], float]:
+    """Run ``call`` n times over ``concurrency`` threads (one client each); per-call seconds and wall time."""
+    times: list[float] = []
+    lock = threading.Lock()
+    clients = [httpx.Client(timeout=30) for _ in range(concurrency)]
+    local = threading.local()
+    counter = iter(range(n))
+    pick = threading.Lock()
+
+    def worker(_: int) -> None:
+        if not hasattr(local, "client"):
+            with pick:
+                local.client = clients.pop()
+        while True:
+            with pick:
+                i = next(counter, None)
+            if i is None:
+                return
+            t = time.perf_counter()
+            call(local.client, i)
+            with lock:
+                times.append(time.perf_counter() - t)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(worker, range(concurrency)))
+    wall = time.perf_counter() - start
+    return times, wall
+
+
+def pct(xs: list[float], q: float) -> float:
+    return statistics.quantiles(xs, n=100, method="inclusive")[q - 1] if len(xs) > 1 else xs[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--history", type=int, default=10, help="pre-flights per node")
+    ap.add_argument("--workers", type=int, default=2, help="uvicorn workers")
+    ap.add_argument("--ingest-concurrency", type=int, default=8)
+    ap.add_argument("--wide", type=int, default=250, help="allocation-wide reports (8 nodes each) to ingest")
+    ap.add_argument("--scrapes", type=int, default=20)
+    ap.add_argument("--placements", type=int, default=200, help="placement queries at concurrency 1 (x4 at 16)")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    from fleetdx.orchestrator.store import Store
+    from fleetdx.orchestrator.store.tokens import TokenScope, create_token
+
+    print(f"SYNTHETIC fleet: {args.nodes} nodes x 8 GPUs, {args.history} pre-flights per node, "
+          f"{args.workers} uvicorn workers, PostgreSQL 15 on 127.0.0.1; {os.cpu_count()} CPUs")  # fmt: skip
+    t = time.perf_counter()
+    bodies = fleet_uploads(args.nodes, args.history, args.seed)
+    wide = fleet_uploads(args.nodes, -(-args.wide * PER_RUN // args.nodes), args.seed + 1, PER_RUN, "wide")
+    wide = wide[: args.wide]
+    print(f"built {len(bodies)} one-node reports ({sum(map(len, bodies)) / len(bodies) / 1024:.1f} KiB gzip each, "
+          f"with raw topo -m) and {len(wide)} {PER_RUN}-node reports in {time.perf_counter() - t:.1f} s")  # fmt: skip
+
+    with postgres() as db, tempfile.TemporaryDirectory() as tmp:
+        with Store.open(db, check_schema=False) as store:
+            store.upgrade()
+            token = create_token(store, "bench", TokenScope.WRITE).token
+        conf = Path(tmp) / "topology.conf"
+        conf.write_text(synthetic_conf(args.nodes), encoding="utf-8")
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        has_topology_option = (
+            "--topology-conf"
+            in subprocess.run(
+                [sys.executable, "-m", "fleetdx", "serve", "--help"], capture_output=True, text=True
+            ).stdout
+        )
+        with service(db, port, args.workers, conf if has_topology_option else None) as url:
+            auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Content-Encoding": "gzip"}
+            failures: list[str] = []
+
+            for label, batch, per in (("one-node", bodies, 1), (f"{PER_RUN}-node", wide, PER_RUN)):
+
+                def ingest(client: httpx.Client, i: int, batch: list[bytes] = batch) -> None:
+                    r = client.post(f"{url}/reports", content=batch[i], headers=auth)
+                    if r.status_code != 201:
+                        failures.append(f"{r.status_code} {r.text[:200]}")
+
+                times, wall = timed(len(batch), args.ingest_concurrency, ingest)
+                rate = len(batch) / wall
+                print(f"ingestion of {label} reports: {len(batch)} in {wall:.1f} s = {rate:.0f} reports/s "
+                      f"({rate * per:.0f} node entries/s) at concurrency {args.ingest_concurrency}; "
+                      f"p50 {pct(times, 50) * 1e3:.1f} ms, p99 {pct(times, 99) * 1e3:.1f} ms per report; "
+                      f"goal >= {INGEST_GOAL:.0f}/s: {rate / INGEST_GOAL:.2f}x; failures {len(failures)}")  # fmt: skip
+                if failures:
+                    print("  first failure:", failures[0])
+
+            sizes: list[int] = []
+            series: list[int] = []
+
+            def scrape(client: httpx.Client, _: int) -> None:
+                r = client.get(f"{url}/metrics")
+                r.raise_for_status()
+                sizes.append(len(r.content))
+                series.append(sum(1 for line in r.text.splitlines() if line and not line.startswith("#")))
+
+            times, _ = timed(args.scrapes, 1, scrape)
+            print(f"/metrics: {args.scrapes} scrapes of {args.nodes} nodes: p50 {pct(times, 50) * 1e3:.1f} ms, "
+                  f"p99 {pct(times, 99) * 1e3:.1f} ms; {sizes[-1] / 1024:.0f} KiB, {series[-1]} series")  # fmt: skip
+
+            spec = httpx.get(f"{url}/openapi.json", timeout=10).json()
+            if "/placement" not in spec.get("paths", {}):
+                print("placement: the service has no /placement endpoint; not measured")
+                return
+            params = {"nodes": 2, "gpus_per_node": 8, "hostlist": f"node[0001-{args.nodes:04d}]"}
+            bad: list[str] = []
+
+            def placement(client: httpx.Client, _: int) -> None:
+                r = client.get(f"{url}/placement", params=params)
+                if r.status_code != 200 or not r.json().get("placed"):
+                    bad.append(f"{r.status_code} {r.text[:300]}")
+
+            for concurrency, n in ((1, args.placements), (16, args.placements * 4)):
+                times, wall = timed(n, concurrency, placement)
+                p99 = pct(times, 99) * 1e3
+                goal = f"; goal p99 < {PLACEMENT_GOAL_P99_MS:.0f} ms: {p99 / PLACEMENT_GOAL_P99_MS:.2f}x the goal"
+                print(f"placement (2 x 8 GPUs among {args.nodes}) at concurrency {concurrency}: {n} queries, "
+                      f"p50 {pct(times, 50) * 1e3:.1f} ms, p99 {p99:.1f} ms, {n / wall:.0f} queries/s"
+                      + (goal if concurrency == 16 else "") + f"; not placed or failed: {len(bad)}")  # fmt: skip
+            if bad:
+                print("  first:", bad[0])
+    print("command:", shlex.join([sys.executable, *sys.argv]))
+
+
+if __name__ == "__main__":
+    main()
