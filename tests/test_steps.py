@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetdx.orchestrator.steps.analyze import StepPolicy, diagnose, report, stability
+from fleetdx.orchestrator.steps.analyze import diagnose, report
 from fleetdx.orchestrator.steps.contracts import RankSteps, Stage, StepSample, StepsError
 from fleetdx.orchestrator.steps.decompose import decompose_steplog, decompose_trace, rank_hint
 from fleetdx.orchestrator.steps.load import load_steplog, load_trace
@@ -63,10 +63,10 @@ def test_tiny_ops_run_is_launch_bound_on_every_rank_with_no_straggler() -> None:
     assert FindingCode.STEP_DATA_BOUND not in codes
     launch = next(f for f in findings if f.code is FindingCode.STEP_LAUNCH_BOUND)
     assert launch.subject == "job" and "forward and backward" in launch.message
-    assert float(launch.evidence["cpu_ops_per_ms"]) > 50  # type: ignore[arg-type]
+    assert float(launch.evidence["cpu_ops_per_ms"]) > 25  # type: ignore[arg-type]
     # the clean run's dispatch rate, for contrast, is far below the threshold
     clean = _traces("cpu-gloo-clean")
-    assert all(r.cpu_ops is not None and r.cpu_ops.per_step / stability(r, StepPolicy()).median < 20 for r in clean)
+    assert all(r.cpu_ops is not None and r.cpu_ops.per_step / min(s.step_ms for s in r.steps) < 10 for r in clean)
 
 
 def test_stages_partition_each_step() -> None:

@@ -12,6 +12,7 @@ unusable input named on stderr), or a usage error. Never 2: step times alone nev
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,9 @@ def register(app: typer.Typer) -> None:
         max_events: int = typer.Option(
             50_000_000, "--max-events", min=1, help="Most events kept per trace (memory bound, about 50 B each)."
         ),
+        jobs: int = typer.Option(
+            min(4, os.cpu_count() or 1), "--jobs", "-j", min=1, help="Processes decomposing ranks in parallel."
+        ),
     ) -> None:
         """Why is my job slow? Break each rank's steps into data / h2d / forward / backward / grad_sync /
         optimizer / checkpoint, GPU idle / compute / non-compute (as HTA), exposed communication, kernel sizes
@@ -113,8 +117,8 @@ def register(app: typer.Typer) -> None:
         from fleetdx.orchestrator.steps.run import analyse, host_findings, load_ranks
         from fleetdx.probes.contracts import Verdict
 
-        loaded = load_ranks(paths, max_events)
-        base = load_ranks([baseline], max_events) if baseline is not None else None
+        loaded = load_ranks(paths, max_events, jobs)
+        base = load_ranks([baseline], max_events, jobs) if baseline is not None else None
         hist = None
         if history:
             hist = _history(db, sorted({r.host for r in loaded.ranks if r.host}), host_findings)

@@ -45,25 +45,40 @@ class Loaded:
     errors: list[str] = field(default_factory=list)
 
 
-def load_ranks(paths: Sequence[Path], max_events: int = DEFAULT_MAX_EVENTS) -> Loaded:
-    """Decompose every input under ``paths`` (files or folders). Unreadable or undecomposable inputs are listed
-    in ``errors``, never dropped silently.
+def _decompose(path: Path, max_events: int) -> RankSteps | str:
+    """One input's decomposition, or the one-line reason it cannot be decomposed (picklable for a pool)."""
+    try:
+        if path.name.endswith(".jsonl"):
+            return decompose_steplog(load_steplog(path))
+        return decompose_trace(load_trace(path, max_events))
+    except FleetdxError as e:
+        return str(e)
+
+
+def load_ranks(paths: Sequence[Path], max_events: int = DEFAULT_MAX_EVENTS, jobs: int = 1) -> Loaded:
+    """Decompose every input under ``paths`` (files or folders), in ``jobs`` processes when there are several
+    inputs (ranks are independent). Unreadable or undecomposable inputs are listed in ``errors``, never dropped
+    silently.
 
     Raises:
         ConfigError: a path that does not exist or a folder with no input (see :func:`load.expand`).
     """
+    files = expand(list(paths))
+    if jobs > 1 and len(files) > 2:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(jobs, len(files))) as pool:
+            results = list(pool.map(_decompose, files, [max_events] * len(files), chunksize=4))
+    else:
+        results = [_decompose(p, max_events) for p in files]
     out = Loaded()
     traces: dict[int, RankSteps] = {}
     logs: dict[int, RankSteps] = {}
-    for p in expand(list(paths)):
-        try:
-            if p.name.endswith(".jsonl"):
-                rs, into = decompose_steplog(load_steplog(p)), logs
-            else:
-                rs, into = decompose_trace(load_trace(p, max_events)), traces
-        except FleetdxError as e:
-            out.errors.append(str(e))
+    for p, rs in zip(files, results, strict=True):
+        if isinstance(rs, str):
+            out.errors.append(rs)
             continue
+        into = logs if rs.input == "steptimer" else traces
         if rs.rank in into:
             out.errors.append(f"{p}: rank {rs.rank} again (also in {into[rs.rank].source}): one run per analysis")
             continue
