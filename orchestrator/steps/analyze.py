@@ -303,7 +303,8 @@ def _launch_and_compute(
                     message=(
                         f"{rate:.0f} ops per ms of the fastest step on the training thread (median op "
                         f"{med_op:.1f} us): per-op dispatch overhead, not arithmetic, sets the pace of forward "
-                        "and backward; try larger batches or wider layers (memory), fewer and bigger ops (torch.compile; compile time)"
+                        "and backward; try larger batches or wider layers (memory), fewer and bigger ops "
+                        "(torch.compile; compile time)"
                     ),
                     evidence={
                         **common,
