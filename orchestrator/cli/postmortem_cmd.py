@@ -151,6 +151,15 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option("--until", help="Job end (ISO 8601 or Unix seconds): kernel events window.")
         ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print only the postmortem as JSON.")] = False,
+        html_out: Annotated[
+            Path | None,
+            typer.Option(
+                "--html",
+                metavar="OUT",
+                help="Also write the postmortem to OUT as one self-contained HTML page (opens offline, loads "
+                "nothing): the causes with their evidence lines first, then the timeline by host and rank.",
+            ),
+        ] = None,
     ) -> None:
         from fleetdx.orchestrator.postmortem.run import Window, run_postmortem
         from fleetdx.orchestrator.scheduler.targets import expand_hostlist
@@ -174,8 +183,15 @@ def register(app: typer.Typer) -> None:
             raise fail("--until is before --since")
         world = max((p.rank for p in job.ranks), default=-1) + 1 if job is not None else 0
         report = run_postmortem(_sources(log_paths, bundle_dirs, fr, world or None), job, window)
+        if html_out is not None:
+            from fleetdx.orchestrator.htmlreport import render_postmortem, write_html
+
+            given = [*log_paths, *bundle_dirs, *([fr] if fr is not None else [])]
+            write_html(html_out, render_postmortem(report, sources=[str(p) for p in given]))
         if as_json:
             print_json(report)
         else:
             render(report)
+            if html_out is not None:
+                console.print(f"HTML report: {escape(str(html_out))}", highlight=False)
         raise typer.Exit(report.exit_code)
