@@ -105,6 +105,13 @@ def register(app: typer.Typer) -> None:
         jobs: int = typer.Option(
             min(4, os.cpu_count() or 1), "--jobs", "-j", min=1, help="Processes decomposing ranks in parallel."
         ),
+        html_out: Path = typer.Option(  # noqa: B008 (typer's declaration style)
+            None,
+            "--html",
+            metavar="OUT",
+            help="Also write the analysis to OUT as one self-contained HTML page (opens offline, loads nothing): "
+            "the findings with the straggler's evidence, stacked stage bars per rank, the step-time series.",
+        ),
     ) -> None:
         """Why is my job slow? Break each rank's steps into data / h2d / forward / backward / grad_sync /
         optimizer / checkpoint, GPU idle / compute / non-compute (as HTA), exposed communication, kernel sizes
@@ -125,6 +132,11 @@ def register(app: typer.Typer) -> None:
         rep = analyse(loaded, base, str(baseline) if baseline else "", history=hist, job={"id": job} if job else None)
         for e in loaded.errors:
             err_console.print(f"[bold yellow]not used:[/] {escape(e)}", highlight=False, soft_wrap=True)
+        if html_out is not None:
+            from fleetdx.orchestrator.htmlreport import render_steps, write_html
+
+            page = render_steps(rep, ranks=loaded.ranks, errors=loaded.errors, sources=[str(p) for p in paths])
+            write_html(html_out, page)
         if as_json:
             data = rep.model_dump(mode="json")
             if rep.baseline is None:
@@ -139,6 +151,8 @@ def register(app: typer.Typer) -> None:
                 who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {','.join(map(str, ranks))}"
                 console.print(f"{who}: {escape(m)}", highlight=False, soft_wrap=True)
             _render(rep)
+            if html_out is not None:
+                console.print(f"HTML report: {escape(str(html_out))}", highlight=False)
         verdict = Verdict.worst([f.severity.verdict for f in rep.findings])
         if loaded.errors:
             verdict = Verdict.worst([verdict, Verdict.UNKNOWN])
