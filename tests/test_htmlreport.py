@@ -228,6 +228,24 @@ def test_steps_page_from_real_traces() -> None:
     assert page.index('id="finding-1"') < page.index('id="stage-bars"')
 
 
+def test_steps_page_against_a_baseline() -> None:
+    """The slow-data run against the clean run of the same training (both real, tests/fixtures/traces)."""
+    clean = STEP_TRACES.parent / "cpu-gloo-clean"
+    rep = analyse(load_ranks([STEP_TRACES]), load_ranks([clean]), str(clean))
+    assert rep.baseline is not None
+    page = render_steps(rep)
+    section = page[page.index('id="baseline"') :]
+    assert str(clean) in section
+    b = rep.baseline
+    assert (
+        f'<td>step</td><td class="num">{b.step.baseline_ms:.2f}</td><td class="num">{b.step.current_ms:.2f}</td>'
+        in (section)
+    )
+    shown = [c.stage for c in b.stages if c.baseline_ms or c.current_ms]
+    assert all(f"<td>{stage}</td>" in section for stage in shown)
+    assert "The per-step times were not given" in page  # no ranks passed: no series, said so
+
+
 def test_bandwidth_heat_map_and_curves_from_real_nccl_tests_captures() -> None:
     figs = bandwidth_figures(nccl_curves(), Limits())
     assert [f.id for f in figs] == ["heatmap-0", "curves"]

@@ -1,12 +1,14 @@
 """The HTML reports as a person sees them: rendered in headless Chromium (Debian's ``chromium``, driven by
 Playwright; ``playwright install`` is never needed). Each page must render with no console error and no page
 error, load nothing but itself, draw its charts, run none of the hostile input's script, and show the first
-cause (or finding) above the fold of a 1280x900 window. A full-page screenshot of each is kept under pytest's
-temporary folder; its path is printed (``pytest -rP`` shows it)."""
+cause (or finding) above the fold of a 1280x900 window. A full-page screenshot of each is kept (see
+:func:`shots`); its path is printed (``pytest -rP`` shows it)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +46,16 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("htmlreport-screenshots")
+def shots() -> Path:
+    """Where the screenshots go: ``$FLEETDX_TEST_ARTIFACTS`` when set (CI collects it), else a new
+    ``/tmp/fleetdx-htmlreport-screens-*`` folder (outside pytest's own temporary folders, which pytest prunes
+    after three runs)."""
+    where = os.environ.get("FLEETDX_TEST_ARTIFACTS")
+    if where:
+        out = Path(where) / "htmlreport-screenshots"
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    return Path(tempfile.mkdtemp(prefix="fleetdx-htmlreport-screens-"))
 
 
 @dataclass
