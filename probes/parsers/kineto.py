@@ -252,7 +252,8 @@ class _Reader:
         name, cat = e.get("name"), e.get("cat")
         if type(name) is not str or type(cat) is not str:
             return
-        ts, dur = e.get("ts"), e.get("dur")
+        ts: Any = e.get("ts")
+        dur: Any = e.get("dur")
         if (
             type(ts) not in _NUMBER
             or type(dur) not in _NUMBER
@@ -316,7 +317,7 @@ _NUMBER = {int, float}
 _CHUNK_CHARS = 1 << 20
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODE = json.JSONDecoder().raw_decode
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # the C scanner raw_decode calls, without its wrapper
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # the C scanner raw_decode calls, without its wrapper
 
 
 class _Malformed(Exception):
