@@ -3,6 +3,7 @@ data: this module decides how a chart looks, not what is in it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,9 +117,16 @@ class Line:
 
 
 def lines(
-    title: str, series: Sequence[Line], x_title: str, y_title: str, log_x: bool = False, height: int = 420
+    title: str,
+    series: Sequence[Line],
+    x_title: str,
+    y_title: str,
+    log_x: bool = False,
+    height: int = 420,
+    integer_x: bool = False,
 ) -> go.Figure:
-    """Lines with markers (busbw vs message size, step time vs step)."""
+    """Lines with markers (busbw vs message size, step time vs step); ``integer_x``: ticks on whole numbers
+    only (step numbers), about ten of them."""
     fig = go.Figure()
     for s in series:
         line: dict[str, Any] = {"width": s.width}
@@ -139,6 +147,9 @@ def lines(
             )
         )
     fig.update_xaxes(title=x_title, type="log" if log_x else "linear", automargin=True)
+    xs = [x for s in series for x in s.x]
+    if integer_x and xs:
+        fig.update_xaxes(tick0=0, dtick=max(1, math.ceil((max(xs) - min(xs)) / 10)))
     fig.update_yaxes(title=y_title, rangemode="tozero", automargin=True)
     return _layout(fig, title, height)
 

@@ -138,7 +138,7 @@ def step_series(per_rank: Sequence[RankSteps], flagged: Sequence[int], lim: Limi
                 colour=STRAGGLER_COLOUR if strag else None,
             )
         )
-    fig = charts.lines("step time by step", lines, "step", "step time (ms)", height=400)
+    fig = charts.lines("step time by step", lines, "step", "step time (ms)", height=400, integer_x=True)
     return Figure("step-series", figure_json(fig), notes)
 
 
