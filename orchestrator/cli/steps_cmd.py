@@ -32,9 +32,14 @@ def _render(rep: Any) -> None:
 
     shown = [s for s in STAGE_ORDER if any(r.stages_ms.get(s, 0) > 0 for r in rep.ranks)]
     extra = sorted({k for r in rep.ranks for k in r.stages_ms} - set(STAGE_ORDER))
-    t = Table(title=f"steps: {len(rep.ranks)} ranks (medians per step, ms)", header_style="bold")
-    for col in ["rank", "host", "steps", "step", "p95", *shown, *extra, "GPU idle/comp/other %", "comm exposed %"]:
-        t.add_column(col, justify="right" if col not in ("host",) else "left")
+    t = Table(
+        title=f"steps: {len(rep.ranks)} ranks (medians per step, ms)",
+        caption="GPU i/c/nc: idle / compute / non-compute share of GPU time (as HTA); exposed: share of the "
+        "communication time not overlapped",
+        header_style="bold",
+    )
+    for col in ["rank", "host", "steps", "step", "p95", *shown, *extra, "GPU i/c/nc %", "exposed %"]:
+        t.add_column(col, justify="right" if col != "host" else "left", min_width=min(len(col), 12))
     for r in rep.ranks:
         tb = r.temporal_breakdown_pct
         t.add_row(
