@@ -31,3 +31,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def _private_default_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands run by tests without ``--db`` (preflight, postmortem) save into a throwaway SQLite file, never
+    into the user's default database; a test that wants another store sets ``FLEETDX_DB_URL`` itself."""
+    import os
+
+    if "FLEETDX_DB_URL" not in os.environ:
+        monkeypatch.setenv("FLEETDX_DB_URL", f"sqlite:///{tmp_path_factory.mktemp('store')}/fleetdx.db")

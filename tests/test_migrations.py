@@ -31,6 +31,8 @@ TABLES = {
     "busbw_curves",
     "busbw_curve_nodes",
     "api_tokens",
+    "postmortems",
+    "postmortem_hosts",
 }
 
 

@@ -114,7 +114,7 @@ def test_kernel_log_among_logs_silences_the_missing_kernel_note() -> None:
 
 def test_json_shape_is_exactly_the_issue_s() -> None:
     doc = run_postmortem([LogFiles([_path("22")])]).model_dump(mode="json")
-    assert set(doc) == {"verdict", "exit_code", "job", "causes", "timeline", "missing_evidence"}
+    assert set(doc) == {"verdict", "exit_code", "job", "causes", "timeline", "missing_evidence", "history"}
     assert doc["verdict"] == "CRITICAL" and doc["job"] is None
     assert set(doc["causes"][0]) == {
         "code",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from fleetdx.orchestrator.cli.common import console, fail, handle_errors, print_json
+from fleetdx.orchestrator.cli.common import console, err_console, fail, handle_errors, print_json
 
 if TYPE_CHECKING:
     from fleetdx.orchestrator.postmortem.contracts import PostmortemReport
@@ -77,6 +77,34 @@ def _sources(
     return sources
 
 
+def _with_store(report: PostmortemReport, db: str | None, save: bool) -> tuple[PostmortemReport, str]:
+    """The report with the blamed hosts' stored history, kept in the store unless ``save`` is false; and one
+    line saying what happened. A store that cannot be opened costs the history and the keeping, never the
+    postmortem: the line says why."""
+    from fleetdx.orchestrator.postmortem import history
+    from fleetdx.orchestrator.store import Store, StoreError
+
+    try:
+        with Store.open(db) as store:
+            report = history.with_history(report, store)
+            if not save:
+                return report, f"postmortem not kept (--no-save); history read from {store.url}"
+            record = history.save(report, store)
+            return report, f"postmortem {record.postmortem_id} kept in {store.url}"
+    except StoreError as e:
+        return report, f"no store: the hosts' history was not read and the postmortem not kept ({e})"
+
+
+def _render_history(report: PostmortemReport) -> None:
+    for h in report.history:
+        console.print(f"[bold]history of {escape(h.host)}[/] (newest first):", highlight=False)
+        for e in h.entries:
+            when = datetime.fromtimestamp(e.started_at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            codes = ", ".join(dict.fromkeys(f.code.value for f in e.findings)) or "no findings"
+            sim = " SIMULATED" if e.simulated else ""
+            console.print(f"   {when} {e.kind.value}{sim} {e.verdict.name}: {codes}", highlight=False)
+
+
 def render(report: PostmortemReport, evidence_lines: int = 3) -> None:
     """The causes, most likely first: what, where, the action, the first ``evidence_lines`` evidence lines; then
     what evidence was missing, and the verdict."""
@@ -97,6 +125,9 @@ def render(report: PostmortemReport, evidence_lines: int = 3) -> None:
         if len(c.evidence) > evidence_lines:
             console.print(f"   [dim](+{len(c.evidence) - evidence_lines} more evidence lines: --json)[/]")
     console.print()
+    if report.history:
+        _render_history(report)
+        console.print()
     for m in report.missing_evidence:
         console.print(f"[yellow]missing:[/] {escape(m)}", highlight=False, soft_wrap=True)
     console.print(f"verdict: {report.verdict.name} (exit {report.exit_code})", highlight=False)
@@ -151,6 +182,17 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option("--until", help="Job end (ISO 8601 or Unix seconds): kernel events window.")
         ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print only the postmortem as JSON.")] = False,
+        db: Annotated[
+            str | None,
+            typer.Option(
+                "--db",
+                help="Database URL (default FLEETDX_DB_URL, else SQLite): the blamed hosts' pre-flight history "
+                "is read from it and the postmortem kept in it (apart from node history).",
+            ),
+        ] = None,
+        no_save: Annotated[
+            bool, typer.Option("--no-save", help="Read the hosts' history but do not keep the postmortem.")
+        ] = False,
         html_out: Annotated[
             Path | None,
             typer.Option(
@@ -183,6 +225,7 @@ def register(app: typer.Typer) -> None:
             raise fail("--until is before --since")
         world = max((p.rank for p in job.ranks), default=-1) + 1 if job is not None else 0
         report = run_postmortem(_sources(log_paths, bundle_dirs, fr, world or None), job, window)
+        report, note = _with_store(report, db, save=not no_save)
         if html_out is not None:
             from fleetdx.orchestrator.htmlreport import render_postmortem, write_html
 
@@ -190,8 +233,10 @@ def register(app: typer.Typer) -> None:
             write_html(html_out, render_postmortem(report, sources=[str(p) for p in given]))
         if as_json:
             print_json(report)
+            err_console.print(note, style="dim", highlight=False, soft_wrap=True)
         else:
             render(report)
+            console.print(note, style="dim", highlight=False, soft_wrap=True)
             if html_out is not None:
                 console.print(f"HTML report: {escape(str(html_out))}", highlight=False)
         raise typer.Exit(report.exit_code)

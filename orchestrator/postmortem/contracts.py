@@ -6,7 +6,12 @@ Shape (issue 12, item 4)::
      "causes": [{"code", "severity", "rank": int | null, "host": str | null, "gpu": str | null, "nodes": [str],
                  "time": str | null, "message", "action", "evidence": [{"file", "line": int, "text"}]}],
      "timeline": [{"time", "host", "rank", "kind", "text"}],
-     "missing_evidence": [str]}
+     "missing_evidence": [str],
+     "history": [{"host", "entries": [...]}]}
+
+``history`` (an addition to issue 12's shape) is what fleetdx's store knew of the hosts the causes name: each
+host's newest pre-flight and bandwidth runs (``fleetdx history HOST --json``'s entries), empty when no store was
+read. It answers "was this node already known to be bad, or did a pre-flight pass it?".
 
 ``causes`` are ranked, the most likely first. ``rank`` is the torch global rank the cause is about (``None``
 when the evidence does not say which rank failed first: then ``missing_evidence`` says what would); ``host``
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from fleetdx.orchestrator.store.records import NodeHistory
 from fleetdx.probes.contracts import Contract, FindingCode, Job, Severity, VerdictName
 
 
@@ -66,3 +72,4 @@ class PostmortemReport(Contract):
     causes: list[Cause] = Field(default_factory=list)
     timeline: list[TimelineEntry] = Field(default_factory=list)
     missing_evidence: list[str] = Field(default_factory=list)
+    history: list[NodeHistory] = Field(default_factory=list)

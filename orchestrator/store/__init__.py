@@ -15,6 +15,7 @@ from fleetdx.orchestrator.store.records import (
     ImportResult,
     NodeHistory,
     NodeHistoryEntry,
+    PostmortemRecord,
     RunSummary,
 )
 from fleetdx.orchestrator.store.spool import (
@@ -34,6 +35,7 @@ __all__ = [
     "ImportResult",
     "NodeHistory",
     "NodeHistoryEntry",
+    "PostmortemRecord",
     "RunNotFound",
     "RunSummary",
     "SaveOutcome",

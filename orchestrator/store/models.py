@@ -258,3 +258,31 @@ class TokenRow(Base):
     sha256: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[float] = mapped_column(Float)
     revoked_at: Mapped[float | None] = mapped_column(Float)
+
+
+class PostmortemRow(Base):
+    """One postmortem of a failed job (``fleetdx postmortem``): ``document`` is the whole report as JSON. Kept
+    apart from ``runs``/``findings``: its findings come from old logs and bundles, not from a pre-flight now."""
+
+    __tablename__ = "postmortems"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    postmortem_id: Mapped[str] = mapped_column(String(64), unique=True)
+    job_id: Mapped[str | None] = mapped_column(String(128), index=True)
+    created_at: Mapped[float] = mapped_column(Float, index=True)
+    verdict: Mapped[Verdict] = mapped_column(VerdictColumn)
+    first_cause: Mapped[str | None] = mapped_column(String(64))  #: the most likely cause's code
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    hosts: Mapped[list[PostmortemHostRow]] = relationship(back_populates="postmortem", cascade="all, delete-orphan")
+
+
+class PostmortemHostRow(Base):
+    """A host a postmortem's causes name: the index behind "postmortems that blamed this node"."""
+
+    __tablename__ = "postmortem_hosts"
+
+    postmortem_pk: Mapped[int] = mapped_column(ForeignKey("postmortems.id", ondelete="CASCADE"), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255), primary_key=True, index=True)
+
+    postmortem: Mapped[PostmortemRow] = relationship(back_populates="hosts")

@@ -79,3 +79,15 @@ class ImportResult(Contract):
     run_id: str
     inserted: bool
     removed: bool
+
+
+class PostmortemRecord(Contract):
+    """One stored postmortem without its report: its id, job, when it was made (Unix s), verdict, the most
+    likely cause's code and the hosts its causes name."""
+
+    postmortem_id: str
+    job_id: str | None = None
+    created_at: float
+    verdict: VerdictName
+    first_cause: str | None = None
+    hosts: list[str] = Field(default_factory=list)

@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import Enum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, Engine, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
@@ -44,6 +44,8 @@ from fleetdx.orchestrator.store.models import (
     FindingNodeRow,
     FindingRow,
     NodeRow,
+    PostmortemHostRow,
+    PostmortemRow,
     ProbeResultRow,
     RawOutputRow,
     RecommendationRow,
@@ -53,6 +55,7 @@ from fleetdx.orchestrator.store.records import (
     BusbwHistoryPoint,
     FindingRecord,
     NodeHistoryEntry,
+    PostmortemRecord,
     RunSummary,
 )
 from fleetdx.orchestrator.store.settings import resolve_db_url
@@ -173,6 +176,61 @@ class Store:
             if self._run_exists(report.run_id):
                 return False
             raise StoreError(f"run {report.run_id}: rejected by a constraint of {self.url}") from None
+
+    def save_postmortem(self, record: PostmortemRecord, document: Mapping[str, Any]) -> bool:
+        """Store one postmortem (``document``: the report as JSON data) apart from node history, indexed by
+        its job and by the hosts its causes name. Returns False, storing nothing, when one with this
+        ``postmortem_id`` is already stored. Raises :class:`DatabaseUnreachable` when the database goes away."""
+
+        def insert(session: Session) -> bool:
+            if session.scalar(select(PostmortemRow.id).where(PostmortemRow.postmortem_id == record.postmortem_id)):
+                return False
+            row = PostmortemRow(
+                postmortem_id=record.postmortem_id,
+                job_id=record.job_id,
+                created_at=record.created_at,
+                verdict=record.verdict,
+                first_cause=record.first_cause,
+                document=dict(document),
+            )
+            row.hosts = [PostmortemHostRow(host=h) for h in dict.fromkeys(record.hosts)]
+            session.add(row)
+            return True
+
+        try:
+            return self._write(insert)
+        except _Conflict:
+            return False  # another writer stored the same postmortem_id first
+
+    def list_postmortems(
+        self, limit: int = 20, job_id: str | None = None, host: str | None = None
+    ) -> list[PostmortemRecord]:
+        """The ``limit`` newest postmortems, newest first; only job ``job_id``'s, or those naming ``host``."""
+        stmt = select(PostmortemRow).order_by(PostmortemRow.created_at.desc(), PostmortemRow.id.desc()).limit(limit)
+        if job_id is not None:
+            stmt = stmt.where(PostmortemRow.job_id == job_id)
+        if host is not None:
+            stmt = stmt.where(PostmortemRow.hosts.any(PostmortemHostRow.host == host))
+        with self._errors(), Session(self.engine) as session:
+            return [
+                PostmortemRecord(
+                    postmortem_id=r.postmortem_id,
+                    job_id=r.job_id,
+                    created_at=r.created_at,
+                    verdict=r.verdict,
+                    first_cause=r.first_cause,
+                    hosts=[h.host for h in r.hosts],
+                )
+                for r in session.scalars(stmt.options(selectinload(PostmortemRow.hosts)))
+            ]
+
+    def get_postmortem(self, postmortem_id: str) -> dict[str, Any]:
+        """The stored report of ``postmortem_id`` as JSON data. Raises :class:`RunNotFound`."""
+        with self._errors(), Session(self.engine) as session:
+            doc = session.scalar(select(PostmortemRow.document).where(PostmortemRow.postmortem_id == postmortem_id))
+            if doc is None:
+                raise RunNotFound(f"no stored postmortem {postmortem_id!r} in {self.url}")
+            return dict(doc)
 
     def _run_exists(self, run_id: str) -> bool:
         with self._errors(), Session(self.engine) as session:
