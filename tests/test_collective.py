@@ -83,12 +83,12 @@ SIM_NODES = 8
 def sim_cluster() -> Iterator[list[str]]:
     ray = pytest.importorskip("ray")
     pytest.importorskip("torch")
-    from ray.cluster_utils import Cluster
+    from fleetdx.orchestrator.cluster.simulate import add_node, start_cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster = start_cluster({"num_cpus": 1, "include_dashboard": False})
     try:
         for i in range(SIM_NODES):
-            cluster.add_node(num_cpus=1, labels={"fleetdx.host": f"sim{i}"})
+            add_node(cluster, num_cpus=1, labels={"fleetdx.host": f"sim{i}"})
         ray.init(address=cluster.address)
         cluster.wait_for_nodes()
         yield [f"sim{i}" for i in range(SIM_NODES)]

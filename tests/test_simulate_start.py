@@ -36,3 +36,32 @@ def test_a_raylet_that_dies_while_the_cluster_starts_is_a_simulation_error(monke
         with simulated_cluster([node]):
             pass
     assert shut == [True]  # what had started was stopped
+
+
+def test_a_node_start_that_timed_out_is_tried_again() -> None:
+    from fleetdx.orchestrator.cluster import simulate
+
+    calls: list[int] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 2:
+            raise Exception("The current node timed out during startup. This could happen because ...")
+        return "up"
+
+    assert simulate._retry_startup(flaky) == "up" and len(calls) == 2
+
+    def broken() -> str:
+        raise Exception("some other failure")
+
+    with pytest.raises(Exception, match="some other failure"):
+        simulate._retry_startup(broken)
+
+    def always() -> str:
+        calls.append(1)
+        raise Exception("timed out during startup")
+
+    calls.clear()
+    with pytest.raises(Exception, match="timed out during startup"):
+        simulate._retry_startup(always)
+    assert len(calls) == simulate.START_ATTEMPTS

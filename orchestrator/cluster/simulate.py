@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from fleetdx.orchestrator.cluster.fanout import SIM_RESOURCE_PREFIX
 from fleetdx.probes.bundle import read_bundle
 from fleetdx.probes.contracts import Contract
 from fleetdx.probes.errors import ConfigError, FleetdxError
+
+T = TypeVar("T")
 
 
 class SimNode(Contract):
@@ -73,6 +75,37 @@ START_BASE_S = 60.0
 START_PER_NODE_S = 5.0
 
 
+#: Ray gives a starting node a fixed 30 s to register with its GCS (``ray/_private/node.py``,
+#: ``raylet_start_wait_time_s``); on a machine loaded far past its cores (load average 16 on 2 cores, measured
+#: during a parallel CI run and a CPU hog) a node missed it once in ten starts. A start that timed out is tried
+#: again, up to this many times in all.
+START_ATTEMPTS = 3
+_STARTUP_TIMEOUT = "timed out during startup"
+
+
+def _retry_startup(start: Callable[[], T]) -> T:
+    """``start()``, tried again when Ray says the node timed out during startup (see :data:`START_ATTEMPTS`)."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return start()
+        except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception for this
+            if _STARTUP_TIMEOUT not in str(e) or attempt == START_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def start_cluster(head_node_args: dict[str, Any]) -> Any:
+    """A ``ray.cluster_utils.Cluster`` with its head started (:func:`_retry_startup`)."""
+    from ray.cluster_utils import Cluster
+
+    return _retry_startup(lambda: Cluster(initialize_head=True, head_node_args=head_node_args))
+
+
+def add_node(cluster: Any, **node_args: Any) -> Any:
+    """``cluster.add_node(**node_args)`` (:func:`_retry_startup`)."""
+    return _retry_startup(lambda: cluster.add_node(**node_args))
+
+
 @contextmanager
 def simulated_cluster(nodes: Sequence[SimNode]) -> Iterator[SimCluster]:
     """Start the simulated cluster, connect this process to it, and tear both down on exit.
@@ -85,18 +118,17 @@ def simulated_cluster(nodes: Sequence[SimNode]) -> Iterator[SimCluster]:
     """
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import ray
-    from ray.cluster_utils import Cluster
 
     deadline_s = START_BASE_S + START_PER_NODE_S * len(nodes)
     logging.getLogger("ray").setLevel(logging.WARNING)  # Ray's INFO lines ("Overwriting previous Ray address")
     try:
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+        cluster = start_cluster({"num_cpus": 0, "include_dashboard": False})
     except Exception as e:  # noqa: BLE001 - the edge: Ray's own start failure becomes one line
         raise SimulationError(f"the simulated Ray cluster could not start: {type(e).__name__}: {e}") from None
     try:
         try:
             handles = {
-                n.host: cluster.add_node(num_cpus=1, resources={SIM_RESOURCE_PREFIX + n.host: 1}) for n in nodes
+                n.host: add_node(cluster, num_cpus=1, resources={SIM_RESOURCE_PREFIX + n.host: 1}) for n in nodes
             }
             ray.init(
                 address=cluster.address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR
