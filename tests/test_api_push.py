@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -191,6 +192,51 @@ def test_two_workers_share_the_database_and_sum_their_latency_histograms(tmp_pat
             ]
             assert count == [30.0]
             assert {s.labels["node"] for s in fams["fleetdx_node_verdict"].samples} == {"h100-vm-idle"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_tls_with_uvicorn_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fleetdx serve --ssl-certfile/--ssl-keyfile` serves HTTPS: a push verified against the certificate
+    (SSL_CERT_FILE) is stored; without it the certificate is refused and the report is spooled, not lost."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    db = f"sqlite:///{tmp_path / 'tls.db'}"
+    with Store.open(migrated(db)) as store:
+        token = create_token(store, "prolog", TokenScope.WRITE).token
+    port = free_port()
+    cmd = [sys.executable, "-m", "fleetdx", "serve", "--port", str(port), "--db", db]
+    proc = subprocess.Popen(
+        [*cmd, "--ssl-certfile", str(cert), "--ssl-keyfile", str(key)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"https://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                httpx.get(f"{url}/healthz", timeout=2, verify=ssl.create_default_context(cafile=str(cert)))
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                time.sleep(0.2)
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+        refused = push_or_spool(url, token, preflight_run("tls-1", T0), spool_dir=tmp_path / "spool")
+        assert not refused.saved and refused.spool_path is not None
+        assert "CERTIFICATE_VERIFY_FAILED" in (refused.error or ""), refused.error
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        stored = push_or_spool(url, token, preflight_run("tls-2", T0), spool_dir=tmp_path / "spool")
+        assert stored.saved, stored.error
+        with Store.open(db) as store:
+            assert [r.run_id for r in store.list_runs()] == ["tls-2"]
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -7,8 +7,8 @@ Anything else (the service down, a timeout, a TLS failure, 5xx, and also 401/403
 not be lost either) writes the report and its raw outputs to a spool file, exactly as when the database is
 down (:func:`fleetdx.orchestrator.store.write_spool`): the outcome's message names the file and how to load it.
 
-TLS: an ``https://`` URL is verified against the system's CA store (httpx); a private CA is given with
-``SSL_CERT_FILE``.
+TLS: an ``https://`` URL is verified against certifi's CA bundle (httpx's default); a private CA is given with
+``SSL_CERT_FILE=ca.pem`` (httpx reads it).
 """
 
 from __future__ import annotations
