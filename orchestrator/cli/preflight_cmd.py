@@ -33,6 +33,7 @@ from fleetdx.probes.contracts import Level, Severity, Verdict
 if TYPE_CHECKING:
     from fleetdx.orchestrator.preflight.run import PreflightResult
     from fleetdx.orchestrator.report import RunReport
+    from fleetdx.orchestrator.scheduler.targets import Targets
     from fleetdx.orchestrator.store import SaveOutcome
 
 _VERDICT_STYLE = {
@@ -211,6 +212,7 @@ def _live(
     ray_address: str | None,
     show_progress: bool,
     nccl_tests_dir: str | None = None,
+    join_timeout: float | None = None,
 ) -> PreflightResult:
     from fleetdx.orchestrator.preflight.run import NodeJob, run_local_preflight
     from fleetdx.orchestrator.scheduler.targets import resolve_targets
@@ -224,6 +226,14 @@ def _live(
             run_timeout_s=timeout,
             expected_gpus=targets.expected_gpus_per_node,
             expected_gpus_source=targets.expected_gpus_source,
+        )
+
+    from fleetdx.orchestrator.cluster.allocation import in_allocation
+    from fleetdx.orchestrator.cluster.connect import resolve
+
+    if targets.hosts and resolve(ray_address)[1] == "default" and in_allocation(os.environ):
+        return _on_allocation(
+            targets.hosts, level, targets, timeout, probe_timeout, join_timeout, nccl_tests_dir
         )
 
     import ray
@@ -250,6 +260,45 @@ def _live(
             )
     finally:
         ray.shutdown()
+
+
+def _on_allocation(
+    hosts: list[str],
+    level: Level,
+    targets: Targets,
+    timeout: float,
+    probe_timeout: float | None,
+    join_timeout: float | None,
+    nccl_tests_dir: str | None,
+) -> PreflightResult:
+    """Inside a Slurm allocation with no Ray given: fleetdx starts Ray on it, runs, and stops what it
+    started (:func:`fleetdx.orchestrator.cluster.allocation.ray_on_allocation`); one line on stderr says
+    how long the nodes took to join and the verdict took after that."""
+    import time
+
+    from fleetdx.orchestrator.cluster.allocation import JOIN_TIMEOUT_S, ray_on_allocation
+    from fleetdx.orchestrator.preflight.run import NodeJob, run_preflight
+
+    jobs = {
+        h: NodeJob(host=h, level=level, probe_timeout_s=probe_timeout, nccl_tests_dir=nccl_tests_dir) for h in hosts
+    }
+    with ray_on_allocation(hosts, join_timeout_s=join_timeout or JOIN_TIMEOUT_S) as up:
+        result = run_preflight(
+            jobs,
+            up.nodes,
+            run_timeout_s=timeout,
+            expected_gpus=targets.expected_gpus_per_node,
+            expected_gpus_source=targets.expected_gpus_source,
+            lost=up.lost,
+        )
+        verdict_s = time.monotonic() - up.joined_at
+    err_console.print(
+        f"Ray on the allocation ({up.address}): {len(up.joined)}/{len(hosts)} nodes joined in {up.join_s:.1f} s; "
+        f"verdict {verdict_s:.1f} s after that; Ray stopped",
+        style="dim",
+        highlight=False,
+    )
+    return result
 
 
 def _simulated(
@@ -345,7 +394,20 @@ def preflight(
     ] = None,
     ray_address: Annotated[
         str | None,
-        typer.Option("--ray-address", help="Ray cluster; default RAY_ADDRESS, else a local Ray for this run."),
+        typer.Option(
+            "--ray-address",
+            help="Ray cluster; default RAY_ADDRESS, else (inside a Slurm allocation of several nodes) a Ray that "
+            "fleetdx starts on the allocation and stops after the run, else a local Ray for this run.",
+        ),
+    ] = None,
+    join_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--join-timeout",
+            callback=finite_positive,
+            help="Deadline, s, for every node of the allocation to join the Ray that fleetdx starts on it "
+            "(default 120); a node not joined by then is NODE_UNREACHABLE (did not join Ray within S s).",
+        ),
     ] = None,
     simulate: Annotated[
         bool,
@@ -403,7 +465,8 @@ def preflight(
         result = _simulated(list(bundles), level, gpus_per_node, run_timeout, probe_timeout, not as_json)
     else:
         result = _live(
-            nodes, level, gpus_per_node, run_timeout, probe_timeout, ray_address, not as_json, nccl_tests_dir
+            nodes, level, gpus_per_node, run_timeout, probe_timeout, ray_address, not as_json, nccl_tests_dir,
+            join_timeout,
         )
         result = _with_job(result)
     # a simulated run is not history: it goes to a database only when one is named

@@ -333,8 +333,13 @@ def run_preflight(
     on_progress: Callable[[int, int], None] | None = None,
     runtime_env: dict[str, Any] | None = None,
     bandwidth: BandwidthStep | None = None,
+    lost: Mapping[str, NodeOutcome[BundleData]] | None = None,
 ) -> PreflightResult:
     """Fan ``jobs`` out to ``nodes`` (host -> Ray node, ``None`` if absent) on a connected Ray, then diagnose.
+
+    ``lost``: hosts already known to be out of reach, with their UNREACHABLE outcome (a node that did not
+    join the Ray that fleetdx started on the allocation, :mod:`fleetdx.orchestrator.cluster.allocation`):
+    they are not fanned out to, and are reported with that outcome's reason.
 
     At level ``full`` the cross-node bandwidth step follows (:func:`bandwidth_step`, options ``bandwidth``,
     default :class:`BandwidthStep`). Returns within about ``run_timeout_s`` plus parsing time (plus, at
@@ -342,14 +347,16 @@ def run_preflight(
     raises for a node's failure: every host of ``jobs`` has a node report.
     """
     started = time.time()
+    lost = lost or {}
     outcomes = fan_out(
-        jobs,
+        {h: j for h, j in jobs.items() if h not in lost},
         collect_on_node,
         nodes=nodes,
         run_timeout_s=run_timeout_s,
         on_progress=on_progress,
         runtime_env=runtime_env,
     )
+    outcomes.update({h: o for h, o in lost.items() if h in jobs})
     level = next(iter(jobs.values())).level if jobs else None
     result = _judge(outcomes, level, started, run_timeout_s, expected_gpus, expected_gpus_source, simulated)
     if level is Level.FULL:

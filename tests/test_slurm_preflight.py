@@ -1,0 +1,145 @@
+"""slurm/preflight.sbatch on a real Slurm 22.05 (tests/slurmcluster.py: slurmctld and five slurmd on this
+machine, each node its own hostname sim1..sim5, one STAND-IN GPU each through gres.conf).
+
+* ``sbatch -N4 ... slurm/preflight.sbatch srun ... python train_allreduce.py``: fleetdx starts Ray on the
+  allocation itself, and finds sim3 CRITICAL: its ``nvidia-smi`` is a STAND-IN REPLAYING the real busy-H100
+  bundle (a foreign process holds GPU0; tests/slurmreplay.py), the others replay the idle H100. The job exits 2
+  without training and resubmits itself without sim3, with the options given on the sbatch command line; the
+  resubmitted job's pre-flight passes and its training step (a real gloo all-reduce over the 4 nodes) runs.
+* The epilog (slurm/epilog.sh) leaves one bundle per node under the job id.
+* A node whose slurmd hangs (SIGSTOP) never joins Ray: NODE_UNREACHABLE "did not join Ray within 20 s".
+
+Deadlines are generous (a loaded 2-core machine); nothing here asserts a duration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.slurmcluster import ROOT, SlurmCluster, slurm_cluster, wait_for
+from tests.slurmreplay import FLEETDX, VENV_BIN, free_port, write_fleetdx_slurm_conf, write_replay_bin
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(1500)]
+
+SBATCH = ROOT / "slurm" / "preflight.sbatch"
+TRAIN = Path(__file__).parent / "fixtures" / "slurm" / "train_allreduce.py"
+BUSY = "sim3"
+JOB_S = 600  # a job's deadline here: four Ray nodes start on a 2-core machine shared with other work
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("slurm-preflight")
+
+
+@pytest.fixture(scope="module")
+def cluster(work: Path) -> Iterator[SlurmCluster]:
+    replay = write_replay_bin(work, [BUSY])
+    conf = write_fleetdx_slurm_conf(work)
+    with slurm_cluster(
+        nodes=5,
+        gpus=1,
+        extra_conf=f"Epilog={ROOT / 'slurm' / 'epilog.sh'}",
+        slurmd_path=f"{replay}:{os.environ['PATH']}",  # the nodes' nvidia-smi is the replaying stand-in
+        slurmd_env={"FLEETDX_SLURM_CONFIG": str(conf)},
+    ) as c:
+        c.env.update(
+            PATH=f"{replay}:{VENV_BIN}:{os.environ['PATH']}",
+            FLEETDX=str(FLEETDX),
+            FLEETDX_DB_URL=f"sqlite:///{work / 'fleetdx.db'}",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(free_port()),
+            GLOO_SOCKET_IFNAME="lo",
+        )
+        yield c
+
+
+def _critical(report: dict) -> list[tuple[str, list[str], str]]:  # type: ignore[type-arg]
+    return [(f["code"], f["nodes"], f["subject"]) for f in report["findings"] if f["severity"] == "critical"]
+
+
+def test_busy_node_excluded_resubmitted_with_original_options_and_trains(cluster: SlurmCluster, work: Path) -> None:
+    c = cluster
+    out = work / "out"
+    out.mkdir()
+    submit = ["sbatch", "--parsable", "-N4", "--gpus-per-node=1", "--time=30", f"--chdir={out}"]
+    submit += ["-o", f"{out}/slurm-%j.out", str(SBATCH), "srun", "--ntasks-per-node=1", sys.executable, str(TRAIN)]
+    first = c.run(*submit).stdout.strip()
+    assert c.wait_job(first, JOB_S) == "FAILED"
+    log1 = (out / f"slurm-{first}.out").read_text()
+    print(f"--- job {first} ({c.job_field(first, 'NodeList')}) output:\n{log1}")
+    assert c.job_field(first, "NodeList") == "sim[1-4]"  # the busy sim3 is in the first allocation
+    assert c.job_field(first, "ExitCode") == "2:0"  # the documented CRITICAL code, not set -e's 1
+    report = json.loads((out / f"fleetdx-{first}" / "preflight.json").read_text())
+    assert _critical(report) == [("GPU_FOREIGN_PROCESS", [BUSY], "GPU0")]
+    assert report["exclude"] == BUSY
+    assert "did not join" not in log1 and "train: rank" not in log1  # every node joined; no training here
+    assert re.search(r"Ray on the allocation .*: 4/4 nodes joined", log1)
+
+    m = re.search(r"Submitted batch job (\d+)", log1)
+    assert m, log1
+    second = m.group(1)
+    assert c.wait_job(second, JOB_S) == "COMPLETED"
+    log2 = (out / f"slurm-{second}.out").read_text()
+    print(f"--- job {second} ({c.job_field(second, 'NodeList')}) output:\n{log2}")
+    # the options given on the command line survive the resubmit, and sim3 is left out
+    assert c.job_field(second, "NumNodes") == "4"
+    assert c.job_field(second, "TimeLimit") == "00:30:00"
+    assert c.job_field(second, "TresPerNode") == "gres:gpu:1"
+    assert c.job_field(second, "WorkDir") == str(out)
+    assert c.job_field(second, "ExcNodeList") == BUSY
+    assert c.job_field(second, "NodeList") == "sim[1-2,4-5]"
+    report2 = json.loads((out / f"fleetdx-{second}" / "preflight.json").read_text())
+    assert _critical(report2) == [] and report2["exit_code"] in (0, 1)
+    ranks = sorted(re.findall(r"train: rank (\d)/4 on (sim\d): all_reduce sum 10 \(want 10\)", log2))
+    assert ranks == [("0", "sim1"), ("1", "sim2"), ("2", "sim4"), ("3", "sim5")]
+
+    # the epilog: one bundle per node of each job, under its job id
+    for job, nodes in ((first, ["sim1", "sim2", "sim3", "sim4"]), (second, ["sim1", "sim2", "sim4", "sim5"])):
+        folder = work / "bundles" / job
+        metas = [folder / n / "meta.json" for n in nodes]
+        wait_for(lambda metas=metas: all(m.is_file() for m in metas), 180, f"the epilog's bundles of job {job}")
+        assert sorted(p.name for p in folder.iterdir()) == nodes
+        assert [json.loads(m.read_text())["host"] for m in metas] == nodes
+
+
+def test_node_that_never_joins_ray_is_unreachable(cluster: SlurmCluster, work: Path) -> None:
+    """sim5's slurmd is stopped (SIGSTOP: a hung node daemon) after the job is allocated: its Ray worker step
+    never starts, and fleetdx reports it by the join deadline instead of waiting forever."""
+    c = cluster
+    run = work / "nojoin"
+    run.mkdir()
+    go, done = run / "go", run / "done"
+    script = run / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"while [ ! -e {go} ]; do sleep 0.2; done\n"
+        f"{FLEETDX} preflight --level quick --join-timeout 20 --no-save --json > {run}/preflight.json\n"
+        f"echo $? > {done}\n"
+    )
+    job = c.run("sbatch", "--parsable", "-N2", "-w", "sim4,sim5", "-o", f"{run}/slurm-%j.out", str(script)).stdout
+    job = job.strip()
+    slurmd = c.pids()["slurmd-sim5"]
+    try:
+        wait_for(lambda: c.job_field(job, "JobState") == "RUNNING", 120, f"job {job} to run")
+        os.kill(slurmd, signal.SIGSTOP)
+        go.touch()
+        wait_for(done.is_file, 300, "the pre-flight to finish")
+    finally:
+        os.kill(slurmd, signal.SIGCONT)
+    print((run / f"slurm-{job}.out").read_text())
+    assert done.read_text().strip() == "2"
+    report = json.loads((run / "preflight.json").read_text())
+    lost = [f for f in report["findings"] if f["code"] == "NODE_UNREACHABLE"]
+    assert [f["nodes"] for f in lost] == [["sim5"]]
+    assert "did not join Ray within 20 s" in lost[0]["message"]
+    assert {n["host"]: n["verdict"] for n in report["nodes"]}["sim5"] in ("CRITICAL", 2)
+    c.wait_job(job, 300)
