@@ -18,9 +18,10 @@ from fleetdx.orchestrator.htmlreport import Limits, render_postmortem, render_st
 from fleetdx.orchestrator.htmlreport.page import CSP, plotly_js
 from fleetdx.orchestrator.htmlreport.postmortem import bandwidth_figures, timeline_figure
 from fleetdx.orchestrator.htmlreport.steps import fmt_ranks, straggler_ranks
+from fleetdx.orchestrator.postmortem.contracts import EvidenceLine, TimelineEntry
 from fleetdx.orchestrator.steps.contracts import RankSummary, StepSample, StepsReport, StepTimeMs
 from fleetdx.orchestrator.steps.run import analyse, load_ranks
-from fleetdx.probes.contracts import Finding, FindingCode, Severity, Verdict
+from fleetdx.probes.contracts import Finding, FindingCode, Job, SchedulerKind, Severity, Verdict
 from fleetdx.probes.errors import ConfigError
 from tests.htmlreport_samples import (
     HOSTILE,
@@ -112,6 +113,31 @@ def test_hostile_text_is_escaped_everywhere() -> None:
     assert f'<meta http-equiv="Content-Security-Policy" content="{escape(CSP)}">' in page
     assert "default-src 'none'" in CSP and "http" not in CSP
     assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", content)
+
+
+def test_huge_names_are_cut() -> None:
+    """Every text of a real report made 1 MB long (synthetic): the page stays small and says what it cut."""
+    mb = "n" * 1_000_000
+    rep = load_postmortem(PM_IB)
+    c = rep.causes[0]
+    cause = c.model_copy(
+        update={
+            "host": mb,
+            "gpu": mb,
+            "time": mb,
+            "nodes": [mb],
+            "message": mb,
+            "action": mb,
+            "evidence": [EvidenceLine(file=mb, line=1, text=mb)],
+        }
+    )
+    timeline = [TimelineEntry(time=mb, host=mb, rank=1, kind=mb, text=mb)]
+    job = Job(scheduler=SchedulerKind.SLURM, job_id=mb, name=mb, user=mb, nodes=[mb], state=mb)
+    big = rep.model_copy(update={"causes": [cause], "timeline": timeline, "job": job, "missing_evidence": [mb]})
+    page = render_postmortem(big, history={mb: history_for(mb, mb)}, sources=[mb])
+    extra = len(body(page))
+    assert extra < 200_000, extra
+    assert "(+999800 chars)" in page and f"({1_000_000 - Limits().text_chars} more characters left out)" in page
 
 
 def test_steps_page_hostile_text_is_escaped() -> None:

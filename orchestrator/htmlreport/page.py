@@ -63,6 +63,13 @@ def clip(text: str, limit: int) -> Clipped:
     return Clipped(text, 0) if len(text) <= limit else Clipped(text[:limit], len(text) - limit)
 
 
+def short(text: object, limit: int = 200) -> str:
+    """A name-like text (host, file, job id, stage) cut to ``limit`` characters, the cut counted in the text:
+    the ``short`` filter of the templates (autoescaped as any other text)."""
+    t = "" if text is None else str(text)
+    return t if len(t) <= limit else f"{t[:limit]} … (+{len(t) - limit} chars)"
+
+
 def chart_label(text: str, limit: int) -> str:
     """A hover label for plotly: cut to ``limit`` characters and HTML-escaped (plotly renders a subset of HTML
     in labels, ``<a href>`` included, and decodes ``&lt;``, ``&gt;`` and ``&amp;``, so the escaped text shows as
@@ -123,6 +130,7 @@ def _env() -> Environment:
         lstrip_blocks=True,
     )
     env.filters["clip"] = clip
+    env.filters["short"] = short
     return env
 
 

@@ -52,8 +52,11 @@ class HistoryRow:
     job_id: str | None
     run_id: str
     findings: list[tuple[str, str, Clipped]]
+    findings_left_out: int
 
 
+#: findings listed per past run in the nodes' history (the rest are counted)
+FINDINGS_PER_RUN = 20
 #: characters of a chart row's label (host · rank): longer names are cut so the chart keeps its width
 ROW_CHARS = 80
 
@@ -237,7 +240,10 @@ def _history(
                 simulated=e.simulated,
                 job_id=e.job_id,
                 run_id=e.run_id,
-                findings=[(f.severity.value, f.code.value, clip(f.message, 400)) for f in e.findings[:20]],
+                findings=[
+                    (f.severity.value, f.code.value, clip(f.message, 400)) for f in e.findings[:FINDINGS_PER_RUN]
+                ],
+                findings_left_out=max(0, len(e.findings) - FINDINGS_PER_RUN),
             )
             for e in entries[: lim.history_runs]
         ]
