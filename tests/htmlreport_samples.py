@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fleetdx.orchestrator.postmortem.contracts import EvidenceLine, PostmortemReport, TimelineEntry
 from fleetdx.orchestrator.report import BusbwCurve, BusbwPoint, CurveBackend, RunKind
-from fleetdx.orchestrator.store.records import NodeHistoryEntry
+from fleetdx.orchestrator.store.records import NodeHistory, NodeHistoryEntry
 from fleetdx.probes.contracts import Finding, FindingCode, Job, SchedulerKind, Severity, Verdict
 from fleetdx.probes.parsers.nccl_tests import parse_nccl_tests
 
@@ -77,27 +77,30 @@ def nccl_curves() -> list[BusbwCurve]:
     return out
 
 
-def history_for(host: str, text: str = "GPU 3 throttled: HW slowdown (clock event reasons)") -> list[NodeHistoryEntry]:
+def history_for(host: str, text: str = "GPU 3 throttled: HW slowdown (clock event reasons)") -> NodeHistory:
     """A made-up store history of ``host``: a pre-flight that warned, a week before (named synthetic in the
     run id)."""
-    return [
-        NodeHistoryEntry(
-            run_id="synthetic-preflight-1",
-            kind=RunKind.PREFLIGHT,
-            started_at=1_559_000_000.0,
-            verdict=Verdict.WARNING,
-            job_id=None,
-            findings=[
-                Finding(
-                    code=FindingCode.GPU_CLOCKS_THROTTLED,
-                    severity=Severity.WARNING,
-                    nodes=[host],
-                    subject="GPU 3",
-                    message=text,
-                )
-            ],
-        )
-    ]
+    return NodeHistory(
+        host=host,
+        entries=[
+            NodeHistoryEntry(
+                run_id="synthetic-preflight-1",
+                kind=RunKind.PREFLIGHT,
+                started_at=1_559_000_000.0,
+                verdict=Verdict.WARNING,
+                job_id=None,
+                findings=[
+                    Finding(
+                        code=FindingCode.GPU_CLOCKS_THROTTLED,
+                        severity=Severity.WARNING,
+                        nodes=[host],
+                        subject="GPU 3",
+                        message=text,
+                    )
+                ],
+            )
+        ],
+    )
 
 
 def hostile_postmortem() -> PostmortemReport:

@@ -95,9 +95,8 @@ def test_timeline_x_is_utc_time_only_when_every_event_has_a_full_date() -> None:
 
 def test_hostile_text_is_escaped_everywhere() -> None:
     rep = hostile_postmortem()
-    page = render_postmortem(
-        rep, history={rep.causes[0].host or "": history_for("x", HOSTILE)}, curves=nccl_curves(), sources=[HOSTILE]
-    )
+    rep = rep.model_copy(update={"history": [history_for(rep.causes[0].host or "", HOSTILE)]})
+    page = render_postmortem(rep, curves=nccl_curves(), sources=[HOSTILE])
     content = body(page)
     assert "<script>window.__pwned" not in content
     assert "<img src=x" not in content
@@ -134,7 +133,7 @@ def test_huge_names_are_cut() -> None:
     timeline = [TimelineEntry(time=mb, host=mb, rank=1, kind=mb, text=mb)]
     job = Job(scheduler=SchedulerKind.SLURM, job_id=mb, name=mb, user=mb, nodes=[mb], state=mb)
     big = rep.model_copy(update={"causes": [cause], "timeline": timeline, "job": job, "missing_evidence": [mb]})
-    page = render_postmortem(big, history={mb: history_for(mb, mb)}, sources=[mb])
+    page = render_postmortem(big.model_copy(update={"history": [history_for(mb, mb)]}), sources=[mb])
     extra = len(body(page))
     assert extra < 200_000, extra
     assert "(+999800 chars)" in page and f"({1_000_000 - Limits().text_chars} more characters left out)" in page
@@ -291,12 +290,11 @@ def test_postmortem_page_with_history_and_bandwidth() -> None:
     rep = load_postmortem(PM_IB)
     host = rep.causes[0].host
     assert host is not None
-    page = render_postmortem(
-        rep, history={"other-node": history_for("other-node"), host: history_for(host)}, curves=nccl_curves()
-    )
+    rep = rep.model_copy(update={"history": [history_for(host), history_for("other-node")]})
+    page = render_postmortem(rep, curves=nccl_curves())
     assert set(figures(page)) == {"timeline-chart", "heatmap-0", "curves"}
     section = page[page.index('id="history"') : page.index('id="bandwidth"')]
-    assert section.index(host) < section.index("other-node")  # the cause's host first
+    assert section.index(host) < section.index("other-node")  # in the report's order: the cause's host first
     assert "GPU_CLOCKS_THROTTLED" in section and "2019-05-27 23:33:20 UTC" in section
 
 

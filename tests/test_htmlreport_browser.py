@@ -124,7 +124,8 @@ def test_hostile_postmortem_with_history_and_bandwidth_in_chromium(browser: Any,
     rep = hostile_postmortem()
     host = rep.causes[0].host or ""
     out = tmp_path / "hostile.html"
-    write_html(out, render_postmortem(rep, history={host: history_for(host)}, curves=nccl_curves()))
+    rep = rep.model_copy(update={"history": [history_for(host)]})
+    write_html(out, render_postmortem(rep, curves=nccl_curves()))
     seen = open_report(browser, out, charts=3)  # timeline, heat map, curves
     check_clean(seen, out)
     above_the_fold(seen, "#cause-1 h3")

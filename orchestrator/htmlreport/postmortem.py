@@ -4,7 +4,7 @@ curves when there are any."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -21,7 +21,7 @@ from fleetdx.orchestrator.htmlreport.page import (
 )
 from fleetdx.orchestrator.postmortem.contracts import Cause, PostmortemReport, TimelineEntry
 from fleetdx.orchestrator.report import BusbwCurve
-from fleetdx.orchestrator.store.records import NodeHistoryEntry
+from fleetdx.orchestrator.store.records import NodeHistory
 from fleetdx.probes.contracts import Job
 
 
@@ -221,15 +221,11 @@ def bandwidth_figures(curves: Sequence[BusbwCurve], lim: Limits) -> list[Figure]
     return out
 
 
-def _history(
-    history: Mapping[str, Sequence[NodeHistoryEntry]], first_hosts: Sequence[str], lim: Limits
-) -> tuple[list[tuple[str, list[HistoryRow], int]], int]:
-    """Hosts (those of the causes first), each with its newest runs; and how many hosts were left out."""
-    hosts = [h for h in first_hosts if h in history] + sorted(h for h in history if h not in first_hosts)
-    hosts = list(dict.fromkeys(hosts))
+def _history(history: Sequence[NodeHistory], lim: Limits) -> tuple[list[tuple[str, list[HistoryRow], int]], int]:
+    """The report's hosts in its order (the first cause's first), each with its newest runs; and how many
+    hosts were left out."""
     out = []
-    for h in hosts[: lim.history_hosts]:
-        entries = list(history[h])
+    for h in history[: lim.history_hosts]:
         rows = [
             HistoryRow(
                 when=_utc(e.started_at),
@@ -245,10 +241,10 @@ def _history(
                 ],
                 findings_left_out=max(0, len(e.findings) - FINDINGS_PER_RUN),
             )
-            for e in entries[: lim.history_runs]
+            for e in h.entries[: lim.history_runs]
         ]
-        out.append((h, rows, len(entries) - len(rows)))
-    return out, max(0, len(hosts) - lim.history_hosts)
+        out.append((h.host, rows, len(h.entries) - len(rows)))
+    return out, max(0, len(history) - lim.history_hosts)
 
 
 def _job(job: Job | None) -> list[tuple[str, str]]:
@@ -272,7 +268,6 @@ def _job(job: Job | None) -> list[tuple[str, str]]:
 def render_postmortem(
     report: PostmortemReport,
     *,
-    history: Mapping[str, Sequence[NodeHistoryEntry]] | None = None,
     curves: Sequence[BusbwCurve] = (),
     sources: Sequence[str] = (),
     limits: Limits | None = None,
@@ -280,9 +275,8 @@ def render_postmortem(
     """The postmortem as one self-contained HTML page (a ``str``, about 5 MB: plotly.js is inlined).
 
     Args:
-        report: what ``fleetdx postmortem --json`` prints.
-        history: each node's past runs (:meth:`~fleetdx.orchestrator.store.store.Store.node_history`), when
-            the store was read; the causes' hosts are listed first.
+        report: what ``fleetdx postmortem --json`` prints; its ``history`` (the blamed hosts' stored runs, when
+            a store was read) is the nodes' history section.
         curves: busbw curves of the job's nodes (a bandwidth run's or pre-flight's ``RunReport.curves``): a
             pair heat map per collective from the two-node curves, and every curve's busbw vs message size.
         sources: the inputs as given on the command line, listed at the foot of the page.
@@ -290,8 +284,7 @@ def render_postmortem(
     """
     lim = limits or Limits()
     causes = [_cause_view(c, lim) for c in report.causes[: lim.causes]]
-    first_hosts = [h for c in report.causes for h in ([c.host] if c.host else []) + list(c.nodes)]
-    hist, hist_left_out = _history(history or {}, first_hosts, lim)
+    hist, hist_left_out = _history(report.history, lim)
     rows = report.timeline[: lim.timeline_rows]
     timeline = timeline_figure(report.timeline, lim)
     return render(
