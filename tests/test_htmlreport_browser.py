@@ -28,19 +28,24 @@ from tests.htmlreport_samples import (
     synthetic_huge_postmortem,
 )
 
-CHROMIUM = Path("/usr/bin/chromium")
+#: the browser: $FLEETDX_CHROMIUM, else Debian's /usr/bin/chromium, else ``chromium`` on PATH
+CHROMIUM = os.environ.get("FLEETDX_CHROMIUM") or (
+    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else shutil.which("chromium") or ""
+)
 VIEWPORT = {"width": 1280, "height": 900}
 
-if not CHROMIUM.exists() and shutil.which("chromium") is None:
-    pytest.skip("Chromium is not installed (Debian: apt-get install -y chromium)", allow_module_level=True)
+if not CHROMIUM or not Path(CHROMIUM).exists():
+    pytest.skip(
+        f"Chromium is not installed ({CHROMIUM or 'none on PATH'}; Debian: apt-get install -y chromium)",
+        allow_module_level=True,
+    )
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    exe = str(CHROMIUM) if CHROMIUM.exists() else shutil.which("chromium")
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         yield b
         b.close()
 
