@@ -107,6 +107,9 @@ def test_names_follow_prometheus_conventions(filled: Store) -> None:
         if line and not line.startswith("#"):
             name = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line)
             assert name and name.group(0).startswith("fleetdx_"), line
+    client.request("BREW", "/runs")  # a made-up method is counted as "other"
+    text = client.get("/metrics").text
+    assert 'method="other",route="/runs"' in text and "BREW" not in text
     # the route label is the template, not the path (bounded cardinality)
     assert 'route="/runs/{run_id}"' in text and "bw-healthy" not in text.split("fleetdx_http_request")[1]
 

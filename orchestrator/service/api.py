@@ -75,6 +75,7 @@ from fleetdx.probes.parsers.slurm_nodes import SlurmNode
 from fleetdx.topology.cluster import ClusterIndex
 
 MAX_LIMIT = 1000
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 #: a run id or host name: 1-255 characters, none of them a control character (PostgreSQL rejects NUL in text)
 SAFE_TEXT = r"^[^\x00-\x1f\x7f]{1,255}$"
 
@@ -123,7 +124,8 @@ def create_app(
         finally:
             route = request.scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            requests.observe(request.method, template, status, time.perf_counter() - start)
+            method = request.method if request.method in HTTP_METHODS else "other"  # bounded label values
+            requests.observe(method, template, status, time.perf_counter() - start)
 
     @app.exception_handler(StoreError)
     async def _store_error(_request: Request, exc: StoreError) -> JSONResponse:
