@@ -146,8 +146,7 @@ def judge(record: NodeHealthRecord | None, host: str, policy: HealthPolicy = DEF
     if latest.verdict is Verdict.UNKNOWN:
         history += ", latest run could not judge it"
     history += f": +{penalty:g}"
-    # built for every candidate of every query from values made here: model_construct skips re-validating them
-    return NodeJudgement.model_construct(
+    return NodeJudgement(
         host=host,
         fit=not reasons,
         reasons=reasons,
