@@ -131,7 +131,8 @@ def main() -> None:
             )
             print(
                 f"  CPU time of this process per place(): p50 {statistics.median(cpu):.1f} ms "
-                "(less sensitive to the machine's load than wall time; SQLite runs in-process, PostgreSQL's work is not in it)"
+                "(less sensitive to the machine's load than wall time; SQLite runs in-process, "
+                "PostgreSQL's work is not in it)"
             )
             print(
                 f"  node_health() alone for {a.nodes} hosts: p50 {statistics.median(query):.1f} ms, "
