@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -121,6 +122,15 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         yield env
     finally:
         subprocess.run(["scancel", "--full", "-u", "root"], env=env, capture_output=True)
+
+        def no_jobs() -> bool:
+            q = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True)
+            return q.returncode != 0 or not q.stdout.strip()
+
+        try:
+            _wait(no_jobs, 30, "the cancelled jobs to end")
+        except AssertionError:
+            pass  # the daemons go anyway; their job steps are swept below
         for p in reversed(procs):
             p.terminate()
         for p in reversed(procs):
@@ -128,6 +138,24 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 p.kill()
+        _kill_steps(str(d / "slurm.conf"))
+
+
+def _kill_steps(conf: str) -> None:
+    """SIGKILL the job-step daemons (slurmstepd) this cluster left behind: found by their SLURM_CONF, by pid."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            name = (proc / "comm").read_text().strip()
+        except OSError:
+            continue
+        if name == "slurmstepd" and f"SLURM_CONF={conf}".encode() in environ:
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _place(env: dict[str, str], db: str) -> subprocess.CompletedProcess[str]:
