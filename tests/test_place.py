@@ -338,3 +338,35 @@ def test_live_slurm_sources_through_a_runner() -> None:
     )
     with pytest.raises(SchedulerUnavailable, match="Could not establish a configuration source"):
         slurm_candidates(down)
+
+
+def test_kubernetes_affinity_is_a_valid_pod_affinity() -> None:
+    """The snippet dropped into the worker pod template of the repository's RayJob manifest validates against
+    KubeRay's RayJob CRD schema (its pod template carries Kubernetes' own PodSpec schema, affinity included)."""
+    import copy
+
+    import jsonschema
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    schemas = root.parent / "shared" / "schemas" / "kuberay"
+    if not schemas.is_dir():
+        schemas = Path("/work/shared/schemas/kuberay")
+    if not schemas.is_dir():
+        pytest.skip(f"KubeRay CRD schemas not found at {schemas}")
+    crd = yaml.load(
+        (schemas / "ray.io_rayjobs.yaml").read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    )
+    schema = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]
+    validator = jsonschema.Draft7Validator(schema)
+    a = place(req(2), store=None, candidates=NODES, cluster=TREE, now=T0)
+    doc = yaml.safe_load((root / "k8s" / "rayjob-preflight.yaml").read_text())
+    doc["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["affinity"] = a.kubernetes_affinity
+    validator.validate(doc)
+    bad = copy.deepcopy(doc)
+    terms = bad["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["affinity"]["nodeAffinity"]
+    terms["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0][
+        "values"
+    ] = "gpu01,gpu04"  # a string where Kubernetes wants a list: the schema must catch it
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(bad)
