@@ -78,6 +78,11 @@ def test_request_filters_through_the_query(client: TestClient) -> None:
     a = client.get("/placement", params=[("nodes", 1), ("gpus_per_node", 1), ("exclude", "gpu01")])
     assert placed(a.json()) == ["gpu04"]
     assert {x["host"]: x["stage"] for x in a.json()["excluded"]}["gpu01"] == "request"
+    c = client.get("/placement", params={"nodes": 1, "gpus_per_node": 1, "exclude": "gpu[01,04]"})
+    assert not c.json()["placed"] and {x["host"] for x in c.json()["excluded"] if x["stage"] == "request"} == {
+        "gpu01",
+        "gpu04",
+    }
     b = client.get("/placement", params={"nodes": 1, "gpus_per_node": 1, "hostlist": "gpu[02,04]"})
     assert placed(b.json()) == ["gpu04"]
 
@@ -89,6 +94,7 @@ def test_request_filters_through_the_query(client: TestClient) -> None:
         ({"nodes": 0, "gpus_per_node": 1}, "nodes"),
         ({"gpus_per_node": 1}, "nodes"),
         ({"nodes": 1, "gpus_per_node": 1, "exclude": "a\x00b"}, "not a host name"),
+        ({"nodes": 1, "gpus_per_node": 1, "exclude": "gpu[01-"}, "exclude: bad hostlist"),
         ({"nodes": 1, "gpus_per_node": 1, "partition": "p\x00"}, "partition"),
     ],
 )

@@ -11,7 +11,7 @@ Endpoints (JSON bodies are the store's contracts):
 - ``GET /findings?code=&severity=&host=&limit=100`` -> ``list[FindingRecord]``; ``host`` matches a finding
   whose ``nodes`` name it; an unknown code or severity is a 422 listing the valid values.
 - ``GET /metrics``: the Prometheus text format (:mod:`fleetdx.orchestrator.service.metrics`).
-- ``GET /placement?nodes=N&gpus_per_node=K[&partition=&hostlist=&exclude=H&exclude=H&ib_port=1]`` and
+- ``GET /placement?nodes=N&gpus_per_node=K[&partition=&hostlist=&exclude=HOSTLIST&ib_port=1]`` and
   ``POST /placement`` (a ``PlacementRequest`` body) -> ``PlacementAnswer``: where a job should go
   (:func:`fleetdx.orchestrator.placement.job.place` over the store's health and history, the cluster topology
   the service was started with, and the Slurm nodes when it was started with Slurm; else the request's
@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from hostlist import BadHostlist, expand_hostlist
 
 from fleetdx import __version__
 from fleetdx.orchestrator.placement.contracts import PlacementAnswer, PlacementRequest
@@ -199,12 +200,16 @@ def create_app(
         bad = [h for h in exclude if not re.match(SAFE_TEXT, h)]
         if bad:
             raise HTTPException(status_code=422, detail=f"exclude: {bad[0][:40]!r} is not a host name")
+        try:  # each value a Slurm hostlist, as `fleetdx place --exclude` takes it
+            ruled_out = [h for text in exclude for h in expand_hostlist(text)]
+        except BadHostlist as e:
+            raise HTTPException(status_code=422, detail=f"exclude: bad hostlist: {e}") from None
         request = PlacementRequest(
             nodes=nodes,
             gpus_per_node=gpus_per_node,
             partition=partition,
             hostlist=hostlist,
-            exclude=exclude,
+            exclude=ruled_out,
             ib_port=ib_port,
         )
         return answer(request)
