@@ -1,18 +1,16 @@
 """``sbatch $(fleetdx place --nodes 2 --gpus-per-node 1 --slurm-args) job.sh`` on a real Slurm: the job lands on
 the advised nodes, a drained node is never advised, and a node the store holds as CRITICAL is left out.
 
-The cluster is a throwaway Slurm (Debian slurm-wlm, PLATFORM.md "Slurm") started by this module: slurmctld and
-four slurmd in their own UTS namespaces (hostnames pl1..pl4), 8 GRES GPUs each backed by character-device
-stand-ins (no GPU exists; Slurm only counts them), ``TopologyPlugin=topology/tree`` with leaf ``leaf1`` =
-pl[1-2] and leaf ``leaf2`` = pl[3-4] under a spine. Skipped without slurm-wlm, munge or root.
+The cluster is the shared throwaway Slurm 22.05 of ``tests/slurmcluster.py`` (``.ci/slurm-cluster.sh``: its own
+munged, slurmctld and four slurmd in their own UTS namespaces, hostnames pl1..pl4, 8 GRES GPUs each over
+character-device STAND-INS: Slurm counts them, no GPU exists), with ``TopologyPlugin=topology/tree`` and the
+tree leaf1 = pl[1-2], leaf2 = pl[3-4] under a spine. Skipped, with the reason, where Slurm cannot start.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,125 +22,32 @@ import pytest
 from fleetdx.orchestrator.report import RunKind, assemble_report
 from fleetdx.orchestrator.store import Store
 from fleetdx.probes.contracts import Finding, FindingCode, Level, Severity
+from tests.slurmcluster import SlurmCluster, slurm_cluster, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-NODES = ["pl1", "pl2", "pl3", "pl4"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _munge_ok() -> bool:
-    try:
-        cred = subprocess.run(["munge", "-n"], capture_output=True, timeout=10, check=True).stdout
-        subprocess.run(["unmunge"], input=cred, capture_output=True, timeout=10, check=True)
-        return True
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-def _wait(cond, timeout_s: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+TREE = "SwitchName=leaf1 Nodes=pl[1-2]\nSwitchName=leaf2 Nodes=pl[3-4]\nSwitchName=spine Switches=leaf[1-2]\n"
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    if shutil.which("slurmctld") is None or shutil.which("slurmd") is None or shutil.which("munged") is None:
-        pytest.skip("slurm-wlm and munge are not installed (apt-get install -y slurm-wlm munge)")
-    if os.geteuid() != 0:
-        pytest.skip("starting slurmd needs root")
-    procs: list[subprocess.Popen[bytes]] = []
-    if not _munge_ok():
-        Path("/run/munge").mkdir(exist_ok=True)
-        shutil.chown("/run/munge", "munge", "munge")
-        procs.append(subprocess.Popen(["runuser", "-u", "munge", "--", "munged", "--foreground"]))
-        _wait(_munge_ok, 15, "munged")
-    d = tmp_path_factory.mktemp("slurm")
-    for sub in ("state", "log", "dev", *(f"spool/{n}" for n in NODES)):
-        (d / sub).mkdir(parents=True)
-    for i in range(8):
-        subprocess.run(["mknod", str(d / "dev" / f"nvidia{i}"), "c", "1", "3"], check=True)
-    host = socket.gethostname()
-    lines = [
-        "ClusterName=fleetdxplace",
-        f"SlurmctldHost={host}(127.0.0.1)",
-        f"SlurmctldPort={_free_port()}",
-        "SlurmUser=root",
-        "AuthType=auth/munge",
-        f"StateSaveLocation={d}/state",
-        f"SlurmdSpoolDir={d}/spool/%n",
-        f"SlurmctldPidFile={d}/slurmctld.pid",
-        f"SlurmdPidFile={d}/slurmd-%n.pid",
-        f"SlurmctldLogFile={d}/log/slurmctld.log",
-        f"SlurmdLogFile={d}/log/slurmd-%n.log",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core",
-        "TopologyPlugin=topology/tree",
-        "GresTypes=gpu",
-        "MpiDefault=none",
-    ]
-    lines += [
-        f"NodeName={n} NodeHostname={n} NodeAddr=127.0.0.1 Port={_free_port()} CPUs=2 RealMemory=500 Gres=gpu:8"
-        for n in NODES
-    ]
-    lines.append("PartitionName=gpu Nodes=pl[1-4] Default=YES MaxTime=INFINITE State=UP")
-    (d / "slurm.conf").write_text("\n".join(lines) + "\n")
-    (d / "gres.conf").write_text(f"Name=gpu File={d}/dev/nvidia[0-7]\n")
-    tree = ["SwitchName=leaf1 Nodes=pl[1-2]", "SwitchName=leaf2 Nodes=pl[3-4]", "SwitchName=spine Switches=leaf[1-2]"]
-    (d / "topology.conf").write_text("\n".join(tree) + "\n")
-    env = {**os.environ, "SLURM_CONF": str(d / "slurm.conf")}
-    try:
-        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-        procs.append(subprocess.Popen(["slurmctld", "-D"], env=env, **quiet))
-        for n in NODES:
-            cmd = f"hostname {n} && exec slurmd -D -N {n}"
-            procs.append(
-                subprocess.Popen(["unshare", "--uts", "sh", "-c", cmd], env=env, **quiet)
-            )
-
-        def all_idle() -> bool:
-            r = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], env=env, capture_output=True, text=True)
-            return r.returncode == 0 and r.stdout.count(" idle") == len(NODES)
-
-        _wait(all_idle, 60, "four idle Slurm nodes")
-        subprocess.run(
-            ["scontrol", "update", "NodeName=pl2", "State=DRAIN", "Reason=fleetdx test: drained"], env=env, check=True
-        )
-        yield env
-    finally:
-        subprocess.run(["scancel", "--full", "-u", "root"], env=env, capture_output=True)
-
-        def no_jobs() -> bool:
-            q = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True)
-            return q.returncode != 0 or not q.stdout.strip()
-
+def slurm() -> Iterator[dict[str, str]]:
+    with slurm_cluster(nodes=4, prefix="pl", topology_conf=TREE) as cluster:
+        cluster.run("scontrol", "update", "NodeName=pl2", "State=DRAIN", "Reason=fleetdx test: drained")
         try:
-            _wait(no_jobs, 30, "the cancelled jobs to end")
-        except AssertionError:
-            pass  # the daemons go anyway; their job steps are swept below
-        for p in reversed(procs):
-            p.terminate()
-        for p in reversed(procs):
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        _kill_steps(str(d / "slurm.conf"))
+            yield cluster.env
+        finally:
+            _end_jobs(cluster)
 
 
-def _kill_steps(conf: str) -> None:
-    """SIGKILL the job-step daemons (slurmstepd) this cluster left behind: found by their SLURM_CONF, by pid."""
+def _end_jobs(cluster: SlurmCluster) -> None:
+    """Cancel the jobs and wait for them to end before the harness stops the daemons; SIGKILL, by pid, any job
+    step daemon (slurmstepd) of this cluster still there (one outlived slurmd once and stayed behind)."""
+    cluster.run("scancel", "--full", "-u", "root", check=False)
+    try:
+        wait_for(lambda: not cluster.run("squeue", "-h", check=False).stdout.strip(), 30, "cancelled jobs to end")
+    except AssertionError:
+        pass
+    conf = f"SLURM_CONF={cluster.env['SLURM_CONF']}".encode()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -151,7 +56,7 @@ def _kill_steps(conf: str) -> None:
             name = (proc / "comm").read_text().strip()
         except OSError:
             continue
-        if name == "slurmstepd" and f"SLURM_CONF={conf}".encode() in environ:
+        if name == "slurmstepd" and conf in environ:
             try:
                 os.kill(int(proc.name), signal.SIGKILL)
             except ProcessLookupError:
@@ -190,7 +95,7 @@ def _submit_and_locate(env: dict[str, str], args: list[str], tmp: Path) -> list[
             return True
         return False
 
-    _wait(running, 60, f"job {job_id} to run")
+    wait_for(running, 60, f"job {job_id} to run")
     subprocess.run(["scancel", job_id], env=env, check=True)
     return nodes
 
