@@ -129,7 +129,7 @@ start() {
   for i in $(seq 1 "$n"); do
     # shellcheck disable=SC2086  # SLURMD_ENV is a list of NAME=VALUE words
     env PATH="${SLURMD_PATH:-$PATH}" ${SLURMD_ENV:-} \
-      unshare --uts sh -c "hostname $prefix$i && exec slurmd -D -N $prefix$i -f $conf" \
+      unshare --uts sh -c "hostname $prefix$i && exec $(command -v slurmd) -D -N $prefix$i -f $conf" \
       >"$dir/log/slurmd-$prefix$i.out" 2>&1 &
     echo "slurmd-$prefix$i $!" >> "$dir/pids"
   done

@@ -2,7 +2,7 @@
 # Slurm Epilog: keep this node's evidence from the moment the job ended, for a postmortem.
 #
 #   slurm.conf:  Epilog=/etc/slurm/epilog.d/fleetdx.sh
-#   settings:    /etc/fleetdx/slurm.conf or FLEETDX_SLURM_CONFIG (see fleetdx-slurm.conf): FLEETDX,
+#   settings:    fleetdx-slurm.conf beside this script, or /etc/fleetdx/slurm.conf: FLEETDX,
 #                FLEETDX_BUNDLE_DIR, FLEETDX_EPILOG_BUDGET_S, FLEETDX_LOG_DIR
 #
 # Writes `fleetdx collect` (quick level: GPU state, XIDs, clocks, topology) to FLEETDX_BUNDLE_DIR/JOBID/HOST/,
@@ -10,13 +10,17 @@
 # Always exits 0: a failed collection is logged, never a reason for Slurm to drain the node.
 set -uo pipefail
 
-CONFIG=${FLEETDX_SLURM_CONFIG:-/etc/fleetdx/slurm.conf}
+# settings: $FLEETDX_SLURM_CONFIG, else fleetdx-slurm.conf beside this script, else /etc/fleetdx/slurm.conf
+# (slurmd runs the prolog and epilog with an environment of its own making: install the file beside the script)
+CONFIG=${FLEETDX_SLURM_CONFIG:-$(dirname "$0")/fleetdx-slurm.conf}
+[[ -r "$CONFIG" ]] || CONFIG=/etc/fleetdx/slurm.conf
 FLEETDX=
 FLEETDX_BUNDLE_DIR=/var/lib/fleetdx/bundles
 FLEETDX_EPILOG_BUDGET_S=60
 FLEETDX_LOG_DIR=/var/log/fleetdx
 # shellcheck source=fleetdx-slurm.conf
 [[ -r "$CONFIG" ]] && . "$CONFIG"
+export PATH=${FLEETDX_PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}
 
 job=${SLURM_JOB_ID:-nojob}
 host=$(hostname -s)

@@ -3,8 +3,8 @@
 #
 #   slurm.conf:  Prolog=/etc/slurm/prolog.d/fleetdx.sh   PrologFlags=Alloc   PrologEpilogTimeout=120
 #                SchedulerParameters=nohold_on_prolog_fail   (so the requeued job is not held)
-#   settings:    /etc/fleetdx/slurm.conf, or FLEETDX_SLURM_CONFIG in slurmd's environment (fleetdx-slurm.conf
-#                documents each line: FLEETDX, FLEETDX_PROLOG_BUDGET_S, FLEETDX_PROLOG_ON_ERROR, ...)
+#   settings:    fleetdx-slurm.conf installed beside this script (or /etc/fleetdx/slurm.conf); the file
+#                documents each line: FLEETDX, FLEETDX_PROLOG_BUDGET_S, FLEETDX_PROLOG_ON_ERROR, ...
 #
 # Verdicts (the exit codes of `fleetdx preflight`):
 #   0 OK, 1 WARNING    the job starts (a WARNING is logged)
@@ -17,7 +17,10 @@
 # The pre-flight targets this host only, so fleetdx runs it in-process without Ray (about 1 s).
 set -uo pipefail
 
-CONFIG=${FLEETDX_SLURM_CONFIG:-/etc/fleetdx/slurm.conf}
+# settings: $FLEETDX_SLURM_CONFIG, else fleetdx-slurm.conf beside this script, else /etc/fleetdx/slurm.conf
+# (slurmd runs the prolog and epilog with an environment of its own making: install the file beside the script)
+CONFIG=${FLEETDX_SLURM_CONFIG:-$(dirname "$0")/fleetdx-slurm.conf}
+[[ -r "$CONFIG" ]] || CONFIG=/etc/fleetdx/slurm.conf
 FLEETDX=
 FLEETDX_PROLOG_BUDGET_S=30
 FLEETDX_PROLOG_ON_ERROR=open
@@ -25,6 +28,7 @@ FLEETDX_PREFLIGHT_ARGS=
 FLEETDX_LOG_DIR=/var/log/fleetdx
 # shellcheck source=fleetdx-slurm.conf
 [[ -r "$CONFIG" ]] && . "$CONFIG"
+export PATH=${FLEETDX_PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}
 
 job=${SLURM_JOB_ID:-nojob}
 host=$(hostname -s)

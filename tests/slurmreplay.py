@@ -1,5 +1,5 @@
-"""Helpers of the ``slurm`` tests: a STAND-IN ``nvidia-smi`` that replays a real bundle per host, and the
-settings file of slurm/prolog.sh and slurm/epilog.sh.
+"""Helpers of the ``slurm`` tests: a STAND-IN ``nvidia-smi`` that replays a real bundle per host, and
+slurm/prolog.sh and slurm/epilog.sh installed with their settings file.
 
 The stand-in answers each ``nvidia-smi ...`` command with the matching raw file of the bundle chosen by the
 hostname it runs under (each slurmd has its own UTS namespace, so each Slurm node has its own hostname):
@@ -8,11 +8,13 @@ nothing queries a GPU, and the other probe commands (lscpu, numactl, dmesg ...) 
 
 from __future__ import annotations
 
+import shutil
 import socket
 import sys
 from pathlib import Path
 
-BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
+ROOT = Path(__file__).resolve().parent.parent
+BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
 #: real bundles of one H100 80GB VM (tests/fixtures/bundles/README.md)
 IDLE, BUSY = BUNDLES / "h100-idle", BUNDLES / "h100-busy"
 VENV_BIN = Path(sys.executable).parent
@@ -21,6 +23,7 @@ FLEETDX = VENV_BIN / "fleetdx"
 _STANDIN = '''#!{python}
 """STAND-IN nvidia-smi written by a fleetdx slurm test: REPLAYS a real bundle chosen by hostname; no GPU is
 queried. Bundles: {bundles!r}"""
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -49,14 +52,30 @@ def write_replay_bin(folder: Path, busy_hosts: list[str]) -> Path:
     return bin_dir
 
 
-def write_fleetdx_slurm_conf(folder: Path, on_error: str = "open", budget_s: int = 120) -> Path:
-    """The settings of slurm/prolog.sh and slurm/epilog.sh (slurm/fleetdx-slurm.conf documents each line),
-    with logs and bundles under ``folder``."""
-    conf = folder / "fleetdx-slurm.conf"
+def install_node_scripts(folder: Path, replay_bin: Path, on_error: str = "open", budget_s: int = 120) -> Path:
+    """Install slurm/prolog.sh and slurm/epilog.sh as an administrator would: copied into
+    ``folder/slurm.d/`` beside their settings file ``fleetdx-slurm.conf`` (slurm/fleetdx-slurm.conf documents
+    each line), with logs and bundles under ``folder`` and ``replay_bin`` first on the tools' PATH. Returns
+    the ``slurm.d`` folder (``Prolog=DIR/prolog.sh``, ``Epilog=DIR/epilog.sh``)."""
+    d = folder / "slurm.d"
+    d.mkdir(parents=True, exist_ok=True)
+    for name in ("prolog.sh", "epilog.sh"):
+        shutil.copy2(ROOT / "slurm" / name, d / name)
+    write_settings(d, folder, replay_bin, on_error=on_error, budget_s=budget_s)
+    return d
+
+
+def write_settings(
+    d: Path, folder: Path, replay_bin: Path, *, on_error: str = "open", budget_s: int = 120, fleetdx: str = ""
+) -> Path:
+    """(Re)write ``d/fleetdx-slurm.conf``; ``fleetdx`` replaces the fleetdx path (a missing one, to test the
+    no-verdict path)."""
+    conf = d / "fleetdx-slurm.conf"
     conf.write_text(
         "\n".join(
             [
-                f"FLEETDX={FLEETDX}",
+                f"FLEETDX={fleetdx or FLEETDX}",
+                f"FLEETDX_PATH={replay_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 f"FLEETDX_PROLOG_BUDGET_S={budget_s}",
                 f"FLEETDX_PROLOG_ON_ERROR={on_error}",
                 "FLEETDX_PREFLIGHT_ARGS=--no-save",

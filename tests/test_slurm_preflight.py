@@ -25,14 +25,14 @@ from pathlib import Path
 import pytest
 
 from tests.slurmcluster import ROOT, SlurmCluster, slurm_cluster, wait_for
-from tests.slurmreplay import FLEETDX, VENV_BIN, free_port, write_fleetdx_slurm_conf, write_replay_bin
+from tests.slurmreplay import FLEETDX, VENV_BIN, free_port, install_node_scripts, write_replay_bin
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 SBATCH = ROOT / "slurm" / "preflight.sbatch"
 TRAIN = Path(__file__).parent / "fixtures" / "slurm" / "train_allreduce.py"
 BUSY = "sim3"
-JOB_S = 600  # a job's deadline here: four Ray nodes start on a 2-core machine shared with other work
+JOB_S = 900  # a job's deadline here: four Ray nodes start on a 2-core machine shared with other work
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +43,8 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def cluster(work: Path) -> Iterator[SlurmCluster]:
     replay = write_replay_bin(work, [BUSY])
-    conf = write_fleetdx_slurm_conf(work)
-    with slurm_cluster(
-        nodes=5,
-        gpus=1,
-        extra_conf=f"Epilog={ROOT / 'slurm' / 'epilog.sh'}",
-        slurmd_path=f"{replay}:{os.environ['PATH']}",  # the nodes' nvidia-smi is the replaying stand-in
-        slurmd_env={"FLEETDX_SLURM_CONFIG": str(conf)},
-    ) as c:
+    scripts = install_node_scripts(work, replay)
+    with slurm_cluster(nodes=5, gpus=1, extra_conf=f"Epilog={scripts / 'epilog.sh'}") as c:
         c.env.update(
             PATH=f"{replay}:{VENV_BIN}:{os.environ['PATH']}",
             FLEETDX=str(FLEETDX),
@@ -58,6 +52,9 @@ def cluster(work: Path) -> Iterator[SlurmCluster]:
             MASTER_ADDR="127.0.0.1",
             MASTER_PORT=str(free_port()),
             GLOO_SOCKET_IFNAME="lo",
+            # four Ray nodes starting at once on two shared cores: Ray gives each raylet 30 s to register, and
+            # fleetdx starts a worker again when it gives up, so the join deadline is generous
+            FLEETDX_PREFLIGHT_ARGS="--join-timeout 400",
         )
         yield c
 

@@ -275,6 +275,7 @@ def _on_allocation(
     started (:func:`fleetdx.orchestrator.cluster.allocation.ray_on_allocation`); one line on stderr says
     how long the nodes took to join and the verdict took after that."""
     import time
+    from contextlib import redirect_stdout
 
     from fleetdx.orchestrator.cluster.allocation import JOIN_TIMEOUT_S, ray_on_allocation
     from fleetdx.orchestrator.preflight.run import NodeJob, run_preflight
@@ -282,7 +283,9 @@ def _on_allocation(
     jobs = {
         h: NodeJob(host=h, level=level, probe_timeout_s=probe_timeout, nccl_tests_dir=nccl_tests_dir) for h in hosts
     }
-    with ray_on_allocation(hosts, join_timeout_s=join_timeout or JOIN_TIMEOUT_S) as up:
+    # Ray's driver prints what it hears from the cluster ("(raylet) Raylet is terminated ...") on stdout: the
+    # report (--json) must be alone there
+    with redirect_stdout(sys.stderr), ray_on_allocation(hosts, join_timeout_s=join_timeout or JOIN_TIMEOUT_S) as up:
         result = run_preflight(
             jobs,
             up.nodes,
