@@ -144,6 +144,13 @@ def test_straggler_ties_to_host_findings_from_the_store() -> None:
     assert "host_findings" not in g.evidence
 
 
+def test_a_stage_only_the_straggler_enters_is_found() -> None:
+    # peers never wait for data (0 ms): the straggler's 40 ms data stage is still judged against them
+    ranks = [_synthetic(r, [100.0] * 10, data_ms=40.0 if r == 5 else 0.0) for r in range(8)]
+    (f,) = diagnose(ranks)
+    assert f.subject == "rank 5" and f.evidence["stage"] == "data" and f.evidence["slow_steps"] == 10
+
+
 def test_small_differences_are_not_stragglers() -> None:
     # a 2 ms data stage against 1 ms: 100% slower but 2% of the step: never the culprit
     ranks = [_synthetic(r, [100.0] * 10, data_ms=2.0 if r == 1 else 1.0) for r in range(6)]

@@ -57,6 +57,10 @@ from fleetdx.orchestrator.steps.contracts import (
 )
 from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity
 
+#: stage times are floored at 1 us before the log-scale baseline: a stage its peers never enter (0 ms) is a
+#: valid, very low value, not a missing one (``Baseline.of`` drops values <= 0)
+STAGE_FLOOR_MS = 0.001
+
 
 class StepPolicy(Contract):
     """Thresholds of the step diagnosis; see the module docstring for each one's source."""
@@ -365,7 +369,7 @@ def _stragglers(
     sp = policy.straggler
     worst: dict[int, tuple[float, str, Baseline, float, int, int]] = {}
     for stage in stages:
-        values = {r: m.get(stage, 0.0) for r, m in medians.items()}
+        values = {r: max(m.get(stage, 0.0), STAGE_FLOOR_MS) for r, m in medians.items()}
         base = Baseline.of(values.values(), sp)
         if base is None:
             continue
@@ -433,7 +437,9 @@ def _per_step_evidence(
     n = min(len(rs.steps) for rs in ranks)
     slow = normal = 0
     for i in range(n):
-        base = Baseline.of([rs.steps[i].stages_ms.get(stage, 0.0) for rs in ranks], policy.straggler)
+        base = Baseline.of(
+            [max(rs.steps[i].stages_ms.get(stage, 0.0), STAGE_FLOOR_MS) for rs in ranks], policy.straggler
+        )
         if base is None:
             continue
         if _slow(mine.steps[i].stages_ms.get(stage, 0.0), base, policy, job_step):
