@@ -146,7 +146,9 @@ class RunReport(Contract):
     @classmethod
     def _upgrade_v1(cls, data: object) -> object:
         """Schema version 1 kept a bandwidth run's schedule in ``level``: move it to ``schedule``."""
-        if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) < 2:
+        version = data.get("schema_version", SCHEMA_VERSION) if isinstance(data, dict) else None
+        # a non-integer version is left to the field's own validation (a ValidationError, never a TypeError)
+        if isinstance(data, dict) and isinstance(version, int) and version < 2:
             data = {**data, "schema_version": SCHEMA_VERSION}
             if data.get("kind") in (RunKind.BANDWIDTH, RunKind.BANDWIDTH.value) and data.get("level"):
                 data["schedule"] = data.pop("level")

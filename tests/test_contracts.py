@@ -49,3 +49,12 @@ def test_finding_is_frozen_and_rejects_unknown_fields() -> None:
         f.message = "other"  # type: ignore[misc]
     with pytest.raises(ValidationError):
         Finding.model_validate({**f.model_dump(), "colour": "red"})
+
+
+def test_a_report_with_a_non_integer_schema_version_is_a_validation_error() -> None:
+    import pydantic
+
+    from fleetdx.orchestrator.report import RunReport
+
+    with pytest.raises(pydantic.ValidationError):
+        RunReport.model_validate({"schema_version": "two", "run_id": "r", "kind": "preflight"})
