@@ -291,9 +291,7 @@ def main() -> None:
                 f"{f['peak_above_import_mb']:10.1f} {h['peak_above_import_mb']:7.1f} "
                 f"{f['peak_above_import_mb'] / h['peak_above_import_mb']:6.2f} | "
                 f"{f['traced_peak_mb']:10.1f} {h['traced_peak_mb']:10.1f} | "
-                f"{h['children_peak_rss_mb']:.0f} MB"
-                if h["children_peak_rss_mb"]
-                else "-"
+                + (f"{h['children_peak_rss_mb']:.0f} MB" if h["children_peak_rss_mb"] else "-")
             )
         print(
             f"   all three: fleetdx {tot['fleetdx']:.3f} s, HTA {tot['hta']:.3f} s: {tot['hta'] / tot['fleetdx']:.1f}x "
