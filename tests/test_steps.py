@@ -4,9 +4,12 @@ run; the HTA A100 traces decompose; the StepTimer logs of the same runs feed the
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fleetdx.orchestrator.steps.analyze import diagnose, report
 from fleetdx.orchestrator.steps.contracts import RankSteps, Stage, StepSample, StepsError
@@ -187,3 +190,50 @@ def test_rank_hint_from_file_names() -> None:
     assert rank_hint("/x/rank-3.json.gz") == 3
     assert rank_hint("steps-rank-12.jsonl") == 12
     assert rank_hint("host_1234.pt.trace.json") is None
+
+
+_names = st.sampled_from(
+    [
+        "ProfilerStep#1",
+        "ProfilerStep#2",
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+        "Optimizer.step#SGD.step",
+        "autograd::engine::evaluate_function: AddmmBackward0",
+        "DistributedDataParallel.forward",
+        "nccl:all_reduce",
+        "aten::mm",
+        "ncclKernel_AllReduce",
+        "Memcpy HtoD (Pinned -> Device)",
+        "void gemm_kernel",
+    ]
+)
+_cats = st.sampled_from(["cpu_op", "user_annotation", "kernel", "gpu_memcpy", "cuda_runtime"])
+_times = st.floats(min_value=0, max_value=1e4, allow_nan=False) | st.integers(0, 10_000)
+_ev = st.fixed_dictionaries(
+    {
+        "ph": st.just("X"),
+        "cat": _cats,
+        "name": _names,
+        "ts": _times,
+        "dur": _times,
+        "tid": st.integers(0, 3),
+        "args": st.fixed_dictionaries({"correlation": st.integers(-1, 5), "stream": st.integers(-1, 8)}),
+    }
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(ranks=st.lists(st.lists(_ev, min_size=1, max_size=25), min_size=1, max_size=4))
+def test_fuzz_decompose_and_diagnose_never_crash(ranks: list[list[dict[str, object]]]) -> None:
+    """Any parsable trace decomposes or raises StepsError; any set of decomposed ranks can be diagnosed."""
+    decomposed = []
+    for r, events in enumerate(ranks):
+        doc = json.dumps({"distributedInfo": {"rank": r, "world_size": len(ranks)}, "traceEvents": events})
+        try:
+            rs = decompose_trace(parse_kineto_bytes(doc.encode(), source=f"rank-{r}.json"))
+        except StepsError:
+            continue
+        for s in rs.steps:
+            assert abs(sum(s.stages_ms.values()) - s.step_ms) < 0.01 and min(s.stages_ms.values()) >= 0
+        decomposed.append(rs)
+    report(decomposed).model_dump(mode="json")

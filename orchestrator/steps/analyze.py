@@ -294,7 +294,11 @@ def _launch_and_compute(
     cpu = [rs for rs in ranks if rs.cpu_ops is not None]
     if cpu:
         # the fastest step: the one least slowed by other load on the host
-        rates = [rs.cpu_ops.per_step / min(s.step_ms for s in rs.steps) for rs in cpu if rs.cpu_ops is not None]
+        rates = [
+            rs.cpu_ops.per_step / min(s.step_ms for s in rs.steps if s.step_ms > 0)
+            for rs in cpu
+            if rs.cpu_ops is not None and any(s.step_ms > 0 for s in rs.steps)
+        ]
         rate = _median(rates)
         med_op = _median([rs.cpu_ops.median_us for rs in cpu if rs.cpu_ops is not None])
         if rate > policy.cpu_ops_per_ms:

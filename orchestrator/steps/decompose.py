@@ -240,7 +240,7 @@ def decompose_trace(t: KinetoTrace) -> RankSteps:
         steps=samples,
         temporal=temporal,
         comm_exposed_pct=round(100 * exposed_total / comm_total, 2) if comm_total > 0 else None,
-        kernels=_kernel_stats(g, step_of, ldur[idx], found, len(t.steps)),
+        kernels=_kernel_stats(g, step_of, ldur[idx] if ldur.size else np.zeros(idx.size), found, len(t.steps)),
         cpu_ops=_cpu_op_stats(t, main_tid, starts, ends),
         missing=missing,
     )
