@@ -237,3 +237,19 @@ def test_fuzz_decompose_and_diagnose_never_crash(ranks: list[list[dict[str, obje
             assert abs(sum(s.stages_ms.values()) - s.step_ms) < 0.01 and min(s.stages_ms.values()) >= 0
         decomposed.append(rs)
     report(decomposed).model_dump(mode="json")
+
+
+def test_baseline_change_and_noise_band() -> None:
+    from fleetdx.orchestrator.steps.run import compare
+
+    wobble = [100.0, 102.0, 98.0, 101.0, 99.0, 100.5, 99.5, 100.0, 101.5, 98.5]
+    base = [_synthetic(r, wobble) for r in range(4)]
+    same = compare(base, base, "base")
+    assert same.step.change_ms == 0 and not same.step.significant and same.goodput_change_pct == 0
+    slower = [_synthetic(r, [t * 1.5 for t in wobble]) for r in range(4)]
+    cmp = compare(slower, base, "base")
+    assert cmp.step.significant and cmp.step.change_pct == 50.0
+    assert cmp.goodput_change_pct == round(100 * (1 / 1.5 - 1), 2)
+    assert cmp.step.noise_ms is not None and 0 < cmp.step.noise_ms < 5
+    data = next(c for c in cmp.stages if c.stage == "data")
+    assert data.change_ms == 0 and not data.significant  # 1 ms in both runs
