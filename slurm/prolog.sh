@@ -14,7 +14,7 @@
 #   anything else      no verdict (UNKNOWN, over the time budget, fleetdx missing): FLEETDX_PROLOG_ON_ERROR
 #                      decides, open (start the job) or closed (drain "fleetdx: no verdict (...)" and fail);
 #                      logged either way
-# The pre-flight targets this host only, so fleetdx runs it in-process without Ray (about 1 s).
+# The pre-flight targets this host only, so fleetdx runs it in-process without Ray (1.2-3.2 s measured in CI).
 set -uo pipefail
 
 # settings: $FLEETDX_SLURM_CONFIG, else fleetdx-slurm.conf beside this script, else /etc/fleetdx/slurm.conf

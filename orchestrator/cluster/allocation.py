@@ -152,6 +152,15 @@ def _tree(pid: int) -> list[Any]:
         return []
 
 
+def _alive(p: Any) -> bool:
+    import psutil
+
+    try:
+        return bool(p.is_running() and p.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
 def _stop(launched: Sequence[_Launched]) -> None:
     """SIGTERM each launched process (its own session), wait up to :data:`STOP_GRACE_S`, then SIGKILL
     whatever is left of the process trees as they were before the SIGTERM."""
@@ -170,7 +179,7 @@ def _stop(launched: Sequence[_Launched]) -> None:
             x.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
-        left = [p for p in trees[id(x)] if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        left = [p for p in trees[id(x)] if _alive(p)]
         _, alive = psutil.wait_procs(left, timeout=max(0.1, deadline - time.monotonic()))
         for p in alive:
             try:
