@@ -17,7 +17,18 @@ from fleetdx.orchestrator.cli import (
     topo_cmd,
 )
 
-MODULES = [collect_cmd, parse_cmd, preflight_cmd, topo_cmd, place_cmd, bandwidth_cmd, db_cmd, serve_cmd, token_cmd]
-MODULES.append(steps_cmd)  # fleetdx steps (issue 13)
-MODULES.append(k8s_cmd)  # fleetdx k8s mark (issue 11)
-MODULES.append(postmortem_cmd)  # fleetdx postmortem (issue 12)
+#: in the order ``fleetdx --help`` lists them: the three jobs first, then the tools around them
+MODULES = [
+    preflight_cmd,  # preflight, analyze
+    postmortem_cmd,
+    steps_cmd,
+    place_cmd,
+    topo_cmd,
+    bandwidth_cmd,
+    collect_cmd,
+    parse_cmd,
+    db_cmd,  # db ..., history
+    serve_cmd,
+    token_cmd,
+    k8s_cmd,
+]

@@ -113,8 +113,10 @@ def place_cmd(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON answer only.")] = False,
 ) -> None:
-    """Choose N healthy nodes with K healthy GPUs each: GPUs, NIC, NUMA node and CPUs per local rank, sbatch
-    arguments, a Kubernetes node affinity, and why every other candidate was left out.
+    """Choose N healthy nodes with K healthy GPUs each, and say why every other candidate was left out.
+
+    The answer per node: GPUs, NIC, NUMA node and CPUs per local rank; per job: sbatch arguments and a
+    Kubernetes node affinity.
 
     Candidates: the live Slurm's idle and mixed nodes (never drained or down), or a saved scontrol/sinfo
     output, limited by --partition and --hostlist; or the --hostlist alone (--no-slurm, the default when a

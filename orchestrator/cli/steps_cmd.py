@@ -118,9 +118,11 @@ def register(app: typer.Typer) -> None:
             "the findings with the straggler's evidence, stacked stage bars per rank, the step-time series.",
         ),
     ) -> None:
-        """Why is my job slow? Break each rank's steps into data / h2d / forward / backward / grad_sync /
-        optimizer / checkpoint, GPU idle / compute / non-compute (as HTA), exposed communication, kernel sizes
-        and step-time stability; name the stalling stage and any straggler rank (with its host).
+        """Why is my job slow? Name the stalling stage of the step and any straggler rank, from traces.
+
+        Breaks each rank's steps into data / h2d / forward / backward / grad_sync / optimizer / checkpoint,
+        GPU idle / compute / non-compute (as HTA), exposed communication, kernel sizes and step-time
+        stability; a straggler rank is named with its host.
 
         Examples: fleetdx steps traces/ ; fleetdx steps traces/ --baseline good-run/ --json
 
