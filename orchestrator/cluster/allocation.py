@@ -21,9 +21,11 @@ Inside an allocation of N nodes (``sbatch``/``salloc``: ``SLURM_JOB_ID`` set) an
    after :data:`STOP_GRACE_S` to whatever of that process tree is left. Only what this module started is
    stopped; ``ray stop`` (every Ray process of the machine) is never used.
 
-The ``ray`` executable is the one beside this Python (``sys.executable``'s folder), else ``ray`` on PATH; it
-must exist at the same path on every node (a shared virtualenv, as the job's own Python). Ray 2.60's token
-authentication (``RAY_AUTH_MODE=token``, token in ``~/.ray/auth_token``) needs a ``$HOME`` shared by the nodes.
+Run it once per allocation (the batch script, or an ``salloc`` shell), not in each task of an ``srun`` step:
+every copy would start its own Ray. The ``ray`` executable is the one beside this Python (``sys.executable``'s
+folder), else ``ray`` on PATH; it must exist at the same path on every node (a shared virtualenv, as the job's
+own Python). Ray 2.60's token authentication (``RAY_AUTH_MODE=token``, token in ``~/.ray/auth_token``) needs a
+``$HOME`` shared by the nodes.
 
 ``import ray`` happens inside the functions: the CLI must start fast.
 """
