@@ -122,3 +122,32 @@ def test_slurm_not_answering_is_503_with_the_reason(store: Store) -> None:
 
     r = TestClient(create_app(store, scheduler_nodes=down)).get("/placement", params={"nodes": 1, "gpus_per_node": 1})
     assert r.status_code == 503 and "Unable to contact" in r.json()["detail"]
+
+
+def test_an_unchanged_answer_is_reused_and_a_new_report_is_seen(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """orchestrator/service/placement_cache.py: the same query twice computes once; a pushed report (a new run)
+    makes the next query compute again; a cache of 0 s computes every time."""
+    from fleetdx.orchestrator.service import api
+
+    calls: list[int] = []
+    real = api.place
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "place", counting)
+    token = create_token(store, "prolog", TokenScope.WRITE).token
+    client = TestClient(create_app(store, cluster=TREE, scheduler_nodes=slurm),
+                        headers={"Authorization": f"Bearer {token}"})
+    q = {"nodes": 1, "gpus_per_node": 1}
+    first, second = client.get("/placement", params=q).json(), client.get("/placement", params=q).json()
+    assert first == second and len(calls) == 1
+    assert client.post("/reports", json=upload(time.time() - 60, [], ["gpu01"])).status_code == 201
+    client.get("/placement", params=q)
+    assert len(calls) == 2
+    uncached = TestClient(create_app(store, cluster=TREE, scheduler_nodes=slurm, placement_cache_s=0),
+                          headers={"Authorization": f"Bearer {token}"})
+    uncached.get("/placement", params=q)
+    uncached.get("/placement", params=q)
+    assert len(calls) == 4

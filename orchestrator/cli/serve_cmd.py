@@ -29,6 +29,7 @@ DB_HELP = "Database URL (default: $FLEETDX_DB_URL, else an SQLite file in the us
 AUTH_READS_ENV = "FLEETDX_API_AUTH_READS"
 TOPOLOGY_ENV = "FLEETDX_API_TOPOLOGY_CONF"
 SLURM_ENV = "FLEETDX_API_SLURM"
+PLACEMENT_CACHE_ENV = "FLEETDX_API_PLACEMENT_CACHE_S"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 DB_URL_ENV = "FLEETDX_DB_URL"
 
@@ -43,6 +44,7 @@ def app_from_env() -> FastAPI:
     from fleetdx.orchestrator.cli.topo_cmd import _load_cluster
     from fleetdx.orchestrator.service.api import create_app
     from fleetdx.orchestrator.service.metrics import RequestMetrics
+    from fleetdx.orchestrator.service.placement_cache import DEFAULT_TTL_S
     from fleetdx.orchestrator.store import Store
     from fleetdx.topology.cluster import ClusterIndex
 
@@ -62,7 +64,12 @@ def app_from_env() -> FastAPI:
             return slurm_candidates(runner)
 
     app = create_app(
-        store, auth_reads=auth_reads, request_metrics=metrics, cluster=cluster, scheduler_nodes=scheduler_nodes
+        store,
+        auth_reads=auth_reads,
+        request_metrics=metrics,
+        cluster=cluster,
+        scheduler_nodes=scheduler_nodes,
+        placement_cache_s=float(os.environ.get(PLACEMENT_CACHE_ENV) or DEFAULT_TTL_S),
     )
     app.router.add_event_handler("shutdown", store.close)
     return app
@@ -101,6 +108,16 @@ def serve(
             "--slurm", help="Placement candidates from this host's Slurm (`scontrol show node`) at each query."
         ),
     ] = False,
+    placement_cache: Annotated[
+        float,
+        typer.Option(
+            "--placement-cache",
+            min=0,
+            max=3600,
+            help="Seconds an unchanged placement answer is reused (same request and candidates, no new run in "
+            "the store); 0: compute every query.",
+        ),
+    ] = 5.0,
     ssl_certfile: Annotated[
         Path | None, typer.Option("--ssl-certfile", help="Serve HTTPS with this PEM certificate (chain).")
     ] = None,
@@ -129,6 +146,7 @@ def serve(
         _load_cluster(topology_conf)  # a bad file fails here, in one line, not in every worker
         os.environ[TOPOLOGY_ENV] = str(topology_conf.resolve())
     os.environ[SLURM_ENV] = "1" if slurm else "0"
+    os.environ[PLACEMENT_CACHE_ENV] = repr(placement_cache)
     with Store.open(db) as store:  # fail here, in one line, when the database is unreachable or outdated
         url = store.url
     os.environ[DB_URL_ENV] = db or os.environ.get(DB_URL_ENV, "")

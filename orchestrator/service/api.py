@@ -60,6 +60,7 @@ from fleetdx.orchestrator.service.ingest import (
     parse_upload,
 )
 from fleetdx.orchestrator.service.metrics import CONTENT_TYPE, RequestMetrics, exposition
+from fleetdx.orchestrator.service.placement_cache import DEFAULT_TTL_S, PlacementCache
 from fleetdx.orchestrator.store import (
     FindingRecord,
     NodeHistory,
@@ -98,11 +99,15 @@ def create_app(
     request_metrics: RequestMetrics | None = None,
     cluster: ClusterIndex | None = None,
     scheduler_nodes: Callable[[], Sequence[SlurmNode]] | None = None,
+    placement_cache_s: float = DEFAULT_TTL_S,
 ) -> FastAPI:
     """The API app over ``store``. ``auth_reads``: reads need a token too. ``request_metrics``: where request
     latency goes (default: a histogram of this process). ``cluster``: the switch tree placement ranks by
     (built once). ``scheduler_nodes``: asked at each placement query for the scheduler's nodes (``None``: the
-    request's hostlist is the candidate list). Store errors become 503 responses with a one-line ``detail``."""
+    request's hostlist is the candidate list). ``placement_cache_s``: how long an unchanged placement answer is
+    reused (:mod:`~fleetdx.orchestrator.service.placement_cache`; 0: never). Store errors become 503 responses
+    with a one-line ``detail``."""
+    answers = PlacementCache(placement_cache_s)
     app = FastAPI(title="fleetdx", version=__version__, description="Run history, report ingestion and metrics.")
     auth = Auth(store, reads_need_token=auth_reads)
     reader = [Depends(auth.require(TokenScope.READ))]
@@ -184,7 +189,12 @@ def create_app(
         except ConfigError as e:  # Slurm missing, failing or timing out: the service's trouble, not the client's
             raise HTTPException(status_code=503, detail=public(e)) from None
         try:
-            return place(request, store=store, candidates=candidates, cluster=cluster)
+            return answers.answer(
+                request,
+                candidates,
+                store.newest_run_pk(),
+                lambda: place(request, store=store, candidates=candidates, cluster=cluster),
+            )
         except PlacementInputError as e:
             raise HTTPException(status_code=422, detail=str(e)) from None
 

@@ -232,6 +232,12 @@ class Store:
                 raise RunNotFound(f"no stored postmortem {postmortem_id!r} in {self.url}")
             return dict(doc)
 
+    def newest_run_pk(self) -> int | None:
+        """The primary key of the newest stored run (``None`` when there is none): it changes whenever a run is
+        saved (runs are never updated or deleted), so a cache of answers drawn from runs can key on it."""
+        with self._errors(), Session(self.engine) as session:
+            return session.scalar(select(func.max(RunRow.id)))
+
     def _run_exists(self, run_id: str) -> bool:
         with self._errors(), Session(self.engine) as session:
             return session.scalar(select(RunRow.id).where(RunRow.run_id == run_id)) is not None
