@@ -178,7 +178,7 @@ def place_cmd(
 def _render(a: PlacementAnswer) -> None:
     import yaml
 
-    from fleetdx.topology.binding import cpu_list
+    from fleetdx.orchestrator.cli.topo_cmd import rank_table
 
     if not a.placed:
         console.print(f"[bold red]not placed:[/] {escape('; '.join(a.reasons))}", highlight=False)
@@ -197,16 +197,7 @@ def _render(a: PlacementAnswer) -> None:
         if n.gpus is None:
             console.print(f"  [yellow]{escape(n.gpu_note or 'no GPU advice')}[/]", highlight=False)
             continue
-        table = Table("local rank", "GPU", "NUMA node", "CPUs", "NIC", box=None)
-        for r in n.gpus.ranks:
-            table.add_row(
-                str(r.local_rank),
-                r.gpu,
-                "-" if r.numa_node is None else str(r.numa_node),
-                cpu_list(r.cpus) or "-",
-                f"{r.nic} ({r.nic_link})" if r.nic else "-",
-            )
-        console.print(table)
+        console.print(rank_table(n.gpus.ranks))
         for k, v in n.gpus.env.items():
             console.print(f"  export {k}={v}", highlight=False, markup=False, soft_wrap=True)
         for r, env in zip(n.gpus.ranks, n.gpus.rank_env, strict=True):

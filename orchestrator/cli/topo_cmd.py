@@ -12,6 +12,7 @@ A BUNDLE is a bundle directory (read as ``fleetdx analyze`` reads it). ``--json`
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -31,7 +32,7 @@ from fleetdx.probes.rawfile import read_raw
 if TYPE_CHECKING:  # topology/ is imported inside the commands, so that other commands start fast
     from fleetdx.probes.facts import NodeFacts
     from fleetdx.topology.cluster import ClusterTopology
-    from fleetdx.topology.contracts import TopoShow
+    from fleetdx.topology.contracts import RankBinding, TopoShow
 
 #: colour per link class, best (green) to worst (red)
 STYLE = {
@@ -103,6 +104,21 @@ class NodeInput:
         names = {g.name for g in self.facts.gpus if g.name}
         return names.pop() if len(names) == 1 else None
 
+
+def rank_table(ranks: Sequence[RankBinding]) -> Table:
+    """One row per local rank: its GPU, NUMA node, CPU list and NIC (with the GPU-NIC link)."""
+    from fleetdx.topology.binding import cpu_list
+
+    table = Table("local rank", "GPU", "NUMA node", "CPUs", "NIC", box=None)
+    for r in ranks:
+        table.add_row(
+            str(r.local_rank),
+            r.gpu,
+            "-" if r.numa_node is None else str(r.numa_node),
+            cpu_list(r.cpus) or "-",
+            f"{r.nic} ({r.nic_link})" if r.nic else "-",
+        )
+    return table
 
 def _cell(text: str) -> Text:
     key = "NV" if text.startswith("NV") else text
@@ -214,7 +230,7 @@ def advise_cmd(
     (no GPU is advised, the JSON has satisfied=false); 3 for bad input. A bare topo -m file carries no
     health evidence: the advice says so.
     """
-    from fleetdx.topology.binding import advise, cpu_list
+    from fleetdx.topology.binding import advise
 
     node = NodeInput(path)
     topo = node.topo()
@@ -245,16 +261,7 @@ def advise_cmd(
             ("GPUs: ", "bold"), ", ".join(adv.gpus), "   weakest link: ", _cell(adv.min_link or "-")
         )
     )
-    table = Table("local rank", "GPU", "NUMA node", "CPUs", "NIC", box=None)
-    for r in adv.ranks:
-        table.add_row(
-            str(r.local_rank),
-            r.gpu,
-            "-" if r.numa_node is None else str(r.numa_node),
-            cpu_list(r.cpus) or "-",
-            f"{r.nic} ({r.nic_link})" if r.nic else "-",
-        )
-    console.print(table)
+    console.print(rank_table(adv.ranks))
     for x in adv.excluded:
         console.print(f"[red]excluded:[/] {escape(x.gpu)}: {escape('; '.join(x.reasons))}", highlight=False)
     for line in adv.reasons:
