@@ -117,3 +117,23 @@ def test_job_model_gives_window_nodes_and_rank_hosts(monkeypatch: pytest.MonkeyP
     assert doc["job"]["job_id"] == "4711"
     c = doc["causes"][0]
     assert (c["code"], c["rank"], c["host"], c["gpu"]) == ("CUDA_ERROR", 0, "n1", "GPU0")
+
+
+def test_job_reads_its_epilog_bundles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--job with --bundle-dir: the bundles slurm/epilog.sh kept under DIR/JOBID/HOST are read. n1's bundle is
+    the real h100-busy bundle with its kernel log replaced by the real XID 79 capture (joblog fixture 05)."""
+    import shutil
+
+    job = Job(scheduler=SchedulerKind.SLURM, job_id="4711", nodes=["n1", "n2"], state="FAILED", exit_code=1)
+    import fleetdx.orchestrator.scheduler.job as jobmod
+
+    monkeypatch.setattr(jobmod, "load_slurm_job", lambda job_id: job)
+    n1 = tmp_path / "4711" / "n1"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "bundles" / "h100-busy", n1)
+    (n1 / "meta.json").unlink(missing_ok=True)
+    shutil.copy(_p("05"), n1 / "dmesg_nvrm.txt")
+    res = runner.invoke(app, ["postmortem", "--job", "4711", "--bundle-dir", str(tmp_path), "--json"])
+    doc = json.loads(res.stdout)
+    assert any(c["code"] == "GPU_HW_FAULT" and "n1" in c["nodes"] for c in doc["causes"]), doc["causes"]
+    none = runner.invoke(app, ["postmortem", "--job", "4711", "--bundle-dir", str(tmp_path / "elsewhere"), "--json"])
+    assert any("no epilog bundles of job 4711" in m for m in json.loads(none.stdout)["missing_evidence"])

@@ -171,6 +171,15 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--job", help="Slurm job id: its nodes, time window, state and exit code (scontrol/sacct)."),
         ] = None,
+        bundle_dir: Annotated[
+            Path | None,
+            typer.Option(
+                "--bundle-dir",
+                envvar="FLEETDX_BUNDLE_DIR",
+                help="Where slurm/epilog.sh keeps each job's bundles (DIR/JOBID/HOST/): with --job, every node's "
+                "bundle of that job is read (default $FLEETDX_BUNDLE_DIR).",
+            ),
+        ] = None,
         nodes: Annotated[
             str | None,
             typer.Option("--nodes", help="Hostlist (gpu[01-16]): only these nodes' kernel events count."),
@@ -214,6 +223,13 @@ def register(app: typer.Typer) -> None:
             from fleetdx.orchestrator.scheduler.job import load_slurm_job
 
             job = load_slurm_job(job_id)
+        epilog_note = None
+        if job_id is not None and bundle_dir is not None:
+            kept = bundle_dir / job_id
+            found = sorted(p for p in kept.iterdir() if p.is_dir()) if kept.is_dir() else []
+            bundle_dirs += [p for p in found if p not in bundle_dirs]
+            if not found:
+                epilog_note = f"no epilog bundles of job {job_id} under {kept} (slurm/epilog.sh writes them there)"
         if not log_paths and not bundle_dirs and job is None and fr is None:
             raise fail("nothing to read: give --logs FILE..., --bundles DIR..., --fr DIR and/or --job ID")
         window = Window(
@@ -225,6 +241,8 @@ def register(app: typer.Typer) -> None:
             raise fail("--until is before --since")
         world = max((p.rank for p in job.ranks), default=-1) + 1 if job is not None else 0
         report = run_postmortem(_sources(log_paths, bundle_dirs, fr, world or None), job, window)
+        if epilog_note is not None:
+            report = report.model_copy(update={"missing_evidence": [*report.missing_evidence, epilog_note]})
         report, note = _with_store(report, db, save=not no_save)
         if html_out is not None:
             from fleetdx.orchestrator.htmlreport import render_postmortem, write_html
