@@ -1,4 +1,5 @@
-"""What the Ray/gloo straggler tests inject: a fault that dwarfs what load does to healthy ranks.
+"""What the Ray/gloo straggler tests inject: a fault that dwarfs what load does to healthy ranks (and the hang guard
+of the tests on simulated clusters).
 
 Healthy gloo pairs on the two cores of a test machine differ 3x when it is idle, and up to 36x under a CPU hog
 with a parallel CI run (0.58 vs 0.016 GB/s seen in one round of four pairs): a 0.2 s delay per operation (3-5x
@@ -19,3 +20,8 @@ STRAGGLER_ITERS = 2
 #: -3.5, exactly the default cut, and no straggler was named. The fault is >= 50x below any healthy pair seen, so
 #: the tests ask for a 90% drop (min_drop) and take a weak z.
 STRAGGLER_POLICY_ARGS = {"min_drop": 0.9, "noise_floor": 0.15, "z_threshold": 1.0}
+
+#: pytest-timeout for the tests on a simulated Ray cluster: a guard against a hang, not a speed check. The first
+#: test of a module also pays for starting the cluster (9 raylets), which took over 4 minutes at load average 10
+#: on 2 cores (a CPU hog beside a full test run).
+HANG_GUARD_S = 600

@@ -32,7 +32,13 @@ from fleetdx.orchestrator.preflight.schedules import localisation_round_bound
 from fleetdx.orchestrator.report import RunReport, Schedule
 from fleetdx.probes.contracts import Collective, FindingCode, Verdict
 from fleetdx.probes.parsers.nccl_tests import busbw_factor
-from tests.straggler import STRAGGLER_DELAY_S, STRAGGLER_ITERS, STRAGGLER_POLICY_ARGS, STRAGGLER_SIZES
+from tests.straggler import (
+    HANG_GUARD_S,
+    STRAGGLER_DELAY_S,
+    STRAGGLER_ITERS,
+    STRAGGLER_POLICY_ARGS,
+    STRAGGLER_SIZES,
+)
 
 
 def test_bus_factors_are_nccl_tests_ones() -> None:
@@ -124,7 +130,7 @@ def run_small(
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_every_collective_validates_and_reports_nccl_tests_units(sim_cluster: list[str]) -> None:
     hosts = {h.name: h for h in ray_hosts()}
     assert set(sim_cluster) <= set(hosts)
@@ -148,7 +154,7 @@ def test_every_collective_validates_and_reports_nccl_tests_units(sim_cluster: li
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_round_robin_names_the_injected_straggler(sim_cluster: list[str]) -> None:
     four = sim_cluster[:4]
     rep = run_small(four, Schedule.ROUNDROBIN, "sim2", DetectionPolicy(**STRAGGLER_POLICY_ARGS))
@@ -163,7 +169,7 @@ def test_round_robin_names_the_injected_straggler(sim_cluster: list[str]) -> Non
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_localise_names_the_injected_straggler_among_eight(sim_cluster: list[str]) -> None:
 
     # 8 gloo ranks on 2 cores: healthy pairs of one round differ 3x idle and up to 36x under a CPU hog and a
@@ -183,7 +189,7 @@ def test_localise_names_the_injected_straggler_among_eight(sim_cluster: list[str
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_a_group_that_does_not_finish_is_a_hang_and_its_actors_are_replaced(sim_cluster: list[str]) -> None:
     from fleetdx.orchestrator.preflight.bandwidth import findings_for, measurement_of, screen_and_localise
     from fleetdx.orchestrator.preflight.detection import DetectionPolicy
@@ -209,7 +215,7 @@ def test_a_group_that_does_not_finish_is_a_hang_and_its_actors_are_replaced(sim_
 
 
 @pytest.mark.gpu
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_nccl_backend_on_a_gpu() -> None:
     """On a GPU machine: the NCCL path for real (CUDA events, validation, the MAX reduction of times) on a
     one-rank group; a one-rank all_reduce moves no data, so only the mechanics and units are checked."""
@@ -245,7 +251,7 @@ def test_cli_sizes_read_like_nccl_tests() -> None:
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_cli_json_is_the_run_report_and_its_curves_go_to_the_store(
     sim_cluster: list[str], tmp_path: Path
 ) -> None:

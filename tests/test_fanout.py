@@ -16,8 +16,9 @@ import pytest
 
 from fleetdx.orchestrator.cluster.fanout import OutcomeKind, fan_out, match_hosts, ray_node_hosts
 from fleetdx.orchestrator.cluster.simulate import SimCluster, SimNode, simulated_cluster
+from tests.straggler import HANG_GUARD_S
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(HANG_GUARD_S)]
 
 
 def whoami(job: str) -> tuple[str, str]:

@@ -20,8 +20,9 @@ from fleetdx.orchestrator.cluster.fanout import match_hosts, ray_node_hosts
 from fleetdx.orchestrator.cluster.simulate import SimCluster, SimNode, sim_nodes, simulated_cluster
 from fleetdx.orchestrator.preflight.run import NodeJob, PreflightResult, run_preflight
 from fleetdx.probes.contracts import FindingCode, Level, Severity, Verdict
+from tests.straggler import HANG_GUARD_S
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(HANG_GUARD_S)]
 
 BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
 SIM_BUNDLES = ["h100-idle", "h100-busy", "topo-01", "topo-03", "topo-06", "topo-11", "topo-21"]

@@ -34,7 +34,13 @@ from fleetdx.orchestrator.preflight.run import (
 from fleetdx.orchestrator.report import BusbwCurve, NodeReport, ProbeSummary, RunKind, RunReport
 from fleetdx.probes.contracts import Finding, FindingCode, Level, RunStatus, Severity, Verdict
 from fleetdx.probes.facts import node_facts
-from tests.straggler import STRAGGLER_DELAY_S, STRAGGLER_ITERS, STRAGGLER_POLICY_ARGS, STRAGGLER_SIZES
+from tests.straggler import (
+    HANG_GUARD_S,
+    STRAGGLER_DELAY_S,
+    STRAGGLER_ITERS,
+    STRAGGLER_POLICY_ARGS,
+    STRAGGLER_SIZES,
+)
 from tests.test_standard_level import LARGEST_ROW, STANDIN, STANDIN_BIN, SWEEP_FILE, fake_nvidia_smi
 
 BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
@@ -81,7 +87,7 @@ def _bw(node: NodeReport) -> ProbeSummary:
 
 
 @pytest.mark.ray
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_full_level_names_the_injected_straggler_and_skips_the_critical_node(cluster: SimCluster) -> None:
     report = _run(cluster, sorted(COPIES), Level.FULL, short_step({"gpu03": STRAGGLER_DELAY_S})).report
     by_host = {n.host: n for n in report.nodes}
@@ -107,7 +113,7 @@ def test_full_level_names_the_injected_straggler_and_skips_the_critical_node(clu
 
 
 @pytest.mark.ray
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_full_level_with_one_node_to_pair_is_skipped_with_the_reason(cluster: SimCluster) -> None:
     report = _run(cluster, ["gpu01", "gpu05"], Level.FULL).report
     by_host = {n.host: n for n in report.nodes}
@@ -122,7 +128,7 @@ def test_full_level_with_one_node_to_pair_is_skipped_with_the_reason(cluster: Si
 
 
 @pytest.mark.ray
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_quick_and_standard_levels_run_no_bandwidth_step(cluster: SimCluster) -> None:
     report = _run(cluster, ["gpu01", "gpu02"], Level.STANDARD).report
     assert report.curves == []
@@ -130,7 +136,7 @@ def test_quick_and_standard_levels_run_no_bandwidth_step(cluster: SimCluster) ->
 
 
 @pytest.mark.ray
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_standard_level_finds_the_nccl_tests_binary_on_the_node(
     cluster: SimCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -153,7 +159,7 @@ def test_standard_level_finds_the_nccl_tests_binary_on_the_node(
 
 
 @pytest.mark.ray
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(HANG_GUARD_S)
 def test_cli_prints_the_bandwidth_step(
     cluster: SimCluster, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

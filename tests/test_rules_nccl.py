@@ -14,6 +14,7 @@ from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.rules_nccl import (
     OLD_ERROR_LIMIT,
     RULES,
+    fabric_busbw_rule,
     failed_run_rule,
     hang_rule,
     misconfigured_rule,
@@ -227,6 +228,7 @@ def test_rules_are_pure_and_listed_once() -> None:
         hang_rule,
         not_mpi_rule,
         transport_fallback_rule,
+        fabric_busbw_rule,
     ]
     assert run_all(NodeFacts(host=HOST)) == []
 
