@@ -5,8 +5,9 @@ process start to exit -- interpreter and imports, Ray start and stop, probes, di
 fresh SQLite file -- for this machine, side by side on its two paths (a live run, real commands; no GPU here,
 so the verdict is UNKNOWN): the local path (the default for one node: probes in-process, no Ray) and the Ray
 path (``--ray-address local``: a private local Ray is started and stopped), and for ``--simulate`` runs of 1,
-2 and 4 nodes replaying the idle H100 bundle (Ray's local cluster start is part of the figure). Each is run with and without ``--no-save`` (the difference is the save) next to
-``fleetdx --version`` (process start and CLI import alone).
+2 and 4 nodes replaying the idle H100 bundle (Ray's local cluster start is part of the figure). Each is run
+with and without ``--no-save`` (the difference is the save) next to ``fleetdx --version`` (process start and CLI
+import alone).
 
 Part 2, the orchestration alone, on one simulated cluster kept up: the time from "all nodes joined" to the
 verdict (quick level) for 1, 2, 4 and 8 nodes, and the orchestrator's own overhead per node.
