@@ -182,11 +182,12 @@ def _with_job(result: PreflightResult) -> PreflightResult:
 
 
 def _only_this_host(hosts: list[str] | None, level: Level, ray_address: str | None) -> str | None:
-    """The host name to report when the pre-flight can run locally, in this process, without Ray: no Ray
-    address is given (``--ray-address``, ``RAY_ADDRESS``; ``--ray-address local`` asks for a private local
-    Ray and gets one), the level is not ``full`` (cross-node), and the only
-    target is this machine (no target list, or one host that is this machine's name, short or full). On
-    Kubernetes the node's name (downward API, ``FLEETDX_K8S_NODE_NAME``) is reported, not the pod's."""
+    """The host name to report when the pre-flight can run locally, in this process, without Ray; else ``None``.
+
+    Local when no Ray address is given (``--ray-address``, ``RAY_ADDRESS``; ``--ray-address local`` asks for
+    a private local Ray and gets one), the level is not ``full`` (cross-node), and the only target is this
+    machine (no target list, or one host that is this machine's name, short or full). On Kubernetes the node's
+    name (downward API, ``FLEETDX_K8S_NODE_NAME``) is reported, not the pod's."""
     from fleetdx.orchestrator.cluster.connect import resolve
     from fleetdx.orchestrator.scheduler.job import node_name_from_env
 
