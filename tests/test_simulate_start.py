@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,25 @@ def test_a_node_start_that_timed_out_is_tried_again() -> None:
     with pytest.raises(Exception, match="timed out during startup"):
         simulate._retry_startup(always)
     assert len(calls) == simulate.START_ATTEMPTS
+
+
+def test_the_loopback_switch_does_not_outlive_the_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 keeps a simulation on this machine; left in os.environ it made every
+    later `ray start` worker of a real Slurm allocation (started from the same process's environment) refuse
+    to join: seen in CI, where a simulation test ran before the Slurm tests."""
+    import os
+
+    from fleetdx.orchestrator.cluster import simulate
+
+    monkeypatch.delenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", raising=False)
+    seen: list[str | None] = []
+
+    @contextlib.contextmanager
+    def fake(nodes: object) -> Iterator[None]:
+        seen.append(os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"))
+        yield None
+
+    monkeypatch.setattr(simulate, "_simulated", fake)
+    with simulate.simulated_cluster([]):
+        pass
+    assert seen == ["0"] and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in os.environ

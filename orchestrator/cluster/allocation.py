@@ -247,6 +247,9 @@ def ray_on_allocation(
             that does not join is no error: it is in :attr:`AllocationRay.lost`.
     """
     env = dict(os.environ if env is None else env)
+    # a multi-node cluster is what is started here: an inherited RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 (which
+    # keeps a simulation on one machine) would make every worker's `ray start` refuse to join
+    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "1"
     env.setdefault("RAY_AUTH_MODE", "token")  # Ray 2.60: joining a `ray start` head needs the token
     os.environ.setdefault("RAY_AUTH_MODE", env["RAY_AUTH_MODE"])  # and so does this driver, before import ray
     import ray

@@ -106,6 +106,12 @@ def add_node(cluster: Any, **node_args: Any) -> Any:
     return _retry_startup(lambda: cluster.add_node(**node_args))
 
 
+#: Ray's switch for multi-node clusters; "0" keeps the simulated cluster on this machine's loopback. Set only
+#: while a simulated cluster runs: a process that later starts a real multi-node Ray (or a child that inherits
+#: the environment, such as a Slurm job) must not inherit it.
+_LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
 @contextmanager
 def simulated_cluster(nodes: Sequence[SimNode]) -> Iterator[SimCluster]:
     """Start the simulated cluster, connect this process to it, and tear both down on exit.
@@ -116,7 +122,20 @@ def simulated_cluster(nodes: Sequence[SimNode]) -> Iterator[SimCluster]:
     Takes about 1.1 s and 150 MB per node on the development machine (bench/MEASUREMENTS.md). The cluster is kept on
     loopback (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``). Only the processes this cluster started are stopped.
     """
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    before = os.environ.get(_LOOPBACK_ONLY)
+    os.environ.setdefault(_LOOPBACK_ONLY, "0")  # for this cluster only: restored on exit (below)
+    try:
+        with _simulated(nodes) as sim:
+            yield sim
+    finally:
+        if before is None:
+            os.environ.pop(_LOOPBACK_ONLY, None)
+        else:
+            os.environ[_LOOPBACK_ONLY] = before
+
+
+@contextmanager
+def _simulated(nodes: Sequence[SimNode]) -> Iterator[SimCluster]:
     import ray
 
     deadline_s = START_BASE_S + START_PER_NODE_S * len(nodes)
