@@ -30,7 +30,9 @@ kernels. ``sync`` chooses how stages are timed:
 
 * ``"cuda-events"``: a ``torch.cuda.Event`` pair per stage on the current stream, resolved once at the end of
   the step (one ``Event.synchronize`` per step): the GPU time between the stage's start and end on that stream
-  (PyTorch docs, "CUDA semantics: asynchronous execution"). Overlap with the CPU is kept;
+  (PyTorch docs, "CUDA semantics: asynchronous execution"). Overlap with the CPU is kept. The step's time
+  is the longer of its wall time and the GPU time between events recorded at its start and end, so the
+  stages never add up to more than their step;
 * ``"synchronize"``: ``torch.cuda.synchronize()`` at every stage boundary and wall clock: exact stage walls,
   but the CPU can no longer run ahead of the GPU (the job runs slower while timed);
 * ``"none"``: wall clock only (CPU training, or launches are what you want to see);
@@ -137,7 +139,7 @@ class StepTimer:
         self._t0 = 0
         self._start_unix = 0.0
         self._walls: dict[str, float] = {}
-        self._events: list[tuple[str, Any, Any]] = []
+        self._events: list[tuple[str | None, Any, Any]] = []  # (stage, start, end); None: the step
 
     @contextmanager
     def step(self) -> Iterator[None]:
@@ -151,12 +153,19 @@ class StepTimer:
             self._torch.cuda.synchronize()  # type: ignore[union-attr]
         self._start_unix = time.time()
         self._t0 = time.perf_counter_ns()
+        if self.sync == "cuda-events":
+            self._step_start = self._torch.cuda.Event(enable_timing=True)  # type: ignore[union-attr]
+            self._step_start.record()
         try:
             yield
         finally:
             if self.sync == "synchronize":
                 self._torch.cuda.synchronize()  # type: ignore[union-attr]
             step_ms = (time.perf_counter_ns() - self._t0) / 1e6
+            if self.sync == "cuda-events":
+                end = self._torch.cuda.Event(enable_timing=True)  # type: ignore[union-attr]
+                end.record()
+                self._events.append((None, self._step_start, end))
             self._in_step = False
             self._write(step_ms)
 
@@ -190,7 +199,10 @@ class StepTimer:
         if self._events:
             self._events[-1][2].synchronize()
             for name, start, end in self._events:
-                stages[name] = stages.get(name, 0.0) + float(start.elapsed_time(end))
+                if name is not None:
+                    stages[name] = stages.get(name, 0.0) + float(start.elapsed_time(end))
+                else:
+                    step_ms = max(step_ms, float(start.elapsed_time(end)))
         line = {
             "schema": SCHEMA,
             "rank": self.rank,
