@@ -370,3 +370,130 @@ def test_kubernetes_affinity_is_a_valid_pod_affinity() -> None:
     ] = "gpu01,gpu04"  # a string where Kubernetes wants a list: the schema must catch it
     with pytest.raises(jsonschema.ValidationError):
         validator.validate(bad)
+
+
+def _random_history(store: Store, rng: object, hosts: list[str]) -> None:
+    """A seeded random history over ``hosts``: pre-flights (clean, with the real busy bundle's GPU findings,
+    test findings that make a node unfit, an unmapped GPU finding, pair findings), bandwidth runs naming a
+    straggler, and the store samples' runs (a hung pair, a straggler, a full pre-flight); matrices of one (H100
+    VM) or eight (HGX A100) GPUs. Findings marked "test finding" are written here."""
+    import random
+
+    from tests.store_samples import full_preflight_run, pair_run, preflight_raw, preflight_run
+
+    assert isinstance(rng, random.Random)
+    a100 = (FIX / "topo" / "03_hgx-a100-sxm4-80g_8gpu-3nic_bond-nic_gpu-numa-id.txt").read_text(encoding="utf-8")
+    matrix = {h: rng.choice([IDLE_TOPO, a100, a100, None]) for h in hosts}
+    for r in range(40):
+        started = T0 - 40 * DAY + r * DAY + rng.random() * 3600
+        members = rng.sample(hosts, rng.randint(1, 4))
+        findings: list[Finding] = []
+        for h in members:
+            roll = rng.random()
+            if roll < 0.15:
+                findings += busy_findings(h)
+            elif roll < 0.25:
+                gpus = rng.sample(range(8), rng.randint(1, 3))
+                findings += [
+                    Finding(
+                        code=FindingCode.GPU_ECC_UNCORRECTABLE,
+                        severity=Severity.CRITICAL,
+                        nodes=[h],
+                        subject=f"GPU{g}",
+                        message="volatile uncorrectable ECC (test finding)",
+                    )
+                    for g in gpus
+                ]
+            elif roll < 0.3:
+                findings.append(
+                    Finding(
+                        code=FindingCode.PCIE_LINK_DEGRADED,
+                        severity=Severity.WARNING,
+                        nodes=[h],
+                        subject="PCI:0000:3b:00.0",
+                        message="x8 of x16 (test finding)",
+                    )
+                )
+            elif roll < 0.38:
+                findings.append(
+                    Finding(
+                        code=FindingCode.IB_PORT_DOWN,
+                        severity=Severity.CRITICAL,
+                        nodes=[h],
+                        subject="mlx5_0:1",
+                        message="port down (test finding)",
+                    )
+                )
+        if len(members) > 1 and rng.random() < 0.3:
+            findings.append(
+                Finding(
+                    code=FindingCode.NCCL_BUSBW_LOW,
+                    severity=Severity.CRITICAL,
+                    nodes=members[:2],
+                    subject=",".join(members[:2]),
+                    message="slow pair (test finding)",
+                )
+            )
+        report = assemble_report(RunKind.PREFLIGHT, members, findings, started_at=started, level=Level.QUICK)
+        raw = {h: {TOPO_FILE: t} for h in members if (t := matrix[h]) is not None}
+        assert store.save_report(report, raw=raw)
+        if rng.random() < 0.25:
+            s = rng.choice(hosts)
+            strag = Finding(
+                code=FindingCode.STRAGGLER_NODE,
+                severity=rng.choice([Severity.WARNING, Severity.CRITICAL]),
+                nodes=[s],
+                subject=s,
+                message="straggler (test finding)",
+            )
+            bw = assemble_report(RunKind.BANDWIDTH, [s, rng.choice(hosts)], [strag], started_at=started + 60)
+            assert store.save_report(bw)
+    assert store.save_report(pair_run("sample-pair", T0 - 3 * DAY))
+    assert store.save_report(full_preflight_run("sample-full", T0 - 2 * DAY))
+    assert store.save_report(preflight_run("sample-pre", T0 - DAY, host="gpu04"), raw=preflight_raw("gpu04"))
+
+
+def test_snapshot_answers_equal_per_query_answers_random(store: Store) -> None:
+    """A HealthSnapshot kept across queries gives the very answer place() computes from the store per query:
+    random histories, several instants, query shapes (nodes, GPUs per node, hostlists, exclude lists,
+    partitions, Slurm or hostlist candidates, with and without a switch tree)."""
+    import random
+
+    from fleetdx.orchestrator.placement.snapshot import HealthSnapshot
+    from fleetdx.topology.cluster import ClusterIndex, from_switch_map
+
+    rng = random.Random(1414)
+    hosts = [f"gpu{i:02d}" for i in range(1, 25)]
+    _random_history(store, rng, hosts)
+    leaves = [{"name": f"leaf{j}", "nodes": hosts[j * 4 : (j + 1) * 4]} for j in range(6)]
+    tree = ClusterIndex(
+        from_switch_map(
+            {"switches": [*leaves, {"name": "s0", "switches": "leaf[0-2]"}, {"name": "s1", "switches": "leaf[3-5]"}]}
+        )
+    )
+    slurm_tree = ClusterIndex(TREE)
+    compared = placed = 0
+    for now in (T0 - 20 * DAY, T0 - 2.5 * DAY, T0, T0 + 6 * DAY, T0 + 40 * DAY):
+        snap = HealthSnapshot(store, now=now)
+        for _ in range(25):
+            n, k = rng.choice([1, 1, 2, 3, 5, 8]), rng.choice([1, 1, 2, 4, 8])
+            exclude = rng.sample(hosts, rng.randint(0, 3))
+            if rng.random() < 0.3:  # the Slurm fixture's six nodes as candidates
+                kw: dict[str, object] = {"candidates": NODES, "cluster": rng.choice([slurm_tree, None])}
+                r = req(rng.choice([1, 2]), rng.choice([1, 2]), exclude=exclude, partition=rng.choice([None, "gpu"]))
+            else:
+                first = rng.randint(1, 20)
+                hostlist = rng.choice(["gpu[01-24]", f"gpu[{first:02d}-24],h100-vm-idle", "gpu[01-12],nowhere1"])
+                kw = {"cluster": rng.choice([tree, None])}
+                r = req(n, k, hostlist=hostlist, exclude=exclude)
+            per_query = place(r, store=store, now=now, **kw)  # type: ignore[arg-type]
+            kept = place(r, store=store, snapshot=snap, **kw)  # type: ignore[arg-type]
+            assert kept.model_dump(mode="json") == per_query.model_dump(mode="json"), (now, r)
+            compared += 1
+            placed += per_query.placed
+    assert compared == 125 and 20 < placed < 110  # both outcomes were compared, many times each
+    # a snapshot is of one policy: another one is a caller's mistake, not a silently mixed answer
+    from fleetdx.orchestrator.placement.policy import HealthPolicy
+
+    with pytest.raises(ValueError, match="another store or policy"):
+        place(req(1, hostlist="gpu05"), store=store, snapshot=snap, policy=HealthPolicy(penalty_unknown=3.0))

@@ -38,6 +38,7 @@ from fleetdx.orchestrator.placement.contracts import (
     SlurmArgs,
 )
 from fleetdx.orchestrator.placement.policy import DEFAULT_POLICY, HealthPolicy, NodeJudgement, judge
+from fleetdx.orchestrator.placement.snapshot import HealthSnapshot
 from fleetdx.orchestrator.store.node_health import latest_raw, node_health
 from fleetdx.orchestrator.store.store import Store
 from fleetdx.probes.catalog import NUMACTL_FILE, SYSFS_NUMA_FILE, TOPO_FILE
@@ -77,19 +78,28 @@ def place(
     candidates: Sequence[SlurmNode] | None = None,
     cluster: ClusterTopology | ClusterIndex | None = None,
     now: float | None = None,
-    policy: HealthPolicy = DEFAULT_POLICY,
+    policy: HealthPolicy | None = None,
+    snapshot: HealthSnapshot | None = None,
 ) -> PlacementAnswer:
     """Answer ``request`` (see the module docstring).
 
     ``store``: health and history (``None``: none used, the answer warns). ``candidates``: the scheduler's
     nodes (``None``: ``request.hostlist`` is the candidate list). ``cluster``: the switch tree or blocks (a
     prebuilt :class:`ClusterIndex` saves rebuilding it per query). ``now``: Unix seconds (default: the clock).
+    ``policy``: default :data:`DEFAULT_POLICY`. ``snapshot``: the judgements and raw outputs of ``store``
+    kept across queries (:class:`HealthSnapshot`): the answer is the one its ``now`` and ``policy`` give.
 
     Raises:
         PlacementInputError: neither ``candidates`` nor ``request.hostlist``, or a bad hostlist.
         fleetdx.orchestrator.store.StoreError: the store failed (DatabaseUnreachable included).
+        ValueError: a ``snapshot`` of another store, or with another policy than ``policy``.
     """
+    if snapshot is not None:
+        if store is not snapshot.store or (policy is not None and policy != snapshot.policy):
+            raise ValueError("place(): the snapshot is of another store or policy")
+        now, policy = snapshot.now, snapshot.policy
     now = time.time() if now is None else now
+    policy = DEFAULT_POLICY if policy is None else policy
     excluded: list[ExcludedNode] = []
     warnings: list[str] = []
     wanted = _expand(request.hostlist, "hostlist") if request.hostlist else None
@@ -116,7 +126,9 @@ def place(
             fit.append(h)
 
     judgements: dict[str, NodeJudgement] = {}
-    if store is not None:
+    if snapshot is not None:
+        judgements = snapshot.judgements(fit)
+    elif store is not None:
         records = node_health(
             store,
             fit,
@@ -162,7 +174,8 @@ def place(
         chosen, locality, why_not = _choose(request.nodes, fit, penalty, index)
         if chosen is None:
             return _answer(request, source, policy, excluded, warnings, [why_not or "cannot place"])
-        _gpu_advice(request, [h for h in chosen if h not in gpu_cache], store, judgements, gpu_cache, warnings)
+        todo = [h for h in chosen if h not in gpu_cache]
+        _gpu_advice(request, todo, store, snapshot, judgements, gpu_cache, warnings)
         short = [h for h in chosen if _too_few(gpu_cache[h])]
         if not short:
             break
@@ -281,13 +294,18 @@ def _gpu_advice(
     request: PlacementRequest,
     hosts: list[str],
     store: Store | None,
+    snapshot: HealthSnapshot | None,
     judgements: dict[str, NodeJudgement],
     cache: dict[str, tuple[TopoAdvice | None, str | None]],
     warnings: list[str],
 ) -> None:
     if not hosts:
         return
-    raw = latest_raw(store, hosts, [TOPO_FILE, NUMACTL_FILE, SYSFS_NUMA_FILE]) if store is not None else {}
+    wanted = [TOPO_FILE, NUMACTL_FILE, SYSFS_NUMA_FILE]
+    if snapshot is not None:
+        raw = snapshot.raw(hosts, wanted)
+    else:
+        raw = latest_raw(store, hosts, wanted) if store is not None else {}
     for h in hosts:
         files = raw.get(h, {})
         j = judgements[h]
