@@ -15,7 +15,13 @@ Thresholds (:class:`StepPolicy`) and where they come from:
 * ``STEP_COMM_BOUND``: exposed communication "dominates" (issue 13's words): over half of the step (HTA reports
   the comm/comp overlap without a verdict; on 4 gloo ranks sharing 2 cores a clean run exposes 25-40%, the
   wait for descheduled peers included). Exposed: ``grad_sync`` on the host, and on the GPU the communication
-  kernels' time not overlapped by computation (:class:`GpuStep`), whichever is larger;
+  kernels' time not overlapped by computation (:class:`GpuStep`), whichever is larger. When every rank waits
+  alike (the least exposed rank within ``straggler.min_drop``, 25%, of the most exposed), the finding says the
+  slowdown is global and names no rank: a collective runs at the pace of its slowest link, and every rank
+  waits for it the same. Measured on a gloo ring of 4 ranks with one rank's veth shaped to 50 Mbit/s
+  (``tests/test_steps_live.py``): the throttled rank's exposed wait was sometimes the shortest and sometimes
+  the longest of the four (within 5% of its peers both times), so step-level data cannot point at the link;
+  ``fleetdx bandwidth`` measures the links pair by pair and can;
 * ``STEP_LAUNCH_BOUND``: on a GPU, most kernels tiny (over 50% under 10 us) while the GPU idles over half the
   time (HTA temporal breakdown): the CPU cannot launch fast enough (HTA's kernel launch analysis); on a CPU-only
   trace, over 25 ops per ms of the fastest step on the training thread (an average op under 40 us: eager
@@ -213,6 +219,16 @@ def diagnose(
     gpu_comm = _median([_gpu_exposed_ms(rs) / steps_ms[rs.rank] for rs in ranks if steps_ms[rs.rank] > 0])
     comm = max(host_comm, gpu_comm)
     if comm > policy.comm_share and not stragglers:
+        waits = {rs.rank: max(medians[rs.rank][Stage.GRAD_SYNC.value], _gpu_exposed_ms(rs)) for rs in ranks}
+        alike = len(ranks) > 1 and min(waits.values()) >= (1 - policy.straggler.min_drop) * max(waits.values())
+        where = (
+            f"every rank waits alike ({min(waits.values()):.1f}-{max(waits.values()):.1f} ms per step): the "
+            "slowdown is global; a collective runs at the pace of its slowest link, so step times cannot tell "
+            "one slow link from a slow fabric or too much traffic: measure the links pair by pair with fleetdx "
+            "bandwidth"
+            if alike
+            else "check the links with fleetdx bandwidth"
+        )
         findings.append(
             Finding(
                 code=FindingCode.STEP_COMM_BOUND,
@@ -222,8 +238,8 @@ def diagnose(
                 message=(
                     f"exposed communication is {100 * comm:.1f}% of the step (median over ranks): try overlapping "
                     "it (DDP bucket_cap_mb, FSDP forward/backward prefetch), gradient accumulation (fewer "
-                    "all-reduces, more memory per step), compressed or lower-precision gradients (accuracy risk), "
-                    "and check the links with fleetdx bandwidth"
+                    "all-reduces, more memory per step), compressed or lower-precision gradients (accuracy risk); "
+                    f"{where}"
                 ),
                 evidence={
                     **common,
@@ -234,6 +250,8 @@ def diagnose(
                         [r.comm_exposed_pct for r in ranks if r.comm_exposed_pct is not None]
                     ),
                     "threshold_pct": 100 * policy.comm_share,
+                    "exposed_comm_ms_by_rank": {str(r): round(v, 3) for r, v in sorted(waits.items())},
+                    "alike_on_all_ranks": alike,
                 },
             )
         )
