@@ -19,7 +19,7 @@ from fleetdx.orchestrator.service.api import create_app
 from fleetdx.orchestrator.store import Store
 from fleetdx.orchestrator.store.tokens import TokenScope, create_token
 from fleetdx.probes.catalog import TOPO_FILE
-from fleetdx.probes.contracts import Finding, Level
+from fleetdx.probes.contracts import Finding, FindingCode, Level, Severity
 from fleetdx.probes.parsers.slurm_nodes import SlurmNode, parse_scontrol_nodes
 from fleetdx.topology.cluster import ClusterIndex, parse_topology_conf
 from tests.test_place import busy_findings
@@ -151,3 +151,52 @@ def test_an_unchanged_answer_is_reused_and_a_new_report_is_seen(store: Store, mo
     uncached.get("/placement", params=q)
     uncached.get("/placement", params=q)
     assert len(calls) == 4
+
+
+def test_distinct_queries_share_one_snapshot_and_answer_as_without_it(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """orchestrator/service/placement_cache.py SnapshotKeeper: distinct queries (other node counts, exclude
+    lists) read the store's health once per store state, answer exactly as a service without caching does,
+    and a pushed report (a new run) is seen by the next query."""
+    from fleetdx.orchestrator.placement import snapshot
+
+    reads: list[int] = []
+    real = snapshot.node_health
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        reads.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(snapshot, "node_health", counting)
+    token = create_token(store, "prolog", TokenScope.WRITE).token
+    auth = {"Authorization": f"Bearer {token}"}
+    client = TestClient(create_app(store, cluster=TREE, scheduler_nodes=slurm), headers=auth)
+    plain = TestClient(create_app(store, cluster=TREE, scheduler_nodes=slurm, placement_cache_s=0), headers=auth)
+    now = time.time()
+    pushed = client.post("/reports", json=upload(now - 600, busy_findings("gpu01"), ["gpu01", "gpu04"]))
+    assert pushed.status_code == 201
+    queries = [
+        [("nodes", 1), ("gpus_per_node", 1)],
+        [("nodes", 1), ("gpus_per_node", 1), ("exclude", "gpu04")],
+        [("nodes", 2), ("gpus_per_node", 1)],
+        [("nodes", 1), ("gpus_per_node", 2), ("exclude", "gpu01")],
+    ]
+    answers = [client.get("/placement", params=q).json() for q in queries]
+    assert len(reads) == 1  # four distinct questions, one read of the store's health
+    assert placed(answers[0]) == ["gpu04"] and not answers[1]["placed"]
+    calls_before = len(reads)
+    assert answers == [plain.get("/placement", params=q).json() for q in queries]
+    assert len(reads) == calls_before  # the uncached service reads through place() itself, not a snapshot
+    # gpu04 turns CRITICAL (a pushed report): the next distinct question knows it
+    bad = Finding(
+        code=FindingCode.NODE_UNREACHABLE,
+        severity=Severity.CRITICAL,
+        nodes=["gpu04"],
+        subject="gpu04",
+        message="no answer (test finding)",
+    )
+    assert client.post("/reports", json=upload(now - 60, [bad], ["gpu04"])).status_code == 201
+    after = client.get("/placement", params=[("nodes", 1), ("gpus_per_node", 1), ("exclude", "gpu03")]).json()
+    assert not after["placed"] and {x["host"]: x["stage"] for x in after["excluded"]}["gpu04"] == "health"
+    assert len(reads) == 2

@@ -56,23 +56,29 @@ class HealthSnapshot:
         self._raw: dict[str, dict[str, str]] = {}
         self._raw_files: dict[str, frozenset[str]] = {}  # which files were asked for each host in _raw
         self._texts: dict[str, str] = {}  # one copy of each distinct text (a fleet shares a few matrices)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the dicts
+        self._filling = threading.Lock()  # one store read at a time: concurrent first queries wait, then share it
 
     def judgements(self, hosts: Sequence[str]) -> dict[str, NodeJudgement]:
         """``host -> judgement`` for each of ``hosts``; those not kept yet are read in one
         :func:`node_health` call (three queries) and kept."""
         with self._lock:
             missing = [h for h in dict.fromkeys(hosts) if h not in self._judged]
+            if not missing:
+                return {h: self._judged[h] for h in hosts}
         fresh: dict[str, NodeJudgement] = {}
-        if missing:
-            p = self.policy
-            records = node_health(
-                self.store,
-                missing,
-                open_since=self.now - p.open_finding_ttl_s,
-                history_since=self.now - p.history_window_s,
-            )
-            fresh = {h: judge(records.get(h), h, p) for h in missing}
+        with self._filling:
+            with self._lock:
+                missing = [h for h in missing if h not in self._judged]
+            if missing:
+                p = self.policy
+                records = node_health(
+                    self.store,
+                    missing,
+                    open_since=self.now - p.open_finding_ttl_s,
+                    history_since=self.now - p.history_window_s,
+                )
+                fresh = {h: judge(records.get(h), h, p) for h in missing}
         with self._lock:
             if fresh and len(self._judged) + len(fresh) <= MAX_HOSTS:
                 self._judged.update(fresh)
@@ -84,7 +90,12 @@ class HealthSnapshot:
         want = frozenset(files)
         with self._lock:
             missing = [h for h in dict.fromkeys(hosts) if not want <= self._raw_files.get(h, frozenset())]
-        fresh = latest_raw(self.store, missing, want) if missing else {}
+        fresh: dict[str, dict[str, str]] = {}
+        if missing:
+            with self._filling:
+                with self._lock:
+                    missing = [h for h in missing if not want <= self._raw_files.get(h, frozenset())]
+                fresh = latest_raw(self.store, missing, want) if missing else {}
         found: dict[str, dict[str, str]] = {}
         with self._lock:
             for h in missing:

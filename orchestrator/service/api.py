@@ -60,7 +60,7 @@ from fleetdx.orchestrator.service.ingest import (
     parse_upload,
 )
 from fleetdx.orchestrator.service.metrics import CONTENT_TYPE, RequestMetrics, exposition
-from fleetdx.orchestrator.service.placement_cache import DEFAULT_TTL_S, PlacementCache
+from fleetdx.orchestrator.service.placement_cache import DEFAULT_TTL_S, PlacementCache, SnapshotKeeper
 from fleetdx.orchestrator.store import (
     FindingRecord,
     NodeHistory,
@@ -105,9 +105,10 @@ def create_app(
     latency goes (default: a histogram of this process). ``cluster``: the switch tree placement ranks by
     (built once). ``scheduler_nodes``: asked at each placement query for the scheduler's nodes (``None``: the
     request's hostlist is the candidate list). ``placement_cache_s``: how long an unchanged placement answer is
-    reused (:mod:`~fleetdx.orchestrator.service.placement_cache`; 0: never). Store errors become 503 responses
-    with a one-line ``detail``."""
+    reused, and the store state distinct queries share (:mod:`~fleetdx.orchestrator.service.placement_cache`;
+    0: never). Store errors become 503 responses with a one-line ``detail``."""
     answers = PlacementCache(placement_cache_s)
+    snapshots = SnapshotKeeper(placement_cache_s)
     app = FastAPI(title="fleetdx", version=__version__, description="Run history, report ingestion and metrics.")
     auth = Auth(store, reads_need_token=auth_reads)
     reader = [Depends(auth.require(TokenScope.READ))]
@@ -189,11 +190,13 @@ def create_app(
         except ConfigError as e:  # Slurm missing, failing or timing out: the service's trouble, not the client's
             raise HTTPException(status_code=503, detail=public(e)) from None
         try:
+            generation = store.newest_run_pk()
+            snapshot = snapshots.get(store, generation)
             return answers.answer(
                 request,
                 candidates,
-                store.newest_run_pk(),
-                lambda: place(request, store=store, candidates=candidates, cluster=cluster),
+                generation,
+                lambda: place(request, store=store, candidates=candidates, cluster=cluster, snapshot=snapshot),
             )
         except PlacementInputError as e:
             raise HTTPException(status_code=422, detail=str(e)) from None

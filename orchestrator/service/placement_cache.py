@@ -1,4 +1,4 @@
-"""Placement answers memoised per worker, while nothing they rest on has changed.
+"""Placement answers and the store state they rest on, memoised per worker while nothing has changed.
 
 A placement answer (:func:`fleetdx.orchestrator.placement.job.place`) is a function of the request, the
 scheduler's candidate nodes, the store's runs and the clock (an open finding counts for a week). Computing one
@@ -8,6 +8,12 @@ reused only when the request and the candidates are equal, the store's newest ru
 (:meth:`~fleetdx.orchestrator.store.Store.newest_run_pk`, one indexed query: a report pushed to the service
 is seen by the next query), and it is at most ``ttl_s`` seconds old (so the clock drifts by at most that much
 against a week-long validity). Thread-safe: FastAPI runs sync endpoints in a thread pool.
+
+Distinct questions (other node counts, exclude lists, hostlists) cannot reuse an answer, but they rest on the
+same store state: :class:`SnapshotKeeper` keeps one
+:class:`~fleetdx.orchestrator.placement.snapshot.HealthSnapshot` per worker (each host's judgement and raw
+outputs, read on first use) under the same two conditions (the same newest run, at most ``ttl_s`` old), so such
+a query only filters and ranks (about 1 ms of CPU instead of 30-50 ms over 1,000 candidates).
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from fleetdx.orchestrator.placement.contracts import PlacementAnswer, PlacementRequest
+from fleetdx.orchestrator.placement.policy import DEFAULT_POLICY, HealthPolicy
+from fleetdx.orchestrator.placement.snapshot import HealthSnapshot
+from fleetdx.orchestrator.store import Store
 from fleetdx.probes.parsers.slurm_nodes import SlurmNode
 
 #: default lifetime of a cached answer, seconds
@@ -62,3 +71,31 @@ class PlacementCache:
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
         return answer
+
+
+class SnapshotKeeper:
+    """The worker's :class:`HealthSnapshot` of ``store`` (see the module doc): :meth:`get` returns the kept one
+    while it is of the given store generation and at most ``ttl_s`` seconds old, else a new one. ``ttl_s`` 0
+    disables it (``None``: every query reads the store)."""
+
+    def __init__(self, ttl_s: float = DEFAULT_TTL_S, policy: HealthPolicy = DEFAULT_POLICY) -> None:
+        self.ttl_s, self.policy = ttl_s, policy
+        self._kept: HealthSnapshot | None = None
+        self._lock = threading.Lock()
+        self.made = 0
+
+    def get(self, store: Store, generation: int | None) -> HealthSnapshot | None:
+        """The snapshot for ``store`` at ``generation`` (:meth:`Store.newest_run_pk`); ``None`` when disabled."""
+        if self.ttl_s <= 0:
+            return None
+        with self._lock:
+            kept = self._kept
+            if (
+                kept is None
+                or kept.store is not store
+                or kept.generation != generation
+                or time.monotonic() - kept.created > self.ttl_s
+            ):
+                kept = self._kept = HealthSnapshot(store, policy=self.policy, generation=generation)
+                self.made += 1
+            return kept
