@@ -114,7 +114,19 @@ def test_kernel_log_among_logs_silences_the_missing_kernel_note() -> None:
 
 def test_json_shape_is_exactly_the_issue_s() -> None:
     doc = run_postmortem([LogFiles([_path("22")])]).model_dump(mode="json")
-    assert set(doc) == {"verdict", "exit_code", "job", "causes", "timeline", "missing_evidence", "history"}
+    # the issue's keys, and this project's optional additions: history and bandwidth (empty lists when none),
+    # and each cause's gpu_detail (null when nothing says which GPU)
+    assert set(doc) == {
+        "verdict",
+        "exit_code",
+        "job",
+        "causes",
+        "timeline",
+        "missing_evidence",
+        "history",
+        "bandwidth",
+    }
+    assert doc["bandwidth"] == [] and doc["history"] == []
     assert doc["verdict"] == "CRITICAL" and doc["job"] is None
     assert set(doc["causes"][0]) == {
         "code",
@@ -122,6 +134,7 @@ def test_json_shape_is_exactly_the_issue_s() -> None:
         "rank",
         "host",
         "gpu",
+        "gpu_detail",
         "nodes",
         "time",
         "message",

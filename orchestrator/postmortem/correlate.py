@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 
 from fleetdx.orchestrator.diagnosis.xid_table import XidClass, classify, lookup
 from fleetdx.orchestrator.postmortem.contracts import Cause, EvidenceLine, TimelineEntry
+from fleetdx.orchestrator.postmortem.gpus import GpuMap, Resolved, describe, label
 from fleetdx.probes.contracts import FindingCode, Job, Severity
-from fleetdx.probes.parsers.joblog import EventKind, JobEvent, iso
+from fleetdx.probes.parsers.joblog import EventKind, GpuFact, JobEvent, iso
 
 #: seconds within which events of different sources are treated as simultaneous (clock skew, see module doc)
 SKEW_TOLERANCE_S = 5.0
@@ -369,19 +370,46 @@ def timeout_analysis(events: Sequence[JobEvent], world: Iterable[int] = ()) -> T
     return out
 
 
-def _gpu(e: JobEvent, job: Job | None) -> str | None:
-    d = e.details
-    if isinstance(d.get("cuda_device"), int):
-        return f"cuda:{d['cuda_device']}"
-    if e.kind is EventKind.OOM_GPU and isinstance(d.get("gpu"), int):
-        return f"cuda:{d['gpu']}"
-    if e.kind in (EventKind.XID, EventKind.GPU_LOST) and d.get("pci"):
-        return f"PCI:{d['pci']}"
-    if job is not None and e.rank is not None:
-        for p in job.ranks:
-            if p.rank == e.rank and p.gpu:
-                return p.gpu
-    return None
+def _with_gpu(cause: Cause, res: Resolved | None) -> Cause:
+    """``cause`` with its GPU (``gpu``, ``gpu_detail``) and the line that says which GPU it is among its evidence
+    (second, after the leading event's line), or unchanged when nothing says it."""
+    if res is None:
+        return cause
+    evidence = list(cause.evidence)
+    if res.line is not None and not any(e.file == res.line.file and e.line == res.line.line for e in evidence):
+        evidence = [*evidence[:1], res.line, *evidence[1:]][:MAX_EVIDENCE]
+    return cause.model_copy(update={"gpu": label(res.ref), "gpu_detail": res.ref, "evidence": evidence})
+
+
+def _xid_rank(cause: Cause, lead: JobEvent, res: Resolved | None, gmap: GpuMap) -> Cause:
+    """A kernel GPU cause (XID, GPU lost) tied to the rank whose NCCL init line printed its bus id on its host:
+    the rank, and a sentence saying so; when other ranks' GPUs on that host are known and none is this one,
+    the sentence says that instead."""
+    ref = res.ref if res is not None else None
+    if ref is not None and ref.kernel_match and ref.rank is not None:
+        return cause.model_copy(
+            update={
+                "rank": ref.rank,
+                "message": f"{cause.message}; it is rank {ref.rank}'s GPU: {describe(ref)} printed bus id "
+                f"{ref.bus_id} on {lead.host}",
+            }
+        )
+    on_host = gmap.ranks_on(lead.host) if lead.host else []
+    if on_host and lead.details.get("pci"):
+        known = ", ".join(f"rank {r} {f.bus_id}" for r, f in on_host[:8])
+        return cause.model_copy(
+            update={"message": f"{cause.message}; not the GPU of a rank whose bus id NCCL printed ({known})"}
+        )
+    return cause
+
+
+def _rank_ref(gmap: GpuMap, rank: int, host: str | None, lead: JobEvent) -> Resolved | None:
+    """The GPU of ``rank`` (on ``host``), from its own event ``lead`` when it is one, else from what the logs
+    printed about the rank alone."""
+    if lead.rank == rank:
+        return gmap.for_event(lead)
+    probe = JobEvent(kind=EventKind.WATCHDOG_TIMEOUT, rank=rank, host=host, file=lead.file, line=lead.line, text="")
+    return gmap.for_event(probe)
 
 
 def _time(e: JobEvent) -> str | None:
@@ -559,7 +587,7 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
 
 
 def _timeout_cause(
-    group: Sequence[JobEvent], analysis: TimeoutAnalysis, job: Job | None, rank_hosts: dict[int, str]
+    group: Sequence[JobEvent], analysis: TimeoutAnalysis, gmap: GpuMap, rank_hosts: dict[int, str]
 ) -> tuple[Cause, list[str]]:
     missing: list[str] = []
     reporters = analysis.reporters
@@ -609,13 +637,14 @@ def _timeout_cause(
         severity=Severity.CRITICAL,
         rank=rank,
         host=host,
-        gpu=_gpu(lead, job) if rank is not None else None,
         nodes=nodes,
         time=_time(lead),
         message=msg,
         action=action,
         evidence=_evidence(ordered),
     )
+    if rank is not None:
+        cause = _with_gpu(cause, _rank_ref(gmap, rank, host, lead))
     return cause, missing
 
 
@@ -662,10 +691,15 @@ def correlate(
     rank_hosts: dict[int, str] | None = None,
     hosts: Iterable[str] = (),
     task_ranks: dict[int, int] | None = None,
+    gpus: Sequence[GpuFact] = (),
 ) -> Correlation:
     """Rank the causes of a failure from all its events (job logs and kernel logs, any order). ``hosts`` are
     the host names the logs showed (a peer is named as a node only when it is one of them or of the job's);
-    ``task_ranks`` the Slurm task -> rank pairs the logs showed (an event naming only a task gets its rank)."""
+    ``task_ranks`` the Slurm task -> rank pairs the logs showed (an event naming only a task gets its rank);
+    ``gpus`` the logs' GPU facts (NCCL init lines, LOCAL_RANK, CUDA_VISIBLE_DEVICES): each cause's GPU, and
+    the rank of a kernel XID whose PCI address a rank's NCCL init line printed on the same host
+    (:mod:`fleetdx.orchestrator.postmortem.gpus`)."""
+    gmap = GpuMap(gpus, job)
     rank_hosts = dict(rank_hosts or {})
     known_hosts = set(hosts)
     if job is not None:
@@ -714,7 +748,7 @@ def correlate(
             lead = lead.model_copy(update={"host": named_hosts.pop()})
         if code is FindingCode.NCCL_TIMEOUT:
             analysis = timeout_analysis(evs, world)
-            cause, miss = _timeout_cause(evs, analysis, job, rank_hosts)
+            cause, miss = _timeout_cause(evs, analysis, gmap, rank_hosts)
             missing += miss
         else:
             msg, action = _describe(code, lead, evs, best_j)
@@ -735,13 +769,17 @@ def correlate(
                 severity=best_j.severity,
                 rank=lead.rank if key[1] != "observed" else None,
                 host=host,
-                gpu=_gpu(lead, job),
                 nodes=nodes,
                 time=_time(lead),
                 message=msg,
                 action=action,
                 evidence=_evidence([lead] + [e for e in evs if e is not origin]),
             )
+            if key[1] != "observed":  # the observer's GPU is not the culprit's
+                res = gmap.for_event(lead)
+                cause = _with_gpu(cause, res)
+                if lead.kind in (EventKind.XID, EventKind.GPU_LOST):
+                    cause = _xid_rank(cause, lead, res, gmap)
         is_first = first is not None and any(e is first for e in evs)
         severity_rank = 0 if cause.severity is Severity.CRITICAL else 1
         causes.append(((severity_rank, 0 if is_first else 1, -best_j.priority), cause))

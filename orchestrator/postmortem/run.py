@@ -21,7 +21,7 @@ from fleetdx.orchestrator.postmortem.contracts import Cause, PostmortemReport, T
 from fleetdx.orchestrator.postmortem.correlate import DECISIVE, Correlation, correlate
 from fleetdx.orchestrator.postmortem.sources import Context, Evidence, EvidenceSource
 from fleetdx.probes.contracts import FindingCode, Job, Severity, Verdict
-from fleetdx.probes.parsers.joblog import EventKind, JobEvent
+from fleetdx.probes.parsers.joblog import EventKind, GpuFact, JobEvent
 
 #: kinds read from kernel logs: these (and any event a kernel log gave, ``details["kernel_log"]``) are filtered by
 #: the window and the node list
@@ -120,6 +120,7 @@ def run_postmortem(
     out_of_window = 0
     seen_hosts: set[str] = set()
     task_ranks: dict[int, int] = {}
+    gpus: list[GpuFact] = []
     judged: list[Evidence] = []
     for src in sources:
         ev = src.collect(ctx)
@@ -134,12 +135,13 @@ def run_postmortem(
                 task_ranks.setdefault(t, r)
             for r, h in log.rank_hosts.items():
                 rank_hosts.setdefault(r, h)
+            gpus += log.gpus
             for e in log.events:
                 if window.admits(e):
                     events.append(e)
                 else:
                     out_of_window += 1
-    corr = correlate(events, job, rank_hosts, seen_hosts, task_ranks)
+    corr = correlate(events, job, rank_hosts, seen_hosts, task_ranks, gpus)
     causes, timeline = corr.causes, corr.timeline
     if judged:
         hosts_of = {**{p.rank: p.host for p in (job.ranks if job else [])}, **rank_hosts}

@@ -40,6 +40,12 @@ error``, ``invalid usage``, ``Cuda failure``), NCCL's ``NET/Socket : Using`` and
 it is the root cause), Python exceptions, signals, Slurm's ``*** JOB ... CANCELLED AT ... DUE TO TIME LIMIT
 ***`` and its other cancellations, ``srun: error: HOST: task N: ...``, ``NODE_FAIL``.
 
+**GPUs** (:class:`GpuFact`, ``JobLog.gpus``): the lines that say which GPU a process used: NCCL's
+communicator init line (``rank R nranks N cudaDev C nvmlDev M busId B``: the most reliable, with the PCI bus
+id), a printed ``LOCAL_RANK=``/``local_rank:`` beside a known rank, and ``CUDA_VISIBLE_DEVICES`` (which makes
+the CUDA index differ from the physical one). Which GPU an event is about is decided from these by
+:mod:`fleetdx.orchestrator.postmortem.gpus`; nothing is inferred here from a rank number.
+
 Memory is bounded: input is streamed line by line, a line is read up to :data:`MAX_LINE` characters, a wrapped
 message holds at most :data:`MAX_WRAP` lines, and at most :data:`MAX_EVENTS_PER_KEY` events are kept per (kind,
 rank, host) (the rest are counted in ``events_dropped``).
@@ -132,6 +138,45 @@ class JobEvent(Contract):
     details: dict[str, JsonScalar] = Field(default_factory=dict)
 
 
+class GpuSource(str, Enum):
+    """What told which GPU a rank used, most reliable first."""
+
+    NCCL_INIT = "nccl-init"  #: NCCL INFO ... rank R nranks N cudaDev C [nvmlDev M] busId B (NCCL_DEBUG=INFO)
+    NCCL_PREFIX = "nccl-prefix"  #: the ``[C]`` of an NCCL line's ``host:pid:tid [C]`` (the CUDA device)
+    MESSAGE = "message"  #: the error names the CUDA device (``GPU 3 has a total capacity ...``)
+    JOB_MODEL = "job-model"  #: the job model's rank placement (``Job.ranks[].gpu``)
+    LOCAL_RANK = "local-rank"  #: the local rank (``LOCAL_RANK=3``, torchrun's ``[default3]:``): cuda:LOCAL_RANK
+    KERNEL = "kernel"  #: the kernel log's PCI address (an XID)
+    CUDA_VISIBLE_DEVICES = "cuda-visible-devices"  #: a printed ``CUDA_VISIBLE_DEVICES`` (a remap, not a GPU)
+
+
+class GpuFact(Contract):
+    """One line of a job's output telling which GPU a process uses, or how CUDA devices are remapped.
+
+    ``rank`` is the global rank when a launcher prefix or a ``RANK=`` on the line says it; ``comm_rank`` and
+    ``nranks`` are NCCL's rank within the communicator the line is about (the global rank only in a
+    communicator of the whole job); ``host``/``pid`` the process (NCCL's ``host:pid:tid``, or the line's
+    prefixes); ``index`` the CUDA device as the process sees it (after ``CUDA_VISIBLE_DEVICES``),
+    ``physical_index`` NVML's index of it on the host (``nvmlDev``: nvidia-smi's order), ``bus_id`` its PCI
+    address (``dddd:bb:dd.f``, NCCL's ``busId`` decoded); ``visible_devices`` a printed
+    ``CUDA_VISIBLE_DEVICES`` value; ``file``/``line``/``text`` where it was read."""
+
+    source: GpuSource
+    rank: int | None = None
+    local_rank: int | None = None
+    comm_rank: int | None = None
+    nranks: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    index: int | None = None
+    physical_index: int | None = None
+    bus_id: str | None = None
+    visible_devices: str | None = None
+    file: str
+    line: int
+    text: str
+
+
 class JobLog(Contract):
     """The events of one job log in line order, and what the log told about ranks and hosts.
 
@@ -150,6 +195,9 @@ class JobLog(Contract):
     #: Slurm task id -> torch rank, from lines that carry both (``3: [rank3]: ...`` under ``srun -l``): the
     #: layout the log itself shows, the only way a task id named by ``srun: error: HOST: task N`` becomes a rank
     task_ranks: dict[int, int] = Field(default_factory=dict)
+    #: the lines telling which GPU a rank/process uses (NCCL init lines, LOCAL_RANK, CUDA_VISIBLE_DEVICES), in
+    #: line order, at most :data:`MAX_HOSTS`
+    gpus: list[GpuFact] = Field(default_factory=list)
 
 
 class LogLine(NamedTuple):
@@ -493,6 +541,33 @@ _CF_FIELD_RE = re.compile(r"^(?P<k>time|host|rank|exitcode|error_file|traceback)
 _CF_ENTRY_RE = re.compile(r"^\[(\d+)\]:$")
 _CF_RANK_RE = re.compile(r"^(-?\d+)(?:\s*\(local_rank:\s*(\d+)\))?")
 _CF_EXIT_RE = re.compile(r"^(-?\d+)(?:\s*\(pid:\s*(\d+)\))?")
+#: NCCL's communicator init line (init.cc, NCCL_DEBUG=INFO): ``ncclCommInitRank comm 0x.. rank 4 nranks 8 cudaDev 0
+#: nvmlDev 0 busId 4c000 commId 0x.. - Init START`` (``nvmlDev`` since NCCL 2.1x), ``comm 0x.. rank 2 nranks 16
+#: cudaDev 2 busId 201c0 - Init COMPLETE`` (older), and the ``Destroy COMPLETE`` line
+_NCCL_INIT_RE = re.compile(
+    r"\brank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cuda>\d+)(?: nvmlDev (?P<nvml>\d+))?"
+    r" busId (?P<bus>[0-9a-fA-F]{1,16})\b"
+)
+_LOCAL_RANK_RE = re.compile(r"(?<![\w.])(?:LOCAL_RANK|local_rank)\s*[=:]\s*(\d{1,6})\b")
+#: a global rank printed beside it (``RANK=3 LOCAL_RANK=3 WORLD_SIZE=8``); lower-case ``rank`` is too common
+_GLOBAL_RANK_RE = re.compile(r"(?<![\w.])(?:RANK|GLOBAL_RANK|global_rank)\s*[=:]\s*(\d{1,7})\b")
+_CVD_RE = re.compile(r"\bCUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<v>[\w\-]+(?:,[\w\-]+)*)")
+_GPU_KEYS = ("cudaDev", "LOCAL_RANK", "local_rank", "CUDA_VISIBLE_DEVICES")
+
+
+def nccl_bus_id(bus: str) -> str | None:
+    """NCCL's ``busId`` (the PCI address as a hex int64, NCCL src/misc/utils.cc ``int64ToBusId``:
+    ``domain<<20 | bus<<12 | device<<4 | function``) as ``dddd:bb:dd.f``: ``4c000`` -> ``0000:4c:00.0``,
+    ``201c0`` -> ``0000:20:1c.0``. ``None`` when it is not hexadecimal or too large."""
+    try:
+        v = int(bus, 16)
+    except ValueError:
+        return None
+    if v >> 36:
+        return None
+    return f"{v >> 20:04x}:{(v >> 12) & 0xFF:02x}:{(v >> 4) & 0xFF:02x}.{v & 0xF:x}"
+
+
 #: the cheap test every logical line passes through before the patterns above: substrings (``in`` is far
 #: cheaper than a regex alternation on every line of a large log)
 _TRIGGER_KEYS = (
@@ -802,6 +877,7 @@ class JobLogScanner:
         self._prefix_hosts: set[str] = set()
         self._rank_hosts: dict[int, str] = {}
         self._task_ranks: dict[int, int] = {}
+        self._gpus: list[GpuFact] = []
         self._pending: list[tuple[int, str, LogLine]] = []
         self._block: _ChildBlock | None = None
         self._root_next: bool | None = None
@@ -839,6 +915,8 @@ class JobLogScanner:
         n = self.lines
         if "\x00" in raw:
             raise ParseError(FMT, n, "text", "binary data (NUL byte) in input")
+        if any(k in raw for k in _GPU_KEYS):
+            self._learn_gpu(n, raw)
         if not (self._pending or self._block is not None or self._root_next is not None or _may_matter(raw)):
             self._learn_host(raw)
             self._learn_task(raw)
@@ -866,6 +944,70 @@ class JobLogScanner:
             j = raw.find("]", i + 7, i + 16)
             if j > 0 and raw[i + 7 : j].isdigit():
                 self._rank_hosts.setdefault(int(raw[i + 7 : j]), word)
+
+    def _learn_gpu(self, n: int, raw: str) -> None:
+        """Remember what a line says of a process's GPU (see :class:`GpuFact`)."""
+        for ll in normalise_line(raw):
+            if len(self._gpus) >= MAX_HOSTS:
+                return
+            body = ll.body
+            text = raw.strip()[:MAX_TEXT]
+            m = _NCCL_INIT_RE.search(body)
+            if m is not None:
+                nccl = _NCCL_LINE_RE.search(body)
+                host = ll.host
+                red = ll.host_redacted
+                if nccl is not None and host is None:
+                    host, red = _host(nccl.group("host"))
+                self._gpus.append(
+                    GpuFact(
+                        source=GpuSource.NCCL_INIT,
+                        rank=ll.rank,
+                        local_rank=ll.local_rank,
+                        comm_rank=int(m.group("rank")),
+                        nranks=int(m.group("nranks")),
+                        host=None if red else host,
+                        pid=int(nccl.group("pid")) if nccl is not None else ll.pid,
+                        index=int(m.group("cuda")),
+                        physical_index=_int(m.group("nvml")),
+                        bus_id=nccl_bus_id(m.group("bus")),
+                        file=self.file,
+                        line=n,
+                        text=text,
+                    )
+                )
+                continue
+            g = _GLOBAL_RANK_RE.search(body)
+            rank = ll.rank if ll.rank is not None else (int(g.group(1)) if g is not None else None)
+            c = _CVD_RE.search(body)
+            if c is not None:
+                self._gpus.append(
+                    GpuFact(
+                        source=GpuSource.CUDA_VISIBLE_DEVICES,
+                        rank=rank,
+                        local_rank=ll.local_rank,
+                        host=ll.host,
+                        pid=ll.pid,
+                        visible_devices=c.group("v"),
+                        file=self.file,
+                        line=n,
+                        text=text,
+                    )
+                )
+            lr = _LOCAL_RANK_RE.search(body)
+            if lr is not None and rank is not None:
+                self._gpus.append(
+                    GpuFact(
+                        source=GpuSource.LOCAL_RANK,
+                        rank=rank,
+                        local_rank=int(lr.group(1)),
+                        host=ll.host,
+                        pid=ll.pid,
+                        file=self.file,
+                        line=n,
+                        text=text,
+                    )
+                )
 
     def _learn_task(self, raw: str) -> None:
         """Remember the rank a ``srun -l`` line ``N: [rankR]: ...`` shows for task ``N`` (a cheap look)."""
@@ -1047,6 +1189,7 @@ class JobLogScanner:
             hosts=list(dict.fromkeys([*self._hosts, *sorted(self._prefix_hosts)])),
             rank_hosts=self._rank_hosts,
             task_ranks=self._task_ranks,
+            gpus=self._gpus,
         )
 
 
