@@ -14,7 +14,9 @@ Measured (bounded: a fixed number of requests, each with a timeout):
   (goal >= 100); then ``--wide`` allocation-wide reports of 8 nodes each (one pre-flight of a whole job);
 - **/metrics**: ``--scrapes`` sequential scrapes of the 1,000-node fleet: p50/p99 time, size, series;
 - **placement** (when the service has ``/placement``): ``GET /placement?nodes=2&gpus_per_node=8&hostlist=
-  node[0001-1000]`` at concurrency 1 and 16: p50/p99 (goal p99 < 20 ms at 16).
+  node[0001-1000]`` at concurrency 1 and 16: p50/p99 (goal p99 < 20 ms at 16), for the same query (the answer
+  cache), distinct queries (each excludes another node) and distinct shapes (1-16 nodes x 1-8 GPUs, each
+  excluding another node); with the CPU time the service's processes (uvicorn workers) spent per query.
 
 PostgreSQL is started as ``.ci/start-postgres.sh`` does and stopped at the end (``.ci/stop-postgres.sh``);
 it needs root or the postgres user. Run: ``.venv/bin/python bench/api.py [--nodes N] [--workers W]``.
@@ -126,8 +128,24 @@ def postgres() -> Iterator[str]:
         )
 
 
+def service_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its children so far (``fleetdx serve`` and its
+    uvicorn workers)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = 0.0
+    for p in [root, *root.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += t.user + t.system
+    return total
+
+
 @contextmanager
-def service(db: str, port: int, workers: int, topology: Path | None) -> Iterator[str]:
+def service(db: str, port: int, workers: int, topology: Path | None) -> Iterator[tuple[str, int]]:
     cmd = [sys.executable, "-m", "fleetdx", "serve", "--db", db, "--port", str(port), "--workers", str(workers)]
     if topology is not None:
         cmd += ["--topology-conf", str(topology)]
@@ -145,7 +163,7 @@ def service(db: str, port: int, workers: int, topology: Path | None) -> Iterator
                 log.seek(0)
                 raise SystemExit(f"fleetdx serve exited: {log.read().decode()[-2000:]}")
             time.sleep(0.2)
-        yield url
+        yield url, proc.pid
     finally:
         proc.terminate()
         try:
@@ -229,7 +247,7 @@ def main() -> None:
                 [sys.executable, "-m", "fleetdx", "serve", "--help"], capture_output=True, text=True
             ).stdout
         )
-        with service(db, port, args.workers, conf if has_topology_option else None) as url:
+        with service(db, port, args.workers, conf if has_topology_option else None) as (url, pid):
             auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Content-Encoding": "gzip"}
             failures: list[str] = []
 
@@ -280,16 +298,34 @@ def main() -> None:
                 if r.status_code != 200 or not r.json().get("placed"):
                     bad.append(f"{r.status_code} {r.text[:300]}")
 
-            for label, query in (("the same query (answer cache)", placement), ("distinct queries", distinct)):
+            def shapes(client: httpx.Client, i: int) -> None:
+                # 1-16 nodes x 1-8 GPUs, each excluding another node: never the same question twice either
+                q = {**params, "nodes": 1 + i % 16, "gpus_per_node": 1 << (i // 16) % 4,
+                     "exclude": f"node{(i * 7) % args.nodes + 1:04d}"}  # fmt: skip
+                r = client.get(f"{url}/placement", params=q)
+                if r.status_code != 200 or not r.json().get("placed"):
+                    bad.append(f"{r.status_code} {r.text[:300]}")
+
+            phases = (
+                ("2 x 8 GPUs", "the same query (answer cache)", placement),
+                ("2 x 8 GPUs", "distinct queries", distinct),
+                ("1-16 nodes x 1-8 GPUs", "distinct shapes", shapes),
+            )
+            for shape, label, query in phases:
                 for concurrency, n in ((1, args.placements), (16, args.placements * 4)):
+                    cpu = service_cpu_s(pid)
                     times, wall = timed(n, concurrency, query)
+                    cpu_ms = (service_cpu_s(pid) - cpu) / n * 1e3
                     p99 = pct(times, 99) * 1e3
                     goal = f"; goal p99 < {PLACEMENT_GOAL_P99_MS:.0f} ms: {p99 / PLACEMENT_GOAL_P99_MS:.2f}x the goal"
-                    print(f"placement (2 x 8 GPUs among {args.nodes}), {label}, concurrency {concurrency}: {n} "
-                          f"queries, p50 {pct(times, 50) * 1e3:.1f} ms, p99 {p99:.1f} ms, {n / wall:.0f} queries/s"
+                    print(f"placement ({shape} among {args.nodes}), {label}, concurrency {concurrency}: {n} "
+                          f"queries, p50 {pct(times, 50) * 1e3:.1f} ms, p99 {p99:.1f} ms, {n / wall:.0f} queries/s, "
+                          f"service CPU {cpu_ms:.1f} ms/query"
                           + (goal if concurrency == 16 else "") + f"; not placed or failed: {len(bad)}")  # fmt: skip
             if bad:
                 print("  first:", bad[0])
+    with open("/proc/loadavg", encoding="ascii") as f:
+        print(f"load average at the end: {' '.join(f.read().split()[:3])}")
     print("command:", shlex.join([sys.executable, *sys.argv]))
 
 

@@ -7,7 +7,11 @@ leaves per spine, one core; every node has the real ``topo -m`` of an HGX A100 (
 stored with each of its pre-flights. History: pre-flights of 16 nodes each, about 10 per node over 30 days,
 one node in 20 CRITICAL once (a foreign process on GPU3), and bandwidth runs naming a straggler now and then;
 the last pre-flight of some nodes is CRITICAL, so they must be excluded. Prints the store build time, then
-p50/p99 of ``place()`` (16 nodes x 8 GPUs from a 1,000-node hostlist) and of its store queries alone.
+p50/p99 of ``place()`` (16 nodes x 8 GPUs from a 1,000-node hostlist) and of its store queries alone; then
+distinct queries (1-16 nodes x 1-8 GPUs, each excluding another node), each answered from the store as a
+query without a snapshot is, and from one kept :class:`HealthSnapshot` (as ``fleetdx serve`` keeps one per
+worker): p50/p99 wall and CPU time per query, the snapshot's first (filling) query apart, the answers
+compared (they must be equal).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from fleetdx.orchestrator.placement.contracts import PlacementRequest  # noqa: E402
 from fleetdx.orchestrator.placement.job import place  # noqa: E402
+from fleetdx.orchestrator.placement.snapshot import HealthSnapshot  # noqa: E402
 from fleetdx.orchestrator.report import RunKind, assemble_report  # noqa: E402
 from fleetdx.orchestrator.store import Store  # noqa: E402
 from fleetdx.orchestrator.store.node_health import node_health  # noqa: E402
@@ -95,6 +100,45 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
+def distinct(store: Store, idx: ClusterIndex, nodes: int, n: int, now: float) -> None:
+    """Distinct queries answered from the store per query, then from one kept snapshot (see the module doc)."""
+    reqs = [
+        PlacementRequest(
+            nodes=1 + i % 16,
+            gpus_per_node=1 << (i // 16) % 4,
+            hostlist=f"sim-n[0000-{nodes - 1:04d}]",
+            exclude=[host((i * 7) % nodes)],
+        )
+        for i in range(n)
+    ]
+    per_query: list[tuple[float, float]] = []
+    answers = []
+    for r in reqs:
+        t, c = time.perf_counter(), time.process_time()
+        answers.append(place(r, store=store, cluster=idx, now=now))
+        per_query.append(((time.perf_counter() - t) * 1e3, (time.process_time() - c) * 1e3))
+    snap = HealthSnapshot(store, now=now)
+    kept: list[tuple[float, float]] = []
+    for r, want in zip(reqs, answers, strict=True):
+        t, c = time.perf_counter(), time.process_time()
+        got = place(r, store=store, cluster=idx, snapshot=snap)
+        kept.append(((time.perf_counter() - t) * 1e3, (time.process_time() - c) * 1e3))
+        assert got == want, r
+    for label, xs in (("from the store per query", per_query), ("from a kept snapshot, after its first", kept[1:])):
+        wall, cpu = [x[0] for x in xs], [x[1] for x in xs]
+        print(
+            f"distinct queries (1-16 nodes x 1-8 GPUs, one node excluded each), {label}: wall p50 "
+            f"{statistics.median(wall):.2f} ms, p99 {pct(wall, 0.99):.2f} ms; CPU p50 {statistics.median(cpu):.2f} ms, "
+            f"p99 {pct(cpu, 0.99):.2f} ms ({len(xs)} queries)"
+        )
+    print(
+        f"  the snapshot's first query (reads {nodes} hosts' health): {kept[0][0]:.1f} ms wall, "
+        f"{kept[0][1]:.1f} ms CPU; ratio of CPU p50 per query, store / snapshot: "
+        f"{statistics.median(x[1] for x in per_query) / statistics.median(x[1] for x in kept[1:]):.0f}x; "
+        f"answers equal: {len(reqs)} of {len(reqs)}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=1000)
@@ -138,6 +182,7 @@ def main() -> None:
                 f"  node_health() alone for {a.nodes} hosts: p50 {statistics.median(query):.1f} ms, "
                 f"p99 {pct(query, 0.99):.1f} ms"
             )
+            distinct(store, idx, a.nodes, a.queries, now)
             with open("/proc/loadavg", encoding="ascii") as f:
                 print(f"load average during the run: {' '.join(f.read().split()[:3])} ({os.cpu_count()} CPUs)")
 
