@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 from fleetdx.orchestrator.report import RunKind, assemble_report
@@ -125,3 +126,70 @@ def test_help_teaches() -> None:
         [FLEETDX, "steps", "--help"], capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"}
     )
     assert r.returncode == 0 and "--baseline" in r.stdout and "prof.step()" in r.stdout and "Exit" in r.stdout
+
+
+# ------------------------------------------------------------------ step times printed in training logs
+
+STEPLOGS = Path(__file__).parent / "fixtures" / "steplogs"
+
+
+def _titan_lines(rank: int, step_s: list[float]) -> list[str]:
+    """Synthesised torchtitan step lines of one rank (the format of tests/fixtures/steplogs/torchtitan-*), one
+    per step, stamped ``step_s`` apart."""
+    t = datetime(2026, 5, 18, 16, 0, 0, tzinfo=timezone.utc).timestamp()
+    out = []
+    for i, dt in enumerate([0.0, *step_s]):
+        t += dt
+        stamp = datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+        out.append(f"[rank{rank}]:[titan] {stamp} - root - INFO - step: {i + 1:2}  loss:  3.1  tps: 7,300")
+    return out
+
+
+def test_a_real_megatron_log_gives_step_times_with_stages_unknown() -> None:
+    r = _run(str(STEPLOGS / "megatron_epfllm-megatron-llm-11.log"), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc) == {"ranks", "findings", "job"} and doc["findings"] == []
+    (rank,) = doc["ranks"]
+    # iterations 122-125: 86545.2, 87871.6, 89474.8, 89075.2 ms; the median of four is the mean of the middle two
+    assert rank["rank"] == -1 and rank["steps"] == 4 and rank["step_time_ms"]["median"] == 88473.4
+    assert rank["stages_ms"] == {"unknown": 88473.4}
+    assert rank["temporal_breakdown_pct"] is None and rank["comm_exposed_pct"] is None
+    human = _run(str(STEPLOGS / "megatron_epfllm-megatron-llm-11.log"))
+    assert "stages unknown" in human.stdout and "rank unknown" in human.stdout and human.returncode == 0
+
+
+def test_a_log_without_step_lines_is_a_clear_unknown() -> None:
+    r = _run(str(STEPLOGS / "deepspeed-throughput-only_deepspeed-1825.log"))
+    assert r.returncode == 3 and r.stdout == ""
+    assert "nothing could be decomposed" in r.stderr and "step lines of Megatron-LM" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_synthesised_interleaved_log_names_the_slow_rank_at_step_level(tmp_path: Path) -> None:
+    lines = []
+    for r in range(4):
+        lines += _titan_lines(r, [1.6 if r == 2 else 1.0 + 0.01 * (i % 3) for i in range(12)])
+    log = tmp_path / "train-synthesised.log"
+    log.write_text("\n".join(lines) + "\n")
+    r = _run(str(log), "--json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert [x["rank"] for x in doc["ranks"]] == [0, 1, 2, 3]
+    assert [x["step_time_ms"]["median"] for x in doc["ranks"]] == [1010.0, 1010.0, 1600.0, 1010.0]
+    (f,) = doc["findings"]
+    assert (f["code"], f["subject"], f["evidence"]["stage"]) == ("STEP_STRAGGLER_RANK", "rank 2", "unknown")
+    assert not any("grad_sync" in k for k in f["evidence"]) and "no stages" in f["message"]
+
+
+def test_synthesised_spiky_log_is_bursty_and_per_rank_files_take_their_rank_from_the_name(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        steps = [0.1] * 20 + [0.4] * 3 if rank == 1 else [0.1] * 23
+        body = [ln.split(":", 1)[1] for ln in _titan_lines(rank, steps)]  # no rank prefix: the name tells
+        (tmp_path / f"rank-{rank}.log").write_text("\n".join(body) + "\n")
+    r = _run(str(tmp_path), "--json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert [(x["rank"], x["steps"]) for x in doc["ranks"]] == [(0, 23), (1, 23)]
+    (f,) = doc["findings"]
+    assert (f["code"], f["subject"]) == ("STEP_BURSTY", "rank 1")

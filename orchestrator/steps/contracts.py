@@ -101,7 +101,7 @@ class RankSteps(Contract):
     world_size: int | None = None
     host: str | None = None
     source: str
-    input: Literal["kineto", "steptimer"]
+    input: Literal["kineto", "steptimer", "log"]  #: "log": step times printed in a training log
     timing: str  #: "trace" (profiler timestamps), or the StepTimer's "wall"/"cuda-events"/"synchronize"
     steps: list[StepSample]
     temporal: TemporalBreakdown | None = None

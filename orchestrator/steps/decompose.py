@@ -32,6 +32,10 @@ non-compute = the rest. HTA rounds float timestamps to whole microseconds first;
 difference is far below the 1 point the tests allow).
 
 **Stages from a StepTimer log** are the timer's own stages; ``other`` is the step time outside them.
+
+**Step times printed in a training log** (:mod:`fleetdx.probes.parsers.steptime_log`) have no stages: each
+step's whole time is the stage ``unknown`` (:data:`UNKNOWN_STAGE`), so stability and stragglers are judged on
+the step time alone.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from fleetdx.orchestrator.steps.contracts import (
 from fleetdx.orchestrator.steps.intervals import F, clip, length, uncovered
 from fleetdx.probes.parsers.kineto import GpuKind, KinetoTrace, Marker, Spans
 from fleetdx.probes.parsers.steplog import StepLog
+from fleetdx.probes.parsers.steptime_log import StepTimeLog
 
 #: a kernel shorter than this is "tiny" (launch overhead on current GPUs is about 5-10 us: NVIDIA, "CUDA C++
 #: Best Practices Guide", and HTA's kernel launch statistics)
@@ -356,3 +361,80 @@ def decompose_steplog(log: StepLog) -> RankSteps:
             "communication into overlapped and exposed (profile a few steps with torch.profiler for those)"
         ],
     )
+
+
+#: the one stage of a step read from a training log: its stages are not printed
+UNKNOWN_STAGE = "unknown"
+
+
+def decompose_steptime_log(log: StepTimeLog) -> list[RankSteps]:
+    """The ranks of a training log's step lines, one per series with step times: each step's time is the stage
+    ``unknown``. A series without a rank (no prefix, no Megatron world size) gets the rank of the file name's
+    ``rank-N``, else its Slurm task id (``srun -l``), else a negative placeholder (-1, -2, ...) said in
+    ``missing``; a series whose lines give no step time (torchtitan without time stamps) is left out and said.
+
+    Raises:
+        StepsError: no series has a step time.
+    """
+    out: list[RankSteps] = []
+    unknown = 0
+    throughput_only = []
+    m = _RANK_IN_NAME.search(Path(log.source).name)
+    file_rank = int(m.group(1)) if m and len(log.series) == 1 else None
+    for s in log.series:
+        timed = [st for st in s.steps if st.step_ms is not None]
+        if not timed:
+            throughput_only.append(s)
+            continue
+        notes = [
+            f"a training log ({s.format.value}): step times only, no stage breakdown (stages unknown); "
+            f"{s.timing}; profile a few steps with torch.profiler or time the stages with fleetdx.steps.StepTimer "
+            "to name the stage"
+        ]
+        if s.rank is not None:
+            rank = s.rank
+            if s.rank_from and "last rank" in s.rank_from:
+                notes.append(f"rank from {s.rank_from}")
+        elif file_rank is not None:
+            rank = file_rank
+            notes.append("rank from the file name")
+        elif s.task is not None:
+            rank = s.task
+            notes.append(
+                "rank unknown: shown by its srun -l task id (SLURM_PROCID, the rank when srun starts one "
+                "process per rank)"
+            )
+        else:
+            unknown += 1
+            rank = -unknown
+            where = f" (local rank {s.local_rank})" if s.local_rank is not None else ""
+            notes.append(f"rank unknown{where}: the lines carry no rank prefix; shown as rank {rank}")
+        if s.repeated:
+            notes.append(
+                f"{s.repeated} lines repeat a step already read (ranks printing without a rank prefix, a logger "
+                "with two handlers, or a resumed job): not counted"
+            )
+        out.append(
+            RankSteps(
+                rank=rank,
+                world_size=log.world_size,
+                host=s.host,
+                source=log.source,
+                input="log",
+                timing=s.timing,
+                steps=[
+                    StepSample(
+                        step=st.step, step_ms=round(st.step_ms, 4), stages_ms={UNKNOWN_STAGE: round(st.step_ms, 4)}
+                    )
+                    for st in timed
+                    if st.step_ms is not None
+                ],
+                missing=notes,
+            )
+        )
+    if not out:
+        raise StepsError(
+            f"{log.source}: the {throughput_only[0].format.value} lines give throughput only (tps), no step time: "
+            "they carry no time stamp to measure the time between steps"
+        )
+    return out

@@ -3,7 +3,10 @@ and (optionally) tie straggler ranks to their hosts' findings in the store.
 
 Inputs per rank: a Kineto trace wins over a StepTimer log of the same rank (the trace sees GPU time and
 overlap); a log is used for a rank without a trace. Two inputs of one kind for one rank are an error (two runs
-mixed in one folder).
+mixed in one folder). Step times read from a training log (no stages) are used only when no rank has a trace or
+a StepTimer log: their one stage, ``unknown``, cannot be compared with the stages of the others; a rank they
+cover is redundant, a rank they alone cover is listed as not used. Ranks of unknown number (negative
+placeholders) are renumbered -1, -2, ... over all inputs.
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ from fleetdx.orchestrator.steps.contracts import (
     StepsError,
     StepsReport,
 )
-from fleetdx.orchestrator.steps.decompose import decompose_steplog, decompose_trace
-from fleetdx.orchestrator.steps.load import expand, load_steplog, load_trace
+from fleetdx.orchestrator.steps.decompose import (
+    UNKNOWN_STAGE,
+    decompose_steplog,
+    decompose_steptime_log,
+    decompose_trace,
+)
+from fleetdx.orchestrator.steps.load import expand, is_trainlog, load_steplog, load_steptime_log, load_trace
 from fleetdx.orchestrator.store.store import Store
-from fleetdx.probes.contracts import Finding, Severity
+from fleetdx.probes.contracts import Finding, FindingCode, Severity
 from fleetdx.probes.errors import FleetdxError
 from fleetdx.probes.parsers.kineto import DEFAULT_MAX_EVENTS
 
@@ -45,12 +53,15 @@ class Loaded:
     errors: list[str] = field(default_factory=list)
 
 
-def _decompose(path: Path, max_events: int) -> RankSteps | str:
-    """One input's decomposition, or the one-line reason it cannot be decomposed (picklable for a pool)."""
+def _decompose(path: Path, max_events: int) -> list[RankSteps] | str:
+    """One input's decomposition (a training log may hold several ranks), or the one-line reason it cannot be
+    decomposed (picklable for a pool)."""
     try:
         if path.name.endswith(".jsonl"):
-            return decompose_steplog(load_steplog(path))
-        return decompose_trace(load_trace(path, max_events))
+            return [decompose_steplog(load_steplog(path))]
+        if is_trainlog(path):
+            return decompose_steptime_log(load_steptime_log(path))
+        return [decompose_trace(load_trace(path, max_events))]
     except FleetdxError as e:
         return str(e)
 
@@ -74,16 +85,36 @@ def load_ranks(paths: Sequence[Path], max_events: int = DEFAULT_MAX_EVENTS, jobs
     out = Loaded()
     traces: dict[int, RankSteps] = {}
     logs: dict[int, RankSteps] = {}
-    for p, rs in zip(files, results, strict=True):
-        if isinstance(rs, str):
-            out.errors.append(rs)
+    printed: dict[int, RankSteps] = {}
+    unknown = 0
+    for p, result in zip(files, results, strict=True):
+        if isinstance(result, str):
+            out.errors.append(result)
             continue
-        into = logs if rs.input == "steptimer" else traces
-        if rs.rank in into:
-            out.errors.append(f"{p}: rank {rs.rank} again (also in {into[rs.rank].source}): one run per analysis")
-            continue
-        into[rs.rank] = rs
-    out.ranks = [traces.get(r) or logs[r] for r in sorted(set(traces) | set(logs))]
+        for rs in result:
+            if rs.rank < 0:  # a placeholder: number it over all inputs
+                unknown += 1
+                placeholder = -unknown
+                rs = rs.model_copy(
+                    update={
+                        "rank": placeholder,
+                        "missing": [m.replace(f"rank {rs.rank}", f"rank {placeholder}") for m in rs.missing],
+                    }
+                )
+            into = {"steptimer": logs, "log": printed}.get(rs.input, traces)
+            if rs.rank in into:
+                out.errors.append(f"{p}: rank {rs.rank} again (also in {into[rs.rank].source}): one run per analysis")
+                continue
+            into[rs.rank] = rs
+    if traces or logs:
+        alone = sorted(set(printed) - set(traces) - set(logs))
+        for r in alone:
+            out.errors.append(
+                f"{printed[r].source}: rank {r}'s step times from a training log are not used beside traces or "
+                "StepTimer logs of other ranks (no stages to compare)"
+            )
+        printed = {}
+    out.ranks = [traces.get(r) or logs.get(r) or printed[r] for r in sorted(set(traces) | set(logs) | set(printed))]
     return out
 
 
@@ -169,7 +200,7 @@ def analyse(
     if not loaded.ranks:
         why = "; ".join(loaded.errors) if loaded.errors else "no input"
         raise StepsError(f"nothing could be decomposed into steps: {why}")
-    rep = report(loaded.ranks, policy, history, job)
+    rep = _unknown_stages(report(loaded.ranks, policy, history, job), loaded.ranks)
     if baseline is not None:
         if not baseline.ranks:
             raise StepsError(
@@ -177,3 +208,37 @@ def analyse(
             )
         rep = rep.model_copy(update={"baseline": compare(loaded.ranks, baseline.ranks, baseline_source)})
     return rep
+
+
+def _unknown_stages(rep: StepsReport, ranks: Sequence[RankSteps]) -> StepsReport:
+    """The report with the ranks read from training logs said as they are: their ``stages_ms`` is only
+    ``{"unknown": median step}`` (not zeros for stages never measured), and a straggler among them is named at
+    the step level, without the peers' ``grad_sync`` wait that step times cannot show."""
+    from_logs = {r.rank for r in ranks if r.input == "log"}
+    if not from_logs:
+        return rep
+    summaries = [
+        s.model_copy(update={"stages_ms": {UNKNOWN_STAGE: s.stages_ms.get(UNKNOWN_STAGE, s.step_time_ms.median)}})
+        if s.rank in from_logs
+        else s
+        for s in rep.ranks
+    ]
+    findings = []
+    for f in rep.findings:
+        if f.code is FindingCode.STEP_STRAGGLER_RANK and f.evidence.get("stage") == UNKNOWN_STAGE:
+            ev = {k: v for k, v in f.evidence.items() if "grad_sync" not in k}
+            where = f" on {f.nodes[0]}" if f.nodes else ""
+            f = f.model_copy(
+                update={
+                    "evidence": ev,
+                    "message": (
+                        f"{f.subject}{where} is a straggler: {ev['stage_ms']} ms per step against "
+                        f"{ev['peers_median_ms']} ms on its peers (+{ev['excess_ms']} ms, z {ev['z']}), from the "
+                        "step times its log prints; the log has no stages, so where the time goes is unknown: "
+                        "profile that rank (torch.profiler) or time its stages with fleetdx.steps.StepTimer, and "
+                        "compare its node with its peers (fleetdx preflight on it)"
+                    ),
+                }
+            )
+        findings.append(f)
+    return rep.model_copy(update={"ranks": summaries, "findings": findings})

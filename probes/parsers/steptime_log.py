@@ -24,7 +24,9 @@ steps, their wall time (ms) and the throughput printed with them.
   progress_printer.py``, timing from ``nemo/utils/exp_manager.py`` ``TimingCallback``): ``Training epoch 0,
   iteration 120/149 | lr: 3e-05 | consumed_samples: 121 | global_batch_size: 1 | global_step: 120 |
   reduced_train_loss: 1.233 | train_step_timing in s: 0.03146``: one step's time (``global_step`` is the
-  step number when printed, else the iteration).
+  step number when printed, else the iteration); NeMo 1.x puts the same metrics in the Lightning progress bar
+  (``Epoch 0: : 100%|...| 100/100 [10:48<00:00, reduced_train_loss=0.0172, global_step=99.00, ...,
+  train_step_timing in s=3.130]``), each redraw (after a carriage return) one step.
 * ``tf-slim``: TF-Slim's ``train_step`` (tensorflow ``tensorflow/contrib/slim/python/slim/learning.py``, used by
   the TensorFlow Object Detection API): ``INFO:tensorflow:global step 5: loss = 62.5264 (20.205 sec/step)``.
 
@@ -133,6 +135,8 @@ _TITAN_TPS_RE = re.compile(r"\btps:\s*(?P<v>\d[\d,]*(?:\.\d+)?)")
 _TITAN_TFLOPS_RE = re.compile(r"\btflops:\s*(?P<v>\d[\d,]*(?:\.\d+)?)")
 _NEMO_RE = re.compile(r"\biteration\s+(?P<it>\d+)/\d+\s*\|.*?\btrain_step_timing in s:\s*(?P<s>" + _NUM + ")")
 _NEMO_STEP_RE = re.compile(r"\bglobal_step:\s*(?P<step>\d+)(?:\.0+)?\b")
+#: NeMo 1.x: the same metrics as ``key=value`` in the Lightning progress bar's postfix
+_NEMO_BAR_RE = re.compile(r"\bglobal_step=(?P<step>" + _NUM + r")\b.*?\btrain_step_timing in s=(?P<s>" + _NUM + ")")
 _SLIM_RE = re.compile(r"\bglobal step (?P<step>\d+): loss = \S+ \((?P<s>" + _NUM + r") sec/step\)")
 _ISO_IN_BODY_RE = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?")
 #: cheap test before a line is normalised: every format's marker
@@ -178,6 +182,12 @@ def _step_of(body: str) -> _Found | None:
         g = _NEMO_STEP_RE.search(body)
         step = int(g.group("step")) if g else int(m.group("it"))
         return _Found(LogFormat.NEMO, step, s * 1000.0 if s is not None else None, body[: m.start()])
+    m = _NEMO_BAR_RE.search(body)
+    if m:
+        s, gstep = _float(m.group("s")), _float(m.group("step"))
+        if gstep is None:
+            return None
+        return _Found(LogFormat.NEMO, int(gstep), s * 1000.0 if s is not None else None, body[: m.start()])
     m = _MEGATRON_RE.search(body)
     if m:
         ms = _MEGATRON_MS_RE.search(body, m.end())
@@ -301,7 +311,7 @@ class StepLogScanner:
                 "step lines of Megatron-LM (iteration N/M | ... elapsed time per iteration (ms): X), torchtitan "
                 "(step: N  loss: ...  tps: ...), NeMo (iteration N/M | ... train_step_timing in s: X) or TF-Slim "
                 "(global step N: loss = ... (X sec/step))",
-                f"none in {self.lines} lines",
+                "no such line",
             )
         out = []
         for s in self._series.values():
