@@ -49,7 +49,9 @@ def _render(rep: Any) -> None:
             _fmt(r.step_time_ms.median),
             _fmt(r.step_time_ms.p95),
             *(_fmt(r.stages_ms.get(s, 0.0)) for s in [*shown, *extra]),
-            f"{tb.idle:.0f}/{tb.compute:.0f}/{tb.non_compute:.0f}" if tb is not None else "no GPU",
+            f"{tb.idle:.0f}/{tb.compute:.0f}/{tb.non_compute:.0f}"
+            if tb is not None
+            else ("not in logs" if set(r.stages_ms) == {"unknown"} else "no GPU"),
             _fmt(r.comm_exposed_pct),
         )
     console.print(t)
@@ -91,7 +93,8 @@ def register(app: typer.Typer) -> None:
         paths: list[Path] = typer.Argument(  # noqa: B008 (typer's declaration style)
             ...,
             help="Profiler traces (rank-N.json[.gz], one per rank: torch.profiler with a schedule and prof.step()), "
-            "StepTimer logs (steps-rank-N.jsonl, from fleetdx.steps.StepTimer), or folders of them.",
+            "StepTimer logs (steps-rank-N.jsonl, from fleetdx.steps.StepTimer), training logs that print step "
+            "times (Megatron-LM, torchtitan, NeMo, TF-Slim: step times only, stages unknown), or folders of them.",
         ),
         baseline: Path = typer.Option(  # noqa: B008 (typer's declaration style)
             None, "--baseline", help="A folder (or file) of the same inputs from a good run: stage-by-stage change."
