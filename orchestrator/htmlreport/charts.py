@@ -48,18 +48,37 @@ class Points:
     labels: list[str] = field(default_factory=list)
 
 
-def timeline(series: Sequence[Points], rows: Sequence[str], x_title: str, x_is_time: bool) -> go.Figure:
-    """Events as markers, one row per host/rank (``rows`` in display order, top first), one colour per kind."""
+#: the ring drawn around the first failure's marker
+FIRST_COLOUR = "#C00000"
+
+
+def timeline(
+    series: Sequence[Points],
+    rows: Sequence[str],
+    x_title: str,
+    x_is_time: bool,
+    highlight: tuple[int, int] | None = None,
+) -> go.Figure:
+    """Events as markers, one row per host/rank (``rows`` in display order, top first), one colour per kind;
+    ``highlight`` (series, point): the first failure, drawn larger with a red ring and labelled."""
     fig = go.Figure()
     symbols = ["circle", "diamond", "square", "x", "triangle-up", "cross", "star", "triangle-down"]
     for i, s in enumerate(series):
+        marker: dict[str, Any] = {"size": 9, "symbol": symbols[(i // 10) % len(symbols)], "line": {"width": 0.5}}
+        if highlight is not None and highlight[0] == i:
+            k = highlight[1]
+            marker["size"] = [16 if j == k else 9 for j in range(len(s.x))]
+            marker["line"] = {
+                "width": [3 if j == k else 0.5 for j in range(len(s.x))],
+                "color": [FIRST_COLOUR if j == k else "#444" for j in range(len(s.x))],
+            }
         fig.add_trace(
             go.Scatter(
                 x=s.x,
                 y=s.y,
                 mode="markers",
                 name=s.name,
-                marker={"size": 9, "symbol": symbols[(i // 10) % len(symbols)], "line": {"width": 0.5}},
+                marker=marker,
                 hovertext=s.labels,
                 hovertemplate="%{hovertext}<extra>" + s.name + "</extra>",
             )
@@ -70,6 +89,19 @@ def timeline(series: Sequence[Points], rows: Sequence[str], x_title: str, x_is_t
     fig.update_xaxes(title=x_title, type="date" if x_is_time else "linear", automargin=True)
     if not x_is_time:
         fig.update_xaxes(tickformat="d", rangemode="tozero")
+    if highlight is not None:
+        s = series[highlight[0]]
+        fig.add_annotation(
+            x=s.x[highlight[1]],
+            y=s.y[highlight[1]],
+            text="first failure",
+            showarrow=True,
+            arrowhead=2,
+            arrowcolor=FIRST_COLOUR,
+            font={"color": FIRST_COLOUR},
+            ax=40,
+            ay=-30,
+        )
     return _layout(fig, "timeline", min(160 + 22 * max(len(rows), 1), 2800))
 
 

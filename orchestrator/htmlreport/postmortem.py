@@ -19,7 +19,8 @@ from fleetdx.orchestrator.htmlreport.page import (
     fmt_hosts,
     render,
 )
-from fleetdx.orchestrator.postmortem.contracts import Cause, PostmortemReport, TimelineEntry
+from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, Cause, PostmortemReport, TimelineEntry
+from fleetdx.orchestrator.postmortem.gpus import describe
 from fleetdx.orchestrator.report import BusbwCurve
 from fleetdx.orchestrator.store.records import NodeHistory
 from fleetdx.probes.contracts import Job
@@ -71,7 +72,7 @@ def _cause_view(c: Cause, lim: Limits) -> CauseView:
         for k, v in (
             ("rank", "" if c.rank is None else str(c.rank)),
             ("host", c.host or ""),
-            ("GPU", c.gpu or ""),
+            ("GPU", describe(c.gpu_detail) if c.gpu_detail is not None else c.gpu or ""),
             ("time", c.time or ""),
         )
         if v
@@ -107,13 +108,32 @@ def _row(e: TimelineEntry, by_host: bool) -> str:
     return f"{e.host} · rank {e.rank}" if e.host else f"rank {e.rank}"
 
 
-def timeline_figure(entries: Sequence[TimelineEntry], lim: Limits) -> Figure | None:
+def first_failure(entries: Sequence[TimelineEntry], cause: Cause | None) -> int | None:
+    """The position in ``entries`` of the event the first cause rests on (its first evidence line: same text,
+    and same rank and host when the cause names them), or ``None``."""
+    if cause is None or not cause.evidence:
+        return None
+    text = cause.evidence[0].text.split("\n", 1)[0][:300]
+    for i, e in enumerate(entries):
+        if (
+            e.text == text
+            and (cause.rank is None or e.rank in (None, cause.rank))
+            and (cause.host is None or e.host in (None, cause.host))
+        ):
+            return i
+    return None
+
+
+def timeline_figure(entries: Sequence[TimelineEntry], lim: Limits, first_cause: Cause | None = None) -> Figure | None:
     """The events on one chart, a row per host/rank (a row per host when there are more than
     ``lim.chart_rows`` host/rank pairs), in the timeline's order; x is UTC time when every drawn event has a
-    full date, else the position on the merged timeline (the correlator's order)."""
+    full date, else the position on the merged timeline (the correlator's order). The event ``first_cause``
+    rests on (:func:`first_failure`) is ringed in red and labelled "first failure"."""
     if not entries:
         return None
     notes: list[str] = []
+    first_at = first_failure(entries, first_cause)
+    first = entries[first_at] if first_at is not None else None
     drawn = list(entries[: lim.timeline_points])
     if len(entries) > len(drawn):
         notes.append(f"{len(entries) - len(drawn)} later events are not drawn (the first {len(drawn)} are)")
@@ -141,8 +161,11 @@ def timeline_figure(entries: Sequence[TimelineEntry], lim: Limits) -> Figure | N
         )
     series: dict[str, charts.Points] = {}
     rows_sorted = sorted(rows, key=_row_key)
+    highlight: tuple[int, int] | None = None
     for i, (e, t) in enumerate(zip(drawn, times, strict=True)):
         pts = series.setdefault(e.kind, charts.Points(name=chart_label(e.kind, 40)))
+        if e is first and highlight is None:
+            highlight = (list(series).index(e.kind), len(pts.x))
         pts.x.append(t.strftime("%Y-%m-%d %H:%M:%S.%f") if x_is_time and t is not None else i + 1)
         pts.y.append(chart_label(_row(e, by_host), ROW_CHARS))
         head = " ".join(x for x in (e.time or "", e.host or "", "" if e.rank is None else f"rank {e.rank}") if x)
@@ -152,7 +175,12 @@ def timeline_figure(entries: Sequence[TimelineEntry], lim: Limits) -> Figure | N
         [chart_label(r, ROW_CHARS) for r in rows_sorted],
         "time (UTC)" if x_is_time else "position on the merged timeline",
         x_is_time,
+        highlight,
     )
+    if highlight is not None:
+        notes.append("the ringed marker is the event the first cause rests on (its first evidence line)")
+    elif first is not None:
+        notes.append("the first cause's event is not drawn (see the table)")
     return Figure("timeline-chart", figure_json(fig), notes)
 
 
@@ -164,9 +192,11 @@ def _row_key(label: str) -> tuple[str, int, str]:
     return (host, int(rest) if rest.isdigit() else -1, label)
 
 
-def bandwidth_figures(curves: Sequence[BusbwCurve], lim: Limits) -> list[Figure]:
+def bandwidth_figures(curves: Sequence[BusbwCurve], lim: Limits, sources: Sequence[str] | None = None) -> list[Figure]:
     """The pair heat map of each collective (busbw at each two-node curve's largest message size, the last
-    measurement of a pair winning) and the busbw-vs-size curves."""
+    measurement of a pair winning) and the busbw-vs-size curves (one line per curve: per host for a bundle's
+    single-node nccl-tests run); ``sources`` (one per curve) says in each line's legend and label where the
+    curve was read."""
     out: list[Figure] = []
     pairs: dict[str, dict[tuple[str, str], tuple[float, int, str]]] = {}
     for c in curves:
@@ -198,18 +228,22 @@ def bandwidth_figures(curves: Sequence[BusbwCurve], lim: Limits) -> list[Figure]
             labels,
         )
         out.append(Figure(f"heatmap-{n}", figure_json(charts.heat_map(m)), notes))
-    drawn = [c for c in curves if c.points][: lim.curves]
+    where = list(sources) if sources is not None and len(sources) == len(curves) else ["" for _ in curves]
+    drawn = [(c, w) for c, w in zip(curves, where, strict=True) if c.points][: lim.curves]
     if drawn:
         lines = []
-        for c in drawn:
+        for c, w in drawn:
             name = chart_label(f"{c.collective.value} {fmt_hosts(c.nodes)} ({c.backend.value}, {c.nranks} ranks)", 80)
+            src = chart_label(f" · {w}", 160) if w else ""
             pts = sorted(c.points, key=lambda p: p.size)
             lines.append(
                 charts.Line(
                     name=name,
                     x=[float(p.size) for p in pts],
                     y=[p.busbw_gbps for p in pts],
-                    labels=[f"{p.size} B: busbw {p.busbw_gbps:.3g} GB/s, algbw {p.algbw_gbps:.3g} GB/s" for p in pts],
+                    labels=[
+                        f"{p.size} B: busbw {p.busbw_gbps:.3g} GB/s, algbw {p.algbw_gbps:.3g} GB/s{src}" for p in pts
+                    ],
                 )
             )
         notes = []
@@ -247,6 +281,17 @@ def _history(history: Sequence[NodeHistory], lim: Limits) -> tuple[list[tuple[st
     return out, max(0, len(history) - lim.history_hosts)
 
 
+def _source(b: BandwidthCurve) -> str:
+    """Where a curve was read, and when it was measured (``simulated`` when nothing was)."""
+    when = f", {_utc(b.started_at)}" if b.started_at is not None else ""
+    return f"{b.source}{when}" + (" (simulated)" if b.simulated else "")
+
+
+def _bandwidth_sources(curves: Sequence[BandwidthCurve], lim: Limits) -> list[Clipped]:
+    """The distinct places the report's curves were read from, for the section's foot."""
+    return [clip(s, lim.text_chars) for s in dict.fromkeys(_source(b) for b in curves)]
+
+
 def _job(job: Job | None) -> list[tuple[str, str]]:
     if job is None:
         return []
@@ -278,7 +323,9 @@ def render_postmortem(
         report: what ``fleetdx postmortem --json`` prints; its ``history`` (the blamed hosts' stored runs, when
             a store was read) is the nodes' history section.
         curves: busbw curves of the job's nodes (a bandwidth run's or pre-flight's ``RunReport.curves``): a
-            pair heat map per collective from the two-node curves, and every curve's busbw vs message size.
+            pair heat map per collective from the two-node curves, and every curve's busbw vs message size;
+            when not given, the report's own ``bandwidth`` (its bundles' nccl-tests results and the blamed
+            hosts' stored curves), each labelled with where it was read.
         sources: the inputs as given on the command line, listed at the foot of the page.
         limits: how much of each list is shown (:class:`Limits`); what is cut is counted on the page.
     """
@@ -286,7 +333,12 @@ def render_postmortem(
     causes = [_cause_view(c, lim) for c in report.causes[: lim.causes]]
     hist, hist_left_out = _history(report.history, lim)
     rows = report.timeline[: lim.timeline_rows]
-    timeline = timeline_figure(report.timeline, lim)
+    timeline = timeline_figure(report.timeline, lim, report.causes[0] if report.causes else None)
+    first_row = first_failure(rows, report.causes[0] if report.causes else None)
+    if curves:
+        bandwidth = bandwidth_figures(curves, lim)
+    else:
+        bandwidth = bandwidth_figures([b.curve for b in report.bandwidth], lim, [_source(b) for b in report.bandwidth])
     return render(
         "postmortem.html.j2",
         title="fleetdx postmortem" + (f" of job {report.job.job_id}" if report.job and report.job.job_id else ""),
@@ -297,11 +349,12 @@ def render_postmortem(
         causes_left_out=len(report.causes) - len(causes),
         missing=[clip(m, lim.text_chars) for m in report.missing_evidence],
         timeline=timeline,
-        timeline_rows=[(e, clip(e.text, lim.text_chars)) for e in rows],
+        timeline_rows=[(e, clip(e.text, lim.text_chars), i == first_row) for i, e in enumerate(rows)],
         timeline_left_out=len(report.timeline) - len(rows),
         history=hist,
         history_left_out=hist_left_out,
-        bandwidth=bandwidth_figures(curves, lim),
+        bandwidth=bandwidth,
+        bandwidth_sources=_bandwidth_sources(report.bandwidth, lim) if not curves else [],
         sources=list(sources),
         limits=lim,
     )

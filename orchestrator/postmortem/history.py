@@ -2,7 +2,8 @@
 
 * :func:`with_history`: each host the causes name (the first cause's first) with its newest stored runs
   (pre-flights and bandwidth screens, ``Store.node_history``), so the report says whether the node was already
-  degraded before the job, or whether a pre-flight passed it.
+  degraded before the job, or whether a pre-flight passed it; and the busbw curves of the newest stored run
+  of each that has any (:func:`fleetdx.orchestrator.postmortem.bandwidth.stored_curves`), after the bundles'.
 * :func:`save`: the postmortem in the store's ``postmortems`` table (job id, verdict, first cause, the hosts its
   causes name, the whole report), never in ``findings``: its findings come from old logs and bundles, and
   a node's history must not show them as new pre-flight results.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 
+from fleetdx.orchestrator.postmortem.bandwidth import stored_curves
 from fleetdx.orchestrator.postmortem.contracts import PostmortemReport
 from fleetdx.orchestrator.store import NodeHistory, PostmortemRecord, Store
 
@@ -32,13 +34,15 @@ def blamed_hosts(report: PostmortemReport) -> list[str]:
 
 def with_history(report: PostmortemReport, store: Store) -> PostmortemReport:
     """``report`` with the stored history of its first :data:`HISTORY_HOSTS` blamed hosts (hosts the store has
-    never seen are left out). Raises the store's :class:`~fleetdx.orchestrator.store.StoreError`."""
+    never seen are left out), and their stored busbw curves added to its bandwidth. Raises the store's
+    :class:`~fleetdx.orchestrator.store.StoreError`."""
     history = []
     for host in blamed_hosts(report)[:HISTORY_HOSTS]:
         entries = store.node_history(host, limit=HISTORY_RUNS)
         if entries:
             history.append(NodeHistory(host=host, entries=entries))
-    return report.model_copy(update={"history": history})
+    curves = [*report.bandwidth, *stored_curves(store, history)]
+    return report.model_copy(update={"history": history, "bandwidth": curves})
 
 
 def save(report: PostmortemReport, store: Store) -> PostmortemRecord:

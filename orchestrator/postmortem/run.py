@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from fleetdx.orchestrator.postmortem.contracts import Cause, PostmortemReport, TimelineEntry
+from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, Cause, PostmortemReport, TimelineEntry
 from fleetdx.orchestrator.postmortem.correlate import DECISIVE, Correlation, correlate
 from fleetdx.orchestrator.postmortem.sources import Context, Evidence, EvidenceSource
 from fleetdx.probes.contracts import FindingCode, Job, Severity, Verdict
@@ -121,6 +121,7 @@ def run_postmortem(
     seen_hosts: set[str] = set()
     task_ranks: dict[int, int] = {}
     gpus: list[GpuFact] = []
+    curves: list[BandwidthCurve] = []
     judged: list[Evidence] = []
     for src in sources:
         ev = src.collect(ctx)
@@ -128,6 +129,7 @@ def run_postmortem(
         if ev.causes is not None or ev.timeline is not None:
             judged.append(ev)
         kernel_logs += ev.kernel_logs
+        curves += ev.curves
         kernel_hosts |= ev.kernel_hosts
         for log in ev.logs:
             seen_hosts.update(log.hosts)
@@ -186,4 +188,5 @@ def run_postmortem(
         causes=causes,
         timeline=timeline,
         missing_evidence=list(dict.fromkeys(missing)),
+        bandwidth=curves,
     )

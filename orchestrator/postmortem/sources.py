@@ -10,7 +10,8 @@ it gives parsed logs, or causes of its own (:class:`Evidence`).
   :func:`fleetdx.probes.bundle.read_bundle`; their kernel logs (``dmesg_nvrm.txt``, and any ``dmesg*``,
   ``journalctl*``, ``kern.log*``, ``syslog*``, ``messages*`` file) through the kernel-log parser, the host being
   the bundle's. ``dmesg_nvrm.txt`` as ``fleetdx collect`` writes it keeps only the XID/NVRM/AER lines: link
-  flaps need a full kernel log in the bundle.
+  flaps need a full kernel log in the bundle. Their nccl-tests outputs become busbw curves
+  (:func:`fleetdx.orchestrator.postmortem.bandwidth.bundle_curves`) for the report's bandwidth section.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from fleetdx.orchestrator.postmortem.contracts import Cause, TimelineEntry
+from fleetdx.orchestrator.postmortem.bandwidth import MAX_CURVES, bundle_curves
+from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, Cause, TimelineEntry
 from fleetdx.probes.bundle import read_bundle
 from fleetdx.probes.errors import BundleError, ParseError
 from fleetdx.probes.parsers.joblog import MAX_LINE, JobLog, JobLogScanner
@@ -61,6 +63,7 @@ class Evidence:
     timeline: TimelineMaker | None = None
     kernel_hosts: set[str] = field(default_factory=set)  #: hosts whose kernel log was read
     kernel_logs: int = 0  #: kernel logs read (given, or found among the job logs by their kernel events)
+    curves: list[BandwidthCurve] = field(default_factory=list)  #: busbw curves of the nodes (bundles' nccl-tests)
 
 
 class EvidenceSource(Protocol):
@@ -149,6 +152,12 @@ class Bundles:
                 ev.missing.append(f"{d}: bundle not read: {e}")
                 continue
             year = ctx.year or (bundle.created_at.year if bundle.created_at else None)
+            curves, notes = bundle_curves(bundle, str(d))
+            ev.missing += notes
+            room = MAX_CURVES - len(ev.curves)
+            if len(curves) > room:
+                ev.missing.append(f"{d}: {len(curves) - room} nccl-tests curves left out (at most {MAX_CURVES})")
+            ev.curves += curves[: max(room, 0)]
             names = [n for n in bundle.files if KERNEL_FILE_RE.match(n)]
             for n, why in bundle.unreadable.items():
                 if KERNEL_FILE_RE.match(n):

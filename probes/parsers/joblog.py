@@ -552,7 +552,6 @@ _LOCAL_RANK_RE = re.compile(r"(?<![\w.])(?:LOCAL_RANK|local_rank)\s*[=:]\s*(\d{1
 #: a global rank printed beside it (``RANK=3 LOCAL_RANK=3 WORLD_SIZE=8``); lower-case ``rank`` is too common
 _GLOBAL_RANK_RE = re.compile(r"(?<![\w.])(?:RANK|GLOBAL_RANK|global_rank)\s*[=:]\s*(\d{1,7})\b")
 _CVD_RE = re.compile(r"\bCUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<v>[\w\-]+(?:,[\w\-]+)*)")
-_GPU_KEYS = ("cudaDev", "LOCAL_RANK", "local_rank", "CUDA_VISIBLE_DEVICES")
 
 
 def nccl_bus_id(bus: str) -> str | None:
@@ -915,8 +914,8 @@ class JobLogScanner:
         n = self.lines
         if "\x00" in raw:
             raise ParseError(FMT, n, "text", "binary data (NUL byte) in input")
-        if any(k in raw for k in _GPU_KEYS):
-            self._learn_gpu(n, raw)
+        if "cudaDev" in raw or "LOCAL_RANK" in raw or "local_rank" in raw or "CUDA_VISIBLE_DEVICES" in raw:
+            self._learn_gpu(n, raw)  # tested inline: this runs on every line
         if not (self._pending or self._block is not None or self._root_next is not None or _may_matter(raw)):
             self._learn_host(raw)
             self._learn_task(raw)
