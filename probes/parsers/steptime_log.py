@@ -60,10 +60,10 @@ from fleetdx.probes.errors import ParseError
 from fleetdx.probes.parsers.joblog import LogLine, normalise_line, stamp_ts
 
 FMT = "steptime_log"
-#: steps kept per series (a year of 10 s steps logged every step is 3.2 million; a log every 10 steps fits)
-MAX_STEPS = 200_000
-#: steps kept over all series of one log (about 250 bytes each)
-MAX_TOTAL_STEPS = 1_000_000
+#: step lines kept per series (Megatron logging every 10 iterations: a million iterations)
+MAX_STEPS = 100_000
+#: step lines kept over all series of one log (about 1.3 KB each in memory: 260 MB at most)
+MAX_TOTAL_STEPS = 200_000
 #: series (ranks) kept per log
 MAX_SERIES = 4096
 
@@ -176,6 +176,24 @@ class _Found(NamedTuple):
 
 
 def _step_of(body: str) -> _Found | None:
+    """The step line ``body`` is, if any (a substring test first: most lines of a log are not step lines)."""
+    if "train_step_timing in s" in body:
+        return _nemo(body)
+    if "elapsed time per iteration (ms):" in body:
+        return _megatron(body)
+    if "tps:" in body:
+        return _torchtitan(body)
+    if "sec/step)" in body:
+        m = _SLIM_RE.search(body)
+        if m:
+            s = _float(m.group("s"))
+            return _Found(
+                LogFormat.TF_SLIM, int(m.group("step")), s * 1000.0 if s is not None else None, body[: m.start()]
+            )
+    return None
+
+
+def _nemo(body: str) -> _Found | None:
     m = _NEMO_RE.search(body)
     if m:
         s = _float(m.group("s"))
@@ -188,40 +206,42 @@ def _step_of(body: str) -> _Found | None:
         if gstep is None:
             return None
         return _Found(LogFormat.NEMO, int(gstep), s * 1000.0 if s is not None else None, body[: m.start()])
-    m = _MEGATRON_RE.search(body)
-    if m:
-        ms = _MEGATRON_MS_RE.search(body, m.end())
-        if ms is None:
-            return None
-        tf = _MEGATRON_TFLOPS_RE.search(body, m.end())
-        return _Found(
-            LogFormat.MEGATRON,
-            int(m.group("it")),
-            _float(ms.group("ms")),
-            body[: m.start()],
-            tflops=_float(tf.group("v")) if tf else None,
-        )
-    m = _TITAN_RE.search(body)
-    if m:
-        if body[: m.start() + 1].rstrip().endswith(("validate", "micro_step")):
-            return None
-        tps = _TITAN_TPS_RE.search(body, m.end())
-        if tps is None:
-            return None
-        tf = _TITAN_TFLOPS_RE.search(body, m.end())
-        return _Found(
-            LogFormat.TORCHTITAN,
-            int(m.group("step")),
-            None,
-            body[: m.start()],
-            tps=_float(tps.group("v")),
-            tflops=_float(tf.group("v")) if tf else None,
-        )
-    m = _SLIM_RE.search(body)
-    if m:
-        s = _float(m.group("s"))
-        return _Found(LogFormat.TF_SLIM, int(m.group("step")), s * 1000.0 if s is not None else None, body[: m.start()])
     return None
+
+
+def _megatron(body: str) -> _Found | None:
+    m = _MEGATRON_RE.search(body)
+    if m is None:
+        return None
+    ms = _MEGATRON_MS_RE.search(body, m.end())
+    if ms is None:
+        return None
+    tf = _MEGATRON_TFLOPS_RE.search(body, m.end())
+    return _Found(
+        LogFormat.MEGATRON,
+        int(m.group("it")),
+        _float(ms.group("ms")),
+        body[: m.start()],
+        tflops=_float(tf.group("v")) if tf else None,
+    )
+
+
+def _torchtitan(body: str) -> _Found | None:
+    m = _TITAN_RE.search(body)
+    if m is None or body[: m.start() + 1].rstrip().endswith(("validate", "micro_step")):
+        return None
+    tps = _TITAN_TPS_RE.search(body, m.end())
+    if tps is None:
+        return None
+    tf = _TITAN_TFLOPS_RE.search(body, m.end())
+    return _Found(
+        LogFormat.TORCHTITAN,
+        int(m.group("step")),
+        None,
+        body[: m.start()],
+        tps=_float(tps.group("v")),
+        tflops=_float(tf.group("v")) if tf else None,
+    )
 
 
 @dataclass
@@ -299,7 +319,12 @@ class StepLogScanner:
             if s.last_ts is not None and ts >= s.last_ts[1]:
                 ms = 1000.0 * (ts - s.last_ts[1]) / (f.step - s.last_ts[0])
             s.last_ts = (f.step, ts)
-        s.steps.append(LogStep(step=f.step, step_ms=ms, ts=ts, tokens_per_s=f.tps, tflops=f.tflops, line=self.lines))
+        # the values are typed here already: construct without validating (pydantic's validation is 30 us a step)
+        s.steps.append(
+            LogStep.model_construct(
+                step=f.step, step_ms=ms, ts=ts, tokens_per_s=f.tps, tflops=f.tflops, line=self.lines
+            )
+        )
         self._kept += 1
 
     def result(self) -> StepTimeLog:
