@@ -10,7 +10,10 @@ steps, their wall time (ms) and the throughput printed with them.
   total_iterations`` since the previous line), so one line stands for ``--log-interval`` iterations and a
   single slow iteration is diluted in it. Megatron prints it with ``print_rank_last``: the line comes from the
   **last rank**; when the log also holds Megatron's argument dump (``world_size ........ 8``) the series is
-  attributed to rank ``world_size - 1``, otherwise its rank is unknown.
+  attributed to rank ``world_size - 1``, otherwise its rank is unknown. Megatron's timer line that may follow
+  (``time (ms) | forward-compute: 193.77 | backward-compute: 73.02 | ... | optimizer: 63.01``) is not read:
+  its names and reduction across ranks change with ``--timing-log-level`` and version, so no stage is taken
+  from it.
 * ``torchtitan``: ``MetricsProcessor.log`` (pytorch/torchtitan ``torchtitan/components/metrics.py``):
   ``[titan] 2026-05-18 16:04:46,338 - root - INFO - step: 14  loss:  3.24405  grad_norm:  0.8319  memory:
   9.46GiB(64.99%)  tps: 7,282  tflops: 0.52  mfu: 0.17%``. It prints **no step time**: ``tps`` is tokens per
