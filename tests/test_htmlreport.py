@@ -18,11 +18,12 @@ from fleetdx.orchestrator.htmlreport import Limits, render_postmortem, render_st
 from fleetdx.orchestrator.htmlreport.page import CSP, plotly_js
 from fleetdx.orchestrator.htmlreport.postmortem import bandwidth_figures, timeline_figure
 from fleetdx.orchestrator.htmlreport.steps import fmt_ranks, straggler_ranks
-from fleetdx.orchestrator.postmortem.contracts import EvidenceLine, TimelineEntry
+from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, EvidenceLine, GpuRef, TimelineEntry
 from fleetdx.orchestrator.steps.contracts import RankSummary, StepSample, StepsReport, StepTimeMs
 from fleetdx.orchestrator.steps.run import analyse, load_ranks
 from fleetdx.probes.contracts import Finding, FindingCode, Job, SchedulerKind, Severity, Verdict
 from fleetdx.probes.errors import ConfigError
+from fleetdx.probes.parsers.joblog import GpuSource
 from tests.htmlreport_samples import (
     HOSTILE,
     NCCL_CURVES,
@@ -345,3 +346,60 @@ def test_templates_ship_in_the_wheel(tmp_path: Path) -> None:
     assert templates == {"base.html.j2", "macros.html.j2", "postmortem.html.j2", "steps.html.j2"}
     for t in templates:
         assert f"fleetdx/orchestrator/htmlreport/templates/{t}" in names
+
+
+def test_first_failure_is_ringed_on_the_timeline_and_marked_in_the_table() -> None:
+    rep = load_postmortem(PM_IB)  # the real IB report: its first cause rests on "... Got async event ..."
+    first = rep.causes[0]
+    page = render_postmortem(rep)
+    fig = figures(page)["timeline-chart"]
+    ringed = [
+        (t["name"], t["hovertext"][i])
+        for t in fig["data"]
+        if isinstance(t["marker"]["size"], list)
+        for i, size in enumerate(t["marker"]["size"])
+        if size == 16
+    ]
+    assert len(ringed) == 1 and "local catastrophic error" in ringed[0][1]
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["first failure"]
+    row = page[page.index('class="first-failure"') :]
+    row = row[: row.index("</tr>")]
+    assert str(escape(first.evidence[0].text.split("\n")[0][:80])) in row
+    assert page.count('class="first-failure"') == 1
+    # a report whose first cause rests on no timeline event rings nothing
+    other = rep.model_copy(update={"causes": [first.model_copy(update={"evidence": []})]})
+    fig2 = figures(render_postmortem(other))["timeline-chart"]
+    assert "annotations" not in fig2["layout"] and all(t["marker"]["size"] == 9 for t in fig2["data"])
+
+
+def test_the_report_s_own_bandwidth_is_drawn_with_its_sources() -> None:
+    rep = load_postmortem(PM_IB)
+    bw = [
+        BandwidthCurve(
+            source=f"bundle /epilog/4711/{c.nodes[0]}/all_reduce_perf.txt", started_at=1_559_000_000.0, curve=c
+        )
+        for c in nccl_curves()
+    ]
+    page = render_postmortem(rep.model_copy(update={"bandwidth": bw}))
+    figs = figures(page)
+    assert set(figs) == {"timeline-chart", "heatmap-0", "curves"}
+    labels = [t["hovertext"][-1] for t in figs["curves"]["data"]]
+    assert all(
+        f"bundle /epilog/4711/{c.nodes[0]}/all_reduce_perf.txt" in lbl
+        for c, lbl in zip(nccl_curves(), labels, strict=True)
+    )
+    section = page[page.index('id="bandwidth"') :]
+    assert "read from:" in section and "2019-05-27 23:33:20 UTC" in section
+    # curves given by the caller win over the report's (the pre-flight report's use)
+    assert '<ul class="sources">' not in render_postmortem(
+        rep.model_copy(update={"bandwidth": bw}), curves=nccl_curves()
+    )
+
+
+def test_the_gpu_detail_is_shown_with_its_source() -> None:
+    rep = load_postmortem(PM_IB)
+    c = rep.causes[0]
+    gpu = GpuRef(source=GpuSource.NCCL_INIT, rank=12, index=0, physical_index=4, bus_id="0000:4c:00.0")
+    page = render_postmortem(rep.model_copy(update={"causes": [c.model_copy(update={"gpu_detail": gpu})]}))
+    card = page[page.index('id="cause-1"') : page.index("</h3>", page.index('id="cause-1"'))]
+    assert "cuda:0 (physical GPU 4, bus 0000:4c:00.0), from NCCL&#39;s init line" in card

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from fleetdx.orchestrator.htmlreport import render_postmortem, render_steps, write_html
+from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, GpuRef
 from fleetdx.orchestrator.steps.run import analyse, load_ranks
+from fleetdx.probes.parsers.joblog import GpuSource
 from tests.htmlreport_samples import (
     POSTMORTEMS,
     STEP_TRACES,
@@ -183,4 +185,28 @@ def test_steps_page_in_chromium(browser: Any, shots: Path, tmp_path: Path) -> No
     bars = seen.page.locator("#stage-bars .bars .point").count()
     assert bars >= len(rep.ranks) * 3
     screenshot(seen, shots, "steps-cpu-gloo-slow-data-rank2")
+    seen.page.close()
+
+
+def test_postmortem_with_its_own_bandwidth_and_first_failure_in_chromium(
+    browser: Any, shots: Path, tmp_path: Path
+) -> None:
+    """The real IB report with the real nccl-tests curves as its own ``bandwidth`` (as bundles would give them)
+    and a GPU detail on its first cause: three charts, no console error, the first failure labelled."""
+    rep = load_postmortem(POSTMORTEMS[1])
+    bw = [BandwidthCurve(source=f"bundle epilog/{c.nodes[0]}/all_reduce_perf.txt", curve=c) for c in nccl_curves()]
+    c = rep.causes[0]
+    gpu = GpuRef(source=GpuSource.NCCL_PREFIX, rank=c.rank, index=0)
+    rep = rep.model_copy(
+        update={"bandwidth": bw, "causes": [c.model_copy(update={"gpu_detail": gpu}), *rep.causes[1:]]}
+    )
+    out = tmp_path / "bandwidth.html"
+    write_html(out, render_postmortem(rep))
+    seen = open_report(browser, out, charts=3)  # timeline, heat map, curves
+    check_clean(seen, out)
+    above_the_fold(seen, "#cause-1 h3")
+    assert "from the NCCL line's [device]" in seen.page.locator("#cause-1 h3").inner_text()
+    assert seen.page.locator("#timeline-chart .annotation-text").first.text_content() == "first failure"
+    assert seen.page.locator("#bandwidth ul.sources li").count() == len(bw)
+    screenshot(seen, shots, "postmortem-bandwidth-first-failure")
     seen.page.close()
