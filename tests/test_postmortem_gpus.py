@@ -212,3 +212,23 @@ def test_synthetic_hung_rank_of_a_timeout_gets_its_own_gpu_not_a_reporter_s(tmp_
     assert (c.code, c.rank, c.host) == (F.NCCL_TIMEOUT, 2, "synth-gpu2")
     d = c.gpu_detail
     assert d is not None and (d.rank, d.bus_id, d.source) == (2, "0000:4c:00.0", GpuSource.NCCL_INIT)
+
+
+def test_synthetic_xid_names_the_global_rank_when_the_process_first_printed_a_smaller_communicator(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "synthetic-tp-first.log"
+    log.write_text(
+        "\n".join(
+            [
+                _init("synth-gpu2", 200, 0, 2, 0, "4c000"),  # a 2-rank communicator: its rank 0 is not global rank 0
+                *SYNTH_INIT,  # the 4-rank job's: synth-gpu2 pid 200 is global rank 2
+            ]
+        )
+        + "\n"
+    )
+    xid = (
+        "[Fri Mar 21 07:10:00 2025] NVRM: Xid (PCI:0000:4c:00): 79, pid=200, name=python, GPU has fallen off the bus.\n"
+    )
+    c = run_postmortem([LogFiles([log]), Bundles([_bundle(tmp_path, "synth-gpu2", xid)])]).causes[0]
+    assert c.rank == 2 and c.gpu_detail is not None and c.gpu_detail.kernel_match

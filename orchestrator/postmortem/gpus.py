@@ -166,7 +166,10 @@ class GpuMap:
         key = bus_key(pci)
         for (h, _pid), f in self._by_proc.items():
             if host is not None and h == host and key is not None and f.bus_id and bus_key(f.bus_id) == key:
-                rank = next((r for r, g in self._by_rank.items() if g is f), f.rank)
+                # the process's global rank: from any of its init lines (its first may be a smaller communicator's)
+                rank = next(
+                    (r for r, g in self._by_rank.items() if g is f or (g.host == f.host and g.pid == f.pid)), f.rank
+                )
                 res = self.of_init(f, rank)
                 return Resolved(res.ref.model_copy(update={"bus_id": f.bus_id, "kernel_match": True}), res.line)
         return Resolved(GpuRef(bus_id=pci, source=GpuSource.KERNEL))
