@@ -81,39 +81,44 @@ def _job_wait(ranks: list) -> float:  # type: ignore[type-arg]
 
 
 #: the throttled rank and its link's rate; 536,616 B of fp32 gradients (the MLP's 134,154 parameters)
-THROTTLED, RATE_MBIT, GRAD_BYTES = 1, 50, 134_154 * 4
+THROTTLED, RATE_MBIT, GRAD_BYTES = 1, 25, 134_154 * 4
 
 
 @pytest.mark.netns
 @pytest.mark.timeout(600)
 def test_live_slow_link_is_global_exposed_comm_and_names_no_clean_rank(tmp_path: Path) -> None:
-    """Rank 1's link shaped with ``tc tbf`` to 50 Mbit/s (each rank in its own network namespace on a bridge,
+    """Rank 1's link shaped with ``tc tbf`` to 25 Mbit/s (each rank in its own network namespace on a bridge,
     tests/netns.py), against the same run with no shaping: the gradient all-reduce crosses the slow link on every
     step, so **every** rank waits for it: the step slows globally and exposed communication dominates
     (``STEP_COMM_BOUND``, subject "job", "every rank waits alike"); no rank is named.
 
-    Measured on the dev machine (2 shared cores; job median step / per-rank grad_sync medians, ms, from traces):
+    Measured on the dev machine (2 shared cores, load 9-12 from other work; 5 runs, 2 of them beside two CPU
+    hogs), from the traces: job median step, per-rank median grad_sync (exposed wait), exposed share:
 
-    ==========================  ========  ==========================  ======================
-    run                         step      grad_sync r0 / r1 / r2 / r3  exposed comm share
-    ==========================  ========  ==========================  ======================
-    clean (netns, no shaping)   77.7      16.1 / 32.0 / 46.0 / 45.1   49.5%
-    clean, 2 CPU hogs beside    39.8      16.4 / 13.1 / 19.4 / 10.5   36.2%
-    slow-link r1                187.7     171.2 / 164.0 / 166.4 / 165.0  88.6%
-    slow-link r1, 2 CPU hogs    188.4     165.1 / 166.7 / 159.8 / 165.4  87.4%
-    ==========================  ========  ==========================  ======================
+    ===========  ==========  ====================================  ===========
+    run          step ms     grad_sync ms r0 / r1 / r2 / r3        exposed
+    ===========  ==========  ====================================  ===========
+    clean        48-160      5-108 per rank (job median 17-60)     12-47%
+    slow-link 1  390.7       328.1 / **324.2** / 324.1 / 307.2     83.3%
+    slow-link 2  453.1       353.0 / **353.3** / 359.9 / 347.4     77.4%
+    slow-link 3  351.4       320.8 / **318.2** / 312.5 / 325.7     91.2%
+    + 2 hogs     384.9       342.1 / **330.5** / 344.2 / 333.2     87.8%
+    + 2 hogs     371.0       335.6 / **335.7** / 328.1 / 345.3     90.5%
+    ===========  ==========  ====================================  ===========
 
-    The throttled rank cannot be told from its peers by its steps: its exposed wait was the shortest of the four
-    in one run and the longest in the other, within 5% of its peers both times, and its step time is the
-    job's. (Its gloo:all_reduce ends in a fixed order on the ring, r2, r3, r1, r0, 12 and 25 ms apart, in
-    both runs; comparing span ends across ranks needs one clock and the ring's order, neither of which a real
-    multi-node NCCL job gives, so fleetdx does not use it.) Hence the facts asserted: exposed communication
-    above the clean run's and the 50% rule, its milliseconds over twice the clean run's, every rank waiting at
-    least as long as the link allows (the throttled rank must send its whole gradient and receive the whole
-    sum: S = 536,616 B each way at 50 Mbit/s = 86 ms, 80% of it asserted; a ring all-reduce moves 2 (N-1)/N x
-    S = 129 ms' worth, measured 153-171 ms), and no straggler at all on either run, from traces or from
-    StepTimer logs (where the wait sits inside ``backward``; the baseline comparison shows the step's
-    significant growth).
+    (At 50 Mbit/s the waits were 153-172 ms, exposed 67-89%; a clean run under load waited up to 136 ms, too
+    close: hence 25 Mbit/s.) The throttled rank (bold) cannot be told from its peers by its steps: its wait is
+    the lowest in one run, the highest in another, always within 5% of its peers, and its step time is the
+    job's. (At 50 Mbit/s its gloo:all_reduce spans ended in a fixed order on the ring, r2, r3, r1, r0, 12 and
+    25 ms apart, in two runs; comparing span ends across ranks needs one clock and the ring's order, neither of
+    which a multi-node NCCL job gives, so fleetdx does not use it.) Hence the facts asserted: the exposed share
+    above the 50% rule and 15 points above the clean run's, the wait in ms over 1.5x the clean run's, every
+    rank waiting at least as long as the link allows (the throttled rank must send its whole gradient and
+    receive the whole sum: S = 536,616 B each way at 25 Mbit/s = 172 ms, 80% of it asserted; a ring all-reduce
+    moves 2 (N-1)/N x S, 258 ms' worth, measured 307-360 ms), and no straggler at all on either run, from
+    traces or from StepTimer logs (where the wait sits inside ``backward``; the baseline comparison shows the
+    step's significant growth). No step-time ratio is asserted: the clean run's step swung 35-335 ms with the
+    load beside it.
     """
     why = netns_unavailable()
     if why:
@@ -133,13 +138,11 @@ def test_live_slow_link_is_global_exposed_comm_and_names_no_clean_rank(tmp_path:
     assert len(comm) == 1, findings
     assert comm[0].subject == "job" and comm[0].evidence["alike_on_all_ranks"] is True, comm[0]
     assert "global" in comm[0].message
-    # a clean run on 2 shared cores exposes 35-55% (peers descheduled): the share only rises, the wait in ms
-    # grows several-fold, and each rank's wait is at least what the shaped link allows
-    assert _comm_share(s_tr) > max(0.5, _comm_share(c_tr))
-    assert _job_wait(s_tr) > 2 * _job_wait(c_tr)
+    # a clean run on 2 shared cores exposes 12-55% (the wait for descheduled peers)
+    assert _comm_share(s_tr) > max(0.5, _comm_share(c_tr) + 0.15)
+    assert _job_wait(s_tr) > 1.5 * _job_wait(c_tr)
     floor_ms = 1000 * GRAD_BYTES / (RATE_MBIT * 1e6 / 8)
     assert min(stage_medians(r)["grad_sync"] for r in s_tr) > 0.8 * floor_ms
-    assert _job_step(s_tr) > 1.3 * _job_step(c_tr)
     for code in (FindingCode.STEP_DATA_BOUND, FindingCode.STEP_LAUNCH_BOUND, FindingCode.STEP_H2D_BOUND):
         assert code not in [f.code for f in findings]
 

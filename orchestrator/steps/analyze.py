@@ -18,9 +18,9 @@ Thresholds (:class:`StepPolicy`) and where they come from:
   kernels' time not overlapped by computation (:class:`GpuStep`), whichever is larger. When every rank waits
   alike (the least exposed rank within ``straggler.min_drop``, 25%, of the most exposed), the finding says the
   slowdown is global and names no rank: a collective runs at the pace of its slowest link, and every rank
-  waits for it the same. Measured on a gloo ring of 4 ranks with one rank's veth shaped to 50 Mbit/s
-  (``tests/test_steps_live.py``): the throttled rank's exposed wait was sometimes the shortest and sometimes
-  the longest of the four (within 5% of its peers both times), so step-level data cannot point at the link;
+  waits for it the same. Measured on 4 gloo ranks with one rank's veth shaped to 25 Mbit/s
+  (``tests/test_steps_live.py``, 5 runs): the throttled rank's exposed wait was the shortest of the four in one
+  run and the longest in another, always within 5% of its peers, so step-level data cannot point at the link;
   ``fleetdx bandwidth`` measures the links pair by pair and can;
 * ``STEP_LAUNCH_BOUND``: on a GPU, most kernels tiny (over 50% under 10 us) while the GPU idles over half the
   time (HTA temporal breakdown): the CPU cannot launch fast enough (HTA's kernel launch analysis); on a CPU-only
