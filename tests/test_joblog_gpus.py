@@ -26,6 +26,7 @@ def test_nccl_bus_id_decodes_int64_bus_ids() -> None:
     assert nccl_bus_id("60") == "0000:00:06.0"
     assert nccl_bus_id("10000000") == "0100:00:00.0"
     assert nccl_bus_id("zz") is None and nccl_bus_id("f" * 16) is None
+    assert nccl_bus_id("8") is None and nccl_bus_id("200") is None  # function 8, device 32: not PCI
 
 
 def test_init_lines_of_a_4_node_job_give_every_rank_s_cuda_device_nvml_index_and_bus() -> None:

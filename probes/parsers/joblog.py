@@ -557,12 +557,13 @@ _CVD_RE = re.compile(r"\bCUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<v>[\w\-]+(?:,[\
 def nccl_bus_id(bus: str) -> str | None:
     """NCCL's ``busId`` (the PCI address as a hex int64, NCCL src/misc/utils.cc ``int64ToBusId``:
     ``domain<<20 | bus<<12 | device<<4 | function``) as ``dddd:bb:dd.f``: ``4c000`` -> ``0000:4c:00.0``,
-    ``201c0`` -> ``0000:20:1c.0``. ``None`` when it is not hexadecimal or too large."""
+    ``201c0`` -> ``0000:20:1c.0``. ``None`` when it is not hexadecimal, too large, or not a PCI address (a
+    device above 31 or a function above 7, PCI's 5 and 3 bits)."""
     try:
         v = int(bus, 16)
     except ValueError:
         return None
-    if v >> 36:
+    if v >> 36 or (v >> 4) & 0xFF > 0x1F or v & 0xF > 7:
         return None
     return f"{v >> 20:04x}:{(v >> 12) & 0xFF:02x}:{(v >> 4) & 0xFF:02x}.{v & 0xF:x}"
 
