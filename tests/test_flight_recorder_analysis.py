@@ -352,3 +352,69 @@ def test_sizes_compared_as_fr_trace_does() -> None:
     assert run("gather", "output_sizes") == []
     assert run("send", "input_sizes") == []
     assert run("all_reduce", "input_sizes") == [1]
+
+
+# --- NCCL: a collective the GPU never started (real dump written by ProcessGroupNCCL's watchdog on an H100) ---
+
+NCCL_STALL = FIX / "nccl_1rank_gpu_stall"
+
+
+def test_real_nccl_dump_names_the_rank_whose_gpu_never_started_the_collective() -> None:
+    a = analyze_dir(NCCL_STALL / "pickle")
+    assert a.backends == ["nccl"] and a.version == "2.10"
+    (d,) = a.divergences
+    assert (d.kind, d.seq_id, d.op, d.culprit_ranks, d.waiting_ranks) == (
+        "not_started",
+        5,
+        "nccl:all_reduce",
+        [0],
+        [],
+    )
+    (cause,) = to_causes(a, rank_hosts={0: "h100-lent"})
+    assert cause.code is FindingCode.NCCL_TIMEOUT and (cause.rank, cause.host) == (0, "h100-lent")
+    assert "rank 0 enqueued nccl:all_reduce #5 of group 0:default_pg but its GPU never started it" in cause.message
+    assert "state scheduled" in cause.evidence[0].text and "make_nccl_dump.py" in cause.evidence[0].text
+    assert missing_evidence(a) == []
+
+
+def _synth_ranks(dst: Path, states: dict[int, str], track_starts: bool = True) -> Path:
+    """SYNTHESISED from the real rank-0 NCCL dump: one copy per rank, the last entry's state set as given
+    (``started`` gets a start time), start times removed everywhere when ``track_starts`` is false."""
+    real = pickle.loads((NCCL_STALL / "pickle" / "nccl_trace_rank_0").read_bytes())
+    dst.mkdir(parents=True)
+    for rank, state in states.items():
+        d = pickle.loads(pickle.dumps(real))
+        d["pg_config"] = {"0": {"name": "0", "desc": "default_pg", "ranks": str(sorted(states))}}
+        last = d["entries"][-1]
+        last["state"] = state
+        if state == "started":
+            last["time_discovered_started_ns"] = last["time_created_ns"] + 1000
+        if not track_starts:
+            for e in d["entries"]:
+                e["time_discovered_started_ns"] = None
+        (dst / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(d))
+    return dst
+
+
+def test_synth_the_not_started_rank_is_named_and_the_waiting_ranks_are_not(tmp_path: Path) -> None:
+    a = analyze_dir(_synth_ranks(tmp_path / "synth", {0: "started", 1: "started", 2: "scheduled", 3: "started"}))
+    (d,) = a.divergences
+    assert (d.kind, d.culprit_ranks, d.waiting_ranks) == ("not_started", [2], [0, 1, 3])
+    (cause,) = to_causes(a)
+    assert cause.rank == 2 and "while 3 ranks waited inside it" in cause.message
+
+
+def test_synth_scheduled_is_no_evidence_when_starts_are_not_tracked(tmp_path: Path) -> None:
+    """Without TORCH_NCCL_ENABLE_TIMING, ProcessGroupNCCL records no start: a running collective reads
+    ``scheduled`` too, so nothing is concluded from it."""
+    d = _synth_ranks(tmp_path / "synth", {0: "scheduled", 1: "scheduled"}, track_starts=False)
+    a = analyze_dir(d)
+    assert a.divergences == [] and to_causes(a) == []
+
+
+def test_synth_every_rank_not_started_names_all_and_none_alone(tmp_path: Path) -> None:
+    a = analyze_dir(_synth_ranks(tmp_path / "synth", {0: "scheduled", 1: "scheduled"}))
+    (d,) = a.divergences
+    assert (d.kind, d.culprit_ranks, d.waiting_ranks) == ("not_started", [0, 1], [])
+    (cause,) = to_causes(a)
+    assert cause.rank is None and "ranks [0, 1]" in cause.message

@@ -31,6 +31,16 @@ Differences from ``fr_trace``, on purpose:
   ``fr_trace`` stops with a KeyError on such dumps.
 * A member without a readable dump is listed (``no_dump_ranks``), never judged.
 
+* **not_started** (NCCL): every member reached the same last collective, but on some members the GPU never
+  began it: its entry is still ``scheduled`` while the dump shows that starts are tracked (an entry with
+  ``time_discovered_started_ns``: ProcessGroupNCCL records a start event only with
+  ``TORCH_NCCL_ENABLE_TIMING=1`` or the desync debug on; without one, ``scheduled`` also covers a running
+  collective and is no evidence). The collective was enqueued on the rank's stream behind work that never
+  finished (a hung kernel, an XID, a GPU fallen off the bus), while the peers whose entry is ``started`` wait
+  inside it: the not-started ranks are the culprits (when all are, none is singled out, except in a group of
+  one). Seen for real on an H100 (``tests/fixtures/flight_recorder/nccl_1rank_gpu_stall``): watchdog timeout
+  at ``SeqNum=5``, entry 5 ``scheduled``, ``pg_status`` last started 4.
+
 When several groups diverge, the divergence whose collective was created earliest (``time_created_ns``, the
 ranks' own wall clocks: skew between hosts of more than the gap between two collectives can reorder them) is
 first. When no group diverges, every member reached the same last collective: a rank is not missing; a hang
@@ -107,12 +117,14 @@ class FrDivergence(Contract):
     pg_name: str
     pg_desc: str
     seq_id: int  #: the collective sequence id in that group
-    kind: Literal["missing", "mismatch"]
+    kind: Literal["missing", "mismatch", "not_started"]
     op: str  #: the collective the agreeing ranks issued
     input_sizes: list[list[int]]
     input_dtypes: list[str]
-    culprit_ranks: list[int]  #: missing ranks (never reached it) or mismatched ranks (outside the majority)
-    waiting_ranks: list[int]  #: ranks that issued the collective (and waited, for ``missing``)
+    culprit_ranks: list[int]  #: missing ranks (never reached it), mismatched ranks (outside the majority), or
+    #: ranks whose GPU never started it (``not_started``)
+    waiting_ranks: list[int]  #: ranks that issued the collective (and waited, for ``missing``; that started
+    #: it, for ``not_started``)
     detail: str  #: one line: what differs
     time_created_ns: int | None = None  #: earliest creation time of the collective among the ranks that issued it
     evidence: list[FrRankOp] = Field(default_factory=list)  #: the culprits' entries first, then one agreeing rank
@@ -227,7 +239,8 @@ class _RankGroup:
     """One rank's record of one group, compact: signature ids by sequence id (an array when the ids are dense,
     as they are in a ring buffer; a dict otherwise), and how far the rank got."""
 
-    def __init__(self, sigs: dict[int, int], status: int | None) -> None:
+    def __init__(self, sigs: dict[int, int], status: int | None, last_state: str = "") -> None:
+        self.last_state = last_state  #: the state of the entry at ``hi`` (its last recorded collective)
         self.lo, self.hi = (min(sigs), max(sigs)) if sigs else (0, 0)
         self.count = len(sigs)
         self.dense: array[int] | None = None
@@ -269,6 +282,7 @@ class _Matcher:
         self.id_names: dict[str, set[str]] = {}  # pg_id -> group names, over all ranks
         self.pending: dict[int, dict[str, int]] = {}  # rank -> pg_id -> last enqueued, pg_id not in its entries
         self.wrapped: set[int] = set()  # ranks whose ring buffer dropped entries (oldest record_id > 0)
+        self.tracks_start: set[int] = set()  # ranks whose dump records collectives' starts (module doc)
 
     def add(self, rank: int, file: str, dump: FrDump) -> None:
         self.files[rank] = file
@@ -296,11 +310,17 @@ class _Matcher:
         }
         if dump.entries and min(e.record_id for e in dump.entries) > 0:
             self.wrapped.add(rank)
+        if any(e.time_started_ns is not None or e.state == "started" for e in dump.entries):
+            self.tracks_start.add(rank)
         for name in set(by_seq) | set(status):
             sigs = {
                 s: self.sig_ids.setdefault(_signature(es), len(self.sig_ids)) for s, es in by_seq.get(name, {}).items()
             }
-            self.groups.setdefault(name, {})[rank] = _RankGroup(sigs, status.get(name))
+            last = by_seq.get(name, {}).get(max(sigs), []) if sigs else []
+            state = (
+                "scheduled" if last and all(e.state == "scheduled" for e in last) else (last[-1].state if last else "")
+            )
+            self.groups.setdefault(name, {})[rank] = _RankGroup(sigs, status.get(name), state)
         for cfg in dump.groups:
             if cfg.ranks and cfg.key in by_seq:
                 self.config.setdefault(cfg.key, set()).update(cfg.ranks)
@@ -330,7 +350,7 @@ class _Found:
 
     pg: str
     seq: int
-    kind: Literal["missing", "mismatch"]
+    kind: Literal["missing", "mismatch", "not_started"]
     culprits: list[int]
     present: list[int]
     agreeing: list[int]
@@ -363,7 +383,20 @@ def _first_divergence(m: _Matcher, name: str, members: list[int]) -> _Found | No
         return _Found(
             name, s, "mismatch", sorted(r for r in present if present[r] != top), sorted(present), agreeing, reach
         )
-    return None
+    return _not_started(m, name, recs, reach)
+
+
+def _not_started(m: _Matcher, name: str, recs: dict[int, _RankGroup], reach: dict[int, int]) -> _Found | None:
+    """Every member reached the same last collective: the ranks whose GPU never started it (module doc)."""
+    last = {r: recs[r].hi for r in recs if r in reach}
+    if not last or len(set(last.values())) != 1 or any(reach[r] != s for r, s in last.items()):
+        return None
+    tracked = [r for r in last if r in m.tracks_start]
+    stuck = sorted(r for r in tracked if recs[r].last_state == "scheduled")
+    if not stuck:
+        return None
+    started = sorted(r for r in tracked if recs[r].last_state == "started")
+    return _Found(name, next(iter(last.values())), "not_started", stuck, sorted(last), started, reach)
 
 
 #: culprits whose entries are read back as evidence (the rest are named, not quoted)
@@ -408,6 +441,13 @@ def _divergence(m: _Matcher, f: _Found, fetch: Callable[[int], FrDump]) -> FrDiv
         detail = (
             f"{len(f.present)} ranks issued {what} ({where}); ranks {f.culprits[:MAX_EVIDENCE]}{more} never did "
             f"(last seq reached: {last_seen})"
+        )
+    elif f.kind == "not_started":
+        what = _describe(ref) if ref is not None else "the collective"
+        inside = f"; ranks {f.agreeing[:MAX_EVIDENCE]} started it and waited inside" if f.agreeing else ""
+        detail = (
+            f"{len(f.present)} ranks issued {what} ({where}); on ranks {f.culprits[:MAX_EVIDENCE]} the GPU never "
+            f"started it (state scheduled){inside}"
         )
     else:
         odd = "; ".join(f"rank {r}: {_describe(e)}" for r, e in culprit_entries.items())
@@ -571,6 +611,7 @@ def to_causes(a: FrAnalysis, rank_hosts: Mapping[int, str] | None = None) -> lis
       in; ``rank`` is the culprit when there is one, else ``None`` (all are in the message).
     * ``mismatch`` -> ``CONFIG_ERROR`` (critical): a collective desync in the program (other op, sizes or dtype
       at the same sequence id); ``rank`` the odd rank when there is one.
+    * ``not_started`` -> ``NCCL_TIMEOUT`` (critical): the ranks whose GPU never began the collective.
 
     Dumps name ranks, not hosts: ``host``/``nodes`` come from ``rank_hosts`` (the logs' rank -> host map) when
     given. Evidence lines point at the dump file, ``line`` being the entry's 1-based position in it.
@@ -598,6 +639,20 @@ def to_causes(a: FrAnalysis, rank_hosts: Mapping[int, str] | None = None) -> lis
                 f"look at what {names} did instead (its last log lines, py-spy dump, its host's kernel log); "
                 "if its host is at fault, drain it and resubmit excluding it; if the program skips a collective "
                 "on some ranks, fix that code path"
+            )
+        elif d.kind == "not_started":
+            code = FindingCode.NCCL_TIMEOUT
+            blocked = "its" if one is not None else "their"
+            message = (
+                f"Flight Recorder: {names} enqueued {d.op} #{d.seq_id} of group {pg} but {blocked} GPU never started "
+                f"it (state scheduled)"
+                + (f" while {len(d.waiting_ranks)} ranks waited inside it" if d.waiting_ranks else "")
+                + f": work queued before it on the GPU stream of {names} never finished"
+            )
+            action = (
+                f"check the GPU of {names}: its host's kernel log for XIDs or a GPU fallen off the bus, nvidia-smi "
+                "for a hung or foreign process; py-spy dump shows what the process waits on; drain the host if the GPU "
+                "is at fault and resubmit excluding it"
             )
         else:
             code = FindingCode.CONFIG_ERROR
