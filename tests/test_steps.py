@@ -253,3 +253,54 @@ def test_baseline_change_and_noise_band() -> None:
     assert cmp.step.noise_ms is not None and 0 < cmp.step.noise_ms < 5
     data = next(c for c in cmp.stages if c.stage == "data")
     assert data.change_ms == 0 and not data.significant  # 1 ms in both runs
+
+
+@pytest.mark.parametrize("load", [_traces, _logs], ids=["trace", "steptimer"])
+def test_slow_link_on_rank_1_is_named_as_global_exposed_comm_never_as_a_rank(load: object) -> None:
+    """cpu-gloo-slow-link-rank1 (its README): rank 1's link shaped to 25 Mbit/s; every rank waits 315-337 ms per
+    step in grad_sync, rank 1 the least. Traces: the job is comm-bound, every rank alike, no rank named.
+    StepTimer logs: the wait sits inside ``backward`` (DDP waits for its all-reduce at the end of backward), so
+    no communication finding, and still no rank named."""
+    ranks = load("cpu-gloo-slow-link-rank1")  # type: ignore[operator]
+    assert sorted(r.rank for r in ranks) == [0, 1, 2, 3]
+    findings = diagnose(ranks)
+    assert FindingCode.STEP_STRAGGLER_RANK not in _codes(findings)
+    if ranks[0].input == "steptimer":
+        assert findings == []
+        for r in ranks:  # backward is over 90% of the median step (the log's steps: 72-98%)
+            assert sorted(s.stages_ms["backward"] / s.step_ms for s in r.steps)[len(r.steps) // 2] > 0.9
+        return
+    assert _codes(findings) == [FindingCode.STEP_COMM_BOUND]
+    (f,) = findings
+    assert f.subject == "job" and f.evidence["alike_on_all_ranks"] is True
+    assert "global" in f.message and "fleetdx bandwidth" in f.message
+    assert float(f.evidence["exposed_comm_share_pct"]) > 80  # type: ignore[arg-type]
+    waits = f.evidence["exposed_comm_ms_by_rank"]
+    assert isinstance(waits, dict) and sorted(waits) == ["0", "1", "2", "3"]
+    assert all(300 < float(v) < 340 for v in waits.values())  # type: ignore[arg-type]
+
+
+def test_slow_link_run_against_the_clean_one() -> None:
+    from fleetdx.orchestrator.steps.run import compare
+
+    cmp = compare(_traces("cpu-gloo-slow-link-rank1"), _traces("cpu-gloo-clean"), "cpu-gloo-clean")
+    sync = next(c for c in cmp.stages if c.stage == "grad_sync")
+    assert cmp.step.significant and sync.significant
+    assert sync.change_ms > 0.8 * cmp.step.change_ms  # the step grew by its exposed communication
+
+
+def _with_sync(rank: int, sync_ms: float, n: int = 10) -> RankSteps:
+    stages = {"forward": 10.0, "backward": 20.0, "grad_sync": sync_ms, "other": 10.0}
+    steps = [StepSample(step=i, step_ms=40.0 + sync_ms, stages_ms=stages) for i in range(n)]
+    return RankSteps(rank=rank, source="synthesised", input="steptimer", timing="wall", steps=steps)
+
+
+def test_comm_bound_says_global_only_when_every_rank_waits_alike() -> None:
+    alike = diagnose([_with_sync(r, w) for r, w in enumerate([60.0, 62.0, 58.0, 50.0])])
+    (f,) = alike
+    assert f.code is FindingCode.STEP_COMM_BOUND and f.evidence["alike_on_all_ranks"] is True
+    assert "global" in f.message
+    # one rank waits far less (it arrives late: the others wait for it): not "global", no rank named either
+    (g,) = diagnose([_with_sync(r, w) for r, w in enumerate([60.0, 62.0, 58.0, 30.0])])
+    assert g.code is FindingCode.STEP_COMM_BOUND and g.evidence["alike_on_all_ranks"] is False
+    assert "global" not in g.message and g.subject == "job"
