@@ -23,6 +23,7 @@ Not enough fit nodes is an answer (``placed=False``, exit code 2), not an except
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Sequence
 
@@ -60,7 +61,19 @@ class PlacementInputError(ConfigError):
     """A request that cannot be answered as asked: no candidate source, a bad hostlist."""
 
 
+#: hostlists whose expansion is kept (a service is asked about the same few partitions' hostlists over and over)
+EXPANDED_KEPT = 32
+#: longest expansion kept, hosts
+EXPANDED_MAX_HOSTS = 100_000
+_expanded: dict[str, tuple[str, ...]] = {}
+_expanded_lock = threading.Lock()
+
+
 def _expand(text: str, what: str) -> list[str]:
+    with _expanded_lock:
+        kept = _expanded.get(text)
+    if kept is not None:
+        return list(kept)
     try:
         hosts = hostlist.expand_hostlist(text.strip())
     except hostlist.BadHostlist as e:
@@ -68,6 +81,11 @@ def _expand(text: str, what: str) -> list[str]:
     hosts = list(dict.fromkeys(h for h in hosts if h))
     if not hosts:
         raise PlacementInputError(f"{what}: hostlist {text!r} names no host")
+    if len(hosts) <= EXPANDED_MAX_HOSTS:
+        with _expanded_lock:
+            if len(_expanded) >= EXPANDED_KEPT:
+                del _expanded[next(iter(_expanded))]  # the oldest
+            _expanded[text] = tuple(hosts)
     return hosts
 
 
