@@ -405,6 +405,7 @@ def _stragglers(
     for r, (excess, stage, base, v, slow, normal) in sorted(worst.items()):
         rs = by_rank[r]
         peers_wait = _median([medians[p][Stage.GRAD_SYNC.value] for p in medians if p != r])
+        wait = _peers_wait(medians, r, stage)
         evidence: dict[str, EvidenceValue] = {
             "rank": r,
             "stage": stage,
@@ -417,6 +418,8 @@ def _stragglers(
             "job_step_median_ms": round(job_step, 3),
             "peers_grad_sync_median_ms": round(peers_wait, 3),
             "rank_grad_sync_median_ms": medians[r][Stage.GRAD_SYNC.value],
+            "peers_wait_stage": wait[0] if wait else None,
+            "peers_wait_median_ms": round(wait[1], 3) if wait else None,
             "source": rs.source,
         }
         if rs.host and rs.host in host_findings:
@@ -430,13 +433,33 @@ def _stragglers(
                 subject=f"rank {r}",
                 message=(
                     f"rank {r}{where} is a straggler in its {stage} stage: {v:.1f} ms per step against "
-                    f"{base.median:.2f} ms on its peers (+{excess:.1f} ms, z {base.z(v):.1f}); the other ranks "
-                    f"wait for it in grad_sync ({peers_wait:.1f} ms per step). {_advice(stage)}"
+                    f"{base.median:.2f} ms on its peers (+{excess:.1f} ms, z {base.z(v):.1f})"
+                    + (
+                        f"; the other ranks wait for it in {wait[0]} ({wait[1]:.1f} ms per step against "
+                        f"{medians[r].get(wait[0], 0.0):.1f} ms on rank {r})"
+                        if wait
+                        else ""
+                    )
+                    + f". {_advice(stage)}"
                 ),
                 evidence=evidence,
             )
         )
     return out
+
+
+def _peers_wait(medians: Mapping[int, Mapping[str, float]], r: int, stage: str) -> tuple[str, float] | None:
+    """Where the peers of straggler ``r`` wait for it: the stage (other than its slow one) whose peers' median
+    exceeds the straggler's own the most (``grad_sync`` in a trace; ``backward`` under DDP in a StepTimer log,
+    where the all-reduce is waited for at the end of backward). ``(stage, peers' median ms)``, or ``None``."""
+    peers = [p for p in medians if p != r]
+    best: tuple[str, float, float] | None = None
+    for k in sorted({k for m in medians.values() for k in m} - {stage}):
+        peer = _median([medians[p].get(k, 0.0) for p in peers])
+        gap = peer - medians[r].get(k, 0.0)
+        if gap > 0 and (best is None or gap > best[2]):
+            best = (k, peer, gap)
+    return (best[0], best[1]) if best else None
 
 
 def _slow(v: float, base: Baseline, policy: StepPolicy, job_step: float) -> bool:
