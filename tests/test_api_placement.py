@@ -200,3 +200,52 @@ def test_distinct_queries_share_one_snapshot_and_answer_as_without_it(
     after = client.get("/placement", params=[("nodes", 1), ("gpus_per_node", 1), ("exclude", "gpu03")]).json()
     assert not after["placed"] and {x["host"]: x["stage"] for x in after["excluded"]}["gpu04"] == "health"
     assert len(reads) == 2
+
+
+def test_snapshot_keeper_renews_by_age_off_the_request_path_and_replaces_on_a_new_run(store: Store) -> None:
+    """SnapshotKeeper: the same snapshot while young; past ``ttl_s`` the kept one answers while a renewal (here
+    run at once, in place of the daemon thread) judges the same hosts at a later instant; past ``2 * ttl_s``
+    or on a new run a new one; a failed renewal drops the snapshot so the next query reads the store itself."""
+    from fleetdx.orchestrator.service.placement_cache import SnapshotKeeper
+
+    now = time.time()
+    busy = busy_findings("gpu01")
+    report = assemble_report(RunKind.PREFLIGHT, ["gpu01"], busy, started_at=now - 60, level=Level.QUICK)
+    assert store.save_report(report, raw={"gpu01": {TOPO_FILE: IDLE_TOPO}})
+    clock = [100.0]
+    spawned: list[int] = []
+
+    def spawn(work: Any) -> None:
+        spawned.append(1)
+        work()
+
+    keeper = SnapshotKeeper(5.0, clock=lambda: clock[0], spawn=spawn)
+    gen = store.newest_run_pk()
+    first = keeper.get(store, gen)
+    assert first is not None and keeper.get(store, gen) is first
+    assert not first.judgements(["gpu01"])["gpu01"].fit
+    assert TOPO_FILE in first.raw(["gpu01"], [TOPO_FILE])["gpu01"]
+    clock[0] += 6.0  # past ttl_s: this query still gets the kept one, the renewal replaces it
+    assert keeper.get(store, gen) is first and spawned == [1] and keeper.renewed == 1
+    second = keeper.get(store, gen)
+    assert second is not None and second is not first and second.now >= first.now
+    assert second._judged.keys() == {"gpu01"} and second._raw_files.keys() == {"gpu01"}  # read ahead
+    assert second.judgements(["gpu01"]) == first.judgements(["gpu01"])
+    clock[0] += 11.0  # past 2 * ttl_s: a new one on the request path, no renewal
+    third = keeper.get(store, gen)
+    assert third is not second and spawned == [1] and keeper.made == 2
+    assert keeper.get(store, (gen or 0) + 1) is not third and keeper.made == 3  # a new run: a new snapshot
+    # a renewal that fails drops the snapshot: the next query reads on its own path (and would get the error)
+    gen = (gen or 0) + 1
+    broken = keeper.get(store, gen)
+    assert broken is not None
+
+    def fail(now: float | None = None) -> Any:
+        raise RuntimeError("database went away")
+
+    broken.renewed = fail  # type: ignore[method-assign]
+    clock[0] += 6.0
+    assert keeper.get(store, gen) is broken and len(spawned) == 2
+    after = keeper.get(store, gen)
+    assert after is not broken and keeper.made == 4
+    assert SnapshotKeeper(0).get(store, gen) is None  # --placement-cache 0: no snapshot

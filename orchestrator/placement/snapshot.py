@@ -35,7 +35,7 @@ MAX_HOSTS = 200_000
 class HealthSnapshot:
     """The judgements of ``store``'s hosts under ``policy`` at ``now`` (Unix seconds; default: the clock),
     computed on first use and kept. ``generation``: the store state it stands for (the caller's key, e.g.
-    :meth:`Store.newest_run_pk`); ``created``: :func:`time.monotonic` at construction.
+    :meth:`Store.newest_run_pk`).
 
     Raises (from :meth:`judgements` / :meth:`raw`): :class:`~fleetdx.orchestrator.store.StoreError` as every
     store read does.
@@ -51,7 +51,6 @@ class HealthSnapshot:
     ) -> None:
         self.store, self.policy, self.generation = store, policy, generation
         self.now = time.time() if now is None else now
-        self.created = time.monotonic()
         self._judged: dict[str, NodeJudgement] = {}
         self._raw: dict[str, dict[str, str]] = {}
         self._raw_files: dict[str, frozenset[str]] = {}  # which files were asked for each host in _raw
@@ -109,3 +108,20 @@ class HealthSnapshot:
                     found[h] = self._raw.get(h, {})
         out = {h: {f: t for f, t in v.items() if f in want} for h, v in found.items()}
         return {h: v for h, v in out.items() if v}
+
+    def renewed(self, now: float | None = None) -> HealthSnapshot:
+        """A snapshot of the same store and policy at the later instant ``now`` (default: the clock) that has
+        already judged, and read the raw outputs of, every host this one has: the store reads a query would
+        otherwise make, done ahead (by :class:`~fleetdx.orchestrator.service.placement_cache.SnapshotKeeper`
+        off the request path). Raises what :meth:`judgements` / :meth:`raw` raise."""
+        new = HealthSnapshot(self.store, now=now, policy=self.policy, generation=self.generation)
+        with self._lock:
+            judged = list(self._judged)
+            by_files: dict[frozenset[str], list[str]] = {}
+            for h, files in self._raw_files.items():
+                by_files.setdefault(files, []).append(h)
+        if judged:
+            new.judgements(judged)
+        for files, hosts in by_files.items():
+            new.raw(hosts, files)
+        return new
