@@ -47,7 +47,7 @@ def test_slow_data_loader_on_rank_2_is_named_with_its_stage_and_host(load: objec
     assert _codes(findings) == [FindingCode.STEP_STRAGGLER_RANK]
     (f,) = findings
     assert f.subject == "rank 2" and f.evidence["stage"] == "data" and f.nodes == ["vm"]
-    assert 55 <= float(f.evidence["stage_ms"]) <= 70  # the injected 60 ms sleep per batch  # type: ignore[arg-type]
+    assert 55 <= float(f.evidence["stage_ms"]) <= 70  # type: ignore[arg-type]  # the injected 60 ms sleep per batch
     assert f.severity is Severity.WARNING
 
 
@@ -304,3 +304,21 @@ def test_comm_bound_says_global_only_when_every_rank_waits_alike() -> None:
     (g,) = diagnose([_with_sync(r, w) for r, w in enumerate([60.0, 62.0, 58.0, 30.0])])
     assert g.code is FindingCode.STEP_COMM_BOUND and g.evidence["alike_on_all_ranks"] is False
     assert "global" not in g.message and g.subject == "job"
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 50), st.integers(1, 10)), max_size=8),
+    st.lists(st.tuples(st.integers(0, 50), st.integers(1, 10)), max_size=8),
+)
+def test_interval_subtract_equals_the_point_set_difference(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> None:
+    import numpy as np
+
+    from fleetdx.orchestrator.steps.intervals import subtract
+
+    def arr(x: list[tuple[int, int]], i: int) -> np.ndarray:
+        return np.array([float(p[0] + (p[1] if i else 0)) for p in x])
+
+    s, e = subtract(arr(a, 0), arr(a, 1), arr(b, 0), arr(b, 1))
+    covered = {t for lo, n in a for t in range(lo, lo + n)} - {t for lo, n in b for t in range(lo, lo + n)}
+    assert {t for lo, hi in zip(s, e, strict=True) for t in range(int(lo), int(hi))} == covered
+    assert all(s[1:] > e[:-1])  # sorted and disjoint (touching runs merged)

@@ -61,8 +61,28 @@ def test_four_ranks_sharing_the_gpu_name_the_slow_data_loader_rank(pattern: str)
     assert [r.rank for r in ranks] == [0, 1, 2, 3]
     stragglers = [f for f in diagnose(ranks) if f.code is FindingCode.STEP_STRAGGLER_RANK]
     assert [(f.subject, f.evidence["stage"]) for f in stragglers] == [("rank 2", "data")]
-    # where the peers wait for it: the gloo all-reduce in the trace; under DDP the StepTimer sees that wait at
-    # the end of backward (164 ms on the peers against 97 ms on rank 2)
-    wait = "grad_sync" if pattern.endswith(".gz") else "backward"
-    assert stragglers[0].evidence["peers_wait_stage"] == wait
-    assert f"the other ranks wait for it in {wait}" in stragglers[0].message
+    if pattern.endswith(".jsonl"):
+        # under DDP the StepTimer sees the peers' wait for the all-reduce at the end of backward (164 ms on the
+        # peers against 97 ms on rank 2). Not asserted on the trace: four processes time-slice one GPU there, so
+        # the peers' backward kernels (run side by side) last longer than rank 2's (run alone while they wait)
+        assert stragglers[0].evidence["peers_wait_stage"] == "backward"
+        assert "the other ranks wait for it in backward" in stragglers[0].message
+
+
+def test_gpu_timeline_stages_of_the_trace_agree_with_the_step_timers_cuda_events() -> None:
+    """The same H100 run seen twice: the trace's GPU-timeline partition (forward/backward kernels by the stage
+    that launched them, the GPU's idle time by what the host did) and the StepTimer's CUDA events give the same
+    stages within 1.5 ms (medians: data 60.2/60.5, h2d 15.7/16.0, forward 11.6/11.7, backward 16.4/16.6). The
+    host view, kept beside, is what the training thread saw: launches only (forward 0.8 ms)."""
+    from fleetdx.orchestrator.steps.analyze import stage_medians
+
+    (trace,) = _load("h100-nccl1-slow-data", "rank-*.json.gz")
+    (timer,) = _load("h100-nccl1-slow-data", "steps-rank-*.jsonl")
+    t, s = stage_medians(trace), stage_medians(timer)
+    for stage in ("data", "h2d", "forward", "backward", "optimizer"):
+        assert abs(t[stage] - s[stage]) < 1.5, (stage, t[stage], s[stage])
+    assert t["other"] < 3.0
+    host = sorted(st.host_stages_ms["forward"] for st in trace.steps if st.host_stages_ms)[len(trace.steps) // 2]
+    assert host < 2.0
+    for st in trace.steps:
+        assert abs(sum(st.stages_ms.values()) - st.step_ms) < 0.01

@@ -48,12 +48,17 @@ class GpuStep(Contract):
 
 
 class StepSample(Contract):
-    """One step of one rank: wall time and the stage partition of it (ms; stages sum to ``step_ms``)."""
+    """One step of one rank: its time and the stage partition of it (ms; stages sum to ``step_ms``). From a
+    trace with GPU activity, ``step_ms`` is the step's period on the GPU timeline and the stages partition it
+    (``orchestrator/steps/decompose.py``); the training thread's own view is kept in ``host_step_ms`` and
+    ``host_stages_ms``."""
 
     step: int
     step_ms: float
     stages_ms: dict[str, float]
     gpu: GpuStep | None = None
+    host_step_ms: float | None = None  #: the ``ProfilerStep#N`` span (GPU traces only)
+    host_stages_ms: dict[str, float] | None = None  #: the host partition of that span (GPU traces only)
 
 
 class TemporalBreakdown(Contract):

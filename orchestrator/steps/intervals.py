@@ -47,3 +47,20 @@ def uncovered(start: F, end: F, cover_start: F, cover_end: F) -> float:
         return 0.0
     both = length(np.concatenate([start, cover_start]), np.concatenate([end, cover_end]))
     return both - length(cover_start, cover_end)
+
+
+def subtract(start: F, end: F, cover_start: F, cover_end: F) -> tuple[F, F]:
+    """The union of the first set minus the union of the second, as sorted, disjoint ``(starts, ends)``."""
+    a_s, a_e = merge(start, end)
+    b_s, b_e = merge(cover_start, cover_end)
+    if a_s.size == 0 or b_s.size == 0:
+        return a_s, a_e
+    cuts = np.unique(np.concatenate([a_s, a_e, b_s, b_e]))
+    lo, hi = cuts[:-1], cuts[1:]
+    mid = (lo + hi) / 2
+    in_a = np.searchsorted(a_s, mid, side="right") - 1
+    in_a = (in_a >= 0) & (mid < a_e[np.clip(in_a, 0, None)])
+    in_b = np.searchsorted(b_s, mid, side="right") - 1
+    in_b = (in_b >= 0) & (mid < b_e[np.clip(in_b, 0, None)])
+    keep = in_a & ~in_b
+    return merge(lo[keep], hi[keep])
