@@ -209,3 +209,40 @@ def test_34_socket_transport_on_bond0() -> None:
 def test_40_app_log_then_watchdog_rank0() -> None:
     (wd,) = _log("40").events
     assert (wd.rank, wd.line, wd.details["seq"], wd.details["ran_for_ms"]) == (0, 4, 377286, 1805402)
+
+
+# --- a real NCCL watchdog timeout captured on a lent H100 (tests/fixtures/flight_recorder/README.md) ---
+
+NCCL_STALL = Path(__file__).parent / "fixtures" / "flight_recorder" / "nccl_1rank_gpu_stall" / "stderr.txt"
+
+
+def test_h100_nccl_stall_watchdog_timeout_seq5_allreduce_3000ms_rank0() -> None:
+    with open(NCCL_STALL, encoding="utf-8") as f:
+        log = parse_joblog(f, NCCL_STALL.name)
+    wd = _of(log, K.WATCHDOG_TIMEOUT)
+    # line 5: the watchdog's report; 20: "Process group watchdog thread terminated with exception: ..."; 31: what()
+    assert [(e.line, e.rank, e.details["seq"], e.details["op"], e.details["timeout_ms"]) for e in wd] == [
+        (5, 0, 5, "ALLREDUCE", 3000),
+        (20, 0, 5, "ALLREDUCE", 3000),
+        (31, 0, 5, "ALLREDUCE", 3000),
+    ]
+    assert wd[0].details["ran_for_ms"] == 3019 and wd[0].details["numel_in"] == 1048576
+    assert wd[0].time == "E1124 22:20:31.243644707"
+    # torch 2.11's form: "failure detected by watchdog at work sequence id: 5 PG status: last enqueued work: 5,
+    # last completed work: 4"
+    (prog,) = _of(log, K.WORK_PROGRESS)
+    assert (prog.line, prog.rank, prog.details["pg"], prog.details["pg_desc"]) == (6, 0, 0, "default_pg")
+    assert (prog.details["at_work"], prog.details["last_enqueued"], prog.details["last_completed"]) == (5, 5, 4)
+    # line 30 "terminate called after throwing an instance of 'c10::DistBackendError'" (no [rank0]: prefix) and its
+    # what() on line 31: the watchdog taking the process down after the timeout; the rank is the what()'s Rank 0
+    (term,) = _of(log, K.SIGNAL)
+    assert (term.line, term.rank, term.details["exception"]) == (30, 0, "c10::DistBackendError")
+    assert term.details["teardown_of"] == "watchdog-timeout" and term.details["rank_from_what"] is True
+    assert str(term.details["what"]).startswith("[PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog")
+    assert [e.kind for e in log.events] == [
+        K.WATCHDOG_TIMEOUT,
+        K.WORK_PROGRESS,
+        K.WATCHDOG_TIMEOUT,
+        K.SIGNAL,
+        K.WATCHDOG_TIMEOUT,
+    ]

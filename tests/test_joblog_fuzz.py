@@ -15,7 +15,10 @@ from fleetdx.probes.parsers.joblog import parse_joblog
 from fleetdx.probes.parsers.joblog_kernel import parse_kernel_log
 
 FIX = Path(__file__).parent / "fixtures" / "joblogs"
-TEXTS = [p.read_text(encoding="utf-8") for p in sorted(FIX.glob("*.log"))]
+TEXTS = [p.read_text(encoding="utf-8") for p in sorted(FIX.glob("*.log"))] + [
+    # the real H100 watchdog timeout and ProcessGroupNCCL's teardown (terminate called ... what():)
+    (FIX.parent / "flight_recorder" / "nccl_1rank_gpu_stall" / "stderr.txt").read_text(encoding="utf-8")
+]
 FUZZ = settings(
     max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -40,6 +43,8 @@ NOISE = st.sampled_from(
         "SeqNum=",
         "Timeout(ms)=",
         "NVRM: ",
+        "terminate called after throwing an instance of 'c10::DistBackendError'\n",
+        "  what():  ",
         "\x00",
     ]
 )

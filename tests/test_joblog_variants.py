@@ -382,3 +382,91 @@ def test_slurmstepd_prefix_names_the_node() -> None:
     log = parse_joblog(line + "\n")
     assert [(e.kind, e.host, e.task) for e in log.events] == [(EventKind.SLURM_CANCELLED, "sim1", 0)]
     assert log.hosts == ["sim1"]
+
+
+# --- "terminate called after throwing an instance of ...": the watchdog's teardown, or a real C++ crash ---
+
+#: the shape of the real H100 capture (tests/fixtures/flight_recorder/nccl_1rank_gpu_stall/stderr.txt lines 30-31)
+TEARDOWN = (
+    "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+    "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception: "
+    "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=8, "
+    "NumelOut=8, Timeout(ms)=3000) ran for 3019 milliseconds before timing out.\n"
+)
+
+
+def test_terminate_after_a_watchdog_timeout_is_its_teardown_with_the_rank_of_its_what() -> None:
+    e = _one(TEARDOWN, EventKind.SIGNAL)
+    assert (e.line, e.rank, e.details["exception"], e.details["teardown_of"]) == (
+        1,
+        3,
+        "c10::DistBackendError",
+        "watchdog-timeout",
+    )
+
+
+def test_terminate_with_its_what_on_the_same_line_and_older_torch_wording() -> None:
+    """torch 2.1 wrote ``[Rank 6] NCCL watchdog thread terminated with exception`` (catalyst-rl-tutorial#15);
+    a paste may put the what() on the terminate line."""
+    line = (
+        "terminate called after throwing an instance of 'c10::DistBackendError' what(): [Rank 6] NCCL watchdog "
+        "thread terminated with exception: [Rank 6] Watchdog caught collective operation timeout: WorkNCCL(SeqNum="
+        "880, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800902 milliseconds before "
+        "timing out."
+    )
+    e = _one(line, EventKind.SIGNAL)
+    assert (e.rank, e.details["teardown_of"]) == (6, "watchdog-timeout")
+
+
+def test_terminate_teardown_of_another_group_names_no_global_rank() -> None:
+    """``[PG 3 Rank 5]`` (sglang#1693) is rank 5 of group 3, not the global rank 5."""
+    text = TEARDOWN.replace("[PG ID 0 PG GUID 0(default_pg) Rank 3]", "[PG 3 Rank 5]").replace("[Rank 3]", "[Rank 5]")
+    e = _one(text, EventKind.SIGNAL)
+    assert e.rank is None and e.details["teardown_of"] == "watchdog-timeout"
+
+
+def test_terminate_teardown_after_a_cuda_error_names_that_error() -> None:
+    """The watchdog taken down by a CUDA error (the error text of fixtures 08/36)."""
+    text = (
+        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+        "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated with exception: "
+        "CUDA error: an illegal memory access was encountered\n"
+    )
+    e = _one(text, EventKind.SIGNAL)
+    assert (e.rank, e.details["teardown_of"]) == (0, "cuda-error")
+
+
+def test_terminate_of_a_real_cpp_crash_is_no_teardown() -> None:
+    text = (
+        "[rank2]: terminate called after throwing an instance of 'std::bad_alloc'\n[rank2]:   what():  std::bad_alloc\n"
+    )
+    e = _one(text, EventKind.SIGNAL)
+    assert (e.rank, e.details["exception"], e.details["what"]) == (2, "std::bad_alloc", "std::bad_alloc")
+    assert "teardown_of" not in e.details
+    # a timeout's text in the what() of an exception the watchdog never throws proves nothing
+    e = _one(TEARDOWN.replace("c10::DistBackendError", "std::logic_error"), EventKind.SIGNAL)
+    assert "teardown_of" not in e.details and e.rank is None
+
+
+def test_interleaved_terminates_take_the_what_of_their_own_process() -> None:
+    """torchrun's ``[defaultN]:`` prefixes: two processes abort at once, their what() lines in the other order."""
+    text = (
+        "[default0]:terminate called after throwing an instance of 'c10::DistBackendError'\n"
+        "[default1]:terminate called after throwing an instance of 'std::bad_alloc'\n"
+        "[default1]:  what():  std::bad_alloc\n"
+        "[default0]:  what():  [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated "
+        "with exception: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+        "OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=3000) ran for 3019 milliseconds before timing out.\n"
+    )
+    sig = [e for e in parse_joblog(text).events if e.kind is EventKind.SIGNAL]
+    assert [(e.local_rank, e.rank, e.details.get("teardown_of"), e.details["what"][:14]) for e in sig] == [
+        (0, 0, "watchdog-timeout", "[PG ID 0 PG GU"),
+        (1, None, None, "std::bad_alloc"),
+    ]
+
+
+def test_a_what_too_far_from_its_terminate_is_not_its_own() -> None:
+    filler = "step ok\n" * 20
+    text = TEARDOWN.replace("\n", "\n" + filler, 1)
+    e = _one(text, EventKind.SIGNAL)
+    assert "what" not in e.details and e.rank is None

@@ -271,3 +271,33 @@ def test_srun_task_becomes_a_rank_only_where_the_log_shows_the_layout(tmp_path: 
     bare.write_text("0: step 1\nsrun: error: sim3: task 2: Segmentation fault\n")
     cause = run_postmortem([LogFiles([bare])]).causes[0]
     assert (cause.code, cause.rank, cause.host) == (F.PROCESS_CRASH, None, "sim3")  # task 2 is no rank
+
+
+def test_a_watchdog_teardown_is_no_cause_of_its_own_a_real_cpp_crash_is(tmp_path: Path) -> None:
+    """Lines shaped after the real H100 capture (tests/fixtures/flight_recorder/nccl_1rank_gpu_stall/stderr.txt):
+    the terminate after a CUDA error is that error's teardown; a std::bad_alloc stays a PROCESS_CRASH."""
+    cuda = (
+        "[rank0]:[E1124 22:20:31.243 ProcessGroupNCCL.cpp:2119] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process "
+        "group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered\n"
+        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+        "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated with exception: "
+        "CUDA error: an illegal memory access was encountered\n"
+    )
+    log = tmp_path / "cuda.log"
+    log.write_text(cuda)
+    causes = run_postmortem([LogFiles([log])]).causes
+    assert [(c.code, c.rank) for c in causes] == [(F.CUDA_ERROR, 0)]
+    crash = tmp_path / "crash.log"
+    crash.write_text(
+        _wd(1, 7) + "\nterminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc\n"
+    )
+    causes = run_postmortem([LogFiles([crash])]).causes
+    assert [c.code for c in causes] == [F.PROCESS_CRASH, F.NCCL_TIMEOUT]
+    assert "what(): std::bad_alloc" in causes[0].message
+
+
+def test_a_c10d_terminate_whose_what_is_unread_ranks_below_the_timeout(tmp_path: Path) -> None:
+    log = tmp_path / "r.log"
+    log.write_text(_wd(1, 7) + "\nterminate called after throwing an instance of 'c10::DistBackendError'\n")
+    causes = run_postmortem([LogFiles([log])]).causes
+    assert [c.code for c in causes] == [F.NCCL_TIMEOUT, F.PROCESS_CRASH]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetdx.orchestrator.postmortem.flight import FlightRecorderDumps
 from fleetdx.orchestrator.postmortem.run import run_postmortem
 from fleetdx.orchestrator.postmortem.sources import LogFiles
 from fleetdx.probes.contracts import FindingCode as F
@@ -144,3 +145,31 @@ def test_json_shape_is_exactly_the_issue_s() -> None:
     assert set(doc["causes"][0]["evidence"][0]) == {"file", "line", "text"}
     assert set(doc["timeline"][0]) == {"time", "host", "rank", "kind", "text"}
     assert doc["causes"][0]["time"] == "2019-06-02T16:13:44.884Z"
+
+
+# --- a real NCCL watchdog timeout captured on a lent H100 (tests/fixtures/flight_recorder/README.md) ---
+
+NCCL_STALL = Path(__file__).parent / "fixtures" / "flight_recorder" / "nccl_1rank_gpu_stall"
+
+
+def test_h100_stall_with_fr_the_gpu_that_never_started_and_no_crash_of_the_teardown() -> None:
+    report = run_postmortem([LogFiles([NCCL_STALL / "stderr.txt"]), FlightRecorderDumps(NCCL_STALL / "pickle")])
+    first = report.causes[0]
+    assert (first.code, first.rank) == (F.NCCL_TIMEOUT, 0)
+    assert "rank 0 enqueued nccl:all_reduce #5 of group 0:default_pg but its GPU never started it" in first.message
+    # "terminate called after throwing an instance of 'c10::DistBackendError'" is ProcessGroupNCCL taking the
+    # process down after the timeout: evidence of the timeout, not a PROCESS_CRASH of its own
+    assert [c.code for c in report.causes] == [F.NCCL_TIMEOUT, F.NCCL_TIMEOUT]
+    assert 30 in [e.line for e in report.causes[1].evidence]
+    assert report.verdict is Verdict.CRITICAL
+
+
+def test_h100_stall_without_fr_the_timeout_of_rank_0_first() -> None:
+    report = run_postmortem([LogFiles([NCCL_STALL / "stderr.txt"])])
+    (cause,) = report.causes
+    assert cause.code is F.NCCL_TIMEOUT
+    assert "rank 0 waited in ALLREDUCE SeqNum 5, last completed work 4" in cause.message
+    # one rank's log cannot tell which rank hung the collective (the Flight Recorder can: the test above)
+    assert cause.rank is None and any("never reached" in m and "--fr" in m for m in report.missing_evidence)
+    # the timeout, the watchdog's "thread terminated" line, the what(), the work progress, the terminate line
+    assert [e.line for e in cause.evidence] == [5, 20, 31, 6, 30]

@@ -16,7 +16,10 @@ collective: within one process group (its GUID, else its id) the rank whose last
 SeqNum the others time out on never enqueued it, and a rank that timed out on a lower SeqNum than the others
 is behind them (:func:`timeout_analysis`); when all reporting ranks agree, the rank that hung is one that did
 not report, and the postmortem says so instead of naming a reporter. The host that prints ``Connection closed
-by remote peer`` is the observer: the cause names the peer.
+by remote peer`` is the observer: the cause names the peer. ProcessGroupNCCL taking the process down after what its
+watchdog caught (``terminate called after throwing an instance of 'c10::DistBackendError'`` whose ``what()`` is the
+watchdog's: ``TORCH_NCCL_ASYNC_ERROR_HANDLING``'s "we are taking the entire process down") is no crash of its own:
+after a timeout it is evidence of the timeout, after another error that error's line is the cause.
 
 Causes carry the codes of :class:`~fleetdx.probes.contracts.FindingCode`; XIDs are judged with the XID table
 of :mod:`fleetdx.orchestrator.diagnosis.xid_table` (NVIDIA's XID catalog) and IB work-completion statuses are
@@ -186,7 +189,17 @@ def judge(e: JobEvent) -> Judged | None:
             return Judged(FindingCode.PROCESS_CRASH, C, 80, ("crash", *where))
         return Judged(FindingCode.PROCESS_CRASH, C, 65, ("crash", *where))
     if k is EventKind.SIGNAL:
+        teardown = d.get("teardown_of")
+        if teardown == EventKind.WATCHDOG_TIMEOUT.value:
+            # ProcessGroupNCCL's watchdog taking the process down after the timeout: evidence of the timeout
+            return Judged(FindingCode.NCCL_TIMEOUT, C, 20, ("timeout",))
+        if teardown is not None and teardown != "watchdog":
+            return None  # the teardown after the error its what() names: that error's own line is the cause
         sig = str(d.get("signal") or "")
+        if teardown == "watchdog" or str(d.get("exception") or "").startswith("c10::Dist"):
+            # a c10d error ended the process (the watchdog's teardown, what it reported unread): below any failure
+            # the log shows, above none
+            return Judged(FindingCode.PROCESS_CRASH, C, 15, ("signal", *where))
         if any(s in sig for s in _CRASH_SIGNALS):
             return Judged(FindingCode.PROCESS_CRASH, C, 80, ("crash", *where))
         return Judged(FindingCode.PROCESS_CRASH, C, 25, ("signal", *where))
@@ -556,6 +569,8 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
             what = f"the root cause of torchrun's ChildFailedError, exit code {ec}" + (f" ({sig})" if sig else "")
         else:
             what = f"exit code {ec}" if ec is not None else (str(sig) if sig else lead.text[:100])
+            if d.get("what"):
+                what += f" (what(): {str(d['what'])[:160]})"
         return (
             f"{where} died: {what}",
             "read this rank's traceback or core dump; a segfault inside NCCL/CUDA libraries can be a "

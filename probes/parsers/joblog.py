@@ -37,7 +37,11 @@ peer``, ``remote process exited or there was a network error``, ``unhandled syst
 error``, ``invalid usage``, ``Cuda failure``), NCCL's ``NET/Socket : Using`` and ``NET/IB : No device found``
 (transport evidence), CUDA errors, CUDA out-of-memory, the host OOM killer, torch.distributed.elastic's
 ``ChildFailedError`` summary entries (rank, local rank, host, exit code, pid, error file, signal, and whether
-it is the root cause), Python exceptions, signals, Slurm's ``*** JOB ... CANCELLED AT ... DUE TO TIME LIMIT
+it is the root cause), Python exceptions, signals (a ``terminate called after throwing an instance of 'E'`` takes
+the ``what():`` line of the same process that follows it within :data:`_WHAT_WINDOW` lines; when ``E`` is one
+ProcessGroupNCCL's watchdog throws and the ``what()`` is the watchdog's, ``details["teardown_of"]`` says what the
+watchdog reported, and the default group's ``Rank N`` of that text is the event's rank when no prefix gave one),
+Slurm's ``*** JOB ... CANCELLED AT ... DUE TO TIME LIMIT
 ***`` and its other cancellations, ``srun: error: HOST: task N: ...``, ``NODE_FAIL``.
 
 **GPUs** (:class:`GpuFact`, ``JobLog.gpus``): the lines that say which GPU a process used: NCCL's
@@ -441,9 +445,11 @@ _WATCHDOG_RE = re.compile(
     r"Watchdog caught collective operation timeout: WorkNCCL\((?P<args>.*?)\)\s*ran for (?P<ran>\d+) milliseconds"
 )
 _WORK_ARG_RE = re.compile(r"(SeqNum|OpType|NumelIn|NumelOut|Timeout\(ms\))=([^,\s)]+)")
+#: ``... at work: N, last enqueued NCCL work: E, last completed NCCL work: C`` and (torch 2.11) ``failure detected by
+#: watchdog at work sequence id: N PG status: last enqueued work: E, last completed work: C``
 _PROGRESS_RE = re.compile(
-    r"(?:at work|Timeout at NCCL work|work)\s*:\s*(?P<at>-?\d+),\s*last enqueued NCCL work\s*:\s*(?P<enq>-?\d+),"
-    r"\s*last completed NCCL work\s*:\s*(?P<done>-?\d+)"
+    r"(?:at work(?: sequence id)?|Timeout at NCCL work|work)\s*:\s*(?P<at>-?\d+),?\s*(?:PG status:\s*)?"
+    r"last enqueued (?:NCCL )?work\s*:\s*(?P<enq>-?\d+),\s*last completed (?:NCCL )?work\s*:\s*(?P<done>-?\d+)"
 )
 _PG_RE = re.compile(
     r"\[PG (?:ID )?(?P<pg>\d+)(?: PG GUID (?P<guid>[^\s(\]]+))?(?: ?\((?P<desc>[^)]*)\))? Rank (?P<r>\d+)\]"
@@ -535,6 +541,17 @@ _SRUN_TASK_RE = re.compile(r"srun: error: (?P<host>[^\s:]+): tasks? (?P<tasks>[\
 _EXIT_CODE_RE = re.compile(r"[Ee]xit(?:ed with exit)? code (-?\d+)")
 _NODE_FAIL_RE = re.compile(r"\bNODE_FAIL\b|Node failure on (?P<host>[^\s,]+)|DUE TO NODE FAILURE")
 _STEP_RE = re.compile(r"StepId=(\S+?)\.?(?:\s|$)|\bJOB (\d+)")
+#: a C++ exception no one caught (libstdc++'s verbose terminate handler), its ``what():`` on the same line when pasted
+_TERMINATE_RE = re.compile(
+    r"terminate called after throwing an instance of '(?P<exc>[^']*)'?(?:\s*what\(\):\s*(?P<what>.*))?"
+)
+_WHAT_RE = re.compile(r"^what\(\):\s*(?P<what>.*)$")
+#: the exceptions ProcessGroupNCCL's watchdog throws to take the process down (c10/util/Exception.h; torch < 2.2
+#: threw ``std::runtime_error``), and the text of its ``what()`` that says it is the watchdog's
+_TEARDOWN_EXC = frozenset({"c10::DistBackendError", "c10::DistError", "c10::DistNetworkError", "std::runtime_error"})
+_WATCHDOG_END_RE = re.compile(
+    r"(?:Process group|NCCL) watchdog thread terminated with exception|Watchdog caught collective operation timeout"
+)
 _SIGNAL_RE = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\)|\*\*\* (?P<name2>SIG[A-Z]+) received")
 #: the ChildFailedError summary (torch/distributed/elastic/multiprocessing/errors/__init__.py ``format_msg``)
 _CF_FIELD_RE = re.compile(r"^(?P<k>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<v>.*)$")
@@ -573,6 +590,7 @@ def nccl_bus_id(bus: str) -> str | None:
 _TRIGGER_KEYS = (
     "Watchdog caught",
     "NCCL work",
+    "enqueued work",
     "NCCL WARN",
     "NCCL ERROR",
     "NCCL error",
@@ -629,6 +647,7 @@ def _may_matter(raw: str) -> bool:
 _WRAPPED: list[tuple[str, re.Pattern[str]]] = [
     ("Watchdog caught collective operation timeout", re.compile(r"milliseconds")),
     ("last enqueued NCCL work", re.compile(r"last completed NCCL work\s*:\s*-?\d+")),
+    ("last enqueued work", re.compile(r"last completed work\s*:\s*-?\d+")),
     ("Exception (either an error or timeout) detected", re.compile(r"last completed NCCL work\s*:\s*-?\d+")),
     ("Got completion from peer", re.compile(r"vendor err \d+|\((?:Send|Recv)\)")),
     (" CANCELLED AT ", re.compile(r"\*\*\*\s*$")),
@@ -798,7 +817,13 @@ def _events_of(body: str) -> list[_Found]:
             name = sig_m.group("name") or sig_m.group("name2")
             found.append(_Found(EventKind.SIGNAL, {"signal": name, "number": _int(sig_m.group("num"))}))
         elif sig is not None and "Fatal Python error" not in body:
-            found.append(_Found(EventKind.SIGNAL, {"signal": sig or None}))
+            det = {"signal": sig or None}
+            t = _TERMINATE_RE.search(body)
+            if t is not None:
+                det["exception"] = t.group("exc")[:120]
+                if t.group("what"):
+                    det.update(_what_details(t.group("exc"), t.group("what")))
+            found.append(_Found(EventKind.SIGNAL, det))
         elif "Fatal Python error: " in body:
             found.append(_Found(EventKind.SIGNAL, {"signal": body.split("Fatal Python error: ", 1)[1][:60]}))
     m = _EXC_RE.match(body)
@@ -807,6 +832,41 @@ def _events_of(body: str) -> list[_Found]:
             _Found(EventKind.PYTHON_EXCEPTION, {"type": m.group("type"), "message": (m.group("msg") or "")[:300]})
         )
     return found
+
+
+def _what_details(exc: str, what: str) -> dict[str, JsonScalar]:
+    """What the ``what():`` of an uncaught C++ exception ``exc`` adds to its ``terminate called`` event: the text,
+    and ``teardown_of`` when it is ProcessGroupNCCL's watchdog taking the process down
+    (``TORCH_NCCL_ASYNC_ERROR_HANDLING``: "To avoid data inconsistency, we are taking the entire process down"):
+    the kind of the event its text reports (``watchdog-timeout``, ``cuda-error``, ...), else ``"watchdog"``."""
+    det: dict[str, JsonScalar] = {"what": what.strip()[:300]}
+    if exc in _TEARDOWN_EXC and _WATCHDOG_END_RE.search(what):
+        if "Watchdog caught" in what:  # also when a hard wrap cut the timeout's own text short
+            det["teardown_of"] = EventKind.WATCHDOG_TIMEOUT.value
+        else:
+            inner = [f.kind for f in _events_of(what) if f.kind is not EventKind.PYTHON_EXCEPTION]
+            det["teardown_of"] = inner[0].value if inner else "watchdog"
+    return det
+
+
+def _default_pg_rank(body: str) -> int | None:
+    """The rank a ProcessGroupNCCL message names (``[PG ID 0 ... Rank 3]``, ``[Rank 3]``) when it is the global
+    one: the default group's (another group's rank is only the rank within that group)."""
+    m = _PG_RE.search(body)
+    if m is not None:
+        return int(m.group("r")) if m.group("pg") == "0" else None
+    r = _RANK_RE.search(body)
+    return int(r.group(1)) if r else None
+
+
+def _agree(a: object, b: object) -> bool:
+    """Two prefixes of lines may be the same process's: equal, or one of them absent."""
+    return a is None or b is None or a == b
+
+
+#: physical lines after a ``terminate called`` line within which its ``what():`` line is looked for (several
+#: processes aborting at once interleave theirs)
+_WHAT_WINDOW = 16
 
 
 class _ChildBlock:
@@ -881,6 +941,9 @@ class JobLogScanner:
         self._pending: list[tuple[int, str, LogLine]] = []
         self._block: _ChildBlock | None = None
         self._root_next: bool | None = None
+        #: ``terminate called`` events whose ``what():`` line has not been read: (event index, line, the line's
+        #: rank, local rank and host prefixes)
+        self._terminates: list[tuple[int, int, int | None, int | None, str | None]] = []
 
     # ---- bookkeeping
     def _keep(self, ev: JobEvent) -> None:
@@ -917,7 +980,15 @@ class JobLogScanner:
             raise ParseError(FMT, n, "text", "binary data (NUL byte) in input")
         if "cudaDev" in raw or "LOCAL_RANK" in raw or "local_rank" in raw or "CUDA_VISIBLE_DEVICES" in raw:
             self._learn_gpu(n, raw)  # tested inline: this runs on every line
-        if not (self._pending or self._block is not None or self._root_next is not None or _may_matter(raw)):
+        if self._terminates and n - self._terminates[0][1] > _WHAT_WINDOW:
+            self._terminates = [t for t in self._terminates if n - t[1] <= _WHAT_WINDOW]
+        if not (
+            self._pending
+            or self._block is not None
+            or self._root_next is not None
+            or _may_matter(raw)
+            or (self._terminates and "what():" in raw)
+        ):
             self._learn_host(raw)
             self._learn_task(raw)
             return  # no event can start on this line: not normalised (most lines of a large log)
@@ -1020,6 +1091,8 @@ class JobLogScanner:
 
     def _logical(self, n: int, raw: str, ll: LogLine) -> None:
         body = ll.body
+        if self._terminates and body.startswith("what():"):
+            self._what(ll, body)
         if ll.task is not None and ll.rank is not None and len(self._task_ranks) < MAX_HOSTS:
             self._task_ranks.setdefault(ll.task, ll.rank)
         if self._pending:
@@ -1039,6 +1112,27 @@ class JobLogScanner:
                 self._pending = [(n, raw, ll)]
                 return
         self._emit(n, raw.strip(), ll, body)
+
+    def _what(self, ll: LogLine, body: str) -> None:
+        """Give the earliest pending ``terminate called`` event of the same process (rank and host prefixes
+        agree) the ``what():`` line that follows it: its text, ``teardown_of`` (see :func:`_what_details`) and,
+        when no prefix named the rank, the default group's rank the text names."""
+        m = _WHAT_RE.match(body)
+        if m is None:
+            return
+        for i, (idx, _, rank, local_rank, host) in enumerate(self._terminates):
+            if not (_agree(rank, ll.rank) and _agree(local_rank, ll.local_rank) and _agree(host, ll.host)):
+                continue
+            del self._terminates[i]
+            ev = self.events[idx]
+            det = {**ev.details, **_what_details(str(ev.details.get("exception") or ""), m.group("what"))}
+            new_rank = ev.rank if ev.rank is not None else ll.rank
+            if new_rank is None and det.get("teardown_of"):
+                new_rank = _default_pg_rank(m.group("what"))
+                if new_rank is not None:
+                    det["rank_from_what"] = True
+            self.events[idx] = ev.model_copy(update={"details": det, "rank": new_rank})
+            return
 
     def _joined(self) -> str | None:
         """The pending wrapped message whole, if some way of joining its lines completes it."""
@@ -1161,6 +1255,7 @@ class JobLogScanner:
             if ev_rank is None and msg_rank is not None and det.get("pg", 0) == 0:
                 ev_rank = msg_rank
             ev_time, ev_ts = (f.time, stamp_ts(f.time, self.year)) if f.time else (time, ts)
+            kept = len(self.events)
             self._keep(
                 JobEvent(
                     kind=f.kind,
@@ -1176,6 +1271,8 @@ class JobLogScanner:
                     details=det,
                 )
             )
+            if f.kind is EventKind.SIGNAL and "exception" in det and "what" not in det and len(self.events) > kept:
+                self._terminates.append((kept, n, ll.rank, ll.local_rank, host))
 
     def result(self) -> JobLog:
         """Finish the log (a pending wrapped message, an open ChildFailedError entry) and return it."""
