@@ -24,7 +24,8 @@ These stages are host-side. With CUDA the CPU runs ahead of the GPU: in a GPU-bo
 ``backward`` on the host last as long as their kernel launches, and the host's wait for the GPU lands wherever
 it blocks (measured on an H100: forward 0.8 ms and ``other`` 27 ms on the host, against 11.7 ms of forward
 kernels). So a trace with GPU activity is **partitioned on the GPU timeline**, as the StepTimer's CUDA events
-time it: each step's period runs from the end of the previous one to the end of its own GPU work (kernels,
+time it: each step's period runs from the end of the previous one (the first lasts as long as its ``ProfilerStep``) to
+the end of its own GPU work (kernels,
 memcpy and memset attributed to the step whose host code launched them, as HTA attributes kernels to
 iterations: ``hta/common/trace.py`` ``add_iteration``), and never ends before its ``ProfilerStep`` does; in it,
 
@@ -245,8 +246,11 @@ def decompose_trace(t: KinetoTrace) -> RankSteps:
             gpu = _gpu_step(g, sel)
             comm_total += gpu.comm_ms
             exposed_total += gpu.comm_exposed_ms
-            p0 = max(p1, lo) if k == 0 else p1
-            p1 = max(p0, hi, float(g["end"][sel].max()) if sel.size else hi)
+            end = max(hi, float(g["end"][sel].max()) if sel.size else hi)
+            # the first period is as long as its ProfilerStep: the GPU lags the host by end - hi, and before the
+            # first step it ran earlier, unprofiled work the trace does not hold
+            p0 = p1 if k else end - (hi - lo)
+            p1 = max(p0, end)
             samples.append(
                 StepSample(
                     step=s.number,
