@@ -50,3 +50,17 @@ def test_the_bundle_parses_to_the_machine_facts() -> None:
     (mb,) = facts["microbench"]
     assert round(mb["gemm_bf16_tflops"]) == 763 and round(mb["h2d_pageable_gbps"], 1) == 9.2
     assert facts["topo"]["gpus"][0]["cpu_affinity_raw"] == "0-15" and facts["topo"]["nics"] == []
+
+
+def test_real_busy_h100_is_excluded_for_the_foreign_process_not_for_slow_memory() -> None:
+    """The same H100 while another process held 21 GiB and ran bf16 GEMMs (h100-lent-busy): CRITICAL for the
+    foreign process, the power cap it causes is INFO, and the halved device copy (1608 against 3006 GB/s) is
+    INFO measured-while-shared, never a WARNING against the GPU's memory."""
+    r = CliRunner().invoke(app, ["analyze", str(BUNDLE.parent / "h100-lent-busy"), "--json"])
+    assert r.exit_code == 2, r.output
+    report = json.loads(r.stdout)
+    assert report["verdict"] == "CRITICAL" and report["exclude"] == "h100-busy"
+    got = {(f["code"], f["severity"]) for f in report["findings"]}
+    assert got == {("GPU_FOREIGN_PROCESS", "critical"), ("GPU_CLOCKS_THROTTLED", "info"), ("HBM_SLOW", "info")}
+    (hbm,) = [f for f in report["findings"] if f["code"] == "HBM_SLOW"]
+    assert hbm["evidence"]["shared_with_pid"] == 444 and round(hbm["evidence"]["measured"]) == 1608

@@ -398,7 +398,9 @@ def test_busy_microbench_slow_vs_reference_and_peer() -> None:
     got = {f.code: f for f in R.microbench_rule(BUSY, fleet)}
     assert set(got) == {FindingCode.GEMM_SLOW, FindingCode.HBM_SLOW}  # pinned H2D 54.96 is not slow
     gemm = got[FindingCode.GEMM_SLOW]
-    assert gemm.severity is Severity.WARNING and gemm.subject == "GPU0"
+    # measured while the foreign process (pid 1929) ran: the sharing is measured, not the GPU
+    assert gemm.severity is Severity.INFO and gemm.subject == "GPU0" and gemm.evidence["shared_with_pid"] == 1929
+    assert "not evidence of a slow GPU" in gemm.message
     assert gemm.evidence["measured"] == 671.51 and gemm.evidence["expected"] == 773
     assert gemm.evidence["basis"] == "measured" and gemm.evidence["peer_median"] == 772.65
     assert got[FindingCode.HBM_SLOW].evidence["measured"] == 1605.54
@@ -434,3 +436,12 @@ def test_rules_without_facts_give_no_finding() -> None:
 def test_registry_lists_every_rule() -> None:
     public = {n for n in dir(R) if n.endswith("_rule") and callable(getattr(R, n))}
     assert {r.__name__ for r in R.RULES} == public
+
+
+def test_slow_microbench_on_an_idle_gpu_is_a_warning() -> None:
+    """The busy capture's figures without its foreign process (the same numbers on a GPU nobody else holds):
+    the slowness is the GPU's, a WARNING."""
+    alone = BUSY.model_copy(update={"gpu_processes": []})
+    got = {f.code: f for f in R.microbench_rule(alone, Fleet(nodes=[IDLE, alone]))}
+    assert {f.severity for f in got.values()} == {Severity.WARNING} and FindingCode.HBM_SLOW in got
+    assert "shared_with_pid" not in got[FindingCode.HBM_SLOW].evidence

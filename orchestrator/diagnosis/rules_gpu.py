@@ -53,9 +53,7 @@ def _finding(
     message: str,
     evidence: dict[str, EvidenceValue],
 ) -> Finding:
-    return Finding(
-        code=code, severity=severity, nodes=[node.host], subject=subject, message=message, evidence=evidence
-    )
+    return Finding(code=code, severity=severity, nodes=[node.host], subject=subject, message=message, evidence=evidence)
 
 
 # --- GPU count ------------------------------------------------------------------------------------------
@@ -546,9 +544,7 @@ def _peer_figures(fleet: Fleet) -> dict[tuple[str, ref.Metric], PeerFigures]:
     return out
 
 
-def _peer_median(
-    node: NodeFacts, fleet: Fleet, name: str | None, metric: ref.Metric
-) -> tuple[float, int] | None:
+def _peer_median(node: NodeFacts, fleet: Fleet, name: str | None, metric: ref.Metric) -> tuple[float, int] | None:
     """(median, count) of ``metric`` over the GPUs named ``name`` of ``node``'s peers, else ``None``."""
     if name is None:
         return None
@@ -570,9 +566,13 @@ def microbench_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
 
     A figure is slow when it is below the model's expected figure by more than the tolerance
     (:func:`references.expected`), or below ``(1 - PEER_TOLERANCE)`` x the median of the same figure on the
-    peers' GPUs of the same model. A GPU of an unknown model without peers is not judged.
+    peers' GPUs of the same model. A GPU of an unknown model without peers is not judged. On a GPU that another
+    process holds (GPU_FOREIGN_PROCESS) the figures measure the sharing, not the GPU: a slow one is INFO and says
+    so (on a lent H100 a foreign bf16 GEMM loop halved the device copy, 1608 against 3006 GB/s, and left the GPU
+    sound).
     """
     out = []
+    shared = {_subject_of(p.gpu_index, p.bus_id): p for p in node.gpu_processes}
     for m in node.microbench:
         spec = ref.spec_for(m.gpu_name)
         for metric, code, what, unit in _METRICS:
@@ -609,12 +609,20 @@ def microbench_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                     "below_peers": slow_peers,
                 }
                 parts.append(f"peer median {peers[0]:.0f} over {peers[1]} GPUs")
+            subject = _bench_subject(node, m)
+            other = shared.get(subject)
+            if other is not None:
+                ev["shared_with_pid"] = other.pid
+                parts.append(
+                    f"measured while pid {other.pid} ({other.name or '?'}) used {subject}: not evidence of a slow "
+                    "GPU; measure again once it is idle"
+                )
             out.append(
                 _finding(
                     node,
                     code,
-                    Severity.WARNING,
-                    _bench_subject(node, m),
+                    Severity.INFO if other is not None else Severity.WARNING,
+                    subject,
                     f"{what} {value:.1f} {unit} is slow: " + "; ".join(parts),
                     ev,
                 )
