@@ -202,15 +202,18 @@ def test_distinct_queries_share_one_snapshot_and_answer_as_without_it(
     assert len(reads) == 2
 
 
-def test_snapshot_keeper_renews_by_age_off_the_request_path_and_replaces_on_a_new_run(store: Store) -> None:
-    """SnapshotKeeper: the same snapshot while young; past ``ttl_s`` the kept one answers while a renewal (here
-    run at once, in place of the daemon thread) judges the same hosts at a later instant; past ``2 * ttl_s``
-    or on a new run a new one; a failed renewal drops the snapshot so the next query reads the store itself."""
+def test_snapshot_keeper_advances_on_new_runs_and_renews_by_age_off_the_request_path(store: Store) -> None:
+    """SnapshotKeeper: the same snapshot while young; a new run advances it (only the hosts the new runs name
+    are read again); past ``ttl_s`` the kept one answers while a renewal (here run at once, in place of the
+    daemon thread) judges the same hosts at a later instant; past ``2 * ttl_s`` a new one; a failed renewal
+    drops the snapshot so the next query reads the store itself."""
+    from fleetdx.orchestrator.placement.policy import judge
     from fleetdx.orchestrator.service.placement_cache import SnapshotKeeper
+    from fleetdx.orchestrator.store.node_health import node_health
 
     now = time.time()
     busy = busy_findings("gpu01")
-    report = assemble_report(RunKind.PREFLIGHT, ["gpu01"], busy, started_at=now - 60, level=Level.QUICK)
+    report = assemble_report(RunKind.PREFLIGHT, ["gpu01", "gpu04"], busy, started_at=now - 60, level=Level.QUICK)
     assert store.save_report(report, raw={"gpu01": {TOPO_FILE: IDLE_TOPO}})
     clock = [100.0]
     spawned: list[int] = []
@@ -223,29 +226,39 @@ def test_snapshot_keeper_renews_by_age_off_the_request_path_and_replaces_on_a_ne
     gen = store.newest_run_pk()
     first = keeper.get(store, gen)
     assert first is not None and keeper.get(store, gen) is first
-    assert not first.judgements(["gpu01"])["gpu01"].fit
+    assert not first.judgements(["gpu01", "gpu04"])["gpu01"].fit
     assert TOPO_FILE in first.raw(["gpu01"], [TOPO_FILE])["gpu01"]
+
+    # a clean pre-flight of gpu01 is pushed: the next query's snapshot re-reads gpu01 only, and sees it clean
+    clean = assemble_report(RunKind.PREFLIGHT, ["gpu01"], [], started_at=now - 30, level=Level.QUICK)
+    assert store.save_report(clean)
+    gen = store.newest_run_pk()
+    moved = keeper.get(store, gen)
+    assert moved is not None and moved is not first and keeper.advanced == 1 and keeper.made == 1
+    assert moved.now == first.now and moved._judged.keys() == {"gpu04"} and moved._raw_files.keys() == set()
+    t = moved.now
+    fresh = node_health(store, ["gpu01", "gpu04"], open_since=t - 7 * 86400.0, history_since=t - 30 * 86400.0)
+    got = moved.judgements(["gpu01", "gpu04"])
+    assert got["gpu01"].fit and got == {h: judge(fresh[h], h) for h in ("gpu01", "gpu04")}
+    assert moved.raw(["gpu01"], [TOPO_FILE]) == {"gpu01": {TOPO_FILE: IDLE_TOPO}}  # read again: still the first run's
+    assert keeper.get(store, gen) is moved and keeper.get(store, (gen or 0) - 1) is moved  # newer than asked: kept
+
     clock[0] += 6.0  # past ttl_s: this query still gets the kept one, the renewal replaces it
-    assert keeper.get(store, gen) is first and spawned == [1] and keeper.renewed == 1
+    assert keeper.get(store, gen) is moved and spawned == [1] and keeper.renewed == 1
     second = keeper.get(store, gen)
-    assert second is not None and second is not first and second.now >= first.now
-    assert second._judged.keys() == {"gpu01"} and second._raw_files.keys() == {"gpu01"}  # read ahead
-    assert second.judgements(["gpu01"]) == first.judgements(["gpu01"])
+    assert second is not None and second is not moved and second.now >= moved.now and second.generation == gen
+    assert second._judged.keys() == {"gpu01", "gpu04"} and second._raw_files.keys() == {"gpu01"}  # read ahead
+    assert second.judgements(["gpu01", "gpu04"]) == moved.judgements(["gpu01", "gpu04"])
     clock[0] += 11.0  # past 2 * ttl_s: a new one on the request path, no renewal
     third = keeper.get(store, gen)
     assert third is not second and spawned == [1] and keeper.made == 2
-    assert keeper.get(store, (gen or 0) + 1) is not third and keeper.made == 3  # a new run: a new snapshot
-    # a renewal that fails drops the snapshot: the next query reads on its own path (and would get the error)
-    gen = (gen or 0) + 1
-    broken = keeper.get(store, gen)
-    assert broken is not None
 
-    def fail(now: float | None = None) -> Any:
+    def fail(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("database went away")
 
-    broken.renewed = fail  # type: ignore[method-assign]
-    clock[0] += 6.0
-    assert keeper.get(store, gen) is broken and len(spawned) == 2
+    third.renewed = fail  # type: ignore[method-assign,union-attr]
+    clock[0] += 6.0  # a renewal that fails drops the snapshot: the next query reads on its own path
+    assert keeper.get(store, gen) is third and len(spawned) == 2
     after = keeper.get(store, gen)
-    assert after is not broken and keeper.made == 4
+    assert after is not third and keeper.made == 3
     assert SnapshotKeeper(0).get(store, gen) is None  # --placement-cache 0: no snapshot

@@ -372,7 +372,9 @@ def test_kubernetes_affinity_is_a_valid_pod_affinity() -> None:
         validator.validate(bad)
 
 
-def _random_history(store: Store, rng: object, hosts: list[str]) -> None:
+def _random_history(
+    store: Store, rng: object, hosts: list[str], runs: int = 40, start: float = T0 - 40 * DAY, samples: bool = True
+) -> None:
     """A seeded random history over ``hosts``: pre-flights (clean, with the real busy bundle's GPU findings,
     test findings that make a node unfit, an unmapped GPU finding, pair findings), bandwidth runs naming a
     straggler, and the store samples' runs (a hung pair, a straggler, a full pre-flight); matrices of one (H100
@@ -384,8 +386,8 @@ def _random_history(store: Store, rng: object, hosts: list[str]) -> None:
     assert isinstance(rng, random.Random)
     a100 = (FIX / "topo" / "03_hgx-a100-sxm4-80g_8gpu-3nic_bond-nic_gpu-numa-id.txt").read_text(encoding="utf-8")
     matrix = {h: rng.choice([IDLE_TOPO, a100, a100, None]) for h in hosts}
-    for r in range(40):
-        started = T0 - 40 * DAY + r * DAY + rng.random() * 3600
+    for r in range(runs):
+        started = start + r * DAY + rng.random() * 3600
         members = rng.sample(hosts, rng.randint(1, 4))
         findings: list[Finding] = []
         for h in members:
@@ -448,6 +450,8 @@ def _random_history(store: Store, rng: object, hosts: list[str]) -> None:
             )
             bw = assemble_report(RunKind.BANDWIDTH, [s, rng.choice(hosts)], [strag], started_at=started + 60)
             assert store.save_report(bw)
+    if not samples:
+        return
     assert store.save_report(pair_run("sample-pair", T0 - 3 * DAY))
     assert store.save_report(full_preflight_run("sample-full", T0 - 2 * DAY))
     assert store.save_report(preflight_run("sample-pre", T0 - DAY, host="gpu04"), raw=preflight_raw("gpu04"))
@@ -497,3 +501,37 @@ def test_snapshot_answers_equal_per_query_answers_random(store: Store) -> None:
 
     with pytest.raises(ValueError, match="another store or policy"):
         place(req(1, hostlist="gpu05"), store=store, snapshot=snap, policy=HealthPolicy(penalty_unknown=3.0))
+
+
+def test_advanced_snapshot_answers_equal_per_query_answers_random(store: Store) -> None:
+    """After more runs are stored, a snapshot advanced to the new store state (the hosts those runs name
+    dropped, every other host kept) answers as place() does from the store, while the unadvanced one does not."""
+    import random
+
+    from fleetdx.orchestrator.placement.snapshot import HealthSnapshot, hosts_named_after
+    from fleetdx.topology.cluster import ClusterIndex, from_switch_map
+
+    rng = random.Random(77)
+    hosts = [f"gpu{i:02d}" for i in range(1, 25)]
+    _random_history(store, rng, hosts)
+    blocks = [{"name": f"b{j}", "nodes": hosts[j * 6 : (j + 1) * 6]} for j in range(4)]
+    tree = ClusterIndex(from_switch_map({"blocks": blocks}))
+    now = T0 + DAY
+    before = store.newest_run_pk()
+    assert before is not None
+    old = HealthSnapshot(store, now=now, generation=before)
+    old.judgements(hosts)
+    old.raw(hosts, [TOPO_FILE])
+    _random_history(store, rng, hosts, runs=6, start=T0 - 5 * DAY, samples=False)
+    changed = hosts_named_after(store, before)
+    assert changed and changed < set(hosts)  # some hosts named by the new runs, some not
+    moved = old.advanced(store.newest_run_pk(), changed)
+    assert moved._judged.keys() == set(hosts) - changed
+    stale = 0
+    for _ in range(40):
+        r = req(rng.choice([1, 2, 3, 6]), rng.choice([1, 2, 8]), hostlist="gpu[01-24]", exclude=rng.sample(hosts, 2))
+        cluster = rng.choice([tree, None])
+        per_query = place(r, store=store, now=now, cluster=cluster)
+        assert place(r, store=store, snapshot=moved, cluster=cluster) == per_query, r
+        stale += place(r, store=store, snapshot=old, cluster=cluster) != per_query
+    assert stale > 0  # the new runs change answers: the comparison can fail
