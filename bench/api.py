@@ -16,7 +16,9 @@ Measured (bounded: a fixed number of requests, each with a timeout):
 - **placement** (when the service has ``/placement``): ``GET /placement?nodes=2&gpus_per_node=8&hostlist=
   node[0001-1000]`` at concurrency 1 and 16: p50/p99 (goal p99 < 20 ms at 16), for the same query (the answer
   cache), distinct queries (each excludes another node) and distinct shapes (1-16 nodes x 1-8 GPUs, each
-  excluding another node); with the CPU time the service's processes (uvicorn workers) spent per query.
+  excluding another node), and distinct queries while ``--push-rate`` one-node reports a second are pushed (a
+  prolog's traffic: each is a new run); with the CPU time the service's processes (uvicorn workers) spent per
+  query.
 
 PostgreSQL is started as ``.ci/start-postgres.sh`` does and stopped at the end (``.ci/stop-postgres.sh``);
 it needs root or the postgres user. Run: ``.venv/bin/python bench/api.py [--nodes N] [--workers W]``.
@@ -215,6 +217,7 @@ def main() -> None:
     ap.add_argument("--wide", type=int, default=250, help="allocation-wide reports (8 nodes each) to ingest")
     ap.add_argument("--scrapes", type=int, default=20)
     ap.add_argument("--placements", type=int, default=200, help="placement queries at concurrency 1 (x4 at 16)")
+    ap.add_argument("--push-rate", type=float, default=10.0, help="reports/s pushed during the last placement phase")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
@@ -306,22 +309,47 @@ def main() -> None:
                 if r.status_code != 200 or not r.json().get("placed"):
                     bad.append(f"{r.status_code} {r.text[:300]}")
 
+            live = iter(fleet_uploads(args.nodes, 1, args.seed + 2, tag="live"))  # new runs, one node each
+            pushed: list[int] = []
+
+            def pusher(stop: threading.Event) -> None:
+                """One prolog's worth of traffic: a one-node report every 1/--push-rate s while the phase runs."""
+                with httpx.Client(timeout=30) as client:
+                    while not stop.wait(1.0 / args.push_rate):
+                        body = next(live, None)
+                        if body is None:
+                            return
+                        r = client.post(f"{url}/reports", content=body, headers=auth)
+                        pushed.append(r.status_code)
+
             phases = (
-                ("2 x 8 GPUs", "the same query (answer cache)", placement),
-                ("2 x 8 GPUs", "distinct queries", distinct),
-                ("1-16 nodes x 1-8 GPUs", "distinct shapes", shapes),
+                ("2 x 8 GPUs", "the same query (answer cache)", placement, False),
+                ("2 x 8 GPUs", "distinct queries", distinct, False),
+                ("1-16 nodes x 1-8 GPUs", "distinct shapes", shapes, False),
+                ("2 x 8 GPUs", f"distinct queries while {args.push_rate:g} reports/s are pushed", distinct, True),
             )
-            for shape, label, query in phases:
+            for shape, label, query, pushing in phases:
                 for concurrency, n in ((1, args.placements), (16, args.placements * 4)):
+                    stop = threading.Event()
+                    feeder = threading.Thread(target=pusher, args=(stop,))
+                    if pushing:
+                        feeder.start()
                     cpu = service_cpu_s(pid)
                     times, wall = timed(n, concurrency, query)
                     cpu_ms = (service_cpu_s(pid) - cpu) / n * 1e3
+                    stop.set()
+                    if pushing:
+                        feeder.join()
                     p99 = pct(times, 99) * 1e3
                     goal = f"; goal p99 < {PLACEMENT_GOAL_P99_MS:.0f} ms: {p99 / PLACEMENT_GOAL_P99_MS:.2f}x the goal"
                     print(f"placement ({shape} among {args.nodes}), {label}, concurrency {concurrency}: {n} "
                           f"queries, p50 {pct(times, 50) * 1e3:.1f} ms, p99 {p99:.1f} ms, {n / wall:.0f} queries/s, "
                           f"service CPU {cpu_ms:.1f} ms/query"
                           + (goal if concurrency == 16 else "") + f"; not placed or failed: {len(bad)}")  # fmt: skip
+            if pushed:
+                stored = sum(c == 201 for c in pushed)
+                print(f"  reports pushed during the last phase: {len(pushed)}, {stored} stored "
+                      "(the service CPU above includes their ingestion)")  # fmt: skip
             if bad:
                 print("  first:", bad[0])
     with open("/proc/loadavg", encoding="ascii") as f:
