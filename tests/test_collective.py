@@ -19,6 +19,7 @@ from fleetdx.orchestrator.cluster.collective import (
     TORCH_COLLECTIVES,
     Backend,
     BadTiming,
+    CollectiveWorker,
     RankResult,
     RayCollectiveProbe,
     SweepSpec,
@@ -237,6 +238,65 @@ def test_nccl_backend_on_a_gpu() -> None:
         assert p.time_us > 0 and p.busbw_gbps == 0.0  # factor 2(n-1)/n = 0 for n = 1
     finally:
         ray.shutdown()
+
+
+def _gloo_rank(rank: int, port: int, collective: Collective, out: Any) -> None:
+    spec = SweepSpec(collective=collective, sizes=[4096, 1 << 20], iters=3)
+    try:
+        res = CollectiveWorker(f"p{rank}", Backend.GLOO).run(rank, 2, "127.0.0.1", port, spec, timeout_s=60)
+    except BaseException as e:  # noqa: BLE001 - the parent fails at once with the child's error, not at a timeout
+        out.put((rank, f"{type(e).__name__}: {e}"))
+        raise
+    out.put((rank, res.model_dump()))
+
+
+@pytest.mark.timeout(HANG_GUARD_S)
+@pytest.mark.parametrize("collective", sorted(TORCH_COLLECTIVES, key=lambda c: c.value))
+def test_worker_body_runs_every_collective_on_two_gloo_processes(collective: Collective) -> None:
+    """The actor body without Ray, in two real processes over loopback gloo: every collective the probe runs
+    validates (``wrong`` 0) and is timed, through the torch.distributed API names the installed torch has (a
+    torch 2.11 GPU machine lacked ``reduce_scatter_single``, which torch 2.13 has)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("ray")  # gloo's interface is the one holding Ray's node IP
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    ctx = torch.multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_gloo_rank, args=(r, port, collective, q)) for r in (0, 1)]
+    for p in procs:
+        p.start()
+    got = dict(q.get(timeout=180) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    errors = [v for v in got.values() if isinstance(v, str)]
+    assert errors == [] and [p.exitcode for p in procs] == [0, 0]
+    for r in (0, 1):
+        assert got[r]["wrong"] == [0, 0] and all(t > 0 for t in got[r]["time_us"])
+    assert got[0]["time_us"] == got[1]["time_us"]  # the slowest rank's time, all-reduced (MAX)
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(HANG_GUARD_S)
+@pytest.mark.parametrize("collective", [Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER])
+def test_nccl_worker_on_a_gpu_without_ray(collective: Collective) -> None:
+    """On a GPU machine, without Ray: the actor body itself (NCCL group through a TCPStore, validation pass,
+    CUDA-event timing, the MAX reduction of times) on a one-rank group, for each collective the probe runs. One
+    rank moves no data between GPUs: busbw is 0 by definition (factors (n-1)/n, 2(n-1)/n), algbw is the local
+    copy's, and the validation must find nothing wrong."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    spec = SweepSpec(collective=collective, sizes=[1 << 20, 64 << 20], iters=5)
+    res = CollectiveWorker("gpu", Backend.NCCL, 0).run(0, 1, "127.0.0.1", port, spec, timeout_s=120)
+    assert res.wrong == [0, 0] and res.sizes == [1 << 20, 64 << 20]
+    assert all(t > 0 and math.isfinite(t) for t in res.time_us)
+    curve = curve_of(collective, Backend.NCCL, ["gpu"], res)
+    assert [p.busbw_gbps for p in curve.points] == [0.0, 0.0] and all(p.algbw_gbps > 0 for p in curve.points)
 
 
 def test_cli_sizes_read_like_nccl_tests() -> None:

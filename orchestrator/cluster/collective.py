@@ -219,10 +219,10 @@ def _op(collective: Collective, x: Any, out: Any, rank: int, world: int) -> None
 
     if collective is Collective.ALL_REDUCE:
         dist.all_reduce(out)
-    elif collective is Collective.ALL_GATHER:
-        dist.all_gather_single(out, x)
+    elif collective is Collective.ALL_GATHER:  # torch >= 2.0 names (the *_single aliases are torch 2.12+ only)
+        dist.all_gather_into_tensor(out, x)
     elif collective is Collective.REDUCE_SCATTER:
-        dist.reduce_scatter_single(out, x)
+        dist.reduce_scatter_tensor(out, x)
     else:
         ops = [dist.P2POp(dist.isend, x, (rank + 1) % world), dist.P2POp(dist.irecv, out, (rank - 1) % world)]
         for req in dist.batch_isend_irecv(ops):
