@@ -149,6 +149,7 @@ def service_cpu_s(pid: int) -> float:
 @contextmanager
 def service(db: str, port: int, workers: int, topology: Path | None) -> Iterator[tuple[str, int]]:
     cmd = [sys.executable, "-m", "fleetdx", "serve", "--db", db, "--port", str(port), "--workers", str(workers)]
+    cmd.append("--no-access-log")  # a line per request to a file would be measured with the service
     if topology is not None:
         cmd += ["--topology-conf", str(topology)]
     log = tempfile.TemporaryFile()

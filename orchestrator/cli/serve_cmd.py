@@ -124,6 +124,13 @@ def serve(
     ssl_keyfile: Annotated[
         Path | None, typer.Option("--ssl-keyfile", help="The certificate's PEM private key.")
     ] = None,
+    access_log: Annotated[
+        bool,
+        typer.Option(
+            "--access-log/--no-access-log",
+            help="One stderr line per request (uvicorn's access log); /metrics counts requests either way.",
+        ),
+    ] = True,
 ) -> None:
     """Serve the run history, report ingestion and Prometheus metrics over HTTP.
 
@@ -174,6 +181,7 @@ def serve(
             fd=listener.fileno() if listener is not None else None,
             workers=workers,
             log_level="info",
+            access_log=access_log,
             ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
             ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
         )
