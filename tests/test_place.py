@@ -508,7 +508,8 @@ def test_advanced_snapshot_answers_equal_per_query_answers_random(store: Store) 
     dropped, every other host kept) answers as place() does from the store, while the unadvanced one does not."""
     import random
 
-    from fleetdx.orchestrator.placement.snapshot import HealthSnapshot, hosts_named_after
+    from fleetdx.orchestrator.placement.snapshot import HealthSnapshot
+    from fleetdx.orchestrator.store.node_health import hosts_named_after
     from fleetdx.topology.cluster import ClusterIndex, from_switch_map
 
     rng = random.Random(77)

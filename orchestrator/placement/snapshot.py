@@ -24,31 +24,12 @@ import threading
 import time
 from collections.abc import Collection, Sequence
 
-from sqlalchemy import select, union
-from sqlalchemy.orm import Session
-
 from fleetdx.orchestrator.placement.policy import DEFAULT_POLICY, HealthPolicy, NodeJudgement, judge
-from fleetdx.orchestrator.store.models import FindingNodeRow, FindingRow, NodeRow, RawOutputRow
 from fleetdx.orchestrator.store.node_health import latest_raw, node_health
 from fleetdx.orchestrator.store.store import Store
 
 #: hosts whose judgement (and raw outputs) one snapshot keeps; beyond that they are computed per query
 MAX_HOSTS = 200_000
-
-
-def hosts_named_after(store: Store, run_pk: int) -> set[str]:
-    """The hosts that runs stored after the run of primary key ``run_pk`` list as nodes, name in a finding or
-    hold raw outputs of: the only hosts whose stored health those runs can change (one query, on indexed
-    ``run_pk`` columns). Raises :class:`~fleetdx.orchestrator.store.StoreError` as every store read does."""
-    named = union(
-        select(NodeRow.host).where(NodeRow.run_pk > run_pk),
-        select(RawOutputRow.host).where(RawOutputRow.run_pk > run_pk),
-        select(FindingNodeRow.host)
-        .join(FindingRow, FindingNodeRow.finding_pk == FindingRow.id)
-        .where(FindingRow.run_pk > run_pk),
-    )
-    with store._errors(), Session(store.engine) as session:
-        return set(session.scalars(select(named.subquery().c[0])))
 
 
 class HealthSnapshot:
@@ -130,7 +111,7 @@ class HealthSnapshot:
 
     def advanced(self, generation: int | None, changed: Collection[str]) -> HealthSnapshot:
         """This snapshot at a newer store state ``generation`` (the same instant and policy): what it kept of
-        every host but ``changed`` (:func:`hosts_named_after` this snapshot's generation), which the new one
+        every host but ``changed`` (``node_health.hosts_named_after`` this snapshot's generation), which the new one
         reads again on first use. A host no newer run names has the same rows, so the same judgement."""
         new = HealthSnapshot(self.store, now=self.now, policy=self.policy, generation=generation)
         gone = set(changed)

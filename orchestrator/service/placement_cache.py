@@ -27,8 +27,9 @@ from collections.abc import Callable, Sequence
 
 from fleetdx.orchestrator.placement.contracts import PlacementAnswer, PlacementRequest
 from fleetdx.orchestrator.placement.policy import DEFAULT_POLICY, HealthPolicy
-from fleetdx.orchestrator.placement.snapshot import HealthSnapshot, hosts_named_after
+from fleetdx.orchestrator.placement.snapshot import HealthSnapshot
 from fleetdx.orchestrator.store import Store
+from fleetdx.orchestrator.store.node_health import hosts_named_after
 from fleetdx.probes.parsers.slurm_nodes import SlurmNode
 
 log = logging.getLogger("fleetdx.api")

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 
 from pydantic import Field
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import and_, case, func, select, union
 from sqlalchemy.orm import Session
 
 from fleetdx.orchestrator.report import RunKind
@@ -234,3 +234,18 @@ def latest_raw(store: Store, hosts: Collection[str], files: Collection[str]) -> 
             for row in rows:
                 out.setdefault(row.host, {})[row.file_name] = _decompress(row)
     return out
+
+
+def hosts_named_after(store: Store, run_pk: int) -> set[str]:
+    """The hosts that runs stored after the run of primary key ``run_pk`` list as nodes, name in a finding or
+    hold raw outputs of: the only hosts whose stored health those runs can change (one query, on indexed
+    ``run_pk`` columns). Raises :class:`~fleetdx.orchestrator.store.StoreError` as every store read does."""
+    named = union(
+        select(NodeRow.host).where(NodeRow.run_pk > run_pk),
+        select(RawOutputRow.host).where(RawOutputRow.run_pk > run_pk),
+        select(FindingNodeRow.host)
+        .join(FindingRow, FindingNodeRow.finding_pk == FindingRow.id)
+        .where(FindingRow.run_pk > run_pk),
+    )
+    with store._errors(), Session(store.engine) as session:
+        return set(session.scalars(select(named.subquery().c[0])))
