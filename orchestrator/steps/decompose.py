@@ -45,8 +45,14 @@ run side by side.
 (``hta/analyzers/breakdown_analysis.py``) computed the same way: GPU activities with a stream and a
 correlation id, launched before the start of the last ``ProfilerStep`` when the trace has two or more steps
 (``Trace._filter_irrelevant_gpu_kernels``); idle = span - union; compute = union of computation kernels;
-non-compute = the rest. HTA rounds float timestamps to whole microseconds first; fleetdx does not (the
-difference is far below the 1 point the tests allow).
+non-compute = the rest. HTA's "last ProfilerStep" is the latest event so named without a CUDA stream, and newer
+Kineto also writes each ``ProfilerStep#N`` on the GPU timeline (``gpu_user_annotation``, no stream argument),
+later than the CPU's: fleetdx takes the latest of both, as HTA does (on the H100 captures the last step's first
+host-to-device copy counts: 1.5 points). HTA also rounds nanosecond timestamps inward to whole microseconds
+(``ceil(ts)``, ``floor(ts + dur)``: ``hta/common/trace_parser.py`` ``round_down_time_stamps``), which takes up
+to 2 us off every kernel; fleetdx keeps the nanoseconds. On traces of microsecond kernels the two then differ
+(the H100 tiny-ops capture: compute 3.42 % against HTA's 1.50 %); with HTA's own switch
+``HTA_DISABLE_NS_ROUNDING=1`` they agree within 0.05 point (tests/test_steps_hta.py).
 
 **Stages from a StepTimer log** are the timer's own stages; ``other`` is the step time outside them.
 
@@ -163,6 +169,8 @@ def temporal_breakdown(t: KinetoTrace) -> TemporalBreakdown | None:
     sel = (g["stream"] >= 0) & (g["corr"] >= 0)
     if len({s.number for s in t.steps}) >= 2:
         last_start = max(s.ts for s in t.steps)
+        if t.gpu_step_last_ts is not None:  # HTA takes every ProfilerStep without a stream, the GPU's too
+            last_start = max(last_start, t.gpu_step_last_ts)
         corr, lts, _ = _launch_columns(t)
         allowed = np.unique(corr[lts < last_start])
         _, found = _lookup(allowed, g["corr"])

@@ -200,6 +200,9 @@ class KinetoTrace:
     cpu_ops: Spans = field(default_factory=Spans)
     launches: Launches = field(default_factory=Launches)
     gpu: GpuActivities = field(default_factory=GpuActivities)
+    #: start (us) of the latest ``ProfilerStep#N`` written on the GPU timeline (``gpu_user_annotation``, newer
+    #: Kineto), which HTA counts among the steps (:func:`fleetdx.orchestrator.steps.decompose.temporal_breakdown`)
+    gpu_step_last_ts: float | None = None
     events: int = 0  #: trace events read (any phase)
     skipped: int = 0  #: complete events dropped for a missing or non-finite ts/dur
 
@@ -279,6 +282,11 @@ class _Reader:
             if mk is not None:
                 self._keep()
                 t.markers[mk].add(ts, dur, tid)
+            return
+        if cat == "gpu_user_annotation":
+            if name.startswith("ProfilerStep") and _STEP_RE.match(name) is not None:
+                self._keep()
+                t.gpu_step_last_ts = ts if t.gpu_step_last_ts is None else max(t.gpu_step_last_ts, ts)
             return
         args = e.get("args")
         if type(args) is not dict:
