@@ -15,6 +15,10 @@ Bounded time and memory, whatever the command does:
   holding the pipe), killed, and named in the result (``escaped``); the run is then ``timeout``: its output
   may be cut.
 
+Long-lived commands that run beside fleetdx (the ``ray start --block`` processes fleetdx brings up on a Slurm
+allocation) are :class:`Background`: own session, output to a file, ended with their process tree by
+:func:`stop_background`.
+
 Its twin for simulated clusters and tests, :class:`fleetdx.probes.replay.ReplayRunner`, answers from a bundle's
 raw files.
 """
@@ -75,9 +79,7 @@ class RunResult(Contract):
 class Runner(Protocol):
     """Anything that runs an argv list with a deadline and returns a :class:`RunResult`."""
 
-    def run(
-        self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None
-    ) -> RunResult: ...
+    def run(self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None) -> RunResult: ...
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -213,17 +215,16 @@ def _kill_escaped(readers: Sequence[_Reader]) -> list[str]:
 class SubprocessRunner:
     """Runs commands for real. ``env`` entries are added to (not replacing) the current environment."""
 
-    def run(
-        self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None
-    ) -> RunResult:
+    def run(self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None) -> RunResult:
         argv = [str(a) for a in argv]
         if not argv:
             raise ValueError("empty argv")
         started = time.time()
         exe = argv[0]
         if os.sep not in exe and shutil.which(exe) is None:
-            return RunResult(argv=argv, status=RunStatus.SKIPPED, reason=f"{exe}: not found on PATH",
-                             started_at=started)
+            return RunResult(
+                argv=argv, status=RunStatus.SKIPPED, reason=f"{exe}: not found on PATH", started_at=started
+            )
         full_env = None
         if env:
             full_env = dict(os.environ)
@@ -231,14 +232,17 @@ class SubprocessRunner:
         t0 = time.monotonic()
         try:
             proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True, env=full_env,
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=full_env,
             )
         except FileNotFoundError:
             return RunResult(argv=argv, status=RunStatus.SKIPPED, reason=f"{exe}: not found", started_at=started)
         except PermissionError as e:
-            return RunResult(argv=argv, status=RunStatus.SKIPPED, reason=f"{exe}: {e.strerror}",
-                             started_at=started)
+            return RunResult(argv=argv, status=RunStatus.SKIPPED, reason=f"{exe}: {e.strerror}", started_at=started)
         except OSError as e:
             return RunResult(argv=argv, status=RunStatus.FAILED, reason=f"{exe}: {e}", started_at=started)
         readers = [_Reader(proc.stdout), _Reader(proc.stderr)]
@@ -276,11 +280,103 @@ class SubprocessRunner:
             if escaped:
                 reason += "; killed processes that had left its process group: " + ", ".join(escaped)
             return RunResult(
-                status=RunStatus.TIMEOUT, returncode=None if timed_out else proc.returncode, duration_s=duration,
-                reason=reason, escaped=escaped, **dropped, **common,
+                status=RunStatus.TIMEOUT,
+                returncode=None if timed_out else proc.returncode,
+                duration_s=duration,
+                reason=reason,
+                escaped=escaped,
+                **dropped,
+                **common,
             )
         rc = proc.returncode
         return RunResult(
-            status=RunStatus.OK if rc == 0 else RunStatus.FAILED, returncode=rc, duration_s=duration,
-            reason=None if rc == 0 else f"exit code {rc}", **dropped, **common,
+            status=RunStatus.OK if rc == 0 else RunStatus.FAILED,
+            returncode=rc,
+            duration_s=duration,
+            reason=None if rc == 0 else f"exit code {rc}",
+            **dropped,
+            **common,
         )
+
+
+class Background:
+    """A long-lived command that runs beside fleetdx (a ``ray start --block``, an ``srun`` step holding one):
+    started in its own session (signals to fleetdx never reach it), stdin closed, stdout and stderr appended to
+    ``log`` (an open binary file this object closes when stopped). Ended by :func:`stop_background`."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], log: IO[bytes]) -> None:
+        self.log = log
+        self._proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.returncode
+
+    def poll(self) -> int | None:
+        """The exit status, or ``None`` while it runs."""
+        return self._proc.poll()
+
+    def wait(self, timeout_s: float | None = None) -> int | None:
+        """Wait up to ``timeout_s`` (``None``: for ever); the exit status, or ``None`` if it still runs."""
+        try:
+            return self._proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def text(self) -> str:
+        """What it has written so far."""
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read().decode("utf-8", "replace")
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    try:
+        p = psutil.Process(pid)
+        return [p, *p.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return bool(p.is_running() and p.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def stop_background(procs: Sequence[Background], grace_s: float) -> None:
+    """SIGTERM each process's session, wait up to ``grace_s`` seconds in all, then SIGKILL whatever is left of
+    the process trees as they were before the SIGTERM; close the logs. Processes already ended are skipped."""
+    trees = {id(b): _tree(b.pid) for b in procs}
+    for b in procs:
+        if b.poll() is None:
+            try:
+                os.killpg(b.pid, signal.SIGTERM)
+            except OSError:
+                pass
+    deadline = time.monotonic() + grace_s
+    for b in procs:
+        b.wait(max(0.1, deadline - time.monotonic()))
+        left = [p for p in trees[id(b)] if _alive(p)]
+        _, alive = psutil.wait_procs(left, timeout=max(0.1, deadline - time.monotonic()))
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        if b.poll() is None:
+            b._proc.kill()
+            b.wait()
+        b.log.close()

@@ -4,7 +4,7 @@ The whole path on a real Slurm is tests/test_slurm_preflight.py."""
 
 from __future__ import annotations
 
-import subprocess
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +12,7 @@ from fleetdx.orchestrator.cluster.allocation import _Launched, in_allocation, ra
 from fleetdx.orchestrator.cluster.fanout import NodeOutcome, OutcomeKind
 from fleetdx.orchestrator.preflight.run import NodeJob, run_preflight
 from fleetdx.probes.contracts import FindingCode, Level, Severity, Verdict
+from fleetdx.probes.runner import Background
 
 
 def test_in_allocation_needs_a_job_its_nodes_and_srun(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -53,6 +54,6 @@ def test_a_failed_worker_step_says_why_not_srun_s_summary(tmp_path: Path) -> Non
     with open(log, "w+b") as f:
         f.write(b"Exception: The current node timed out during startup.\n")
         f.write(b"srun: error: sim4: task 0: Exited with exit code 1\n")
-        step = _Launched(host="sim4", proc=subprocess.Popen(["true"]), stderr=f)
-        step.proc.wait()
+        step = _Launched(host="sim4", run=Background(["true"], dict(os.environ), f))
+        step.run.wait()
         assert step.last_line() == "Exception: The current node timed out during startup."

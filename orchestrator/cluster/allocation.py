@@ -36,7 +36,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,10 +44,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from fleetdx.orchestrator.cluster.connect import RayUnavailable, check_gcs, connect
 from fleetdx.orchestrator.cluster.fanout import NodeOutcome, OutcomeKind, RayNode, match_hosts, ray_node_hosts
+from fleetdx.probes.runner import Background, stop_background
 
 #: default deadline for every node of the allocation to join Ray, seconds (``ray start`` takes 3-10 s a node;
 #: generous for a loaded machine)
@@ -93,21 +93,15 @@ def _free_port() -> int:
 
 @dataclass
 class _Launched:
-    """A process this module started, with its stderr file."""
+    """A process this module started on behalf of ``host``."""
 
     host: str
-    proc: subprocess.Popen[bytes]
-    stderr: IO[bytes]
-
-    def text(self) -> str:
-        self.stderr.flush()
-        self.stderr.seek(0)
-        return self.stderr.read().decode("utf-8", "replace")
+    run: Background
 
     def last_line(self) -> str:
         """The last line of its output that says why (srun's own summary lines, ``srun: error: HOST: task 0:
         Exited with exit code 1``, only when nothing else was written)."""
-        lines = [ln.strip() for ln in self.text().splitlines() if ln.strip()]
+        lines = [ln.strip() for ln in self.run.text().splitlines() if ln.strip()]
         told = [ln for ln in lines if not ln.startswith("srun: ")] or lines
         return told[-1][:300] if told else ""
 
@@ -132,66 +126,9 @@ class AllocationRay:
 
 
 def _start(argv: Sequence[str], host: str, env: Mapping[str, str], logs: Path, attempt: int = 1) -> _Launched:
-    err = open(logs / f"{host}.{attempt}.log", "w+b")  # noqa: SIM115 - closed by _stop
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=err,  # `ray start` says "Ray runtime started." on stdout
-        stderr=subprocess.STDOUT,
-        env=dict(env),
-        start_new_session=True,  # its own process group: signals to it never reach this command
-    )
-    return _Launched(host=host, proc=proc, stderr=err)
-
-
-def _tree(pid: int) -> list[Any]:
-    import psutil
-
-    try:
-        p = psutil.Process(pid)
-        return [p, *p.children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
-def _alive(p: Any) -> bool:
-    import psutil
-
-    try:
-        return bool(p.is_running() and p.status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
-
-
-def _stop(launched: Sequence[_Launched]) -> None:
-    """SIGTERM each launched process (its own session), wait up to :data:`STOP_GRACE_S`, then SIGKILL
-    whatever is left of the process trees as they were before the SIGTERM."""
-    import psutil
-
-    trees = {id(x): _tree(x.proc.pid) for x in launched}
-    for x in launched:
-        if x.proc.poll() is None:
-            try:
-                os.killpg(x.proc.pid, signal.SIGTERM)
-            except OSError:
-                pass
-    deadline = time.monotonic() + STOP_GRACE_S
-    for x in launched:
-        try:
-            x.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
-        left = [p for p in trees[id(x)] if _alive(p)]
-        _, alive = psutil.wait_procs(left, timeout=max(0.1, deadline - time.monotonic()))
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        if x.proc.poll() is None:
-            x.proc.kill()
-            x.proc.wait()
-        x.stderr.close()
+    # `ray start` says "Ray runtime started." on stdout; the log is closed by stop_background
+    log = open(logs / f"{host}.{attempt}.log", "w+b")  # noqa: SIM115
+    return _Launched(host=host, run=Background(argv, env, log))
 
 
 #: what ``ray start`` prints once its node is fully up (GCS, raylet, object store)
@@ -202,11 +139,11 @@ def _wait_head(head: _Launched, gcs: str, deadline: float) -> None:
     """Wait until the head's ``ray start`` says its node is up and its GCS answers; workers started before
     that were seen to give up on a loaded machine."""
     while True:
-        if head.proc.poll() is not None:
+        if head.run.poll() is not None:
             raise RayUnavailable(
-                f"the Ray head (ray start --head) exited with {head.proc.returncode}: {head.last_line()}"
+                f"the Ray head (ray start --head) exited with {head.run.returncode}: {head.last_line()}"
             )
-        if RAY_STARTED in head.text():
+        if RAY_STARTED in head.run.text():
             check_gcs(gcs, 5.0)
             return
         if time.monotonic() >= deadline:
@@ -288,7 +225,7 @@ def ray_on_allocation(
         while True:
             nodes = match_hosts(wanted, ray_node_hosts(include_simulated=False))
             missing = [h for h, n in nodes.items() if n is None]
-            ended = [h for h in missing if h in steps and steps[h].proc.poll() is not None]
+            ended = [h for h in missing if h in steps and steps[h].run.poll() is not None]
             left = deadline - time.monotonic()
             for h in list(ended):  # a `ray start` that gave up (its raylet slow to register) is tried again
                 if attempts[h] < WORKER_ATTEMPTS and left > RETRY_MIN_LEFT_S:
@@ -303,9 +240,9 @@ def ray_on_allocation(
         for h in missing:
             error = f"did not join Ray within {join_timeout_s:g} s"
             step = steps.get(h)
-            if step is not None and step.proc.poll() is not None:
+            if step is not None and step.run.poll() is not None:
                 error += (
-                    f" (its srun step ended early, exit {step.proc.returncode}, attempt {attempts[h]} of "
+                    f" (its srun step ended early, exit {step.run.returncode}, attempt {attempts[h]} of "
                     f"{WORKER_ATTEMPTS}: {step.last_line()})"
                 )
             elif step is None:
@@ -317,7 +254,7 @@ def ray_on_allocation(
     finally:
         if connected:
             ray.shutdown()
-        _stop(list(reversed(launched)))  # workers first, the head last
+        stop_background([x.run for x in reversed(launched)], STOP_GRACE_S)  # workers first, the head last
         shutil.rmtree(temp, ignore_errors=True)
         restore()
 
