@@ -183,38 +183,41 @@ def diagnose(
     nodes = sorted({h for rs in ranks for h in _node(rs)})
     common: dict[str, EvidenceValue] = {"ranks": len(ranks), "step_median_ms": round(job_step, 3)}
 
-    data = share(Stage.DATA.value)
-    if data > policy.data_share and Stage.DATA.value not in straggling:
-        findings.append(
-            Finding(
-                code=FindingCode.STEP_DATA_BOUND,
-                severity=Severity.WARNING,
-                nodes=nodes,
-                subject=subject,
-                message=(
-                    f"{100 * data:.1f}% of the step is spent waiting for the next batch (median over ranks); "
-                    "try more DataLoader workers (num_workers), pin_memory=True, a larger prefetch_factor and "
-                    "persistent_workers=True: each costs host CPU cores and memory"
-                ),
-                evidence={**common, "data_share_pct": round(100 * data, 2), "threshold_pct": 100 * policy.data_share},
+    # a stage that takes a large share of every rank's step (not one straggler's: that rank is named instead)
+    for stage, code, threshold, what in (
+        (
+            Stage.DATA,
+            FindingCode.STEP_DATA_BOUND,
+            policy.data_share,
+            "spent waiting for the next batch (median over ranks); try more DataLoader workers (num_workers), "
+            "pin_memory=True, a larger prefetch_factor and persistent_workers=True: each costs host CPU cores "
+            "and memory",
+        ),
+        (
+            Stage.H2D,
+            FindingCode.STEP_H2D_BOUND,
+            policy.h2d_share,
+            "host-to-device copying; try pin_memory=True with .to(device, non_blocking=True) and prefetching the "
+            "next batch on a side CUDA stream: pinned memory is page-locked host RAM taken from the rest of the "
+            "node",
+        ),
+    ):
+        part = share(stage.value)
+        if part > threshold and stage.value not in straggling:
+            findings.append(
+                Finding(
+                    code=code,
+                    severity=Severity.WARNING,
+                    nodes=nodes,
+                    subject=subject,
+                    message=f"{100 * part:.1f}% of the step is {what}",
+                    evidence={
+                        **common,
+                        f"{stage.value}_share_pct": round(100 * part, 2),
+                        "threshold_pct": 100 * threshold,
+                    },
+                )
             )
-        )
-    h2d = share(Stage.H2D.value)
-    if h2d > policy.h2d_share and Stage.H2D.value not in straggling:
-        findings.append(
-            Finding(
-                code=FindingCode.STEP_H2D_BOUND,
-                severity=Severity.WARNING,
-                nodes=nodes,
-                subject=subject,
-                message=(
-                    f"{100 * h2d:.1f}% of the step is host-to-device copying; try pin_memory=True with "
-                    ".to(device, non_blocking=True) and prefetching the next batch on a side CUDA stream: pinned "
-                    "memory is page-locked host RAM taken from the rest of the node"
-                ),
-                evidence={**common, "h2d_share_pct": round(100 * h2d, 2), "threshold_pct": 100 * policy.h2d_share},
-            )
-        )
     host_comm = share(Stage.GRAD_SYNC.value)
     gpu_comm = _median([_gpu_exposed_ms(rs) / steps_ms[rs.rank] for rs in ranks if steps_ms[rs.rank] > 0])
     comm = max(host_comm, gpu_comm)
