@@ -100,11 +100,19 @@ def _root(
     """fleetdx: pre-flight, postmortem and placement advice for GPU clusters."""
 
 
+_registered = False
+
+
 def _register() -> None:
+    """Add every command module's commands to ``app``, once per process (tests call it from several modules)."""
+    global _registered
+    if _registered:
+        return
     from fleetdx.orchestrator.cli import commands
 
     for module in commands.MODULES:
         module.register(app)
+    _registered = True
 
 
 def main() -> None:
