@@ -64,6 +64,7 @@ the step time alone.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -241,7 +242,9 @@ def decompose_trace(t: KinetoTrace) -> RankSteps:
             )
             for st in Stage
         }
-        act = (g["ts"], g["end"], _launch_stage(host, launch_ts, g["kind"]))
+        by_start = np.argsort(g["ts"], kind="stable")
+        act = _Activities(g["ts"][by_start], g["end"][by_start], _launch_stage(host, launch_ts, g["kind"])[by_start])
+        host_spans = {name: _Sorted.of(hs, he) for name, (hs, he) in host.items() if name != Stage.OTHER.value}
     samples: list[StepSample] = []
     comm_total = 0.0
     exposed_total = 0.0
@@ -263,7 +266,7 @@ def decompose_trace(t: KinetoTrace) -> RankSteps:
                 StepSample(
                     step=s.number,
                     step_ms=round((p1 - p0) / 1000, 4),
-                    stages_ms=_gpu_partition(p0, p1, act, host),
+                    stages_ms=_gpu_partition(p0, p1, act, host_spans),
                     gpu=gpu,
                     host_step_ms=s.dur / 1000,
                     host_stages_ms=host_stages,
@@ -354,16 +357,31 @@ _GPU_ORDER = [Stage.H2D, Stage.FORWARD, Stage.BACKWARD, Stage.OPTIMIZER, Stage.D
 _STAGE_CODE = {s.value: i for i, s in enumerate(Stage)}
 
 
-def _gpu_partition(
-    p0: float, p1: float, act: tuple[F, F, np.ndarray], host: dict[str, tuple[F, F]]
-) -> dict[str, float]:
+@dataclass
+class _Activities:
+    """A trace's GPU activities sorted by start (us), with the stage code of each (:func:`_launch_stage`)."""
+
+    start: F
+    end: F
+    stage: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.maxdur = float((self.end - self.start).max()) if self.start.size else 0.0
+
+    def window(self, lo: float, hi: float) -> tuple[F, F, np.ndarray]:
+        """The activities that overlap ``[lo, hi)``, clipped to it, with their stage codes."""
+        i = int(np.searchsorted(self.start, lo - self.maxdur, side="left"))
+        j = int(np.searchsorted(self.start, hi, side="left"))
+        s, e = np.maximum(self.start[i:j], lo), np.minimum(self.end[i:j], hi)
+        keep = e > s
+        return s[keep], e[keep], self.stage[i:j][keep]
+
+
+def _gpu_partition(p0: float, p1: float, act: _Activities, host: dict[str, _Sorted]) -> dict[str, float]:
     """The GPU-timeline partition of one step's period ``[p0, p1)`` (us) in ms: GPU busy time by the stage whose
-    host code launched it (``act``: activity starts, ends and stage codes), idle time by the host stage running
-    at that moment (``host``: every step's host partition, per stage), the rest ``other``."""
-    s, e, lab = act
-    cs, ce = np.maximum(s, p0), np.minimum(e, p1)
-    keep = ce > cs
-    cs, ce, lab = cs[keep], ce[keep], lab[keep]
+    host code launched it (``act``), idle time by the host stage running at that moment (``host``: every step's
+    host partition, per stage but ``other``), the rest ``other``. Reads only what overlaps the period."""
+    cs, ce, lab = act.window(p0, p1)
     out = {st.value: 0.0 for st in Stage}
     cov_s, cov_e = np.empty(0), np.empty(0)
     for st in [*_GPU_ORDER, Stage.GRAD_SYNC]:
@@ -374,9 +392,9 @@ def _gpu_partition(
             cov_s, cov_e = np.concatenate([cov_s, cs[m]]), np.concatenate([cov_e, ce[m]])
     idle_s, idle_e = subtract(np.array([p0]), np.array([p1]), cov_s, cov_e)
     idle = float(np.sum(idle_e - idle_s))
-    for name, (hs, he) in host.items():
-        if idle_s.size and name != Stage.OTHER.value:
-            xs, xe = clip(hs, he, p0, p1)
+    for name, spans in host.items():
+        if idle_s.size:
+            xs, xe = spans.window(p0, p1)
             out[name] += idle - uncovered(idle_s, idle_e, xs, xe)
     total = (p1 - p0) / 1000
     ms = {k: v / 1000 for k, v in out.items()}
