@@ -54,6 +54,7 @@ from pydantic import Field
 
 from fleetdx.orchestrator.diagnosis.robust import Baseline, DetectionPolicy
 from fleetdx.orchestrator.steps.contracts import (
+    UNKNOWN_STAGE,
     RankSteps,
     RankSummary,
     Stage,
@@ -125,12 +126,15 @@ def summary(rs: RankSteps, policy: StepPolicy) -> RankSummary:
     """The rank's line of ``fleetdx steps --json``."""
     st = stability(rs, policy)
     tb = rs.temporal.pct() if rs.temporal is not None else None
+    stages = stage_medians(rs)
+    if rs.input == "log":  # a training log prints step times only: no zeros for stages never measured
+        stages = {UNKNOWN_STAGE: stages.get(UNKNOWN_STAGE, st.median)}
     return RankSummary(
         rank=rs.rank,
         host=rs.host,
         steps=len(rs.steps),
         step_time_ms=StepTimeMs(median=st.median, p95=st.p95),
-        stages_ms=stage_medians(rs),
+        stages_ms=stages,
         temporal_breakdown_pct=TemporalPct(**tb) if tb is not None else None,
         comm_exposed_pct=rs.comm_exposed_pct,
     )
@@ -419,32 +423,44 @@ def _stragglers(
             "slow_steps": slow,
             "normal_steps": normal,
             "job_step_median_ms": round(job_step, 3),
-            "peers_grad_sync_median_ms": round(peers_wait, 3),
-            "rank_grad_sync_median_ms": medians[r][Stage.GRAD_SYNC.value],
-            "peers_wait_stage": wait[0] if wait else None,
-            "peers_wait_median_ms": round(wait[1], 3) if wait else None,
             "source": rs.source,
         }
         if rs.host and rs.host in host_findings:
             evidence["host_findings"] = [f"{f.code.value}: {f.message}"[:200] for f in host_findings[rs.host]]
         where = f" on {rs.host}" if rs.host else ""
+        if stage == UNKNOWN_STAGE:  # step times printed in a log: no stages, so no wait of the peers either
+            message = (
+                f"rank {r}{where} is a straggler: {evidence['stage_ms']} ms per step against "
+                f"{evidence['peers_median_ms']} ms on its peers (+{evidence['excess_ms']} ms, z {evidence['z']}), "
+                "from the step times its log prints; the log has no stages, so where the time goes is unknown: "
+                "profile that rank (torch.profiler) or time its stages with fleetdx.steps.StepTimer, and compare "
+                "its node with its peers (fleetdx preflight on it)"
+            )
+        else:
+            evidence |= {
+                "peers_grad_sync_median_ms": round(peers_wait, 3),
+                "rank_grad_sync_median_ms": medians[r][Stage.GRAD_SYNC.value],
+                "peers_wait_stage": wait[0] if wait else None,
+                "peers_wait_median_ms": round(wait[1], 3) if wait else None,
+            }
+            message = (
+                f"rank {r}{where} is a straggler in its {stage} stage: {v:.1f} ms per step against "
+                f"{base.median:.2f} ms on its peers (+{excess:.1f} ms, z {base.z(v):.1f})"
+                + (
+                    f"; the other ranks wait for it in {wait[0]} ({wait[1]:.1f} ms per step against "
+                    f"{medians[r].get(wait[0], 0.0):.1f} ms on rank {r})"
+                    if wait
+                    else ""
+                )
+                + f". {_advice(stage)}"
+            )
         out.append(
             Finding(
                 code=FindingCode.STEP_STRAGGLER_RANK,
                 severity=Severity.WARNING,
                 nodes=_node(rs),
                 subject=f"rank {r}",
-                message=(
-                    f"rank {r}{where} is a straggler in its {stage} stage: {v:.1f} ms per step against "
-                    f"{base.median:.2f} ms on its peers (+{excess:.1f} ms, z {base.z(v):.1f})"
-                    + (
-                        f"; the other ranks wait for it in {wait[0]} ({wait[1]:.1f} ms per step against "
-                        f"{medians[r].get(wait[0], 0.0):.1f} ms on rank {r})"
-                        if wait
-                        else ""
-                    )
-                    + f". {_advice(stage)}"
-                ),
+                message=message,
                 evidence=evidence,
             )
         )

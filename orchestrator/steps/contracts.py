@@ -34,6 +34,8 @@ class Stage(str, Enum):
 
 
 STAGE_ORDER = [s.value for s in Stage]
+#: the one stage of a step read from a training log: its stages are not printed
+UNKNOWN_STAGE = "unknown"
 
 
 class GpuStep(Contract):

@@ -70,6 +70,7 @@ from pathlib import Path
 import numpy as np
 
 from fleetdx.orchestrator.steps.contracts import (
+    UNKNOWN_STAGE,
     CpuOpStats,
     GpuStep,
     KernelStats,
@@ -493,10 +494,6 @@ def decompose_steplog(log: StepLog) -> RankSteps:
             "communication into overlapped and exposed (profile a few steps with torch.profiler for those)"
         ],
     )
-
-
-#: the one stage of a step read from a training log: its stages are not printed
-UNKNOWN_STAGE = "unknown"
 
 
 def decompose_steptime_log(log: StepTimeLog) -> list[RankSteps]:

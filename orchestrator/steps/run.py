@@ -27,14 +27,13 @@ from fleetdx.orchestrator.steps.contracts import (
     StepsReport,
 )
 from fleetdx.orchestrator.steps.decompose import (
-    UNKNOWN_STAGE,
     decompose_steplog,
     decompose_steptime_log,
     decompose_trace,
 )
 from fleetdx.orchestrator.steps.load import expand, is_trainlog, load_steplog, load_steptime_log, load_trace
 from fleetdx.orchestrator.store.store import Store
-from fleetdx.probes.contracts import Finding, FindingCode, Severity
+from fleetdx.probes.contracts import Finding, Severity
 from fleetdx.probes.errors import FleetdxError
 from fleetdx.probes.parsers.kineto import DEFAULT_MAX_EVENTS
 
@@ -200,7 +199,7 @@ def analyse(
     if not loaded.ranks:
         why = "; ".join(loaded.errors) if loaded.errors else "no input"
         raise StepsError(f"nothing could be decomposed into steps: {why}")
-    rep = _unknown_stages(report(loaded.ranks, policy, history, job), loaded.ranks)
+    rep = report(loaded.ranks, policy, history, job)
     if baseline is not None:
         if not baseline.ranks:
             raise StepsError(
@@ -208,37 +207,3 @@ def analyse(
             )
         rep = rep.model_copy(update={"baseline": compare(loaded.ranks, baseline.ranks, baseline_source)})
     return rep
-
-
-def _unknown_stages(rep: StepsReport, ranks: Sequence[RankSteps]) -> StepsReport:
-    """The report with the ranks read from training logs said as they are: their ``stages_ms`` is only
-    ``{"unknown": median step}`` (not zeros for stages never measured), and a straggler among them is named at
-    the step level, without the peers' ``grad_sync`` wait that step times cannot show."""
-    from_logs = {r.rank for r in ranks if r.input == "log"}
-    if not from_logs:
-        return rep
-    summaries = [
-        s.model_copy(update={"stages_ms": {UNKNOWN_STAGE: s.stages_ms.get(UNKNOWN_STAGE, s.step_time_ms.median)}})
-        if s.rank in from_logs
-        else s
-        for s in rep.ranks
-    ]
-    findings = []
-    for f in rep.findings:
-        if f.code is FindingCode.STEP_STRAGGLER_RANK and f.evidence.get("stage") == UNKNOWN_STAGE:
-            ev = {k: v for k, v in f.evidence.items() if "grad_sync" not in k}
-            where = f" on {f.nodes[0]}" if f.nodes else ""
-            f = f.model_copy(
-                update={
-                    "evidence": ev,
-                    "message": (
-                        f"{f.subject}{where} is a straggler: {ev['stage_ms']} ms per step against "
-                        f"{ev['peers_median_ms']} ms on its peers (+{ev['excess_ms']} ms, z {ev['z']}), from the "
-                        "step times its log prints; the log has no stages, so where the time goes is unknown: "
-                        "profile that rank (torch.profiler) or time its stages with fleetdx.steps.StepTimer, and "
-                        "compare its node with its peers (fleetdx preflight on it)"
-                    ),
-                }
-            )
-        findings.append(f)
-    return rep.model_copy(update={"ranks": summaries, "findings": findings})
