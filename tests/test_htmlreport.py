@@ -17,13 +17,14 @@ from markupsafe import escape
 from fleetdx.orchestrator.htmlreport import Limits, render_postmortem, render_steps, write_html
 from fleetdx.orchestrator.htmlreport.page import CSP, plotly_js
 from fleetdx.orchestrator.htmlreport.postmortem import bandwidth_figures, timeline_figure
-from fleetdx.orchestrator.htmlreport.steps import fmt_ranks, straggler_ranks
+from fleetdx.orchestrator.htmlreport.steps import straggler_ranks
 from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, EvidenceLine, GpuRef, TimelineEntry
 from fleetdx.orchestrator.steps.contracts import RankSummary, StepSample, StepsReport, StepTimeMs
 from fleetdx.orchestrator.steps.run import analyse, load_ranks
 from fleetdx.probes.contracts import Finding, FindingCode, Job, SchedulerKind, Severity, Verdict
 from fleetdx.probes.errors import ConfigError
 from fleetdx.probes.parsers.joblog import GpuSource
+from fleetdx.topology.binding import cpu_list as fmt_ranks
 from tests.htmlreport_samples import (
     HOSTILE,
     NCCL_CURVES,

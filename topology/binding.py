@@ -15,7 +15,7 @@ Conventions used in the generated lines:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from fleetdx.probes.contracts import FindingCode
 from fleetdx.probes.parsers.numactl import NumaTopology
@@ -25,8 +25,9 @@ from fleetdx.topology.contracts import AffinityIssueKind, GpuExclusion, RankBind
 from fleetdx.topology.subset import NotEnoughGpus, best_subset
 
 
-def cpu_list(cpus: list[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2,5"`` (the cpulist syntax of numactl, taskset -c and ``topo -m``)."""
+def cpu_list(cpus: Iterable[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"`` (the cpulist syntax of numactl, taskset -c and ``topo -m``; also how
+    fleetdx writes any set of ranks); ``""`` for none."""
     out: list[str] = []
     ordered = sorted(set(cpus))
     i = 0

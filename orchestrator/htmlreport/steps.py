@@ -20,6 +20,7 @@ from fleetdx.orchestrator.htmlreport.page import (
 )
 from fleetdx.orchestrator.steps.contracts import STAGE_ORDER, RankSteps, RankSummary, StepsReport
 from fleetdx.probes.contracts import Finding, FindingCode
+from fleetdx.topology.binding import cpu_list
 
 #: the colour of a straggler rank's line in the step-time series
 STRAGGLER_COLOUR = "#D55E00"
@@ -149,23 +150,9 @@ def _missing(per_rank: Sequence[RankSteps], lim: Limits) -> list[tuple[str, Clip
             said.setdefault(m, []).append(r.rank)
     out = []
     for m, ranks in list(said.items())[:50]:
-        who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {fmt_ranks(ranks)}"
+        who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {cpu_list(ranks)}"
         out.append((who, clip(m, lim.text_chars)))
     return out
-
-
-def fmt_ranks(ranks: Sequence[int]) -> str:
-    """``0-3,7``: sorted ranks with runs folded."""
-    xs = sorted(set(ranks))
-    parts: list[str] = []
-    i = 0
-    while i < len(xs):
-        j = i
-        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
-            j += 1
-        parts.append(str(xs[i]) if i == j else f"{xs[i]}-{xs[j]}")
-        i = j + 1
-    return ",".join(parts)
 
 
 def render_steps(
@@ -199,7 +186,7 @@ def render_steps(
         report=report,
         job=[(str(k), "" if v is None else str(v)) for k, v in job.items()],
         flagged=flagged,
-        flagged_text=fmt_ranks(flagged),
+        flagged_text=cpu_list(flagged),
         findings=findings,
         findings_left_out=len(report.findings) - len(findings),
         bars=stage_bars(report, flagged, lim),

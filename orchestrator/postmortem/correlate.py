@@ -38,6 +38,7 @@ from fleetdx.orchestrator.postmortem.contracts import Cause, EvidenceLine, Timel
 from fleetdx.orchestrator.postmortem.gpus import GpuMap, Resolved, describe, label
 from fleetdx.probes.contracts import FindingCode, Job, Severity
 from fleetdx.probes.parsers.joblog import EventKind, GpuFact, JobEvent, iso
+from fleetdx.topology.binding import cpu_list
 
 #: seconds within which events of different sources are treated as simultaneous (clock skew, see module doc)
 SKEW_TOLERANCE_S = 5.0
@@ -673,21 +674,7 @@ def _first_per_rank(events: Sequence[JobEvent], kind: EventKind) -> list[JobEven
 
 def _ranks(ranks: Sequence[int]) -> str:
     """``"rank 3"`` or ``"ranks 0-2,5"``."""
-    return ("rank " if len(set(ranks)) == 1 else "ranks ") + _ranges(ranks)
-
-
-def _ranges(ranks: Sequence[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2,5"``."""
-    out: list[str] = []
-    rs = sorted(set(ranks))
-    i = 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ",".join(out) or "-"
+    return ("rank " if len(set(ranks)) == 1 else "ranks ") + (cpu_list(ranks) or "-")
 
 
 @dataclass
