@@ -13,22 +13,15 @@ import typer
 from typer.testing import CliRunner
 
 from fleetdx.orchestrator.cli import postmortem_cmd
-from fleetdx.orchestrator.cli.main import NagiosGroup
 from fleetdx.probes.contracts import Job, RankPlacement, SchedulerKind
+from tests.cliapp import cli_app
 
 FIX = Path(__file__).parent / "fixtures" / "flight_recorder"
 runner = CliRunner()
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer(cls=NagiosGroup)
-    postmortem_cmd.register(app)
-
-    @app.callback()
-    def _root() -> None:
-        """test root"""
-
-    return app
+    return cli_app(postmortem_cmd)
 
 
 app = _app()

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from fleetdx.orchestrator.cli.main import NagiosGroup
+from tests.cliapp import cli_app
 from tests.htmlreport_samples import STEP_TRACES
 
 JOBLOGS = Path(__file__).parent / "fixtures" / "joblogs"
@@ -20,15 +20,7 @@ runner = CliRunner()
 def _app(module_name: str) -> typer.Typer:
     import importlib
 
-    module = importlib.import_module(f"fleetdx.orchestrator.cli.{module_name}")
-    app = typer.Typer(cls=NagiosGroup)  # the real root group: usage errors exit 3
-    module.register(app)
-
-    @app.callback()
-    def _root() -> None:
-        """test root"""
-
-    return app
+    return cli_app(importlib.import_module(f"fleetdx.orchestrator.cli.{module_name}"))
 
 
 def _log(prefix: str) -> str:

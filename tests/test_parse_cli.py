@@ -12,7 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from fleetdx.orchestrator.cli import collect_cmd, parse_cmd
-from fleetdx.orchestrator.cli.main import NagiosGroup
+from tests.cliapp import cli_app
 
 FIX = Path(__file__).parent / "fixtures"
 HOST = FIX / "host"
@@ -31,15 +31,7 @@ def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer(cls=NagiosGroup)  # the real root group: usage errors exit 3
-    parse_cmd.register(app)
-    collect_cmd.register(app)
-
-    @app.callback()
-    def _root() -> None:
-        """test root"""
-
-    return app
+    return cli_app(parse_cmd, collect_cmd)  # the real root group: usage errors exit 3
 
 
 def invoke(*args: str) -> tuple[int, str, str]:

@@ -12,8 +12,8 @@ import typer
 from typer.testing import CliRunner
 
 from fleetdx.orchestrator.cli import postmortem_cmd
-from fleetdx.orchestrator.cli.main import NagiosGroup
 from fleetdx.orchestrator.store import Store
+from tests.cliapp import cli_app
 from tests.store_samples import preflight_run
 
 FIX = Path(__file__).parent / "fixtures" / "joblogs"
@@ -23,14 +23,7 @@ runner = CliRunner()
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer(cls=NagiosGroup)
-    postmortem_cmd.register(app)
-
-    @app.callback()
-    def _root() -> None:
-        """test root"""
-
-    return app
+    return cli_app(postmortem_cmd)
 
 
 def test_history_is_read_and_the_postmortem_kept_apart(tmp_path: Path) -> None:
