@@ -46,10 +46,11 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+from fleetdx.orchestrator.judgement import Finding, FindingCode  # noqa: E402
 from fleetdx.orchestrator.report import ProbeSummary, RunKind, assemble_report  # noqa: E402
 from fleetdx.orchestrator.service.ingest import ReportUpload  # noqa: E402
 from fleetdx.probes.catalog import TOPO_FILE  # noqa: E402
-from fleetdx.probes.contracts import Finding, FindingCode, Level, RunStatus, Severity  # noqa: E402
+from fleetdx.probes.contracts import Level, RunStatus, Severity  # noqa: E402
 from topology import synthetic_conf  # noqa: E402  (bench/topology.py: the same synthetic switch tree)
 
 REAL_TOPO = ROOT / "tests" / "fixtures" / "topo" / "21_h100-sxm_8gpu-9nic_sglang-env_ansi-remnants_bond.txt"
@@ -84,7 +85,7 @@ def fleet_uploads(nodes: int, history: int, seed: int, per_run: int = 1, tag: st
                             nodes=[h],
                             subject=f"GPU{rng.randrange(8)}",
                             message="synthetic: volatile uncorrectable ECC errors",
-                            evidence={"synthetic": True},
+                            details={"synthetic": True},
                         )
                     )
                 elif r < 0.04:
@@ -95,7 +96,7 @@ def fleet_uploads(nodes: int, history: int, seed: int, per_run: int = 1, tag: st
                             nodes=[h],
                             subject=f"GPU{rng.randrange(8)}",
                             message="synthetic: HW slowdown",
-                            evidence={"synthetic": True},
+                            details={"synthetic": True},
                         )
                     )
             report = assemble_report(

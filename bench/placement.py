@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from fleetdx.orchestrator.judgement import Finding, FindingCode  # noqa: E402
 from fleetdx.orchestrator.placement.contracts import PlacementRequest  # noqa: E402
 from fleetdx.orchestrator.placement.job import place  # noqa: E402
 from fleetdx.orchestrator.placement.snapshot import HealthSnapshot  # noqa: E402
@@ -35,7 +36,7 @@ from fleetdx.orchestrator.report import RunKind, assemble_report  # noqa: E402
 from fleetdx.orchestrator.store import Store  # noqa: E402
 from fleetdx.orchestrator.store.node_health import node_health  # noqa: E402
 from fleetdx.probes.catalog import TOPO_FILE  # noqa: E402
-from fleetdx.probes.contracts import Finding, FindingCode, Level, Severity  # noqa: E402
+from fleetdx.probes.contracts import Level, Severity  # noqa: E402
 from fleetdx.topology.cluster import ClusterIndex, from_switch_map  # noqa: E402
 
 A100 = ROOT / "tests" / "fixtures" / "topo" / "03_hgx-a100-sxm4-80g_8gpu-3nic_bond-nic_gpu-numa-id.txt"

@@ -205,7 +205,7 @@ def at_scale(ranks: int, steps: int, jobs: int) -> dict[str, Any]:
         rep = report(loaded.ranks)
         took = time.perf_counter() - t
         found = [
-            (f.code.value, f.subject, f.evidence.get("stage"))
+            (f.code.value, f.subject, f.details.get("stage"))
             for f in rep.findings
             if f.code.value == "STEP_STRAGGLER_RANK"
         ]

@@ -1,20 +1,7 @@
-"""The report of one run (pre-flight, analyze or bandwidth): the contract behind every verdict command's
-``--json`` and what the store saves, and :func:`assemble_report`, the one function that turns findings and
-hosts into a report (node verdicts, run verdict, exit code, exclude hostlist). Pure: no I/O.
-
-Verdicts follow the Nagios plugin convention (:class:`~fleetdx.probes.contracts.Verdict`):
-
-- a node's verdict is the worst severity of the findings that name it (``info`` counts as OK). A node that
-  could not be judged (``unjudged``: no GPU inventory) is UNKNOWN unless a finding makes it CRITICAL: fleetdx
-  never calls a node healthy, or merely WARNING, on missing evidence (what it could not see may be worse).
-  A finding about several nodes counts against each of them, except the codes of :data:`GROUP_ONLY_CODES`
-  (a group measured slow says nothing yet about which member is slow: localisation names the straggler with
-  a finding of its own);
-- the run's verdict is :meth:`Verdict.worst` of the node verdicts and of the findings no node's verdict
-  carries (run-wide ones, and group-only ones);
-- the exclude hostlist (python-hostlist ``collect_hostlist``, ready for ``sbatch --exclude``) holds the nodes
-  named *alone* by a critical finding: a critical finding about a pair or group (a hang) does not say which
-  member is at fault, so it makes their verdicts CRITICAL without condemning both to exclusion.
+"""The report of one run (pre-flight, analyze or bandwidth): the contract behind those commands' ``--json`` and
+what the store saves, and :func:`assemble_report`, which turns findings and hosts into a report through the one
+assembler of verdicts (:func:`fleetdx.orchestrator.judgement.envelope.judge`: node verdicts, run verdict, exit
+code, exclude hostlist). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -24,21 +11,17 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
 
-import hostlist
 from pydantic import Field, model_validator
 
+from fleetdx.orchestrator.judgement import Finding, sort_findings
+from fleetdx.orchestrator.judgement.envelope import Report, judge
 from fleetdx.probes.contracts import (
     SCHEMA_VERSION,
     Collective,
     Contract,
     EvidenceValue,
-    Finding,
-    FindingCode,
-    Job,
     Level,
     RunStatus,
-    Severity,
-    Verdict,
     VerdictName,
 )
 
@@ -118,76 +101,38 @@ class BusbwCurve(Contract):
     points: list[BusbwPoint]
 
 
-class RunReport(Contract):
-    """One run. ``exit_code`` equals the verdict's Nagios value; ``exclude`` is the compressed Slurm hostlist
-    of nodes named alone by a critical finding (empty string when none); ``simulated`` is true when nodes were
-    simulated and their probes replayed bundles instead of running commands. ``level`` is a pre-flight's
-    probe level, ``schedule`` a bandwidth run's schedule (a pre-flight at level ``full`` may carry both).
-    Build one with :func:`assemble_report`."""
+class RunReport(Report):
+    """One run: the report envelope (:class:`~fleetdx.orchestrator.judgement.envelope.Report`; ``job`` the job
+    the run was about, its allocation or a past job, when there is one), then the run's body. ``exclude`` is the
+    compressed Slurm hostlist of nodes named alone by a critical finding (empty string when none);
+    ``simulated`` is true when nodes were simulated and their probes replayed bundles instead of running
+    commands. ``level`` is a pre-flight's probe level, ``schedule`` a bandwidth run's schedule (a pre-flight at
+    level ``full`` may carry both). Build one with :func:`assemble_report`."""
 
-    schema_version: int = SCHEMA_VERSION
-    run_id: str
     kind: RunKind
+    run_id: str
     started_at: float  #: Unix time
     finished_at: float
     level: Level | None = None
     schedule: Schedule | None = None
-    verdict: VerdictName
-    exit_code: int
     simulated: bool = False
     nodes: list[NodeReport]
-    findings: list[Finding]
     exclude: str = ""
     recommendations: list[Recommendation] = Field(default_factory=list)
     curves: list[BusbwCurve] = Field(default_factory=list)
-    job: Job | None = None  #: the job the run was about (its allocation, a past job), when there is one
 
     @model_validator(mode="before")
     @classmethod
     def _upgrade_v1(cls, data: object) -> object:
-        """Schema version 1 kept a bandwidth run's schedule in ``level``: move it to ``schedule``."""
+        """Schema version 1 kept a bandwidth run's schedule in ``level``: move it to ``schedule``; older findings
+        upgrade themselves (:class:`~fleetdx.orchestrator.judgement.Finding`)."""
         version = data.get("schema_version", SCHEMA_VERSION) if isinstance(data, dict) else None
         # a non-integer version is left to the field's own validation (a ValidationError, never a TypeError)
-        if isinstance(data, dict) and isinstance(version, int) and version < 2:
+        if isinstance(data, dict) and isinstance(version, int) and version < SCHEMA_VERSION:
             data = {**data, "schema_version": SCHEMA_VERSION}
-            if data.get("kind") in (RunKind.BANDWIDTH, RunKind.BANDWIDTH.value) and data.get("level"):
+            if version < 2 and data.get("kind") in (RunKind.BANDWIDTH, RunKind.BANDWIDTH.value) and data.get("level"):
                 data["schedule"] = data.pop("level")
         return data
-
-
-#: codes that, when a finding names several nodes, judge the group and not each member (see the module doc)
-GROUP_ONLY_CODES = frozenset({FindingCode.NCCL_BUSBW_LOW})
-
-_SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.UNKNOWN: 2, Severity.INFO: 3}
-
-
-def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """``findings`` in report order: most severe first (critical, warning, unknown, info), then by nodes
-    (run-wide findings first), finding code and subject."""
-    return sorted(findings, key=lambda f: (_SEVERITY_ORDER[f.severity], f.nodes, f.code.value, f.subject))
-
-
-def blames(finding: Finding) -> list[str]:
-    """The hosts whose node verdict ``finding`` counts against (see the module doc)."""
-    if len(finding.nodes) > 1 and finding.code in GROUP_ONLY_CODES:
-        return []
-    return list(finding.nodes)
-
-
-def node_verdict(findings: Iterable[Finding], unjudged: bool) -> Verdict:
-    """Worst severity of ``findings``; for a node that could not be judged, CRITICAL when a finding is
-    critical, else UNKNOWN (a warning about what could be seen does not judge the rest)."""
-    worst = Verdict.worst(f.severity.verdict for f in findings)
-    if unjudged and worst is not Verdict.CRITICAL:
-        return Verdict.UNKNOWN
-    return worst
-
-
-def exclude_hostlist(findings: Iterable[Finding]) -> str:
-    """Compressed Slurm hostlist of the nodes named alone by a critical finding, e.g. ``"gpu[01-03,07]"``;
-    "" for none."""
-    hosts = sorted({f.nodes[0] for f in findings if f.severity is Severity.CRITICAL and len(f.nodes) == 1})
-    return hostlist.collect_hostlist(hosts) if hosts else ""
 
 
 def assemble_report(
@@ -224,25 +169,11 @@ def assemble_report(
     found = sort_findings(findings)
     probes = probes or {}
     unjudged = unjudged or {}
-    all_hosts = sorted(set(hosts) | {h for f in found for h in f.nodes})
-    mine: dict[str, list[Finding]] = {h: [] for h in all_hosts}
-    unblamed: list[Finding] = []
-    for f in found:
-        blamed = blames(f)
-        if not blamed:
-            unblamed.append(f)
-        for h in blamed:
-            mine[h].append(f)
+    j = judge(found, hosts=hosts, unjudged=unjudged)
     nodes = [
-        NodeReport(
-            host=h,
-            verdict=node_verdict(mine[h], h in unjudged),
-            probes=list(probes.get(h, ())),
-            unjudged=unjudged.get(h),
-        )
-        for h in all_hosts
+        NodeReport(host=h, verdict=v, probes=list(probes.get(h, ())), unjudged=unjudged.get(h))
+        for h, v in j.node_verdicts.items()
     ]
-    verdict = Verdict.worst([*(n.verdict for n in nodes), *(f.severity.verdict for f in unblamed)])
     return RunReport(
         run_id=run_id or uuid.uuid4().hex,
         kind=kind,
@@ -250,12 +181,12 @@ def assemble_report(
         finished_at=time.time(),
         level=level,
         schedule=schedule,
-        verdict=verdict,
-        exit_code=int(verdict),
+        verdict=j.verdict,
+        exit_code=j.exit_code,
         simulated=simulated,
         nodes=nodes,
         findings=found,
-        exclude=exclude_hostlist(found),
+        exclude=j.exclude,
         recommendations=list(recommendations),
         curves=list(curves),
     )

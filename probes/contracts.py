@@ -1,5 +1,6 @@
 """The shared vocabulary and contracts of every layer: the base model, run status, probe level, collective,
-verdicts, severities, finding codes and findings.
+verdicts, severities and the job model. Findings, their codes and the report envelope are the orchestrator's
+judgement (:mod:`fleetdx.orchestrator.judgement`).
 
 Every ``--json`` output of fleetdx is a dump of a model built on :class:`Contract`.
 Verdicts and exit codes follow the Nagios plugin convention (OK 0, WARNING 1, CRITICAL 2, UNKNOWN 3),
@@ -12,12 +13,15 @@ from collections.abc import Iterable
 from enum import Enum, IntEnum
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 #: version of every JSON contract (reports, bundles, spool files). 2: ``Finding.nodes`` (a list) replaces
 #: ``Finding.node``; ``RunReport.schedule`` holds a bandwidth run's schedule, ``level`` only a probe level.
-#: Version-1 documents are read and upgraded (:meth:`Finding._upgrade_v1`, ``RunReport``'s validator).
-SCHEMA_VERSION = 2
+#: 3: one finding and one report envelope for every job: a finding's ``evidence`` is its raw lines (file, line,
+#: text) and its figures are ``details``; it has a ``scope``, ``rank``, ``gpu``, ``action`` and ``time``;
+#: postmortem and steps reports carry ``schema_version``, ``kind``, ``verdict``, ``exit_code`` and ``findings``.
+#: Older documents are read and upgraded (the validators of ``Finding``, ``RunReport`` and ``PostmortemReport``).
+SCHEMA_VERSION = 3
 
 JsonScalar = str | int | float | bool | None
 EvidenceValue = JsonScalar | list[JsonScalar] | dict[str, JsonScalar]
@@ -108,104 +112,6 @@ class Severity(str, Enum):
             Severity.CRITICAL: Verdict.CRITICAL,
             Severity.UNKNOWN: Verdict.UNKNOWN,
         }[self]
-
-
-class FindingCode(str, Enum):
-    """Stable finding codes. Never rename one; add new ones. The README documents each."""
-
-    # topology/ (node graph analyses)
-    TOPO_GPU_PAIR_SYS = "TOPO_GPU_PAIR_SYS"
-    TOPO_NVLINK_DEGRADED = "TOPO_NVLINK_DEGRADED"
-    TOPO_GPU_NIC_REMOTE = "TOPO_GPU_NIC_REMOTE"
-    TOPO_NIC_OVERSUBSCRIBED = "TOPO_NIC_OVERSUBSCRIBED"
-    TOPO_AFFINITY_MISSING = "TOPO_AFFINITY_MISSING"
-    TOPO_MISMATCH_PEERS = "TOPO_MISMATCH_PEERS"
-    # pre-flight node health
-    NODE_UNREACHABLE = "NODE_UNREACHABLE"
-    PROBE_TIMEOUT = "PROBE_TIMEOUT"
-    PROBE_FAILED = "PROBE_FAILED"
-    PARSE_FAILED = "PARSE_FAILED"
-    GPU_COUNT_MISMATCH = "GPU_COUNT_MISMATCH"
-    GPU_FOREIGN_PROCESS = "GPU_FOREIGN_PROCESS"
-    GPU_ECC_UNCORRECTABLE = "GPU_ECC_UNCORRECTABLE"
-    GPU_ROW_REMAP_PENDING = "GPU_ROW_REMAP_PENDING"
-    GPU_ROW_REMAP_FAILURE = "GPU_ROW_REMAP_FAILURE"
-    GPU_CLOCKS_THROTTLED = "GPU_CLOCKS_THROTTLED"
-    PCIE_LINK_DEGRADED = "PCIE_LINK_DEGRADED"
-    IB_PORT_DOWN = "IB_PORT_DOWN"
-    GPU_XID = "GPU_XID"
-    GPU_LOST = "GPU_LOST"
-    GEMM_SLOW = "GEMM_SLOW"
-    HBM_SLOW = "HBM_SLOW"
-    H2D_SLOW = "H2D_SLOW"
-    # collective bandwidth
-    NCCL_BUSBW_LOW = "NCCL_BUSBW_LOW"
-    NCCL_WRONG_RESULTS = "NCCL_WRONG_RESULTS"
-    NCCL_TEST_FAILED = "NCCL_TEST_FAILED"
-    NCCL_TEST_HANG = "NCCL_TEST_HANG"
-    NCCL_TEST_MISCONFIGURED = "NCCL_TEST_MISCONFIGURED"
-    NCCL_TESTS_NOT_MPI = "NCCL_TESTS_NOT_MPI"
-    NCCL_TRANSPORT_FALLBACK = "NCCL_TRANSPORT_FALLBACK"
-    STRAGGLER_NODE = "STRAGGLER_NODE"
-    STRAGGLER_GPU = "STRAGGLER_GPU"
-    # postmortem causes of a failed job (orchestrator/postmortem)
-    GPU_HW_FAULT = "GPU_HW_FAULT"
-    NCCL_TIMEOUT = "NCCL_TIMEOUT"
-    NCCL_NETWORK_ERROR = "NCCL_NETWORK_ERROR"
-    NCCL_INTERNAL_ERROR = "NCCL_INTERNAL_ERROR"
-    CUDA_ERROR = "CUDA_ERROR"
-    OOM_GPU = "OOM_GPU"
-    OOM_HOST = "OOM_HOST"
-    PROCESS_CRASH = "PROCESS_CRASH"
-    SLURM_TIME_LIMIT = "SLURM_TIME_LIMIT"
-    NODE_FAILURE = "NODE_FAILURE"
-    CONFIG_ERROR = "CONFIG_ERROR"
-    UNKNOWN = "UNKNOWN"
-    # step-time decomposition of a slow job (orchestrator/steps)
-    STEP_DATA_BOUND = "STEP_DATA_BOUND"
-    STEP_COMM_BOUND = "STEP_COMM_BOUND"
-    STEP_LAUNCH_BOUND = "STEP_LAUNCH_BOUND"
-    STEP_COMPUTE_BOUND = "STEP_COMPUTE_BOUND"
-    STEP_H2D_BOUND = "STEP_H2D_BOUND"
-    STEP_BURSTY = "STEP_BURSTY"
-    STEP_STRAGGLER_RANK = "STEP_STRAGGLER_RANK"
-
-
-class Finding(Contract):
-    """One diagnosed fact about a node, GPU, link, group of nodes or run.
-
-    ``nodes`` lists every host the finding is about, sorted as the finding's producer gave them: one host for
-    a node finding, two or more for a pair or group finding (a slow pair, a hung collective), none for a
-    run-wide one. ``subject`` names what the finding is about inside them (``GPU3``, ``GPU3-mlx5_2``,
-    ``mlx5_1/1``, ``gpu01,gpu02``); ``evidence`` holds the raw cells, figures and file names it rests on, so a
-    person can check it.
-
-    ``node=HOST`` is accepted on input as shorthand for ``nodes=[HOST]`` (and is how version-1 documents
-    name their host); it is not a field and never serialised.
-    """
-
-    code: FindingCode
-    severity: Severity
-    nodes: list[str] = Field(default_factory=list)
-    subject: str
-    message: str
-    evidence: dict[str, EvidenceValue] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _upgrade_v1(cls, data: object) -> object:
-        if isinstance(data, dict) and "node" in data:
-            data = dict(data)
-            node = data.pop("node")
-            if "nodes" in data:
-                raise ValueError("give either node or nodes, not both")
-            data["nodes"] = [node] if node else []
-        return data
-
-    @property
-    def node(self) -> str | None:
-        """The host when the finding is about exactly one node, else ``None`` (run-wide or several)."""
-        return self.nodes[0] if len(self.nodes) == 1 else None
 
 
 def _verdict_in(v: object) -> object:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.postmortem.contracts import EvidenceLine, PostmortemReport, TimelineEntry
 from fleetdx.orchestrator.report import BusbwCurve, BusbwPoint, CurveBackend, RunKind
 from fleetdx.orchestrator.store.records import NodeHistory, NodeHistoryEntry
-from fleetdx.probes.contracts import Finding, FindingCode, Job, SchedulerKind, Severity, Verdict
+from fleetdx.probes.contracts import Job, SchedulerKind, Severity, Verdict
 from fleetdx.probes.parsers.nccl_tests import parse_nccl_tests
 
 ROOT = Path(__file__).parent

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import (
     BusbwCurve,
     BusbwPoint,
@@ -24,7 +25,7 @@ from fleetdx.orchestrator.report import (
     Schedule,
     assemble_report,
 )
-from fleetdx.probes.contracts import Finding, FindingCode, Level, RunStatus, Severity, Verdict
+from fleetdx.probes.contracts import Level, RunStatus, Severity, Verdict
 
 STORE_FIXTURES = Path(__file__).parent / "fixtures" / "store"
 HEALTHY = STORE_FIXTURES / "08_all_reduce_GH200x8_2node_slingshot_healthy.txt"
@@ -79,7 +80,7 @@ def bandwidth_run(run_id: str, started_at: float, degraded: bool) -> RunReport:
                 node=host,
                 subject=f"{NODE_A}+{NODE_B}",
                 message="all_reduce peak busbw 5.83 GB/s, 4.7% of this pair's history (122.57 GB/s)",
-                evidence={"peak_busbw_gbps": 5.83, "history_busbw_gbps": [122.57], "file": NCCL_FILE},
+                details={"peak_busbw_gbps": 5.83, "history_busbw_gbps": [122.57], "file": NCCL_FILE},
             )
             for host in (NODE_A, NODE_B)
         ]
@@ -133,7 +134,7 @@ def preflight_run(run_id: str, started_at: float, host: str = "h100-vm-idle") ->
                 node=host,
                 subject="GPU0",
                 message="GPU0 has no GPU NUMA ID (N/A) in nvidia-smi topo -m",
-                evidence={"cells": ["0-15", "0", "N/A"], "file": "nvidia-smi_topo_-m.txt"},
+                details={"cells": ["0-15", "0", "N/A"], "file": "nvidia-smi_topo_-m.txt"},
             )
         ],
         recommendations=[
@@ -167,7 +168,7 @@ def pair_run(run_id: str, started_at: float) -> RunReport:
             nodes=[GPU01, GPU02],
             subject=f"{GPU01},{GPU02}",
             message=f"{GPU01},{GPU02}: all_reduce did not finish (no result after 120 s)",
-            evidence={"round": 0, "collective": "all_reduce", "nodes": [GPU01, GPU02], "error": "timeout"},
+            details={"round": 0, "collective": "all_reduce", "nodes": [GPU01, GPU02], "error": "timeout"},
         ),
         Finding(
             code=FindingCode.STRAGGLER_NODE,
@@ -175,7 +176,7 @@ def pair_run(run_id: str, started_at: float) -> RunReport:
             nodes=[GPU03],
             subject=GPU03,
             message=f"{GPU03}: busbw 41.2 GB/s vs allocation median 96.5 GB/s (-57%)",
-            evidence={"measured_gbps": 41.2, "expected_gbps": 96.5},
+            details={"measured_gbps": 41.2, "expected_gbps": 96.5},
         ),
         Finding(
             code=FindingCode.NCCL_TESTS_NOT_MPI,
@@ -205,7 +206,7 @@ def full_preflight_run(run_id: str, started_at: float) -> RunReport:
             nodes=[GPU02, GPU01],
             subject="all_reduce 64 MiB",
             message="busbw 80.1 GB/s vs allocation median 96.5 GB/s (-17%)",
-            evidence={"measured_gbps": 80.1, "expected_gbps": 96.5},
+            details={"measured_gbps": 80.1, "expected_gbps": 96.5},
         )
     ]
     return assemble_report(

@@ -17,8 +17,9 @@ import typer
 from typer.testing import CliRunner
 
 from fleetdx.orchestrator.cli import topo_cmd
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.placement.health import gpu_health
-from fleetdx.probes.contracts import Finding, FindingCode, Severity
+from fleetdx.probes.contracts import Severity
 from fleetdx.probes.parsers.topo import TopoMatrix, parse_topo
 from fleetdx.topology.binding import advise
 from fleetdx.topology.contracts import GpuExclusion

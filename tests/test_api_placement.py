@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import RunKind, assemble_report
 from fleetdx.orchestrator.scheduler.slurm_nodes import SchedulerUnavailable
 from fleetdx.orchestrator.service.api import create_app
 from fleetdx.orchestrator.store import Store
 from fleetdx.orchestrator.store.tokens import TokenScope, create_token
 from fleetdx.probes.catalog import TOPO_FILE
-from fleetdx.probes.contracts import Finding, FindingCode, Level, Severity
+from fleetdx.probes.contracts import Level, Severity
 from fleetdx.probes.parsers.slurm_nodes import SlurmNode, parse_scontrol_nodes
 from fleetdx.topology.cluster import ClusterIndex, parse_topology_conf
 from tests.test_place import busy_findings

@@ -9,9 +9,10 @@ import pytest
 
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.rules_node import RULES, ib_port_down
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.probes.bundle import BundleData, CommandMeta, ProbeSource, find_raw_file, read_bundle, write_bundle
 from fleetdx.probes.catalog import rows_reading
-from fleetdx.probes.contracts import FindingCode, RunStatus, Severity
+from fleetdx.probes.contracts import RunStatus, Severity
 from fleetdx.probes.errors import BundleError
 from fleetdx.probes.facts import node_facts
 
@@ -270,10 +271,10 @@ def test_ib_port_not_active_is_critical_with_evidence(tmp_path: Path) -> None:
     assert finding.severity is Severity.CRITICAL
     assert finding.node == "n1"
     assert finding.subject == "mlx5_3/1"
-    assert finding.evidence["state"] == "Down"
-    assert finding.evidence["phys_state"] == "Polling"
-    assert finding.evidence["rate_gbps"] == 400
-    assert finding.evidence["file"] == "ibstat.txt"
+    assert finding.details["state"] == "Down"
+    assert finding.details["phys_state"] == "Polling"
+    assert finding.details["rate_gbps"] == 400
+    assert finding.details["file"] == "ibstat.txt"
 
 
 def test_sysfs_init_ib_port_critical_and_polling_roce_warning(tmp_path: Path) -> None:
@@ -310,7 +311,7 @@ def test_ib_evidence_names_the_file_that_parsed_not_the_first_present(tmp_path: 
     assert facts.sources["ib"] == "sysfs_infiniband.txt"
     (finding,) = ib_port_down(facts, Fleet(nodes=[facts]))
     assert finding.subject == "mlx5_0/1"
-    assert finding.evidence["file"] == "sysfs_infiniband.txt"
+    assert finding.details["file"] == "sysfs_infiniband.txt"
 
 
 def test_no_ib_facts_no_finding() -> None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from fleetdx.orchestrator.cli import preflight_cmd
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import RunKind, assemble_report
-from fleetdx.probes.contracts import Finding, FindingCode, Severity
+from fleetdx.probes.contracts import Severity
 
 
 def test_brackets_in_messages_are_printed(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,10 +28,11 @@ from fleetdx.orchestrator.cluster.collective import (
     point,
     ray_hosts,
 )
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.preflight.detection import DetectionPolicy
 from fleetdx.orchestrator.preflight.schedules import localisation_round_bound
 from fleetdx.orchestrator.report import RunReport, Schedule
-from fleetdx.probes.contracts import Collective, FindingCode, Verdict
+from fleetdx.probes.contracts import Collective, Verdict
 from fleetdx.probes.parsers.nccl_tests import busbw_factor
 from tests.straggler import (
     HANG_GUARD_S,
@@ -165,7 +166,7 @@ def test_round_robin_names_the_injected_straggler(sim_cluster: list[str]) -> Non
     assert rep.exclude == "sim2" and rep.verdict is Verdict.CRITICAL
     assert len(rep.curves) == 6  # every pair of 4 nodes once
     f = next(f for f in rep.findings if f.code is FindingCode.STRAGGLER_NODE)
-    assert f.evidence["low"] == 3 and f.evidence["measured"] == 3
+    assert f.details["low"] == 3 and f.details["measured"] == 3
 
 
 @pytest.mark.ray

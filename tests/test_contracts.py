@@ -7,7 +7,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from fleetdx.probes.contracts import Contract, Finding, FindingCode, Severity, Verdict, VerdictName
+from fleetdx.orchestrator.judgement import Finding, FindingCode
+from fleetdx.probes.contracts import Contract, Severity, Verdict, VerdictName
 
 
 class _V(Contract):

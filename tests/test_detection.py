@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.preflight.bandwidth import build_report, findings_for, screen_and_localise
 from fleetdx.orchestrator.preflight.detection import (
     Baseline,
@@ -21,7 +22,7 @@ from fleetdx.orchestrator.preflight.detection import (
 )
 from fleetdx.orchestrator.preflight.schedules import Group, localisation_round_bound
 from fleetdx.orchestrator.report import Schedule
-from fleetdx.probes.contracts import FindingCode, Severity, Verdict
+from fleetdx.probes.contracts import Severity, Verdict
 
 POLICY = DetectionPolicy()
 
@@ -185,9 +186,9 @@ def test_findings_and_report_for_a_straggler_and_a_broken_pair() -> None:
     assert (FindingCode.NCCL_BUSBW_LOW, "n0004") in codes  # 60 GB/s < 0.9 x the 100 GB/s reference
     straggler = next(f for f in fs if f.code is FindingCode.STRAGGLER_NODE)
     assert (
-        straggler.evidence["agreeing"] == 4
+        straggler.details["agreeing"] == 4
     )  # the screen's and three re-measurements, all with cleared partners
-    assert straggler.evidence["drop"] == pytest.approx(0.4, abs=0.03)
+    assert straggler.details["drop"] == pytest.approx(0.4, abs=0.03)
     rep = build_report(r, fs, [], started_at=0.0)
     assert rep.verdict is Verdict.CRITICAL and rep.exit_code == 2
     assert rep.exclude == "n0004"
@@ -201,7 +202,7 @@ def test_history_finding_names_a_node_slower_than_its_past() -> None:
     r = screen_and_localise(fleet.nodes, fleet, POLICY, Schedule.QUICK)
     fs = findings_for(r, POLICY, history={"n0001": [120.0, 121.0, 119.0, 120.0]})
     assert [(f.code, f.node) for f in fs] == [(FindingCode.NCCL_BUSBW_LOW, "n0001")]
-    assert fs[0].evidence["expected_gbps"] == pytest.approx(120.0)
+    assert fs[0].details["expected_gbps"] == pytest.approx(120.0)
 
 
 def test_bench_runs_the_real_detector_on_the_fitted_noise_model() -> None:

@@ -13,9 +13,11 @@ import pytest
 from fleetdx.orchestrator.diagnosis import engine, rules_gpu, rules_nccl, rules_node, rules_topo
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.engine import diagnose, probe_findings, unjudged_reason
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.preflight.run import analyze_bundles, report_of
-from fleetdx.orchestrator.report import RunKind, exclude_hostlist, node_verdict
-from fleetdx.probes.contracts import Finding, FindingCode, RunStatus, Severity, Verdict
+from fleetdx.orchestrator.judgement.envelope import exclude_hostlist, node_verdict
+from fleetdx.orchestrator.report import RunKind
+from fleetdx.probes.contracts import RunStatus, Severity, Verdict
 from fleetdx.probes.facts import NodeFacts, ParseFailure, ProbeRecord
 
 BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
@@ -54,7 +56,7 @@ def test_timeouts_failures_and_parse_failures_become_warnings() -> None:
     }
     assert all(f.severity is Severity.WARNING and f.node == "n1" for f in got.values())
     timeout = got[(FindingCode.PROBE_TIMEOUT, "nvidia-smi_-q_-x.xml")]
-    assert str(timeout.evidence["error"]).startswith("no exit")
+    assert str(timeout.details["error"]).startswith("no exit")
 
 
 def test_node_with_nothing_parsed_is_unjudged() -> None:
@@ -155,7 +157,7 @@ def test_busy_h100_flags_the_foreign_process() -> None:
     # nvidia-smi_query-compute-apps.csv: "1929, python3, 19948 MiB, 00000000:00:06.0"
     report = analyze_bundles([BUNDLES / "h100-busy"]).report
     foreign = [f for f in report.findings if f.code is FindingCode.GPU_FOREIGN_PROCESS]
-    assert foreign and "1929" in str(foreign[0].evidence)
+    assert foreign and "1929" in str(foreign[0].details)
     assert report.verdict in (Verdict.WARNING, Verdict.CRITICAL)
 
 

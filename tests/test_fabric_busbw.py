@@ -8,8 +8,9 @@ from pathlib import Path
 
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.rules_nccl import fabric_busbw_rule
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.probes.catalog import NamedNcclTests
-from fleetdx.probes.contracts import FindingCode, Severity
+from fleetdx.probes.contracts import Severity
 from fleetdx.probes.facts import NodeFacts
 from fleetdx.probes.parsers.ibstat import parse_ibstat
 from fleetdx.probes.parsers.nccl_tests import parse_nccl_tests
@@ -39,14 +40,14 @@ def test_a100_pcie_over_hdr_at_a_quarter_of_line_rate_is_low() -> None:
     node = _node("21_all_reduce_A100PCIe_2node_HDR_IB_GDRDMA_crosssocket_slow_ncclinfo.txt", _hdr_single_port())
     (f,) = fabric_busbw_rule(node, Fleet(nodes=[node]))
     assert f.code is FindingCode.NCCL_BUSBW_LOW and f.severity is Severity.WARNING
-    assert len(f.nodes) == 2 and f.evidence["line_rate_gbps"] == 25.0
-    assert f.evidence["peak_busbw_gbps"] == 6.44 and f.evidence["ratio"] < 0.5
+    assert len(f.nodes) == 2 and f.details["line_rate_gbps"] == 25.0
+    assert f.details["peak_busbw_gbps"] == 6.44 and f.details["ratio"] < 0.5
 
 
 def test_after_the_nps4_change_still_low() -> None:
     node = _node("22_all_reduce_A100PCIe_2node_HDR_IB_noGDR_after_NPS4_ncclinfo.txt", _hdr_single_port())
     (f,) = fabric_busbw_rule(node, Fleet(nodes=[node]))
-    assert f.evidence["peak_busbw_gbps"] == 9.0  # the poster: "still low"
+    assert f.details["peak_busbw_gbps"] == 9.0  # the poster: "still low"
 
 
 def test_b200_at_full_speed_is_not_low() -> None:

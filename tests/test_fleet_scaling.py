@@ -15,11 +15,11 @@ from fleetdx.orchestrator.diagnosis import references as ref
 from fleetdx.orchestrator.diagnosis import rules_gpu, rules_topo
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.engine import diagnose
-from fleetdx.probes.contracts import Finding
+from fleetdx.orchestrator.diagnosis.topo_findings import peer_findings
+from fleetdx.orchestrator.judgement import Finding
 from fleetdx.probes.facts import NodeFacts
 from fleetdx.probes.parsers.microbench import Microbench
 from fleetdx.probes.parsers.smi_xml import SmiGpu, SmiReport
-from fleetdx.topology.findings import peer_findings
 from tests.topology_util import make_topo, uniform
 
 MODELS = ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"]

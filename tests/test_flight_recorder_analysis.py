@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.postmortem.flight import (
     analyze,
     analyze_dir,
@@ -22,7 +23,7 @@ from fleetdx.orchestrator.postmortem.flight import (
     to_causes,
     to_timeline,
 )
-from fleetdx.probes.contracts import FindingCode, Severity
+from fleetdx.probes.contracts import Severity
 from fleetdx.probes.errors import ConfigError
 from fleetdx.probes.parsers.flight_recorder import FrDump, FrGroup, FrGroupStatus
 

@@ -18,10 +18,11 @@ from fleetdx.orchestrator.htmlreport import Limits, render_postmortem, render_st
 from fleetdx.orchestrator.htmlreport.page import CSP, plotly_js
 from fleetdx.orchestrator.htmlreport.postmortem import bandwidth_figures, timeline_figure
 from fleetdx.orchestrator.htmlreport.steps import straggler_ranks
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, EvidenceLine, GpuRef, TimelineEntry
 from fleetdx.orchestrator.steps.contracts import RankSummary, StepSample, StepsReport, StepTimeMs
 from fleetdx.orchestrator.steps.run import analyse, load_ranks
-from fleetdx.probes.contracts import Finding, FindingCode, Job, SchedulerKind, Severity, Verdict
+from fleetdx.probes.contracts import Job, SchedulerKind, Severity, Verdict
 from fleetdx.probes.errors import ConfigError
 from fleetdx.probes.parsers.joblog import GpuSource
 from fleetdx.topology.binding import cpu_list as fmt_ranks
@@ -148,7 +149,7 @@ def test_steps_page_hostile_text_is_escaped() -> None:
         nodes=["h" + HOSTILE],
         subject="rank 1 " + HOSTILE,
         message="slow " + HOSTILE,
-        evidence={"rank": 1, "stage": HOSTILE, HOSTILE: "key"},
+        details={"rank": 1, "stage": HOSTILE, HOSTILE: "key"},
     )
     r = RankSummary(
         rank=1,
@@ -219,7 +220,7 @@ def test_huge_steps_report_is_bounded() -> None:
         nodes=["synthetic-gpu097"],
         subject="rank 777",
         message="rank 777 is a straggler in its data stage (synthetic)",
-        evidence={"rank": 777, "stage": "data"},
+        details={"rank": 777, "stage": "data"},
     )
     rep = StepsReport(ranks=ranks, findings=[strag])
     page = render_steps(rep, ranks=per_rank)

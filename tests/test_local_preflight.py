@@ -15,9 +15,10 @@ import pytest
 
 from fleetdx.orchestrator.cli.preflight_cmd import _only_this_host
 from fleetdx.orchestrator.cluster.fanout import OutcomeKind
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.preflight import run as run_mod
 from fleetdx.orchestrator.preflight.run import NodeJob, collect_here, run_local_preflight
-from fleetdx.probes.contracts import FindingCode, Level, Verdict
+from fleetdx.probes.contracts import Level, Verdict
 
 BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
 

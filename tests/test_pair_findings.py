@@ -11,10 +11,11 @@ import sys
 import pytest
 from fastapi.testclient import TestClient
 
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import RunKind, RunReport, Schedule, assemble_report
 from fleetdx.orchestrator.service.api import create_app
 from fleetdx.orchestrator.store import NodeHistory, Store
-from fleetdx.probes.contracts import Finding, FindingCode, Severity, Verdict
+from fleetdx.probes.contracts import Severity, Verdict
 
 pytest_plugins = ["tests.pgfixtures"]
 
@@ -29,7 +30,7 @@ def hung_pair_report() -> RunReport:
         nodes=["a", "b"],
         subject="a,b",
         message="a,b: all_reduce did not finish (no result after 120 s)",
-        evidence={"round": 0, "collective": "all_reduce", "nodes": ["a", "b"], "error": "timeout"},
+        details={"round": 0, "collective": "all_reduce", "nodes": ["a", "b"], "error": "timeout"},
     )
     return assemble_report(
         RunKind.BANDWIDTH, ["a", "b", "c"], [hang], started_at=T0, schedule=Schedule.LOCALISE, run_id="bw-hang"

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from fleetdx.orchestrator.cli import place_cmd
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.engine import run_rules
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.placement.contracts import ExclusionStage, PlacementRequest
 from fleetdx.orchestrator.placement.health import gpu_health
 from fleetdx.orchestrator.placement.job import PlacementInputError, place
@@ -31,7 +32,7 @@ from fleetdx.orchestrator.report import RunKind, assemble_report
 from fleetdx.orchestrator.store import Store
 from fleetdx.probes.bundle import read_bundle
 from fleetdx.probes.catalog import TOPO_FILE
-from fleetdx.probes.contracts import Finding, FindingCode, Level, RunStatus, Severity
+from fleetdx.probes.contracts import Level, RunStatus, Severity
 from fleetdx.probes.facts import node_facts
 from fleetdx.probes.parsers.slurm_nodes import parse_scontrol_nodes
 from fleetdx.probes.runner import RunResult

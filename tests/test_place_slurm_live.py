@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import RunKind, assemble_report
 from fleetdx.orchestrator.store import Store
-from fleetdx.probes.contracts import Finding, FindingCode, Level, Severity
+from fleetdx.probes.contracts import Level, Severity
 from tests.slurmcluster import SlurmCluster, slurm_cluster, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

@@ -18,8 +18,9 @@ import pytest
 
 from fleetdx.orchestrator.cluster.fanout import match_hosts, ray_node_hosts
 from fleetdx.orchestrator.cluster.simulate import SimCluster, SimNode, sim_nodes, simulated_cluster
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.preflight.run import NodeJob, PreflightResult, run_preflight
-from fleetdx.probes.contracts import FindingCode, Level, Severity, Verdict
+from fleetdx.probes.contracts import Level, Severity, Verdict
 from tests.straggler import HANG_GUARD_S
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(HANG_GUARD_S)]
@@ -114,7 +115,7 @@ def test_node_killed_mid_run_is_unreachable_and_excluded(cluster: SimCluster) ->
     killer.join()
     lost = [f for f in report.findings if f.code is FindingCode.NODE_UNREACHABLE]
     assert [f.node for f in lost] == ["topo-06"]
-    assert lost[0].severity is Severity.CRITICAL and lost[0].evidence["ray_state"] == "DEAD"
+    assert lost[0].severity is Severity.CRITICAL and lost[0].details["ray_state"] == "DEAD"
     assert report.verdict is Verdict.CRITICAL and report.exit_code == 2
     assert report.exclude == "h100-busy,h100-idle,topo-06"
     assert {n.host for n in report.nodes} == set(SIM_BUNDLES)

@@ -22,6 +22,7 @@ import pytest
 from fleetdx.orchestrator.cluster.fanout import match_hosts, ray_node_hosts
 from fleetdx.orchestrator.cluster.simulate import SimCluster, sim_nodes, simulated_cluster
 from fleetdx.orchestrator.diagnosis.robust import DetectionPolicy
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.preflight.run import (
     BANDWIDTH_PROBE,
     BandwidthStep,
@@ -32,7 +33,7 @@ from fleetdx.orchestrator.preflight.run import (
     run_preflight,
 )
 from fleetdx.orchestrator.report import BusbwCurve, NodeReport, ProbeSummary, RunKind, RunReport
-from fleetdx.probes.contracts import Finding, FindingCode, Level, RunStatus, Severity, Verdict
+from fleetdx.probes.contracts import Level, RunStatus, Severity, Verdict
 from fleetdx.probes.facts import node_facts
 from tests.straggler import (
     HANG_GUARD_S,

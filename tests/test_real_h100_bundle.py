@@ -63,4 +63,4 @@ def test_real_busy_h100_is_excluded_for_the_foreign_process_not_for_slow_memory(
     got = {(f["code"], f["severity"]) for f in report["findings"]}
     assert got == {("GPU_FOREIGN_PROCESS", "critical"), ("GPU_CLOCKS_THROTTLED", "info"), ("HBM_SLOW", "info")}
     (hbm,) = [f for f in report["findings"] if f["code"] == "HBM_SLOW"]
-    assert hbm["evidence"]["shared_with_pid"] == 444 and round(hbm["evidence"]["measured"]) == 1608
+    assert hbm["details"]["shared_with_pid"] == 444 and round(hbm["details"]["measured"]) == 1608

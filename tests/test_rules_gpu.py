@@ -12,8 +12,9 @@ from fleetdx.orchestrator.diagnosis import references as ref
 from fleetdx.orchestrator.diagnosis import rules_gpu as R
 from fleetdx.orchestrator.diagnosis import xid_table
 from fleetdx.orchestrator.diagnosis.base import Fleet
-from fleetdx.orchestrator.report import exclude_hostlist
-from fleetdx.probes.contracts import FindingCode, Severity
+from fleetdx.orchestrator.judgement import FindingCode
+from fleetdx.orchestrator.judgement.envelope import exclude_hostlist
+from fleetdx.probes.contracts import Severity
 from fleetdx.probes.facts import NodeFacts
 from fleetdx.probes.parsers.microbench import Microbench, parse_microbench
 from fleetdx.probes.parsers.smi_csv import parse_smi_csv
@@ -68,9 +69,9 @@ def test_busy_node_foreign_process() -> None:
         "busy",
         "GPU0",
     )
-    assert f.evidence["pid"] == 1929 and f.evidence["process_name"] == "python3"
-    assert f.evidence["used_memory_mib"] == 19948
-    assert f.evidence["file"] == "nvidia-smi_-q_-x.xml"
+    assert f.details["pid"] == 1929 and f.details["process_name"] == "python3"
+    assert f.details["used_memory_mib"] == 19948
+    assert f.details["file"] == "nvidia-smi_-q_-x.xml"
 
 
 def test_busy_node_foreign_process_from_csv_when_xml_missing() -> None:
@@ -78,14 +79,14 @@ def test_busy_node_foreign_process_from_csv_when_xml_missing() -> None:
     (f,) = R.foreign_process_rule(node, Fleet(nodes=[node]))
     # the busy query-gpu CSV has no pci.bus_id column, so the GPU is named by its bus id, not guessed
     assert f.subject == "PCI:00000000:00:06.0"
-    assert f.evidence["file"] == "nvidia-smi_query-compute-apps.csv" and f.evidence["pid"] == 1929
+    assert f.details["file"] == "nvidia-smi_query-compute-apps.csv" and f.details["pid"] == 1929
 
 
 def test_busy_node_power_cap_is_info_only() -> None:
     (f,) = R.clocks_rule(BUSY, Fleet(nodes=[BUSY]))
     assert (f.code, f.severity, f.subject) == (FindingCode.GPU_CLOCKS_THROTTLED, Severity.INFO, "GPU0")
-    assert f.evidence["active_reasons"] == ["sw_power_cap"]
-    assert (f.evidence["sm_clock_mhz"], f.evidence["power_draw_w"]) == (1395, 697.7)
+    assert f.details["active_reasons"] == ["sw_power_cap"]
+    assert (f.details["sm_clock_mhz"], f.details["power_draw_w"]) == (1395, 697.7)
 
 
 def test_modified_lowered_power_limit_power_cap_is_warning() -> None:
@@ -98,7 +99,7 @@ def test_modified_lowered_power_limit_power_cap_is_warning() -> None:
     node = facts("h100-vm-busy", "busy", xml=text)
     (f,) = R.clocks_rule(node, Fleet(nodes=[node]))
     assert f.severity is Severity.WARNING
-    assert (f.evidence["power_limit_w"], f.evidence["default_power_limit_w"]) == (500.0, 700.0)
+    assert (f.details["power_limit_w"], f.details["default_power_limit_w"]) == (500.0, 700.0)
 
 
 @pytest.mark.parametrize(
@@ -111,7 +112,7 @@ def test_modified_hw_slowdown_is_critical(reason: str) -> None:
     node = facts("h100-vm-busy", "busy", xml=text)
     (f,) = R.clocks_rule(node, Fleet(nodes=[node]))
     assert (f.code, f.severity, f.subject) == (FindingCode.GPU_CLOCKS_THROTTLED, Severity.CRITICAL, "GPU0")
-    assert reason in f.message and set(f.evidence["active_reasons"]) == {reason, "sw_power_cap"}  # type: ignore
+    assert reason in f.message and set(f.details["active_reasons"]) == {reason, "sw_power_cap"}  # type: ignore
 
 
 def test_idle_gpu_reason_is_not_a_finding() -> None:
@@ -127,7 +128,7 @@ def test_modified_ecc_uncorrectable_volatile() -> None:
     node = facts("h100-vm-idle", "idle", xml=text)
     (f,) = R.ecc_rule(node, Fleet(nodes=[node]))
     assert (f.code, f.severity, f.subject) == (FindingCode.GPU_ECC_UNCORRECTABLE, Severity.CRITICAL, "GPU0")
-    assert f.evidence["volatile_dram_uncorrectable"] == 2 and f.evidence["aggregate_uncorrectable"] == 0
+    assert f.details["volatile_dram_uncorrectable"] == 2 and f.details["aggregate_uncorrectable"] == 0
 
 
 def test_modified_ecc_aggregate_only_is_history_not_a_finding() -> None:
@@ -150,7 +151,7 @@ def test_modified_ecc_from_csv_when_xml_missing() -> None:
     )
     node = facts("h100-vm-idle", "idle", with_xml=False, query_gpu=parse_smi_csv(text))
     (f,) = R.ecc_rule(node, Fleet(nodes=[node]))
-    assert f.subject == "GPU0" and f.evidence["ecc.errors.uncorrected.volatile.total"] == 3
+    assert f.subject == "GPU0" and f.details["ecc.errors.uncorrected.volatile.total"] == 3
 
 
 def test_modified_row_remap_pending_and_failure_xml() -> None:
@@ -171,7 +172,7 @@ def test_modified_row_remap_pending_csv() -> None:
     node = facts("h100-vm-idle", "idle", with_xml=False, remapped_rows=parse_smi_csv(text))
     (f,) = R.row_remap_rule(node, Fleet(nodes=[node]))
     assert (f.code, f.subject) == (FindingCode.GPU_ROW_REMAP_PENDING, "GPU0")
-    assert f.evidence["remapped_rows_uncorrectable"] == 1
+    assert f.details["remapped_rows_uncorrectable"] == 1
 
 
 def test_modified_pcie_width_degraded() -> None:
@@ -180,7 +181,7 @@ def test_modified_pcie_width_degraded() -> None:
     node = facts("h100-vm-idle", "idle", xml=text)
     (f,) = R.pcie_rule(node, Fleet(nodes=[node]))
     assert (f.code, f.severity, f.subject) == (FindingCode.PCIE_LINK_DEGRADED, Severity.WARNING, "GPU0")
-    assert (f.evidence["width_current"], f.evidence["width_max"]) == (8, 16)
+    assert (f.details["width_current"], f.details["width_max"]) == (8, 16)
 
 
 def test_modified_pcie_gen_low_judged_only_under_load() -> None:
@@ -197,7 +198,7 @@ def test_modified_pcie_gen_low_judged_only_under_load() -> None:
         xml=xml_text("h100-vm-busy").replace("<current_link_gen>5<", "<current_link_gen>3<"),
     )
     (f,) = R.pcie_rule(busy, Fleet(nodes=[busy]))
-    assert "Gen3 of Gen5" in f.message and f.evidence["under_load"] is True
+    assert "Gen3 of Gen5" in f.message and f.details["under_load"] is True
 
 
 def test_gpu_count_vs_expected() -> None:
@@ -205,7 +206,7 @@ def test_gpu_count_vs_expected() -> None:
         IDLE, Fleet(nodes=[IDLE], expected_gpus_per_node=8, expected_gpus_source="--gpus")
     )
     assert (f.code, f.severity, f.subject) == (FindingCode.GPU_COUNT_MISMATCH, Severity.CRITICAL, "node")
-    assert (f.evidence["gpus"], f.evidence["expected"], f.evidence["expected_from"]) == (1, 8, "--gpus")
+    assert (f.details["gpus"], f.details["expected"], f.details["expected_from"]) == (1, 8, "--gpus")
 
 
 def test_modified_gpu_count_vs_majority() -> None:
@@ -217,8 +218,8 @@ def test_modified_gpu_count_vs_majority() -> None:
     peers = [IDLE.model_copy(update={"host": f"n{i}"}) for i in range(3)]
     fleet = Fleet(nodes=[*peers, lost])
     (f,) = R.gpu_count_rule(lost, fleet)
-    assert (f.evidence["gpus"], f.evidence["expected"]) == (0, 1)
-    assert f.evidence["expected_from"] == "majority of 4 nodes"
+    assert (f.details["gpus"], f.details["expected"]) == (0, 1)
+    assert f.details["expected_from"] == "majority of 4 nodes"
     assert R.gpu_count_rule(peers[0], fleet) == []
     two = Fleet(nodes=[peers[0], lost])  # 1 vs 0: no majority, no judgement
     assert R.gpu_count_rule(lost, two) == []
@@ -232,8 +233,8 @@ def test_modified_xid_fallen_off_bus_is_critical_on_gpu0() -> None:
     node = facts("h100-vm-idle", "idle", xids=parse_xid(text))
     (f,) = R.xid_rule(node, Fleet(nodes=[node]))
     assert (f.code, f.severity, f.subject) == (FindingCode.GPU_XID, Severity.CRITICAL, "GPU0")
-    assert (f.evidence["xid"], f.evidence["class"], f.evidence["count"]) == (79, "NODE", 1)
-    assert f.evidence["lines"] == [5]
+    assert (f.details["xid"], f.details["class"], f.details["count"]) == (79, "NODE", 1)
+    assert f.details["lines"] == [5]
 
 
 def test_modified_application_xids_never_condemn() -> None:
@@ -243,10 +244,10 @@ def test_modified_application_xids_never_condemn() -> None:
         for i, c in enumerate((13, 31, 43, 13))
     ]
     node = facts("h100-vm-idle", "idle", xids=parse_xid("\n".join(lines)))
-    got = {f.evidence["xid"]: f for f in R.xid_rule(node, Fleet(nodes=[node]))}
+    got = {f.details["xid"]: f for f in R.xid_rule(node, Fleet(nodes=[node]))}
     assert set(got) == {13, 31, 43}
     assert all(f.severity is Severity.INFO for f in got.values())
-    assert got[13].evidence["count"] == 2
+    assert got[13].details["count"] == 2
 
 
 def test_xid_table_classes_follow_xid_md() -> None:
@@ -285,11 +286,11 @@ def test_modified_fallen_off_the_bus_without_xid_is_critical_and_excludes_the_no
     ]
     fallen, probe = got
     assert fallen.nodes == ["idle"]
-    assert fallen.evidence["kind"] == "fallen-off-bus" and fallen.evidence["pci"] == "0000:00:06.0"
-    assert fallen.evidence["pci_id"] == "10de:2330" and fallen.evidence["lines"] == [4]
-    assert str(fallen.evidence["raw"]).splitlines()[2].endswith("not responding to commands.")
+    assert fallen.details["kind"] == "fallen-off-bus" and fallen.details["pci"] == "0000:00:06.0"
+    assert fallen.details["pci_id"] == "10de:2330" and fallen.details["lines"] == [4]
+    assert str(fallen.details["raw"]).splitlines()[2].endswith("not responding to commands.")
     assert "fallen off the bus" in fallen.message
-    assert probe.evidence["kind"] == "probe-failed" and probe.evidence["lines"] == [7]
+    assert probe.details["kind"] == "probe-failed" and probe.details["lines"] == [7]
     assert exclude_hostlist(got) == "idle"
 
 
@@ -311,9 +312,9 @@ def test_modified_fallen_off_the_bus_without_xid_is_critical_and_excludes_the_no
 def test_modified_gpu_not_in_the_inventory_is_named_by_its_address(line: str, kind: str) -> None:
     node = _idle_with(line)
     (f,) = R.xid_rule(node, Fleet(nodes=[node]))
-    assert (f.code, f.severity, f.evidence["kind"]) == (FindingCode.GPU_LOST, Severity.CRITICAL, kind)
-    assert f.subject.startswith("PCI:0000:") and f.evidence["lines"] == [4]
-    assert f.evidence["raw"] == line
+    assert (f.code, f.severity, f.details["kind"]) == (FindingCode.GPU_LOST, Severity.CRITICAL, kind)
+    assert f.subject.startswith("PCI:0000:") and f.details["lines"] == [4]
+    assert f.details["raw"] == line
 
 
 def test_modified_init_failure_lines_of_one_gpu_are_one_finding() -> None:
@@ -324,8 +325,8 @@ def test_modified_init_failure_lines_of_one_gpu_are_one_finding() -> None:
         "[  926.232358] NVRM: GPU 0000:0a:00.0: rm_init_adapter failed, device minor number 5",
     )
     (f,) = R.xid_rule(node, Fleet(nodes=[node]))
-    assert (f.subject, f.evidence["count"], f.evidence["lines"]) == ("PCI:0000:0a:00.0", 4, [4, 5, 6, 7])
-    assert f.evidence["last_uptime_s"] == 926.232358
+    assert (f.subject, f.details["count"], f.details["lines"]) == ("PCI:0000:0a:00.0", 4, [4, 5, 6, 7])
+    assert f.details["last_uptime_s"] == 926.232358
 
 
 # --- issue 15: the message's own fatal / non-fatal word ---------------------------------------------------
@@ -366,7 +367,7 @@ NVL = "NVRM: Xid (PCI:0000:00:06): "
 def test_modified_nvlink_xid_severity_reads_the_fatal_word(message: str, severity: Severity, cls: str) -> None:
     node = _idle_with(f"[ 5000.000001] {NVL}{message}")
     (f,) = R.xid_rule(node, Fleet(nodes=[node]))
-    assert (f.code, f.severity, f.evidence["class"], f.subject) == (FindingCode.GPU_XID, severity, cls, "GPU0")
+    assert (f.code, f.severity, f.details["class"], f.subject) == (FindingCode.GPU_XID, severity, cls, "GPU0")
 
 
 def test_modified_a_fatal_line_among_nonfatal_ones_makes_the_gpu_critical() -> None:
@@ -374,12 +375,12 @@ def test_modified_a_fatal_line_among_nonfatal_ones_makes_the_gpu_critical() -> N
     fatal = "145, RLW_SRC_TRACK Fatal XC0 i0 Link 03 (0x040868e2 0x00000008 0x00000000 0x00000000 0x00000000 0x0)"
     only_nonfatal = _idle_with(*(f"[ {5000 + i}.0] {NVL}{nonfatal}" for i in range(5)))
     (f,) = R.xid_rule(only_nonfatal, Fleet(nodes=[only_nonfatal]))
-    assert f.severity is Severity.WARNING and f.evidence["count"] == 5
-    assert f.evidence["fatality"] == {"fatal": 0, "nonfatal": 5, "unmarked": 0}
+    assert f.severity is Severity.WARNING and f.details["count"] == 5
+    assert f.details["fatality"] == {"fatal": 0, "nonfatal": 5, "unmarked": 0}
     assert "non-fatal" in f.message
     mixed = _idle_with(f"[ 5000.0] {NVL}{nonfatal}", f"[ 5001.0] {NVL}{fatal}", f"[ 5002.0] {NVL}{nonfatal}")
     (g,) = R.xid_rule(mixed, Fleet(nodes=[mixed]))
-    assert g.severity is Severity.CRITICAL and g.evidence["fatality"] == {"fatal": 1, "nonfatal": 2, "unmarked": 0}
+    assert g.severity is Severity.CRITICAL and g.details["fatality"] == {"fatal": 1, "nonfatal": 2, "unmarked": 0}
 
 
 def test_fatal_word_is_read_only_for_families_that_carry_one() -> None:
@@ -399,11 +400,11 @@ def test_busy_microbench_slow_vs_reference_and_peer() -> None:
     assert set(got) == {FindingCode.GEMM_SLOW, FindingCode.HBM_SLOW}  # pinned H2D 54.96 is not slow
     gemm = got[FindingCode.GEMM_SLOW]
     # measured while the foreign process (pid 1929) ran: the sharing is measured, not the GPU
-    assert gemm.severity is Severity.INFO and gemm.subject == "GPU0" and gemm.evidence["shared_with_pid"] == 1929
+    assert gemm.severity is Severity.INFO and gemm.subject == "GPU0" and gemm.details["shared_with_pid"] == 1929
     assert "not evidence of a slow GPU" in gemm.message
-    assert gemm.evidence["measured"] == 671.51 and gemm.evidence["expected"] == 773
-    assert gemm.evidence["basis"] == "measured" and gemm.evidence["peer_median"] == 772.65
-    assert got[FindingCode.HBM_SLOW].evidence["measured"] == 1605.54
+    assert gemm.details["measured"] == 671.51 and gemm.details["expected"] == 773
+    assert gemm.details["basis"] == "measured" and gemm.details["peer_median"] == 772.65
+    assert got[FindingCode.HBM_SLOW].details["measured"] == 1605.54
     assert R.microbench_rule(IDLE, fleet) == []
 
 
@@ -413,8 +414,8 @@ def test_modified_h2d_slow_vs_spec_scaled_reference() -> None:
     m = Microbench(gpu_index=3, gpu_name="NVIDIA A100-SXM4-80GB", h2d_pinned_gbps=10.0, d2h_pinned_gbps=24.0)
     node = NodeFacts(host="a100", microbench=[m])
     (f,) = R.microbench_rule(node, Fleet(nodes=[node]))
-    assert (f.code, f.subject, f.evidence["basis"]) == (FindingCode.H2D_SLOW, "GPU3", "spec_scaled")
-    assert f.evidence["metric"] == "h2d_pinned_gbps"
+    assert (f.code, f.subject, f.details["basis"]) == (FindingCode.H2D_SLOW, "GPU3", "spec_scaled")
+    assert f.details["metric"] == "h2d_pinned_gbps"
     exp = ref.expected(ref.spec_for("NVIDIA A100-SXM4-80GB"), ref.Metric.H2D_PINNED)  # type: ignore[arg-type]
     assert exp.threshold == pytest.approx(32 * 54.6 / 64 * 0.75)
 
@@ -444,4 +445,4 @@ def test_slow_microbench_on_an_idle_gpu_is_a_warning() -> None:
     alone = BUSY.model_copy(update={"gpu_processes": []})
     got = {f.code: f for f in R.microbench_rule(alone, Fleet(nodes=[IDLE, alone]))}
     assert {f.severity for f in got.values()} == {Severity.WARNING} and FindingCode.HBM_SLOW in got
-    assert "shared_with_pid" not in got[FindingCode.HBM_SLOW].evidence
+    assert "shared_with_pid" not in got[FindingCode.HBM_SLOW].details

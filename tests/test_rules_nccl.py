@@ -22,7 +22,8 @@ from fleetdx.orchestrator.diagnosis.rules_nccl import (
     transport_fallback_rule,
     wrong_results_rule,
 )
-from fleetdx.probes.contracts import Finding, FindingCode, Severity
+from fleetdx.orchestrator.judgement import Finding, FindingCode
+from fleetdx.probes.contracts import Severity
 from fleetdx.probes.facts import NamedNcclLog, NamedNcclTests, NodeFacts
 from fleetdx.probes.parsers.ibstat import parse_ibstat
 from fleetdx.probes.parsers.nccl_log import parse_nccl_log
@@ -80,11 +81,11 @@ def test_nccl_failure_at_init() -> None:
     # the failure lines name h100-4, one of the run's two hosts: the finding is about it, not the bundle's host
     assert f.severity is Severity.CRITICAL and f.nodes == ["h100-4"] and f.subject == "all_reduce"
     assert "Test NCCL failure common.cu:1057" in f.message
-    assert f.evidence["file"] == name
-    errors = f.evidence["errors"]
+    assert f.details["file"] == name
+    errors = f.details["errors"]
     assert isinstance(errors, list) and len(errors) == 6  # first EVIDENCE_LINES lines
     # distinct error lines: one "Test NCCL failure" (printed 8 times), 8 "pid N: Test failure", mpirun's abort
-    assert f.evidence["error_count"] == 10
+    assert f.details["error_count"] == 10
 
 
 def test_cuda_illegal_memory_access() -> None:
@@ -100,8 +101,8 @@ def test_hang_without_table() -> None:
     findings = run_all(facts_with_tests("28_all_reduce_A100x8_4node_IB_CollNet_SHARP_hang_no_results.txt"))
     assert codes(findings) == [FindingCode.NCCL_TEST_HANG]
     f = findings[0]
-    assert f.evidence["rows"] == 0 and f.evidence["nranks"] == 8 and f.evidence["last_size_bytes"] is None
-    last = f.evidence["last_lines"]
+    assert f.details["rows"] == 0 and f.details["nranks"] == 8 and f.details["last_size_bytes"] is None
+    last = f.details["last_lines"]
     assert isinstance(last, list) and last  # what the run printed last, for a person to read
     assert "before the first row" in f.message
 
@@ -110,7 +111,7 @@ def test_table_cut_mid_sweep_is_a_hang() -> None:
     """05 is a table pasted without its footer: nothing says the run ended, so it is reported."""
     findings = run_all(facts_with_tests("05_all_reduce_A100x16_p4de_2node_EFA_srun_prefix.txt"))
     assert codes(findings) == [FindingCode.NCCL_TEST_HANG]
-    assert findings[0].evidence["last_size_bytes"] == 2147483648
+    assert findings[0].details["last_size_bytes"] == 2147483648
     assert "after 29 row(s)" in findings[0].message
 
 
@@ -118,8 +119,8 @@ def test_non_mpi_build() -> None:
     findings = run_all(facts_with_tests("13_all_reduce_V100_2node_RoCE_nonMPI_build_nranks1_ncclinfo.txt"))
     assert sorted(codes(findings)) == sorted([FindingCode.NCCL_TEST_FAILED, FindingCode.NCCL_TESTS_NOT_MPI])
     not_mpi = next(f for f in findings if f.code is FindingCode.NCCL_TESTS_NOT_MPI)
-    assert not_mpi.evidence["one_rank_runs"] == 3
-    assert not_mpi.evidence["processes"] == ["gdr114:25043", "gdr114:29905", "gdr116:6409"]
+    assert not_mpi.details["one_rank_runs"] == 3
+    assert not_mpi.details["processes"] == ["gdr114:25043", "gdr114:29905", "gdr116:6409"]
     failed = next(f for f in findings if f.code is FindingCode.NCCL_TEST_FAILED)
     assert "mpirun was unable to launch" in failed.message
 
@@ -133,7 +134,7 @@ def test_wrong_elements_and_out_of_bounds() -> None:
     lines = [line.replace("Out of bounds values : 0 OK", "Out of bounds values : 1 FAILED") for line in lines]
     findings = run_all(facts_with_tests(name, "\n".join(lines)))
     assert codes(findings) == [FindingCode.NCCL_WRONG_RESULTS]
-    ev = findings[0].evidence
+    ev = findings[0].details
     assert (ev["wrong_total"], ev["out_of_bounds"], ev["bad_row_sizes_bytes"]) == (12, 1, [1048576])
 
 
@@ -147,7 +148,7 @@ def test_old_format_error_above_limit() -> None:
     node = facts_with_tests(name, text.replace(last, bad))
     findings = wrong_results_rule(node, Fleet(nodes=[node]))
     assert codes(findings) == [FindingCode.NCCL_WRONG_RESULTS]
-    assert findings[0].evidence["max_old_format_error"] == 300.0
+    assert findings[0].details["max_old_format_error"] == 300.0
     assert OLD_ERROR_LIMIT > 5e-07  # the real fixture's rounding noise stays below the limit
 
 
@@ -157,7 +158,7 @@ def test_no_gdrdma_with_ib_devices() -> None:
     assert codes(findings) == [FindingCode.NCCL_TRANSPORT_FALLBACK]
     f = findings[0]
     assert f.severity is Severity.WARNING and f.subject == "GDRDMA"
-    assert f.evidence["NCCL_NET_GDR_LEVEL"] == "PXB" and f.evidence["example"] == "NET/IBext_v8/0"
+    assert f.details["NCCL_NET_GDR_LEVEL"] == "PXB" and f.details["example"] == "NET/IBext_v8/0"
 
 
 def test_collnet_fallback() -> None:
@@ -165,7 +166,7 @@ def test_collnet_fallback() -> None:
         facts_with_log("31_all_reduce_A100x8_4node_IB_CollNet_fallback_P2P_CUMEM_GDRDMA_PXN_ncclinfo.txt")
     )
     assert codes(findings) == [FindingCode.NCCL_TRANSPORT_FALLBACK]
-    assert findings[0].subject == "CollNet" and findings[0].evidence["NCCL_COLLNET_ENABLE"] == "1"
+    assert findings[0].subject == "CollNet" and findings[0].details["NCCL_COLLNET_ENABLE"] == "1"
 
 
 def test_socket_despite_roce_devices() -> None:
@@ -202,7 +203,7 @@ def test_sockets_on_a_node_with_active_ib_ports(name: str) -> None:
     findings = transport_fallback_rule(node, Fleet(nodes=[node]))
     assert codes(findings) == [FindingCode.NCCL_TRANSPORT_FALLBACK]
     assert "9 Active RDMA port(s)" in findings[0].message
-    ports = findings[0].evidence["active_rdma_ports"]
+    ports = findings[0].details["active_rdma_ports"]
     assert isinstance(ports, list) and ports[:2] == ["mlx5_0/1", "mlx5_1/1"]
     assert run_all(facts_with_log(name)) == []  # without ibstat facts nothing says IB was there
 
@@ -249,8 +250,8 @@ def test_abort_before_any_output_is_a_failed_test(name: str) -> None:
     f = findings[0]
     assert f.severity is Severity.CRITICAL and f.subject == "all_reduce"
     assert "aborted (Aborted (6))" in f.message and "before printing any result" in f.message
-    assert f.evidence["signal"] == "Aborted (6)"
-    abort_lines = f.evidence["abort_lines"]
+    assert f.details["signal"] == "Aborted (6)"
+    abort_lines = f.details["abort_lines"]
     assert isinstance(abort_lines, list)
     assert any("Signal: Aborted (6)" in str(line) for line in abort_lines)
     assert any("*** Process received signal ***" in str(line) for line in abort_lines)
@@ -264,8 +265,8 @@ def test_abort_lines_reach_the_evidence_after_many_other_errors() -> None:
     abort = (VARIANTS / "all_reduce_perf_srun_efa_abort_before_output.txt").read_text(encoding="utf-8")
     node = facts_with_tests(name, text_of(name) + abort)
     (f,) = failed_run_rule(node, Fleet(nodes=[node]))
-    assert f.evidence["signal"] == "Aborted (6)"
-    lines = f.evidence["abort_lines"]
+    assert f.details["signal"] == "Aborted (6)"
+    lines = f.details["abort_lines"]
     assert isinstance(lines, list) and "[gpu-a11:20914] Signal: Aborted (6)" in lines
 
 
@@ -281,7 +282,7 @@ def test_non_mpi_rows_without_header_or_devices() -> None:
     name = "all_reduce_perf_-b8_-e1G_-f2_-g1.txt"
     findings = run_all(facts_with_tests(name, "\n".join(kept)))
     assert codes(findings) == [FindingCode.NCCL_TESTS_NOT_MPI]
-    assert findings[0].evidence["one_rank_runs"] == 2 and findings[0].evidence["nranks"] == [1, 1]
+    assert findings[0].details["one_rank_runs"] == 2 and findings[0].details["nranks"] == [1, 1]
 
 
 def test_a_test_asking_for_more_gpus_than_the_node_has_is_misconfigured_not_failed() -> None:
@@ -301,7 +302,7 @@ def test_a_multi_node_run_told_to_use_sockets_despite_named_hcas_is_a_transport_
     findings = run_all(facts_with_tests(name))
     (f,) = [f for f in findings if f.code is FindingCode.NCCL_TRANSPORT_FALLBACK]
     assert f.subject == "NET/Socket" and "NCCL_IB_DISABLE=1" in f.message
-    assert f.evidence["NCCL_IB_HCA"] == "mlx5_1,mlx5_3" and f.evidence["peak_busbw_gbps"] == 8.11
+    assert f.details["NCCL_IB_HCA"] == "mlx5_1,mlx5_3" and f.details["peak_busbw_gbps"] == 8.11
 
 
 def test_sockets_on_one_node_or_without_rdma_are_no_fallback() -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from fleetdx.orchestrator.cluster.allocation import _Launched, in_allocation, ray_executable
 from fleetdx.orchestrator.cluster.fanout import NodeOutcome, OutcomeKind
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.preflight.run import NodeJob, run_preflight
-from fleetdx.probes.contracts import FindingCode, Level, Severity, Verdict
+from fleetdx.probes.contracts import Level, Severity, Verdict
 from fleetdx.probes.runner import Background
 
 
@@ -45,7 +46,7 @@ def test_a_node_that_did_not_join_is_unreachable_with_the_reason() -> None:
     [f] = report.findings
     assert (f.code, f.severity, f.nodes) == (FindingCode.NODE_UNREACHABLE, Severity.CRITICAL, ["gpu04"])
     assert "did not join Ray within 20 s" in f.message
-    assert f.evidence["ray_state"] == "absent"
+    assert f.details["ray_state"] == "absent"
     assert report.verdict is Verdict.CRITICAL and report.exclude == "gpu04"
 
 

@@ -14,10 +14,10 @@ import typer
 from typer.testing import CliRunner
 
 from fleetdx.orchestrator.cli import db_cmd
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.report import RunKind, Schedule
 from fleetdx.orchestrator.store import SpoolError, Store, import_spool_file, read_spool, save_or_spool, write_spool
 from fleetdx.orchestrator.store.spool import SPOOL_SUFFIX, spool_name, upgrade_v1
-from fleetdx.probes.contracts import FindingCode
 from tests.store_samples import (
     DOWN_PG_URL,
     NCCL_FILE,

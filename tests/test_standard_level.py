@@ -24,11 +24,12 @@ import pytest
 from fleetdx.orchestrator.diagnosis import rules_nccl
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.engine import diagnose, run_rules
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.preflight.run import node_nccl_binary, report_of
 from fleetdx.orchestrator.report import RunKind
 from fleetdx.probes.bundle import collect, find_raw_file, read_bundle
 from fleetdx.probes.catalog import commands
-from fleetdx.probes.contracts import FindingCode, Level, RunStatus, Verdict
+from fleetdx.probes.contracts import Level, RunStatus, Verdict
 from fleetdx.probes.facts import node_facts
 from fleetdx.probes.runner import SubprocessRunner
 

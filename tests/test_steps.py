@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.steps.analyze import diagnose, report
 from fleetdx.orchestrator.steps.contracts import RankSteps, Stage, StepSample, StepsError
 from fleetdx.orchestrator.steps.decompose import decompose_steplog, decompose_trace, rank_hint
 from fleetdx.orchestrator.steps.load import load_steplog, load_trace
-from fleetdx.probes.contracts import Finding, FindingCode, Severity
+from fleetdx.probes.contracts import Severity
 from fleetdx.probes.parsers.kineto import parse_kineto_bytes
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
@@ -46,15 +47,15 @@ def test_slow_data_loader_on_rank_2_is_named_with_its_stage_and_host(load: objec
     findings = diagnose(ranks)
     assert _codes(findings) == [FindingCode.STEP_STRAGGLER_RANK]
     (f,) = findings
-    assert f.subject == "rank 2" and f.evidence["stage"] == "data" and f.nodes == ["vm"]
-    assert 55 <= float(f.evidence["stage_ms"]) <= 70  # type: ignore[arg-type]  # the injected 60 ms sleep per batch
+    assert f.subject == "rank 2" and f.details["stage"] == "data" and f.nodes == ["vm"]
+    assert 55 <= float(f.details["stage_ms"]) <= 70  # type: ignore[arg-type]  # the injected 60 ms sleep per batch
     assert f.severity is Severity.WARNING
 
 
 def test_slow_rank_peers_wait_in_grad_sync_and_the_job_is_not_called_comm_bound() -> None:
     ranks = _traces("cpu-gloo-slow-data-rank2")
     (f,) = diagnose(ranks)
-    assert float(f.evidence["peers_grad_sync_median_ms"]) > 2 * float(f.evidence["rank_grad_sync_median_ms"])  # type: ignore[arg-type]
+    assert float(f.details["peers_grad_sync_median_ms"]) > 2 * float(f.details["rank_grad_sync_median_ms"])  # type: ignore[arg-type]
 
 
 def test_tiny_ops_run_is_launch_bound_on_every_rank_with_no_straggler() -> None:
@@ -66,7 +67,7 @@ def test_tiny_ops_run_is_launch_bound_on_every_rank_with_no_straggler() -> None:
     assert FindingCode.STEP_DATA_BOUND not in codes
     launch = next(f for f in findings if f.code is FindingCode.STEP_LAUNCH_BOUND)
     assert launch.subject == "job" and "forward and backward" in launch.message
-    assert float(launch.evidence["cpu_ops_per_ms"]) > 25  # type: ignore[arg-type]
+    assert float(launch.details["cpu_ops_per_ms"]) > 25  # type: ignore[arg-type]
     # the clean run's dispatch rate, for contrast, is far below the threshold
     clean = _traces("cpu-gloo-clean")
     assert all(r.cpu_ops is not None and r.cpu_ops.per_step / min(s.step_ms for s in r.steps) < 10 for r in clean)
@@ -125,7 +126,7 @@ def test_bursty_needs_repeated_robust_spikes() -> None:
     spiky = [100.0] * 16 + [400.0, 100.0, 420.0, 100.0]
     assert diagnose([_synthetic(0, calm)]) == []
     (f,) = diagnose([_synthetic(0, spiky)])
-    assert f.code is FindingCode.STEP_BURSTY and f.evidence["spike_steps"] == {"0": "16,18"}
+    assert f.code is FindingCode.STEP_BURSTY and f.details["spike_steps"] == {"0": "16,18"}
     one_spike = [100.0] * 19 + [400.0]
     assert diagnose([_synthetic(0, one_spike)]) == []
 
@@ -140,18 +141,18 @@ def test_straggler_ties_to_host_findings_from_the_store() -> None:
         message="GPU0 is throttled (HW slowdown)",
     )
     (f,) = diagnose(ranks, host_findings={"gpu03": [throttled]})
-    assert f.nodes == ["gpu03"] and f.evidence["stage"] == "data"
-    assert f.evidence["host_findings"] == ["GPU_CLOCKS_THROTTLED: GPU0 is throttled (HW slowdown)"]
+    assert f.nodes == ["gpu03"] and f.details["stage"] == "data"
+    assert f.details["host_findings"] == ["GPU_CLOCKS_THROTTLED: GPU0 is throttled (HW slowdown)"]
     # no store: the same finding without the node's history
     (g,) = diagnose(ranks)
-    assert "host_findings" not in g.evidence
+    assert "host_findings" not in g.details
 
 
 def test_a_stage_only_the_straggler_enters_is_found() -> None:
     # peers never wait for data (0 ms): the straggler's 40 ms data stage is still judged against them
     ranks = [_synthetic(r, [100.0] * 10, data_ms=40.0 if r == 5 else 0.0) for r in range(8)]
     (f,) = diagnose(ranks)
-    assert f.subject == "rank 5" and f.evidence["stage"] == "data" and f.evidence["slow_steps"] == 10
+    assert f.subject == "rank 5" and f.details["stage"] == "data" and f.details["slow_steps"] == 10
 
 
 def test_small_differences_are_not_stragglers() -> None:
@@ -272,10 +273,10 @@ def test_slow_link_on_rank_1_is_named_as_global_exposed_comm_never_as_a_rank(loa
         return
     assert _codes(findings) == [FindingCode.STEP_COMM_BOUND]
     (f,) = findings
-    assert f.subject == "job" and f.evidence["alike_on_all_ranks"] is True
+    assert f.subject == "job" and f.details["alike_on_all_ranks"] is True
     assert "global" in f.message and "fleetdx bandwidth" in f.message
-    assert float(f.evidence["exposed_comm_share_pct"]) > 80  # type: ignore[arg-type]
-    waits = f.evidence["exposed_comm_ms_by_rank"]
+    assert float(f.details["exposed_comm_share_pct"]) > 80  # type: ignore[arg-type]
+    waits = f.details["exposed_comm_ms_by_rank"]
     assert isinstance(waits, dict) and sorted(waits) == ["0", "1", "2", "3"]
     assert all(300 < float(v) < 340 for v in waits.values())  # type: ignore[arg-type]
 
@@ -298,11 +299,11 @@ def _with_sync(rank: int, sync_ms: float, n: int = 10) -> RankSteps:
 def test_comm_bound_says_global_only_when_every_rank_waits_alike() -> None:
     alike = diagnose([_with_sync(r, w) for r, w in enumerate([60.0, 62.0, 58.0, 50.0])])
     (f,) = alike
-    assert f.code is FindingCode.STEP_COMM_BOUND and f.evidence["alike_on_all_ranks"] is True
+    assert f.code is FindingCode.STEP_COMM_BOUND and f.details["alike_on_all_ranks"] is True
     assert "global" in f.message
     # one rank waits far less (it arrives late: the others wait for it): not "global", no rank named either
     (g,) = diagnose([_with_sync(r, w) for r, w in enumerate([60.0, 62.0, 58.0, 30.0])])
-    assert g.code is FindingCode.STEP_COMM_BOUND and g.evidence["alike_on_all_ranks"] is False
+    assert g.code is FindingCode.STEP_COMM_BOUND and g.details["alike_on_all_ranks"] is False
     assert "global" not in g.message and g.subject == "job"
 
 

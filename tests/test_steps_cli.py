@@ -11,9 +11,10 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import RunKind, assemble_report
 from fleetdx.orchestrator.store.store import Store
-from fleetdx.probes.contracts import Finding, FindingCode, Severity
+from fleetdx.probes.contracts import Severity
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
 FLEETDX = str(Path(sys.executable).parent / "fleetdx")
@@ -41,7 +42,7 @@ def test_json_shape_and_straggler_exit_code() -> None:
         "comm_exposed_pct",
     }
     (f,) = doc["findings"]
-    assert (f["code"], f["subject"], f["nodes"], f["evidence"]["stage"]) == (
+    assert (f["code"], f["subject"], f["nodes"], f["details"]["stage"]) == (
         "STEP_STRAGGLER_RANK",
         "rank 2",
         ["vm"],
@@ -118,7 +119,7 @@ def test_history_ties_the_straggler_to_its_host_findings(tmp_path: Path) -> None
         store.save_report(assemble_report(RunKind.PREFLIGHT, ["vm"], [throttled], started_at=1.0e9))
     r = _run(str(FIX / "cpu-gloo-slow-data-rank2"), "--json", "--history", "--db", url)
     (f,) = json.loads(r.stdout)["findings"]
-    assert f["evidence"]["host_findings"] == ["GPU_CLOCKS_THROTTLED: GPU0 clocks throttled: HW slowdown"]
+    assert f["details"]["host_findings"] == ["GPU_CLOCKS_THROTTLED: GPU0 clocks throttled: HW slowdown"]
 
 
 def test_help_teaches() -> None:
@@ -178,8 +179,8 @@ def test_synthesised_interleaved_log_names_the_slow_rank_at_step_level(tmp_path:
     assert [x["rank"] for x in doc["ranks"]] == [0, 1, 2, 3]
     assert [x["step_time_ms"]["median"] for x in doc["ranks"]] == [1010.0, 1010.0, 1600.0, 1010.0]
     (f,) = doc["findings"]
-    assert (f["code"], f["subject"], f["evidence"]["stage"]) == ("STEP_STRAGGLER_RANK", "rank 2", "unknown")
-    assert not any("grad_sync" in k for k in f["evidence"]) and "no stages" in f["message"]
+    assert (f["code"], f["subject"], f["details"]["stage"]) == ("STEP_STRAGGLER_RANK", "rank 2", "unknown")
+    assert not any("grad_sync" in k for k in f["details"]) and "no stages" in f["message"]
 
 
 def test_synthesised_spiky_log_is_bursty_and_per_rank_files_take_their_rank_from_the_name(tmp_path: Path) -> None:

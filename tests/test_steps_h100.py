@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.steps.analyze import diagnose
 from fleetdx.orchestrator.steps.run import load_ranks
-from fleetdx.probes.contracts import FindingCode
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
 BOTH = ("rank-*.json.gz", "steps-rank-*.jsonl")
@@ -60,12 +60,12 @@ def test_four_ranks_sharing_the_gpu_name_the_slow_data_loader_rank(pattern: str)
     ranks = _load("h100-gloo4-slow-data-rank2", pattern)
     assert [r.rank for r in ranks] == [0, 1, 2, 3]
     stragglers = [f for f in diagnose(ranks) if f.code is FindingCode.STEP_STRAGGLER_RANK]
-    assert [(f.subject, f.evidence["stage"]) for f in stragglers] == [("rank 2", "data")]
+    assert [(f.subject, f.details["stage"]) for f in stragglers] == [("rank 2", "data")]
     if pattern.endswith(".jsonl"):
         # under DDP the StepTimer sees the peers' wait for the all-reduce at the end of backward (164 ms on the
         # peers against 97 ms on rank 2). Not asserted on the trace: four processes time-slice one GPU there, so
         # the peers' backward kernels (run side by side) last longer than rank 2's (run alone while they wait)
-        assert stragglers[0].evidence["peers_wait_stage"] == "backward"
+        assert stragglers[0].details["peers_wait_stage"] == "backward"
         assert "the other ranks wait for it in backward" in stragglers[0].message
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.steps.analyze import diagnose, stage_medians
 from fleetdx.orchestrator.steps.run import compare, load_ranks
-from fleetdx.probes.contracts import FindingCode
 from tests.netns import netns_unavailable
 
 TRAIN = Path(__file__).parent / "fixtures" / "traces" / "train_ddp.py"
@@ -42,7 +42,7 @@ def test_live_slow_data_loader_is_named(tmp_path: Path, rank: int) -> None:
     for pattern in ("rank-*.json.gz", "steps-rank-*.jsonl"):
         findings = diagnose(_ranks(tmp_path, pattern))
         stragglers = [f for f in findings if f.code is FindingCode.STEP_STRAGGLER_RANK]
-        assert [(f.subject, f.evidence["stage"]) for f in stragglers] == [(f"rank {rank}", "data")], pattern
+        assert [(f.subject, f.details["stage"]) for f in stragglers] == [(f"rank {rank}", "data")], pattern
 
 
 def test_live_tiny_ops_is_launch_bound(tmp_path: Path) -> None:
@@ -136,7 +136,7 @@ def test_live_slow_link_is_global_exposed_comm_and_names_no_clean_rank(tmp_path:
     findings = diagnose(s_tr)
     comm = [f for f in findings if f.code is FindingCode.STEP_COMM_BOUND]
     assert len(comm) == 1, findings
-    assert comm[0].subject == "job" and comm[0].evidence["alike_on_all_ranks"] is True, comm[0]
+    assert comm[0].subject == "job" and comm[0].details["alike_on_all_ranks"] is True, comm[0]
     assert "global" in comm[0].message
     # a clean run on 2 shared cores exposes 12-55% (the wait for descheduled peers)
     assert _comm_share(s_tr) > max(0.5, _comm_share(c_tr) + 0.15)

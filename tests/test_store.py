@@ -16,6 +16,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from typer.testing import CliRunner
 
 from fleetdx.orchestrator.cli import db_cmd
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import RunKind, Schedule
 from fleetdx.orchestrator.store import (
     DatabaseUnreachable,
@@ -30,7 +31,7 @@ from fleetdx.orchestrator.store import store as store_mod
 from fleetdx.orchestrator.store.migrate import head_revision
 from fleetdx.orchestrator.store.models import FindingNodeRow, FindingRow, NodeRow, RawOutputRow, RunRow
 from fleetdx.orchestrator.store.settings import resolve_db_url, resolve_spool_dir, user_data_dir
-from fleetdx.probes.contracts import Finding, FindingCode, Level, Severity, Verdict
+from fleetdx.probes.contracts import Level, Severity, Verdict
 from tests.store_samples import (
     DOWN_PG_URL,
     GPU01,

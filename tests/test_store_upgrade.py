@@ -22,12 +22,13 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import MetaData, create_engine, select, text
 
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.report import RunKind, Schedule
 from fleetdx.orchestrator.service.api import create_app
 from fleetdx.orchestrator.store import NodeHistory, Store
 from fleetdx.orchestrator.store.migrate import downgrade, head_revision
 from fleetdx.orchestrator.store.migrate import upgrade as migrate_to
-from fleetdx.probes.contracts import FindingCode, Level, Verdict
+from fleetdx.probes.contracts import Level, Verdict
 from tests.store_samples import (
     DEGRADED,
     DEGRADED_ROWS,

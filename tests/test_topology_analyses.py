@@ -7,11 +7,12 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetdx.probes.contracts import FindingCode, Severity
+from fleetdx.orchestrator.diagnosis.topo_findings import node_findings
+from fleetdx.orchestrator.judgement import FindingCode
+from fleetdx.probes.contracts import Severity
 from fleetdx.topology.analyses import affinity_issues, nearest_nics, nic_report, nvlink_report, remote_gpu_pairs
 from fleetdx.topology.binding import advise
 from fleetdx.topology.contracts import AffinityIssueKind
-from fleetdx.topology.findings import node_findings
 from fleetdx.topology.node_graph import DeviceKind, build_node_graph
 from tests.topology_util import make_topo, random_topo, uniform
 
@@ -53,7 +54,7 @@ def test_one_bond_at_nv17_among_nv18_is_degraded() -> None:
     assert [(c.a, c.b, c.link) for c in rep.weaker] == [("GPU2", "GPU5", "NV17")]
     found = [f for f in node_findings(topo, host="n1") if f.code is FindingCode.TOPO_NVLINK_DEGRADED]
     assert [(f.subject, f.severity, f.node) for f in found] == [("GPU2-GPU5", Severity.CRITICAL, "n1")]
-    assert found[0].evidence == {"cell": "NV17", "pattern": "NV18"}
+    assert found[0].details == {"cell": "NV17", "pattern": "NV18"}
 
 
 def test_pair_without_nvlink_on_an_nvswitch_system_is_degraded() -> None:
@@ -95,8 +96,8 @@ def test_remote_pairs_and_share_on_dgx1() -> None:
     assert rp.sys_pairs == 12 and rp.node_pairs == 0 and rp.total_pairs == 28
     assert rp.share == 12 / 28
     f = [x for x in node_findings(make_topo(DGX1)) if x.code is FindingCode.TOPO_GPU_PAIR_SYS]
-    assert len(f) == 1 and f[0].evidence["sys_pairs"] == 12
-    assert f[0].evidence["cells"]["GPU0-GPU5"] == "SYS"  # type: ignore[index]
+    assert len(f) == 1 and f[0].details["sys_pairs"] == 12
+    assert f[0].details["cells"]["GPU0-GPU5"] == "SYS"  # type: ignore[index]
 
 
 def test_node_pairs_count_but_only_sys_raises_a_finding() -> None:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from fleetdx.probes.contracts import FindingCode
+from fleetdx.orchestrator.diagnosis.topo_findings import node_findings
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.probes.parsers.topo import TopoMatrix, parse_topo
 from fleetdx.topology.analyses import affinity_issues, nearest_nics, nic_report, nvlink_report, remote_gpu_pairs
 from fleetdx.topology.binding import advise
 from fleetdx.topology.contracts import AffinityIssueKind
-from fleetdx.topology.findings import node_findings
 from fleetdx.topology.subset import best_subset
 from tests.topology_util import check_against_brute_force
 

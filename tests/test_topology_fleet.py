@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fleetdx.probes.contracts import FindingCode
-from fleetdx.topology.findings import peer_findings
+from fleetdx.orchestrator.diagnosis.topo_findings import peer_findings
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.topology.fleet import compare_to_peers
 from tests.topology_util import make_topo, uniform
 

@@ -18,11 +18,12 @@ import pytest
 
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.rules_topo import topo_node_rule, topo_peers_rule
-from fleetdx.probes.contracts import Finding, FindingCode, Severity
+from fleetdx.orchestrator.diagnosis.topo_findings import node_findings, peer_findings
+from fleetdx.orchestrator.judgement import Finding, FindingCode
+from fleetdx.probes.contracts import Severity
 from fleetdx.probes.facts import NodeFacts
 from fleetdx.probes.parsers.topo import TopoMatrix, parse_topo
 from fleetdx.topology.analyses import nvlink_report
-from fleetdx.topology.findings import node_findings, peer_findings
 
 FIX = Path(__file__).parent / "fixtures" / "topo"
 
@@ -162,7 +163,7 @@ def test_a100_nv12_node_with_one_gpu_off_nvlink_is_degraded() -> None:
 def test_asymmetric_nv_cell_on_the_cube_mesh_is_degraded(topo: TopoMatrix) -> None:
     found = [f for f in node_findings(topo, host="h") if f.code is FindingCode.TOPO_NVLINK_DEGRADED]
     assert len(found) == 1 and found[0].severity is Severity.CRITICAL
-    assert "asymmetry" in found[0].message and set(found[0].evidence.values()) == {"NV1", "NV2"}
+    assert "asymmetry" in found[0].message and set(found[0].details.values()) == {"NV1", "NV2"}
 
 
 def _cube_fleet(odd: TopoMatrix, good: TopoMatrix, n_good: int = 3) -> tuple[NodeFacts, Fleet]:
@@ -185,7 +186,7 @@ def test_dgx1_with_a_lost_lane_is_degraded_against_its_peers_not_on_its_own() ->
     ]
     d = found[1]
     assert d.nodes == ["p3-odd"] and "NV1 here, NV2 on 3 of 3 peers" in d.message
-    assert d.evidence == {"here": "NV1", "majority": "NV2", "majority_count": 3, "peers": 3, "nvlinks_short": 1}
+    assert d.details == {"here": "NV1", "majority": "NV2", "majority_count": 3, "peers": 3, "nvlinks_short": 1}
     for good in fleet.nodes[:3]:
         assert topo_peers_rule(good, fleet) == []
     # the same through the fleet-free API

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.rules_topo import RULES, gpu_model, topo_node_rule, topo_peers_rule
-from fleetdx.probes.contracts import FindingCode
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.probes.facts import NodeFacts
 from fleetdx.probes.parsers.smi_xml import SmiGpu, SmiReport
 from tests.topology_util import make_topo, uniform

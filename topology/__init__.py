@@ -6,9 +6,9 @@
 - :mod:`fleetdx.topology.subset`: the exact best ``k``-GPU subset of a node.
 - :mod:`fleetdx.topology.binding`: per-local-rank GPU, CPUs, NUMA node, NIC; ``advise``.
 - :mod:`fleetdx.topology.fleet`: one node against the majority of its peers.
-- :mod:`fleetdx.topology.findings`: TOPO_* findings.
 - :mod:`fleetdx.topology.cluster`: Slurm topology.conf / switch maps, cluster graph, node placement, rendering.
 
 Inputs are parsed models from :mod:`fleetdx.probes.parsers`; outputs are the models of
-:mod:`fleetdx.topology.contracts`.
+:mod:`fleetdx.topology.contracts`. Topology does not judge: the TOPO_* findings are made from these analyses by
+:mod:`fleetdx.orchestrator.diagnosis.topo_findings`.
 """

@@ -98,7 +98,8 @@ def all_to_all_class(topo: TopoMatrix) -> Link | None:
     4-GPU slices (p3.8xlarge, NDv2 GPUs 0-3) NV1 and NV2 tie at 3 of 6 pairs, on 3-GPU slices one class joins 2
     of 3; the P100 DGX-1 joins 16 of 28 pairs by NV1 (4 GPUs at most pairwise), its slices at most 7 of 10.
     Fewer than three quarters (half the pairs of a 4-GPU tray on one GPU, two GPUs of eight) cannot be told from
-    a design with fewer links; the peers judge those (:func:`fleetdx.topology.findings.comparison_findings`).
+    a design with fewer links; the peers judge those
+    (``comparison_findings`` of the orchestrator's diagnosis).
     """
     gpus = topo.gpu_names
     pairs = gpu_pairs(topo)
@@ -124,7 +125,7 @@ def nvlink_report(topo: TopoMatrix) -> NvlinkReport:
     ``short_gpus`` (GPUs below it) describe the node but are no evidence: GPUs of one node may have different
     totals by design (a 4-GPU slice of a DGX-1 cube-mesh, AWS p3.8xlarge: GPU0/GPU1 4 lanes, GPU2/GPU3 5). A
     lost lane that leaves the matrix symmetric and no all-to-all class shows only against the same cell on the
-    node's peers (:func:`fleetdx.topology.findings.comparison_findings`). GPUs with no NVLink at all are left
+    node's peers (``comparison_findings`` of the orchestrator's diagnosis). GPUs with no NVLink at all are left
     out of the totals' mode (a PCIe GPU beside a bridged pair is by design).
     """
     pairs = gpu_pairs(topo)

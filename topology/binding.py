@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from fleetdx.probes.contracts import FindingCode
 from fleetdx.probes.parsers.numactl import NumaTopology
 from fleetdx.probes.parsers.topo import TopoMatrix
 from fleetdx.topology.analyses import affinity_issues, assign_rails, nearest_nics, numa_node_of
@@ -169,7 +168,7 @@ def merge_exclusions(excluded: Sequence[GpuExclusion]) -> list[GpuExclusion]:
     """One exclusion per GPU (reasons and codes of the same GPU joined, duplicates dropped), in GPU index
     order (``GPU2`` before ``GPU10``), names that are not ``GPU<n>`` last."""
     reasons: dict[str, list[str]] = {}
-    codes: dict[str, list[FindingCode]] = {}
+    codes: dict[str, list[str]] = {}
     for e in excluded:
         reasons.setdefault(e.gpu, []).extend(e.reasons)
         codes.setdefault(e.gpu, []).extend(e.codes)

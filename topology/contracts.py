@@ -10,7 +10,7 @@ from enum import Enum
 
 from pydantic import Field, computed_field
 
-from fleetdx.probes.contracts import SCHEMA_VERSION, Contract, Finding, FindingCode
+from fleetdx.probes.contracts import SCHEMA_VERSION, Contract
 
 
 class Cell(Contract):
@@ -171,22 +171,6 @@ class PeerComparison(Contract):
     diffs: list[CellDiff]
 
 
-class TopoShow(Contract):
-    """``fleetdx topo show --json``."""
-
-    schema_version: int = SCHEMA_VERSION
-    gpus: list[str]
-    nics: list[str]
-    matrix: dict[str, dict[str, str]]
-    nearest_nic: dict[str, NicChoice]
-    rails: list[RailAssignment]
-    remote_pairs_share: float
-    gpu_model: str | None = None  #: nvidia-smi product name, when known (--gpu-model or the bundle's -q -x)
-    generation: str | None = None
-    nominal_gbps: dict[str, float] = Field(default_factory=dict)  #: per link class, GB/s per direction
-    findings: list[Finding]
-
-
 class GpuExclusion(Contract):
     """A GPU that must not be advised, and why: one reason (in words) and one finding code per piece of
     evidence against it. Topology does not judge health: the caller passes these in (see
@@ -194,7 +178,7 @@ class GpuExclusion(Contract):
 
     gpu: str  #: ``GPU3`` as ``topo -m`` names it
     reasons: list[str]
-    codes: list[FindingCode] = Field(default_factory=list)
+    codes: list[str] = Field(default_factory=list)  #: finding codes, opaque here
 
 
 class TopoAdvice(Contract):

@@ -30,9 +30,10 @@ from fleetdx.probes.parsers.topo import TopoMatrix, parse_topo
 from fleetdx.probes.rawfile import read_raw
 
 if TYPE_CHECKING:  # topology/ is imported inside the commands, so that other commands start fast
+    from fleetdx.orchestrator.diagnosis.topo_findings import TopoShow
     from fleetdx.probes.facts import NodeFacts
     from fleetdx.topology.cluster import ClusterTopology
-    from fleetdx.topology.contracts import RankBinding, TopoShow
+    from fleetdx.topology.contracts import RankBinding
 
 #: colour per link class, best (green) to worst (red)
 STYLE = {
@@ -146,9 +147,8 @@ def _matrix_table(topo: TopoMatrix) -> Table:
 
 
 def _show_model(topo: TopoMatrix, host: str | None, gpu_model: str | None) -> TopoShow:
+    from fleetdx.orchestrator.diagnosis.topo_findings import TopoShow, node_findings
     from fleetdx.topology.analyses import assign_rails, nearest_nics, remote_gpu_pairs
-    from fleetdx.topology.contracts import TopoShow
-    from fleetdx.topology.findings import node_findings
     from fleetdx.topology.links import generation_of, nominal_table
 
     gen = generation_of(gpu_model)

@@ -18,7 +18,8 @@ from typing import Any, TypeVar, cast
 
 from pydantic import Field
 
-from fleetdx.probes.contracts import Contract, Finding
+from fleetdx.orchestrator.judgement import Finding
+from fleetdx.probes.contracts import Contract
 from fleetdx.probes.facts import NodeFacts
 
 T = TypeVar("T")

@@ -17,9 +17,10 @@ from pydantic import Field
 
 from fleetdx.orchestrator.diagnosis import rules_gpu, rules_nccl, rules_node, rules_topo
 from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import ProbeSummary
 from fleetdx.probes.catalog import QUERY_GPU_FILE, SMI_XML_FILE
-from fleetdx.probes.contracts import Contract, Finding, FindingCode, RunStatus, Severity
+from fleetdx.probes.contracts import Contract, RunStatus, Severity
 from fleetdx.probes.facts import NodeFacts, ProbeRecord
 
 #: every rule the engine runs, in this order; each rules module exports ``RULES``
@@ -57,7 +58,7 @@ def probe_findings(node: NodeFacts) -> list[Finding]:
                 nodes=[node.host],
                 subject=name,
                 message=f"bundle entry {name} could not be read: {why}; its evidence is missing",
-                evidence={"file": name, "error": why},
+                details={"file": name, "error": why},
             )
         )
     for f in node.parse_failures:
@@ -68,7 +69,7 @@ def probe_findings(node: NodeFacts) -> list[Finding]:
                 nodes=[node.host],
                 subject=f.file,
                 message=f"{f.file} could not be parsed as {f.kind}: {f.message}",
-                evidence={"file": f.file, "kind": f.kind, "line": f.line, "error": f.message},
+                details={"file": f.file, "kind": f.kind, "line": f.line, "error": f.message},
             )
         )
     return out
@@ -82,7 +83,7 @@ def _probe_finding(host: str, p: ProbeRecord, code: FindingCode, what: str) -> F
         nodes=[host],
         subject=p.name,
         message=f"probe {cmd!r} {what}: {p.error or p.status.value}",
-        evidence={
+        details={
             "file": p.name,
             "argv": list(p.argv or []),
             "status": p.status.value,

@@ -27,12 +27,13 @@ from collections.abc import Iterable
 from fleetdx.orchestrator.diagnosis import references as ref
 from fleetdx.orchestrator.diagnosis import xid_table
 from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.probes.catalog import (
     DMESG_FILE,
     MICROBENCH_FILE,
     TOPO_FILE,
 )
-from fleetdx.probes.contracts import EvidenceValue, Finding, FindingCode, Severity
+from fleetdx.probes.contracts import EvidenceValue, Severity
 from fleetdx.probes.facts import GpuView, NodeFacts, gpu_index_by_bus
 from fleetdx.probes.parsers.microbench import Microbench
 from fleetdx.probes.parsers.smi_values import ClockEventReason
@@ -53,7 +54,7 @@ def _finding(
     message: str,
     evidence: dict[str, EvidenceValue],
 ) -> Finding:
-    return Finding(code=code, severity=severity, nodes=[node.host], subject=subject, message=message, evidence=evidence)
+    return Finding(code=code, severity=severity, nodes=[node.host], subject=subject, message=message, details=evidence)
 
 
 # --- GPU count ------------------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ import re
 from collections.abc import Iterable
 
 from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
-from fleetdx.probes.contracts import EvidenceValue, Finding, FindingCode, JsonScalar, Severity
+from fleetdx.orchestrator.judgement import Finding, FindingCode
+from fleetdx.probes.contracts import EvidenceValue, JsonScalar, Severity
 from fleetdx.probes.facts import NamedNcclLog, NamedNcclTests, NodeFacts
 from fleetdx.probes.parsers.ibstat import IbReport, PortState
 from fleetdx.probes.parsers.nccl_log import Connection, NcclLog, TransportKind
@@ -100,7 +101,7 @@ def wrong_results_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                         f"{_subject(run)} returned wrong data: {run.wrong_total} wrong elements, "
                         f"out-of-bounds tests {run.out_of_bounds}, {len(bad)} bad row(s) in {named.file}"
                     ),
-                    evidence=evidence,
+                    details=evidence,
                 )
             )
     return findings
@@ -154,7 +155,7 @@ def misconfigured_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                 nodes=[node.host],
                 subject=_subject(run) if run is not None else "nccl-tests",
                 message=f"the test in {named.file} was misconfigured, not failed: {lines[0]}",
-                evidence={
+                details={
                     "file": named.file,
                     "errors": _scalars(lines[:EVIDENCE_LINES]),
                     "ngpus": run.ngpus if run is not None else None,
@@ -196,7 +197,7 @@ def failed_run_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                 nodes=failing_hosts(named, node.host),
                 subject=subject,
                 message=message,
-                evidence={
+                details={
                     "file": named.file,
                     "errors": _scalars(report.errors[:EVIDENCE_LINES]),
                     "error_count": len(report.errors),
@@ -232,7 +233,7 @@ def hang_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                         f"{_subject(run)} stopped {where} with neither footer nor error in {named.file}: "
                         "hung, killed, or the capture was cut"
                     ),
-                    evidence=evidence,
+                    details=evidence,
                 )
             )
     return findings
@@ -256,7 +257,7 @@ def not_mpi_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                     f"nccl-tests built without MPI: {len(solo)} one-rank table(s) in {named.file}; "
                     "rebuild with MPI=1, these figures measure no traffic between GPUs"
                 ),
-                evidence={
+                details={
                     "file": named.file,
                     "one_rank_runs": len(solo),
                     "processes": _scalars(procs[:EVIDENCE_LINES]),
@@ -287,7 +288,7 @@ def _fallback(
         nodes=[node.host],
         subject=subject,
         message=f"{message} ({named.file})",
-        evidence=evidence,
+        details=evidence,
     )
 
 
@@ -396,7 +397,7 @@ def _tests_socket_fallback(node: NodeFacts, named: NamedNcclTests) -> Finding | 
             f"a {len(hosts)}-node run was told to use TCP sockets ({', '.join(told)}) although the node has "
             f"{seen}" + (f"; peak busbw {peak:g} GB/s" if peak is not None else "") + f" ({named.file})"
         ),
-        evidence={
+        details={
             "file": named.file,
             "settings": _scalars(told),
             "NCCL_IB_HCA": hca,
@@ -479,7 +480,7 @@ def fabric_busbw_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                         f"network line rate {line_gbps:g} GB/s of {node.host}'s {len(ports)} Active RDMA "
                         f"port(s) (expected at least {FABRIC_LOW_RATIO:.0%}; {named.file})"
                     ),
-                    evidence={
+                    details={
                         **_run_evidence(named, i, run),
                         "peak_busbw_gbps": peak,
                         "line_rate_gbps": line_gbps,

@@ -18,7 +18,8 @@ rate (Gb/s), link layer, CA type and the bundle file the IB facts were parsed fr
 from __future__ import annotations
 
 from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
-from fleetdx.probes.contracts import Finding, FindingCode, Severity
+from fleetdx.orchestrator.judgement import Finding, FindingCode
+from fleetdx.probes.contracts import Severity
 from fleetdx.probes.facts import NodeFacts
 from fleetdx.probes.parsers.ibstat import IbCa, IbPort, LinkLayer, PhysState, PortState
 
@@ -41,7 +42,7 @@ def _finding(node: NodeFacts, ca: IbCa, port: IbPort, severity: Severity) -> Fin
         subject=f"{ca.name}/{port.port}",
         message=f"{ca.name} port {port.port} ({layer}) is {port.state.value}"
         + (f", physical state {phys}" if phys else ""),
-        evidence={
+        details={
             "ca": ca.name,
             "port": port.port,
             "state": port.state.value,

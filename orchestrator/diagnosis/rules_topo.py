@@ -1,6 +1,6 @@
 """Diagnosis rules over the ``nvidia-smi topo -m`` matrix of a node (TOPO_* findings).
 
-``RULES`` (in order): the node's own topology findings (:func:`fleetdx.topology.findings.node_findings`: SYS GPU
+``RULES`` (in order): the node's own topology findings (:func:`.topo_findings.node_findings`: SYS GPU
 pairs, degraded NVLink, remote or oversubscribed NICs, missing CPU affinity), then the comparison with its
 peers (TOPO_MISMATCH_PEERS: cells that differ from the majority of peers with the same GPU model, GPU rows
 and NIC names; TOPO_NVLINK_DEGRADED where such a cell is an NVLink bond below the peers' while the node has
@@ -14,10 +14,10 @@ from collections import defaultdict
 from functools import cached_property
 
 from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
-from fleetdx.probes.contracts import Finding
+from fleetdx.orchestrator.diagnosis.topo_findings import comparison_findings, node_findings
+from fleetdx.orchestrator.judgement import Finding
 from fleetdx.probes.facts import NodeFacts
 from fleetdx.probes.parsers.topo import TopoMatrix
-from fleetdx.topology.findings import comparison_findings, node_findings
 from fleetdx.topology.fleet import MIN_PEERS, CellCounts, LayoutKey, compare_to_majority, layout_key
 
 
@@ -69,7 +69,7 @@ def layout_groups(fleet: Fleet) -> dict[LayoutKey, LayoutGroup]:
 
 def topo_peers_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     """TOPO_MISMATCH_PEERS: ``node``'s cells that differ from the majority of comparable peers (2 at least), and
-    TOPO_NVLINK_DEGRADED for those that show lost NVLinks (:func:`fleetdx.topology.findings.comparison_findings`).
+    TOPO_NVLINK_DEGRADED for those that show lost NVLinks (:func:`.topo_findings.comparison_findings`).
 
     Peers are the other hosts' nodes with the same GPU model (when ``node``'s is known, peers of another or an
     unknown model are left out), the same GPU rows and NIC names

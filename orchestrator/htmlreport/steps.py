@@ -18,8 +18,8 @@ from fleetdx.orchestrator.htmlreport.page import (
     fmt_hosts,
     render,
 )
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.steps.contracts import STAGE_ORDER, RankSteps, RankSummary, StepsReport
-from fleetdx.probes.contracts import Finding, FindingCode
 from fleetdx.topology.binding import cpu_list
 
 #: the colour of a straggler rank's line in the step-time series
@@ -40,14 +40,14 @@ def straggler_ranks(findings: Sequence[Finding]) -> list[int]:
     """The ranks ``STEP_STRAGGLER_RANK`` findings name (their evidence's ``rank``), in finding order."""
     out: list[int] = []
     for f in findings:
-        r = f.evidence.get("rank")
+        r = f.details.get("rank")
         if f.code is FindingCode.STEP_STRAGGLER_RANK and isinstance(r, int) and r not in out:
             out.append(r)
     return out
 
 
 def _finding_view(f: Finding, lim: Limits) -> FindingView:
-    items = list(f.evidence.items())
+    items = list(f.details.items())
     shown = items[: lim.evidence_items]
     return FindingView(
         finding=f,

@@ -7,8 +7,9 @@ from enum import Enum
 
 from pydantic import Field, JsonValue
 
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.placement.policy import HealthPolicy
-from fleetdx.probes.contracts import SCHEMA_VERSION, Contract, FindingCode
+from fleetdx.probes.contracts import SCHEMA_VERSION, Contract
 from fleetdx.topology.cluster import Placement
 from fleetdx.topology.contracts import GpuExclusion, TopoAdvice
 

@@ -31,7 +31,8 @@ from collections.abc import Iterable
 
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.engine import run_rules
-from fleetdx.probes.contracts import Contract, Finding, FindingCode, Severity
+from fleetdx.orchestrator.judgement import Finding, FindingCode
+from fleetdx.probes.contracts import Contract, Severity
 from fleetdx.probes.facts import NodeFacts
 from fleetdx.topology.contracts import GpuExclusion
 

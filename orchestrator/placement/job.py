@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import hostlist
 
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.placement.contracts import (
     CandidateSource,
     ExcludedNode,
@@ -43,7 +44,7 @@ from fleetdx.orchestrator.placement.snapshot import HealthSnapshot
 from fleetdx.orchestrator.store.node_health import latest_raw, node_health
 from fleetdx.orchestrator.store.store import Store
 from fleetdx.probes.catalog import NUMACTL_FILE, SYSFS_NUMA_FILE, TOPO_FILE
-from fleetdx.probes.contracts import FindingCode, Verdict
+from fleetdx.probes.contracts import Verdict
 from fleetdx.probes.errors import ConfigError, ParseError
 from fleetdx.probes.parsers.numactl import NumaTopology, parse_numactl
 from fleetdx.probes.parsers.slurm_nodes import SlurmNode

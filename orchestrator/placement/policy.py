@@ -37,9 +37,10 @@ import datetime as dt
 
 from pydantic import Field
 
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.placement.health import excludes_gpu, gpu_health
 from fleetdx.orchestrator.store.node_health import NodeHealthRecord
-from fleetdx.probes.contracts import Contract, Finding, FindingCode, Severity, Verdict
+from fleetdx.probes.contracts import Contract, Severity, Verdict
 from fleetdx.topology.contracts import GpuExclusion
 
 DAY = 86_400.0

@@ -34,9 +34,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.report import BusbwCurve
 from fleetdx.orchestrator.store.records import NodeHistory
-from fleetdx.probes.contracts import Contract, FindingCode, Job, Severity, VerdictName
+from fleetdx.probes.contracts import Contract, Job, Severity, VerdictName
 from fleetdx.probes.parsers.joblog import GpuSource
 
 

@@ -21,7 +21,7 @@ watchdog caught (``terminate called after throwing an instance of 'c10::DistBack
 watchdog's: ``TORCH_NCCL_ASYNC_ERROR_HANDLING``'s "we are taking the entire process down") is no crash of its own:
 after a timeout it is evidence of the timeout, after another error that error's line is the cause.
 
-Causes carry the codes of :class:`~fleetdx.probes.contracts.FindingCode`; XIDs are judged with the XID table
+Causes carry the codes of :class:`~fleetdx.orchestrator.judgement.FindingCode`; XIDs are judged with the XID table
 of :mod:`fleetdx.orchestrator.diagnosis.xid_table` (NVIDIA's XID catalog) and IB work-completion statuses are
 named after ``enum ibv_wc_status`` of rdma-core's ``libibverbs/verbs.h``.
 """
@@ -34,9 +34,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from fleetdx.orchestrator.diagnosis.xid_table import XidClass, classify, lookup
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.postmortem.contracts import Cause, EvidenceLine, TimelineEntry
 from fleetdx.orchestrator.postmortem.gpus import GpuMap, Resolved, describe, label
-from fleetdx.probes.contracts import FindingCode, Job, Severity
+from fleetdx.probes.contracts import Job, Severity
 from fleetdx.probes.parsers.joblog import EventKind, GpuFact, JobEvent, iso
 from fleetdx.topology.binding import cpu_list
 

@@ -59,9 +59,10 @@ from typing import Literal
 
 from pydantic import Field
 
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.postmortem.contracts import Cause, EvidenceLine, TimelineEntry
 from fleetdx.orchestrator.postmortem.sources import Context, Evidence
-from fleetdx.probes.contracts import Contract, FindingCode, Severity
+from fleetdx.probes.contracts import Contract, Severity
 from fleetdx.probes.errors import ConfigError, ParseError
 from fleetdx.probes.parsers.flight_recorder import FrDump, FrEntry, parse_flight_recorder
 from fleetdx.probes.parsers.joblog import iso

@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, Cause, PostmortemReport, TimelineEntry
 from fleetdx.orchestrator.postmortem.correlate import DECISIVE, Correlation, correlate
 from fleetdx.orchestrator.postmortem.sources import Context, Evidence, EvidenceSource
-from fleetdx.probes.contracts import FindingCode, Job, Severity, Verdict
+from fleetdx.probes.contracts import Job, Severity, Verdict
 from fleetdx.probes.parsers.joblog import EventKind, GpuFact, JobEvent
 
 #: kinds read from kernel logs: these (and any event a kernel log gave, ``details["kernel_log"]``) are filtered by

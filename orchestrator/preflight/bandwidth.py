@@ -34,6 +34,7 @@ from fleetdx.orchestrator.cluster.collective import (
     SweepSpec,
     ray_hosts,
 )
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.preflight.detection import (
     Baseline,
     DetectionPolicy,
@@ -54,7 +55,7 @@ from fleetdx.orchestrator.preflight.schedules import (
     split_round,
 )
 from fleetdx.orchestrator.report import BusbwCurve, RunKind, RunReport, Schedule, assemble_report
-from fleetdx.probes.contracts import Collective, Contract, EvidenceValue, Finding, FindingCode, JsonScalar, Severity
+from fleetdx.probes.contracts import Collective, Contract, EvidenceValue, JsonScalar, Severity
 from fleetdx.probes.errors import ConfigError
 
 #: runs one round (round index, its disjoint groups) and returns one measurement per group, in order
@@ -229,7 +230,7 @@ def findings_for(
                     f"(-{drop:.0%}); {j.low} of {j.measured} measurements low, {j.attributable} with cleared "
                     f"partners"
                 ),
-                evidence={
+                details={
                     "measured_gbps": j.score_gbps,
                     "expected_gbps": base.median,
                     "drop": round(drop, 4),
@@ -311,7 +312,7 @@ def _low_finding(
         subject=subject,
         message=f"{subject}: busbw {_fmt(measured)} GB/s vs {against} {_fmt(expected)} GB/s "
         f"(-{1 - measured / expected:.0%})",
-        evidence={"measured_gbps": measured, "expected_gbps": expected, "against": against, **extra},
+        details={"measured_gbps": measured, "expected_gbps": expected, "against": against, **extra},
     )
 
 
@@ -334,7 +335,7 @@ def _failure_findings(m: Measurement) -> list[Finding]:
     else:
         return []
     return [Finding(code=code, severity=Severity.CRITICAL, nodes=list(m.nodes), subject=subject, message=message,
-                    evidence=ev)]
+                    details=ev)]
 
 
 def build_report(

@@ -37,11 +37,12 @@ from fleetdx.orchestrator.cluster.fanout import NodeOutcome, OutcomeKind, RayNod
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.engine import Diagnosis, diagnose
 from fleetdx.orchestrator.diagnosis.robust import DetectionPolicy
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import ProbeSummary, RunKind, RunReport, Schedule, assemble_report
 from fleetdx.orchestrator.scheduler.job import node_name_from_env
 from fleetdx.probes.bundle import BundleData, collect, read_bundle
 from fleetdx.probes.catalog import NCCL_SWEEP_COLLECTIVE
-from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Level, RunStatus, Severity
+from fleetdx.probes.contracts import Contract, EvidenceValue, Level, RunStatus, Severity
 from fleetdx.probes.facts import NodeFacts, node_facts
 from fleetdx.probes.replay import ReplayRunner
 from fleetdx.probes.runner import Runner, RunResult, SubprocessRunner
@@ -137,7 +138,7 @@ def lost_finding(outcome: NodeOutcome[Any], run_timeout_s: float) -> Finding:
         subject="collect" if failed else "node",
         message=(f"the probe task failed on the node: {outcome.error}" if failed
                  else f"no bundle from the node: {outcome.error}"),
-        evidence=evidence,
+        details=evidence,
     )
 
 
@@ -276,7 +277,7 @@ def bandwidth_step(
                 nodes=[h],
                 subject=BANDWIDTH_PROBE,
                 message=f"the cross-node bandwidth step failed: {err}",
-                evidence={"paired": list(pair), "error": err},
+                details={"paired": list(pair), "error": err},
             )
             for h in pair
         ]

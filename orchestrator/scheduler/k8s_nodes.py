@@ -26,8 +26,10 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from fleetdx.orchestrator.report import RunReport, sort_findings
-from fleetdx.probes.contracts import Contract, Finding, Severity, Verdict
+from fleetdx.orchestrator.judgement import Finding
+from fleetdx.orchestrator.judgement import sort_findings
+from fleetdx.orchestrator.report import RunReport
+from fleetdx.probes.contracts import Contract, Severity, Verdict
 
 LABEL_VERDICT = "fleetdx.io/verdict"
 LABEL_RUN = "fleetdx.io/run"

@@ -49,6 +49,7 @@ from fastapi.responses import JSONResponse
 from hostlist import BadHostlist, expand_hostlist
 
 from fleetdx import __version__
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.placement.contracts import PlacementAnswer, PlacementRequest
 from fleetdx.orchestrator.placement.job import PlacementInputError, place
 from fleetdx.orchestrator.report import RunReport
@@ -72,7 +73,7 @@ from fleetdx.orchestrator.store import (
 )
 from fleetdx.orchestrator.store.fleet import fleet_state
 from fleetdx.orchestrator.store.tokens import TokenScope
-from fleetdx.probes.contracts import Contract, FindingCode, Severity
+from fleetdx.probes.contracts import Contract, Severity
 from fleetdx.probes.errors import ConfigError
 from fleetdx.probes.parsers.slurm_nodes import SlurmNode
 from fleetdx.topology.cluster import ClusterIndex

@@ -53,6 +53,7 @@ import numpy as np
 from pydantic import Field
 
 from fleetdx.orchestrator.diagnosis.robust import Baseline, DetectionPolicy
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.steps.contracts import (
     UNKNOWN_STAGE,
     RankSteps,
@@ -62,7 +63,7 @@ from fleetdx.orchestrator.steps.contracts import (
     StepTimeMs,
     TemporalPct,
 )
-from fleetdx.probes.contracts import Contract, EvidenceValue, Finding, FindingCode, Severity
+from fleetdx.probes.contracts import Contract, EvidenceValue, Severity
 
 #: stage times are floored at 1 us before the log-scale baseline: a stage its peers never enter (0 ms) is a
 #: valid, very low value, not a missing one (``Baseline.of`` drops values <= 0)
@@ -175,7 +176,7 @@ def diagnose(
     findings: list[Finding] = []
     stragglers = _stragglers(ranks, policy, host_findings or {})
     findings.extend(stragglers)
-    straggling = {f.evidence.get("stage") for f in stragglers}
+    straggling = {f.details.get("stage") for f in stragglers}
     medians = {rs.rank: stage_medians(rs) for rs in ranks}
     steps_ms = {rs.rank: statistics.median(s.step_ms for s in rs.steps) for rs in ranks}
 
@@ -215,7 +216,7 @@ def diagnose(
                     nodes=nodes,
                     subject=subject,
                     message=f"{100 * part:.1f}% of the step is {what}",
-                    evidence={
+                    details={
                         **common,
                         f"{stage.value}_share_pct": round(100 * part, 2),
                         "threshold_pct": 100 * threshold,
@@ -248,7 +249,7 @@ def diagnose(
                     "all-reduces, more memory per step), compressed or lower-precision gradients (accuracy risk); "
                     f"{where}"
                 ),
-                evidence={
+                details={
                     **common,
                     "exposed_comm_share_pct": round(100 * comm, 2),
                     "host_grad_sync_share_pct": round(100 * host_comm, 2),
@@ -290,7 +291,7 @@ def _launch_and_compute(
                         "launches; compile time, static shapes), larger batches (memory), fused optimizers "
                         "(foreach/fused=True)"
                     ),
-                    evidence={
+                    details={
                         **common,
                         "tiny_kernels_pct": tiny,
                         "gpu_idle_pct": idle,
@@ -312,7 +313,7 @@ def _launch_and_compute(
                         "speed needs faster kernels (torch.compile, fused attention), lower precision (bf16/fp8 "
                         "autocast: numerics to validate) or more/faster GPUs"
                     ),
-                    evidence={**common, "gpu_compute_pct": compute, "gpu_idle_pct": idle},
+                    details={**common, "gpu_compute_pct": compute, "gpu_idle_pct": idle},
                 )
             )
         return out
@@ -339,7 +340,7 @@ def _launch_and_compute(
                         "and backward; try larger batches or wider layers (memory), fewer and bigger ops "
                         "(torch.compile; compile time)"
                     ),
-                    evidence={
+                    details={
                         **common,
                         "cpu_ops_per_ms": round(rate, 2),
                         "cpu_ops_per_step": _median([rs.cpu_ops.per_step for rs in cpu if rs.cpu_ops is not None]),
@@ -375,7 +376,7 @@ def _bursty(ranks: Sequence[RankSteps], policy: StepPolicy) -> list[Finding]:
                 "checkpointing (torch.distributed.checkpoint async_save), less frequent logging, gc.freeze(), "
                 "and compare the spike steps with the node's other jobs"
             ),
-            evidence={
+            details={
                 "ranks": [rs.rank for rs, _ in hit],
                 "cv": [st.cv for _, st in hit],
                 "spike_steps": {str(rs.rank): ",".join(map(str, st.spikes)) for rs, st in hit},
@@ -461,7 +462,7 @@ def _stragglers(
                 nodes=_node(rs),
                 subject=f"rank {r}",
                 message=message,
-                evidence=evidence,
+                details=evidence,
             )
         )
     return out

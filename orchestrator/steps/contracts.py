@@ -12,7 +12,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from fleetdx.probes.contracts import Contract, Finding
+from fleetdx.orchestrator.judgement import Finding
+from fleetdx.probes.contracts import Contract
 from fleetdx.probes.errors import FleetdxError
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleetdx.orchestrator.judgement import Finding
 from fleetdx.orchestrator.steps.analyze import StepPolicy, report
 from fleetdx.orchestrator.steps.contracts import (
     STAGE_ORDER,
@@ -33,7 +34,7 @@ from fleetdx.orchestrator.steps.decompose import (
 )
 from fleetdx.orchestrator.steps.load import expand, is_trainlog, load_steplog, load_steptime_log, load_trace
 from fleetdx.orchestrator.store.store import Store
-from fleetdx.probes.contracts import Finding, Severity
+from fleetdx.probes.contracts import Severity
 from fleetdx.probes.errors import FleetdxError
 from fleetdx.probes.parsers.kineto import DEFAULT_MAX_EVENTS
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.report import RunKind
 from fleetdx.orchestrator.store.models import FindingNodeRow, FindingRow, NodeRow, RunRow
 from fleetdx.orchestrator.store.store import Store
-from fleetdx.probes.contracts import Contract, FindingCode, Severity, VerdictName
+from fleetdx.probes.contracts import Contract, Severity, VerdictName
 
 
 class NodeLatest(Contract):

@@ -12,7 +12,7 @@ probe results)::
           └─ busbw_curves ── busbw_curve_nodes   busbw-vs-size curves, indexed by the nodes they ran on
 
 Enums are stored as their names/values in VARCHAR columns without CHECK constraints, so adding a
-:class:`~fleetdx.probes.contracts.FindingCode` never needs a migration. Times are Unix seconds (float), as in
+:class:`~fleetdx.orchestrator.judgement.FindingCode` never needs a migration. Times are Unix seconds (float), as in
 :class:`~fleetdx.orchestrator.report.RunReport`.
 """
 
@@ -36,8 +36,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.report import CurveBackend, RecommendationKind, RunKind, Schedule
-from fleetdx.probes.contracts import Collective, FindingCode, Level, RunStatus, Severity, Verdict
+from fleetdx.probes.contracts import Collective, Level, RunStatus, Severity, Verdict
 
 #: constraint names fixed by convention, so migrations are reproducible on SQLite and PostgreSQL
 NAMING_CONVENTION = {
@@ -161,7 +162,7 @@ class RawOutputRow(Base):
 
 
 class FindingRow(Base):
-    """One :class:`~fleetdx.probes.contracts.Finding` of a run. The hosts it is about (``Finding.nodes``) are
+    """One :class:`~fleetdx.orchestrator.judgement.Finding` of a run. The hosts it is about (``Finding.nodes``) are
     its :class:`FindingNodeRow` rows, in order: a host's findings are found through ``finding_nodes.host``,
     so a pair or group finding is found from each of its hosts."""
 
@@ -174,7 +175,14 @@ class FindingRow(Base):
     severity: Mapped[Severity] = mapped_column(_str_enum(Severity, 16))
     subject: Mapped[str] = mapped_column(String(255))
     message: Mapped[str] = mapped_column(Text)
-    evidence: Mapped[dict[str, Any]] = mapped_column(JSON)
+    #: the raw lines (schema 3, a list of {file, line, text}); migration 0006 moved older rows' figures to details
+    evidence: Mapped[Any] = mapped_column(JSON)
+    scope: Mapped[str | None] = mapped_column(String(16))  #: NULL: the catalog's
+    rank: Mapped[int | None] = mapped_column(Integer)
+    gpu: Mapped[str | None] = mapped_column(String(255))
+    action: Mapped[str | None] = mapped_column(Text)  #: NULL: the catalog's
+    time: Mapped[str | None] = mapped_column(String(64))
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     run: Mapped[RunRow] = relationship(back_populates="findings")
     hosts: Mapped[list[FindingNodeRow]] = relationship(

@@ -24,10 +24,11 @@ from pydantic import Field
 from sqlalchemy import and_, case, func, select, union
 from sqlalchemy.orm import Session
 
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.report import RunKind
 from fleetdx.orchestrator.store.models import FindingNodeRow, FindingRow, NodeRow, RawOutputRow, RunRow
 from fleetdx.orchestrator.store.store import Store, _decompress
-from fleetdx.probes.contracts import Contract, FindingCode, Severity, Verdict, VerdictName
+from fleetdx.probes.contracts import Contract, Severity, Verdict, VerdictName
 
 #: hosts per IN (...) list: far below SQLite's (32766) and PostgreSQL's (65535) bind-parameter limits
 CHUNK = 2000

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from fleetdx.orchestrator.judgement import Finding
 from fleetdx.orchestrator.report import CurveBackend, RunKind, Schedule
-from fleetdx.probes.contracts import Collective, Contract, Finding, Level, VerdictName
+from fleetdx.probes.contracts import Collective, Contract, Level, VerdictName
 
 
 class RunSummary(Contract):

@@ -27,6 +27,7 @@ from sqlalchemy import ColumnElement, Engine, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import (
     BusbwCurve,
     BusbwPoint,
@@ -59,7 +60,7 @@ from fleetdx.orchestrator.store.records import (
     RunSummary,
 )
 from fleetdx.orchestrator.store.settings import resolve_db_url
-from fleetdx.probes.contracts import Finding, FindingCode, Job, Severity
+from fleetdx.probes.contracts import Job, Severity
 
 T = TypeVar("T")
 
@@ -489,13 +490,20 @@ def _decompress(row: RawOutputRow) -> str:
 
 
 def _finding_row(position: int, f: Finding) -> FindingRow:
+    data = f.model_dump(mode="json", include={"evidence", "details"})
     row = FindingRow(
         position=position,
         code=f.code,
         severity=f.severity,
         subject=f.subject,
         message=f.message,
-        evidence=f.model_dump(mode="json")["evidence"],
+        evidence=data["evidence"],
+        scope=f.scope.value,
+        rank=f.rank,
+        gpu=f.gpu,
+        action=f.action,
+        time=f.time,
+        details=data["details"],
     )
     row.hosts = [FindingNodeRow(position=i, host=h) for i, h in enumerate(f.nodes)]
     return row
@@ -541,7 +549,13 @@ def _finding_of(row: FindingRow) -> Finding:
         nodes=[h.host for h in row.hosts],
         subject=row.subject,
         message=row.message,
-        evidence=row.evidence,
+        evidence=row.evidence or [],
+        scope=row.scope,
+        rank=row.rank,
+        gpu=row.gpu,
+        action=row.action or "",
+        time=row.time,
+        details=row.details or {},
     )
 
 

@@ -1,4 +1,5 @@
-"""TOPO_* findings of one node's ``topo -m`` matrix, with the cells they rest on as evidence.
+"""TOPO_* findings of one node's ``topo -m`` matrix, with the cells they rest on as details, and
+:class:`TopoShow`, ``fleetdx topo show --json`` (the matrix, its analyses and these findings).
 
 Codes and severities (issue 3): TOPO_GPU_PAIR_SYS [warning], TOPO_NVLINK_DEGRADED [critical],
 TOPO_GPU_NIC_REMOTE [warning], TOPO_NIC_OVERSUBSCRIBED [warning], TOPO_AFFINITY_MISSING [warning],
@@ -14,10 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fleetdx.probes.contracts import EvidenceValue, Finding, FindingCode, JsonScalar, Severity
+from pydantic import Field
+
+from fleetdx.orchestrator.judgement import Finding, FindingCode
+from fleetdx.probes.contracts import SCHEMA_VERSION, Contract, EvidenceValue, JsonScalar, Severity
 from fleetdx.probes.parsers.topo import TopoMatrix
 from fleetdx.topology.analyses import affinity_issues, nic_report, nvlink_report, remote_gpu_pairs
-from fleetdx.topology.contracts import AffinityIssueKind, PeerComparison
+from fleetdx.topology.contracts import AffinityIssueKind, NicChoice, PeerComparison, RailAssignment
 from fleetdx.topology.fleet import compare_to_peers
 from fleetdx.topology.links import parse_link
 
@@ -49,7 +53,7 @@ def sys_pair_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding
                 "with no NVLink "
                 f"({names}): keep tightly coupled ranks off these pairs"
             ),
-            evidence={
+            details={
                 "cells": {c.key: c.link for c in sys_cells},
                 "sys_pairs": rp.sys_pairs,
                 "node_pairs": rp.node_pairs,
@@ -77,7 +81,7 @@ def nvlink_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding]:
                     f"{c.a}-{c.b} is {c.link} where the node's GPU pairs are {rep.pattern}: "
                     "NVLink lost or down"
                 ),
-                evidence={"cell": c.link, "pattern": rep.pattern},
+                details={"cell": c.link, "pattern": rep.pattern},
             )
         )
     for a in rep.asymmetric:
@@ -88,7 +92,7 @@ def nvlink_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding]:
                 nodes=_nodes(host),
                 subject=f"{a.a}-{a.b}",
                 message=f"NVLink asymmetry: {a.a}->{a.b} is {a.ab} but {a.b}->{a.a} is {a.ba}",
-                evidence={f"{a.a}-{a.b}": a.ab, f"{a.b}-{a.a}": a.ba},
+                details={f"{a.a}-{a.b}": a.ab, f"{a.b}-{a.a}": a.ba},
             )
         )
     return out
@@ -114,7 +118,7 @@ def nic_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding]:
                     f"{g}'s nearest NIC {nic} is {c.link} away ({where}): "
                     "GPUDirect RDMA traffic crosses the CPU"
                 ),
-                evidence={"nearest": _scalars(c.nics), "link": c.link},
+                details={"nearest": _scalars(c.nics), "link": c.link},
             )
         )
     for nic in rep.oversubscribed:
@@ -130,7 +134,7 @@ def nic_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding]:
                     "while other NICs serve "
                     f"{min(v for v in rep.load.values() if v > 0)}: its GPUs share its bandwidth"
                 ),
-                evidence={"gpus": _scalars(gpus), "load": dict(rep.load)},
+                details={"gpus": _scalars(gpus), "load": dict(rep.load)},
             )
         )
     return out
@@ -150,7 +154,7 @@ def affinity_findings(topo: TopoMatrix, host: str | None = None) -> list[Finding
                 nodes=_nodes(host),
                 subject=i.gpu,
                 message=f"{i.gpu}'s CPU affinity is {what}: its rank cannot be bound to the GPU's NUMA node",
-                evidence={"cpu_affinity": i.raw, "kind": i.kind.value},
+                details={"cpu_affinity": i.raw, "kind": i.kind.value},
             )
         )
     return out
@@ -213,7 +217,7 @@ def comparison_findings(
                 nodes=_nodes(host),
                 subject=f"{d.a}-{d.b}",
                 message=d.sentence(),
-                evidence=evidence,
+                details=evidence,
             )
         )
         if (
@@ -235,7 +239,23 @@ def comparison_findings(
                         f"{d.sentence()}: NVLink lost or down (the node has {short} NVLink lane(s) fewer than "
                         "its peers)"
                     ),
-                    evidence={**evidence, "nvlinks_short": short},
+                    details={**evidence, "nvlinks_short": short},
                 )
             )
     return out
+
+
+class TopoShow(Contract):
+    """``fleetdx topo show --json``."""
+
+    schema_version: int = SCHEMA_VERSION
+    gpus: list[str]
+    nics: list[str]
+    matrix: dict[str, dict[str, str]]
+    nearest_nic: dict[str, NicChoice]
+    rails: list[RailAssignment]
+    remote_pairs_share: float
+    gpu_model: str | None = None  #: nvidia-smi product name, when known (--gpu-model or the bundle's -q -x)
+    generation: str | None = None
+    nominal_gbps: dict[str, float] = Field(default_factory=dict)  #: per link class, GB/s per direction
+    findings: list[Finding]
