@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleetdx.orchestrator.judgement import Finding, FindingCode
-from fleetdx.orchestrator.postmortem.contracts import EvidenceLine, PostmortemReport, TimelineEntry
+from fleetdx.orchestrator.judgement import EvidenceLine, Finding, FindingCode
+from fleetdx.orchestrator.postmortem.contracts import PostmortemReport, TimelineEntry
 from fleetdx.orchestrator.report import BusbwCurve, BusbwPoint, CurveBackend, RunKind
 from fleetdx.orchestrator.store.records import NodeHistory, NodeHistoryEntry
 from fleetdx.probes.contracts import Job, SchedulerKind, Severity, Verdict
@@ -126,7 +126,7 @@ def hostile_postmortem() -> PostmortemReport:
     job = Job(scheduler=SchedulerKind.SLURM, job_id="4711" + HOSTILE, name=HOSTILE, nodes=["n1", HOSTILE])
     return rep.model_copy(
         update={
-            "causes": [cause, *rep.causes[1:]],
+            "findings": [cause, *rep.findings[1:]],
             "timeline": timeline,
             "missing_evidence": ["missing " + HOSTILE],
             "job": job,
@@ -155,4 +155,4 @@ def synthetic_huge_postmortem(ranks: int = 1024, hosts: int = 128, events: int =
         update={"evidence": [EvidenceLine(file="synthetic.log", line=i + 1, text=long_line) for i in range(50_000)]}
     )
     causes = [first] + [base.causes[0].model_copy(update={"message": f"synthetic cause {i}"}) for i in range(299)]
-    return base.model_copy(update={"timeline": timeline, "causes": causes})
+    return base.model_copy(update={"timeline": timeline, "findings": causes})

@@ -14,8 +14,8 @@ from fleetdx.orchestrator.diagnosis import engine, rules_gpu, rules_nccl, rules_
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.engine import diagnose, probe_findings, unjudged_reason
 from fleetdx.orchestrator.judgement import Finding, FindingCode
-from fleetdx.orchestrator.preflight.run import analyze_bundles, report_of
 from fleetdx.orchestrator.judgement.envelope import exclude_hostlist, node_verdict
+from fleetdx.orchestrator.preflight.run import analyze_bundles, report_of
 from fleetdx.orchestrator.report import RunKind
 from fleetdx.probes.contracts import RunStatus, Severity, Verdict
 from fleetdx.probes.facts import NodeFacts, ParseFailure, ProbeRecord

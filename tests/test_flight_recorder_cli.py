@@ -36,7 +36,7 @@ def test_fr_alone_names_the_rank_that_hung() -> None:
     code, doc = _run("--fr", str(FIX / "gloo_rank3_skips_allreduce" / "pickle"))
     assert code == 2 and doc["verdict"] == "CRITICAL"
     first = doc["causes"][0]
-    assert (first["code"], first["rank"], first["host"]) == ("NCCL_TIMEOUT", 3, None)
+    assert (first["code"], first["rank"], (first["nodes"] or [None])[0]) == ("NCCL_TIMEOUT", 3, None)
     assert first["evidence"][0]["file"].endswith("nccl_trace_rank_3") and first["evidence"][0]["line"] == 4
     assert [t["kind"] for t in doc["timeline"]] == ["flight-recorder", "flight-recorder"]
 
@@ -48,7 +48,7 @@ def test_fr_with_logs_gets_the_host(tmp_path: Path) -> None:
     code, doc = _run("--fr", str(FIX / "gloo_rank3_skips_allreduce" / "json"), "--logs", str(log))
     assert code == 2
     first = doc["causes"][0]
-    assert (first["rank"], first["host"], first["nodes"]) == (3, "sim4", ["sim4"])
+    assert (first["rank"], (first["nodes"] or [None])[0], first["nodes"]) == (3, "sim4", ["sim4"])
 
 
 def test_fr_desync_is_a_config_error() -> None:
@@ -89,4 +89,4 @@ def test_job_model_gives_world_size_and_hosts(monkeypatch: pytest.MonkeyPatch) -
     assert any("no readable dump from ranks [3]" in m for m in doc["missing_evidence"])
     assert any("members [3] left no dump" in m for m in doc["missing_evidence"])
     code, doc = _run("--job", "77", "--fr", str(FIX / "gloo_rank3_skips_allreduce" / "json"))
-    assert code == 2 and (doc["causes"][0]["rank"], doc["causes"][0]["host"]) == (3, "sim4")
+    assert code == 2 and (doc["causes"][0]["rank"], doc["findings"][0]["nodes"][0]) == (3, "sim4")

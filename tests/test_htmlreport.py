@@ -18,8 +18,8 @@ from fleetdx.orchestrator.htmlreport import Limits, render_postmortem, render_st
 from fleetdx.orchestrator.htmlreport.page import CSP, plotly_js
 from fleetdx.orchestrator.htmlreport.postmortem import bandwidth_figures, timeline_figure
 from fleetdx.orchestrator.htmlreport.steps import straggler_ranks
-from fleetdx.orchestrator.judgement import Finding, FindingCode
-from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, EvidenceLine, GpuRef, TimelineEntry
+from fleetdx.orchestrator.judgement import EvidenceLine, Finding, FindingCode
+from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, GpuRef, TimelineEntry, gpu_details
 from fleetdx.orchestrator.steps.contracts import RankSummary, StepSample, StepsReport, StepTimeMs
 from fleetdx.orchestrator.steps.run import analyse, load_ranks
 from fleetdx.probes.contracts import Job, SchedulerKind, Severity, Verdict
@@ -135,7 +135,7 @@ def test_huge_names_are_cut() -> None:
     )
     timeline = [TimelineEntry(time=mb, host=mb, rank=1, kind=mb, text=mb)]
     job = Job(scheduler=SchedulerKind.SLURM, job_id=mb, name=mb, user=mb, nodes=[mb], state=mb)
-    big = rep.model_copy(update={"causes": [cause], "timeline": timeline, "job": job, "missing_evidence": [mb]})
+    big = rep.model_copy(update={"findings": [cause], "timeline": timeline, "job": job, "missing_evidence": [mb]})
     page = render_postmortem(big.model_copy(update={"history": [history_for(mb, mb)]}), sources=[mb])
     extra = len(body(page))
     assert extra < 200_000, extra
@@ -160,7 +160,8 @@ def test_steps_page_hostile_text_is_escaped() -> None:
         temporal_breakdown_pct=None,
         comm_exposed_pct=None,
     )
-    rep = StepsReport(ranks=[r], findings=[f], job={"id": HOSTILE})
+    job = Job(scheduler=SchedulerKind.NONE, job_id=HOSTILE)
+    rep = StepsReport(verdict=Verdict.WARNING, exit_code=1, ranks=[r], findings=[f], job=job)
     page = render_steps(rep, errors=["bad " + HOSTILE])
     content = body(page)
     assert "<script>window.__pwned" not in content and "<img src=x" not in content
@@ -222,7 +223,7 @@ def test_huge_steps_report_is_bounded() -> None:
         message="rank 777 is a straggler in its data stage (synthetic)",
         details={"rank": 777, "stage": "data"},
     )
-    rep = StepsReport(ranks=ranks, findings=[strag])
+    rep = StepsReport(verdict=Verdict.WARNING, exit_code=1, ranks=ranks, findings=[strag])
     page = render_steps(rep, ranks=per_rank)
     lim = Limits()
     extra = len(page.encode()) - len(str(plotly_js()).encode())
@@ -303,7 +304,12 @@ def test_postmortem_page_with_history_and_bandwidth() -> None:
 
 def test_no_cause_says_unknown_and_the_missing_evidence() -> None:
     rep = load_postmortem(PM_XID).model_copy(
-        update={"causes": [], "verdict": Verdict.UNKNOWN, "exit_code": 3, "missing_evidence": ["no job log was given"]}
+        update={
+            "findings": [],
+            "verdict": Verdict.UNKNOWN,
+            "exit_code": 3,
+            "missing_evidence": ["no job log was given"],
+        }
     )
     page = render_postmortem(rep)
     assert 'id="cause-none"' in page and "no cause found" in page and "no job log was given" in page
@@ -369,7 +375,7 @@ def test_first_failure_is_ringed_on_the_timeline_and_marked_in_the_table() -> No
     assert str(escape(first.evidence[0].text.split("\n")[0][:80])) in row
     assert page.count('class="first-failure"') == 1
     # a report whose first cause rests on no timeline event rings nothing
-    other = rep.model_copy(update={"causes": [first.model_copy(update={"evidence": []})]})
+    other = rep.model_copy(update={"findings": [first.model_copy(update={"evidence": []})]})
     fig2 = figures(render_postmortem(other))["timeline-chart"]
     assert "annotations" not in fig2["layout"] and all(t["marker"]["size"] == 9 for t in fig2["data"])
 
@@ -402,6 +408,6 @@ def test_the_gpu_detail_is_shown_with_its_source() -> None:
     rep = load_postmortem(PM_IB)
     c = rep.causes[0]
     gpu = GpuRef(source=GpuSource.NCCL_INIT, rank=12, index=0, physical_index=4, bus_id="0000:4c:00.0")
-    page = render_postmortem(rep.model_copy(update={"causes": [c.model_copy(update={"gpu_detail": gpu})]}))
+    page = render_postmortem(rep.model_copy(update={"findings": [c.model_copy(update={"details": gpu_details(gpu)})]}))
     card = page[page.index('id="cause-1"') : page.index("</h3>", page.index('id="cause-1"'))]
     assert "cuda:0 (physical GPU 4, bus 0000:4c:00.0), from NCCL&#39;s init line" in card

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from fleetdx.orchestrator.htmlreport import render_postmortem, render_steps, write_html
-from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, GpuRef
+from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, GpuRef, gpu_details
 from fleetdx.orchestrator.steps.run import analyse, load_ranks
 from fleetdx.probes.parsers.joblog import GpuSource
 from tests.htmlreport_samples import (
@@ -198,7 +198,7 @@ def test_postmortem_with_its_own_bandwidth_and_first_failure_in_chromium(
     c = rep.causes[0]
     gpu = GpuRef(source=GpuSource.NCCL_PREFIX, rank=c.rank, index=0)
     rep = rep.model_copy(
-        update={"bandwidth": bw, "causes": [c.model_copy(update={"gpu_detail": gpu}), *rep.causes[1:]]}
+        update={"bandwidth": bw, "findings": [c.model_copy(update={"details": gpu_details(gpu)}), *rep.causes[1:]]}
     )
     out = tmp_path / "bandwidth.html"
     write_html(out, render_postmortem(rep))

@@ -43,7 +43,7 @@ def test_json_names_the_failing_rank_and_host_and_exits_critical() -> None:
     doc = json.loads(res.stdout)
     c = doc["causes"][0]
     assert doc["verdict"] == "CRITICAL" and doc["exit_code"] == 2
-    assert (c["code"], c["rank"], c["host"]) == (
+    assert (c["code"], c["rank"], (c["nodes"] or [None])[0]) == (
         "NCCL_NETWORK_ERROR",
         12,
         "container-e275-1553839402050-12124-01-000057",
@@ -109,7 +109,7 @@ def test_job_model_gives_window_nodes_and_rank_hosts(monkeypatch: pytest.MonkeyP
     doc = json.loads(res.stdout)
     assert doc["job"]["job_id"] == "4711"
     c = doc["causes"][0]
-    assert (c["code"], c["rank"], c["host"], c["gpu"]) == ("CUDA_ERROR", 0, "n1", "GPU0")
+    assert (c["code"], c["rank"], (c["nodes"] or [None])[0], c["gpu"]) == ("CUDA_ERROR", 0, "n1", "GPU0")
 
 
 def test_job_reads_its_epilog_bundles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from fleetdx.orchestrator.postmortem.contracts import Cause, TimelineEntry
+from fleetdx.orchestrator.judgement import Finding
+from fleetdx.orchestrator.judgement import FindingCode as F
+from fleetdx.orchestrator.postmortem.contracts import TimelineEntry, cause
 from fleetdx.orchestrator.postmortem.correlate import SKEW_TOLERANCE_S, first_decisive, timeout_analysis
 from fleetdx.orchestrator.postmortem.run import Window, run_postmortem
 from fleetdx.orchestrator.postmortem.sources import Bundles, Evidence, LogFiles
-from fleetdx.probes.contracts import FindingCode as F
 from fleetdx.probes.contracts import Job, RankPlacement, SchedulerKind, Severity, Verdict
 from fleetdx.probes.parsers.joblog import EventKind as K
 from fleetdx.probes.parsers.joblog import JobEvent, parse_joblog, stamp_ts
@@ -195,9 +196,9 @@ class _Judging:
     """A source that judges its own inputs (as Flight Recorder dumps do): it names rank 2 as the hang's culprit."""
 
     def collect(self, ctx: object) -> Evidence:
-        def causes(rank_hosts: Mapping[int, str]) -> list[Cause]:
+        def causes(rank_hosts: Mapping[int, str]) -> list[Finding]:
             return [
-                Cause(
+                cause(
                     code=F.NCCL_TIMEOUT,
                     severity=Severity.CRITICAL,
                     rank=2,

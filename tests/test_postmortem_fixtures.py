@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from fleetdx.orchestrator.judgement import FindingCode as F
+from fleetdx.orchestrator.judgement.envelope import FINDING_KEYS
+from fleetdx.orchestrator.postmortem.contracts import PostmortemReport
 from fleetdx.orchestrator.postmortem.flight import FlightRecorderDumps
 from fleetdx.orchestrator.postmortem.run import run_postmortem
 from fleetdx.orchestrator.postmortem.sources import LogFiles
-from fleetdx.probes.contracts import FindingCode as F
 from fleetdx.probes.contracts import Severity, Verdict
 
 FIX = Path(__file__).parent / "fixtures" / "joblogs"
@@ -25,7 +27,7 @@ EXPECTED: dict[str, tuple[F, int | None, str | None, list[int]]] = {
     "06": (F.NCCL_TIMEOUT, None, None, [1, 3, 2, 4]),
     "07": (F.NCCL_NETWORK_ERROR, None, "H100-2", [1]),
     "08": (F.CUDA_ERROR, 0, None, [3]),
-    "09": (F.SLURM_TIME_LIMIT, None, "c0700a-s1", [1]),
+    "09": (F.SLURM_TIME_LIMIT, None, None, [1]),  # job-wide: the host that printed it is details["printed_on"]
     "10": (F.NCCL_TIMEOUT, None, None, [2, 3, 4, 5, 6]),
     "13": (F.NCCL_TIMEOUT, None, None, [1, 2, 3, 4]),
     "17": (F.NCCL_TIMEOUT, None, None, [1, 5, 2]),
@@ -62,6 +64,8 @@ def test_first_cause(prefix: str) -> None:
     want = Verdict.WARNING if code is F.NCCL_TRANSPORT_FALLBACK else Verdict.CRITICAL
     assert report.verdict is want and report.exit_code == int(want)
     assert first.action  # every cause says what to do
+    if prefix == "09":
+        assert first.nodes == [] and first.details["printed_on"] == "c0700a-s1"
 
 
 @pytest.mark.parametrize("prefix", ["01", "02", "13", "17", "40"])
@@ -85,7 +89,7 @@ def test_25_the_connection_closed_printer_is_the_observer() -> None:
     causes = run_postmortem([LogFiles([_path("25")])]).causes
     assert causes[0].code is F.OOM_GPU and causes[0].gpu == "cuda:3"
     (observed,) = [c for c in causes if c.code is F.NCCL_NETWORK_ERROR]
-    assert "observer" in observed.message and observed.host == "ng30903-ib"
+    assert "observer" in observed.message and observed.subject == observed.details["peer"] == "ng30903-ib"
     assert observed.nodes == []  # a peer name that is no host of the job condemns nothing
 
 
@@ -113,38 +117,36 @@ def test_kernel_log_among_logs_silences_the_missing_kernel_note() -> None:
     assert any(c.code is F.NCCL_TIMEOUT for c in report.causes)
 
 
-def test_json_shape_is_exactly_the_issue_s() -> None:
+def test_json_shape_is_the_report_envelope_with_the_postmortem_body() -> None:
+    """Schema version 3 (issue 19): the envelope every job shares, then the postmortem's body; ``causes`` is the
+    deprecated alias of ``findings`` (the same objects), and a cause is a finding with the one key set."""
     doc = run_postmortem([LogFiles([_path("22")])]).model_dump(mode="json")
-    # the issue's keys, and this project's optional additions: history and bandwidth (empty lists when none),
-    # and each cause's gpu_detail (null when nothing says which GPU)
     assert set(doc) == {
+        "schema_version",
+        "kind",
         "verdict",
         "exit_code",
         "job",
-        "causes",
-        "timeline",
+        "findings",
         "missing_evidence",
+        "timeline",
         "history",
         "bandwidth",
+        "causes",
     }
+    assert doc["schema_version"] == 3 and doc["kind"] == "postmortem" and doc["causes"] == doc["findings"]
     assert doc["bandwidth"] == [] and doc["history"] == []
     assert doc["verdict"] == "CRITICAL" and doc["job"] is None
-    assert set(doc["causes"][0]) == {
-        "code",
-        "severity",
-        "rank",
-        "host",
-        "gpu",
-        "gpu_detail",
-        "nodes",
-        "time",
-        "message",
-        "action",
-        "evidence",
-    }
-    assert set(doc["causes"][0]["evidence"][0]) == {"file", "line", "text"}
+    assert set(doc["findings"][0]) == FINDING_KEYS
+    assert set(doc["findings"][0]["evidence"][0]) == {"file", "line", "text"}
     assert set(doc["timeline"][0]) == {"time", "host", "rank", "kind", "text"}
-    assert doc["causes"][0]["time"] == "2019-06-02T16:13:44.884Z"
+    assert doc["findings"][0]["time"] == "2019-06-02T16:13:44.884Z"
+    # a version-2 document (no schema_version, causes with host and gpu_detail) still reads, host first in nodes
+    old = {k: v for k, v in doc.items() if k not in ("schema_version", "kind", "findings")}
+    first = {k: v for k, v in doc["findings"][0].items() if k not in ("scope", "subject", "details")}
+    first.update(host="h9", gpu_detail=None, nodes=["h1"])
+    back = PostmortemReport.model_validate({**old, "causes": [first]})
+    assert back.findings[0].nodes == ["h9", "h1"] and back.findings[0].code is F.NCCL_NETWORK_ERROR
 
 
 # --- a real NCCL watchdog timeout captured on a lent H100 (tests/fixtures/flight_recorder/README.md) ---

@@ -1,5 +1,6 @@
-"""The GPU behind a cause's rank (``Cause.gpu`` / ``gpu_detail``) and a kernel XID tied to the rank whose GPU it
-hit. Real job logs of tests/fixtures/joblogs/ (facts read by eye: the ``[N]`` of NCCL's ``host:pid:tid [N]``,
+"""The GPU behind a cause's rank (``Finding.gpu`` / ``details["gpu_ref"]``) and a kernel XID tied to the rank
+whose GPU it hit. Real job logs of tests/fixtures/joblogs/ (facts read by eye: the ``[N]`` of NCCL's
+``host:pid:tid [N]``,
 ChildFailedError's ``local_rank``); synthesised logs are named synthetic and use the line shapes of the real
 NCCL_DEBUG=INFO captures (tests/fixtures/nccl/28_*: ``ncclCommInitRank comm ... rank R nranks N cudaDev C nvmlDev
 M busId B ...``) and of the real XID lines (joblog 05)."""
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from fleetdx.orchestrator.judgement import FindingCode as F
+from fleetdx.orchestrator.postmortem.contracts import gpu_ref
 from fleetdx.orchestrator.postmortem.run import run_postmortem
 from fleetdx.orchestrator.postmortem.sources import Bundles, LogFiles
-from fleetdx.probes.contracts import FindingCode as F
 from fleetdx.probes.contracts import Job, RankPlacement, SchedulerKind
 from fleetdx.probes.parsers.joblog import GpuSource
 
@@ -52,21 +54,21 @@ def test_real_logs_gpu_of_the_first_cause(
 ) -> None:
     c = run_postmortem([LogFiles([_path(prefix)])]).causes[0]
     assert (c.code, c.rank, c.host, c.gpu) == (code, rank, host, gpu)
-    assert c.gpu_detail is not None and c.gpu_detail.source is source
-    assert c.gpu_detail.physical_index is None and c.gpu_detail.bus_id is None  # nothing printed them
+    assert gpu_ref(c) is not None and gpu_ref(c).source is source
+    assert gpu_ref(c).physical_index is None and gpu_ref(c).bus_id is None  # nothing printed them
 
 
 @pytest.mark.parametrize("prefix", ["01", "08", "36", "40"])
 def test_real_logs_that_name_no_gpu_leave_it_null(prefix: str) -> None:
     """Ranks without any NCCL device, local rank or job model: no GPU, never one guessed from the rank."""
     for c in run_postmortem([LogFiles([_path(prefix)])]).causes:
-        assert c.gpu is None and c.gpu_detail is None
+        assert c.gpu is None and gpu_ref(c) is None
 
 
 def test_real_kernel_xid_without_nccl_lines_names_the_bus_only() -> None:
     c = run_postmortem([LogFiles([_path("05")])]).causes[0]
     assert c.code is F.GPU_HW_FAULT and c.gpu == "PCI:0000:02:00" and c.rank is None
-    assert c.gpu_detail is not None and c.gpu_detail.source is GpuSource.KERNEL and not c.gpu_detail.kernel_match
+    assert gpu_ref(c) is not None and gpu_ref(c).source is GpuSource.KERNEL and not gpu_ref(c).kernel_match
 
 
 def _init(host: str, pid: int, rank: int, nranks: int, dev: int, bus: str) -> str:
@@ -103,7 +105,7 @@ def test_synthetic_rank_error_takes_the_gpu_and_bus_of_its_nccl_init_line(tmp_pa
     )
     c = run_postmortem([LogFiles([log])]).causes[0]
     assert (c.code, c.rank, c.host, c.gpu) == (F.CUDA_ERROR, 3, "synth-gpu2", "cuda:1")
-    d = c.gpu_detail
+    d = gpu_ref(c)
     assert d is not None and d.source is GpuSource.NCCL_INIT
     assert (d.rank, d.index, d.physical_index, d.bus_id) == (3, 1, 1, "0000:88:00.0")
     # the line that says which GPU is the second evidence line
@@ -119,7 +121,7 @@ def test_synthetic_xid_on_a_rank_s_bus_names_that_rank(tmp_path: Path) -> None:
     report = run_postmortem([LogFiles([log]), Bundles([_bundle(tmp_path, "synth-gpu2", xid)])])
     c = report.causes[0]
     assert (c.code, c.host, c.rank, c.gpu) == (F.GPU_HW_FAULT, "synth-gpu2", 2, "cuda:0")
-    d = c.gpu_detail
+    d = gpu_ref(c)
     assert (
         d is not None and d.kernel_match and (d.source, d.bus_id, d.index) == (GpuSource.NCCL_INIT, "0000:4c:00.0", 0)
     )
@@ -133,13 +135,13 @@ def test_synthetic_xid_on_another_bus_of_the_host_names_no_rank(tmp_path: Path) 
     xid = "[Fri Mar 21 07:10:00 2025] NVRM: Xid (PCI:0000:c1:00): 79, pid=9, name=python, GPU has fallen off the bus.\n"
     c = run_postmortem([LogFiles([log]), Bundles([_bundle(tmp_path, "synth-gpu2", xid)])]).causes[0]
     assert (c.code, c.host, c.rank, c.gpu) == (F.GPU_HW_FAULT, "synth-gpu2", None, "PCI:0000:c1:00")
-    assert c.gpu_detail is not None and not c.gpu_detail.kernel_match
+    assert gpu_ref(c) is not None and not gpu_ref(c).kernel_match
     assert "not the GPU of a rank" in c.message and "rank 2 0000:4c:00.0" in c.message
     # the same bus on another host is another GPU
     other = run_postmortem(
         [LogFiles([log]), Bundles([_bundle(tmp_path, "synth-gpu3", xid.replace("c1:00", "4c:00"))])]
     ).causes[0]
-    assert other.rank is None and other.gpu_detail is not None and not other.gpu_detail.kernel_match
+    assert other.rank is None and gpu_ref(other) is not None and not gpu_ref(other).kernel_match
 
 
 def test_synthetic_sub_communicator_rank_is_not_a_global_rank(tmp_path: Path) -> None:
@@ -156,7 +158,7 @@ def test_synthetic_sub_communicator_rank_is_not_a_global_rank(tmp_path: Path) ->
         + "\n"
     )
     c = run_postmortem([LogFiles([log])]).causes[0]
-    assert c.rank == 1 and c.gpu is None and c.gpu_detail is None
+    assert c.rank == 1 and c.gpu is None and gpu_ref(c) is None
 
 
 def test_synthetic_cuda_visible_devices_gives_the_physical_gpu(tmp_path: Path) -> None:
@@ -166,7 +168,7 @@ def test_synthetic_cuda_visible_devices_gives_the_physical_gpu(tmp_path: Path) -
         "[default1]:[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
     )
     c = run_postmortem([LogFiles([log])]).causes[0]
-    d = c.gpu_detail
+    d = gpu_ref(c)
     assert c.gpu == "cuda:1" and d is not None
     assert (d.source, d.index, d.physical_index, d.visible_devices) == (GpuSource.LOCAL_RANK, 1, 5, "4,5,6,7")
     assert c.evidence[1].line == 1  # the CUDA_VISIBLE_DEVICES line
@@ -179,7 +181,7 @@ def test_synthetic_one_gpu_per_task_is_cuda_0_of_its_visible_device(tmp_path: Pa
         "node3: [rank3]: RuntimeError: CUDA error: unspecified launch failure\n"
     )
     c = run_postmortem([LogFiles([log])]).causes[0]
-    d = c.gpu_detail
+    d = gpu_ref(c)
     assert c.gpu == "cuda:0" and d is not None and (d.source, d.index, d.physical_index) == (GpuSource.LOCAL_RANK, 0, 3)
 
 
@@ -187,7 +189,7 @@ def test_synthetic_printed_local_rank_without_remap(tmp_path: Path) -> None:
     log = tmp_path / "synthetic-env.log"
     log.write_text("[rank9]: RANK=9 LOCAL_RANK=1\n[rank9]: RuntimeError: CUDA error: unspecified launch failure\n")
     c = run_postmortem([LogFiles([log])]).causes[0]
-    d = c.gpu_detail
+    d = gpu_ref(c)
     assert c.gpu == "cuda:1" and d is not None and (d.source, d.physical_index) == (GpuSource.LOCAL_RANK, None)
     assert c.evidence[1].line == 1
 
@@ -210,7 +212,7 @@ def test_synthetic_hung_rank_of_a_timeout_gets_its_own_gpu_not_a_reporter_s(tmp_
     )
     c = run_postmortem([LogFiles([log])], job).causes[0]
     assert (c.code, c.rank, c.host) == (F.NCCL_TIMEOUT, 2, "synth-gpu2")
-    d = c.gpu_detail
+    d = gpu_ref(c)
     assert d is not None and (d.rank, d.bus_id, d.source) == (2, "0000:4c:00.0", GpuSource.NCCL_INIT)
 
 
@@ -231,4 +233,4 @@ def test_synthetic_xid_names_the_global_rank_when_the_process_first_printed_a_sm
         "[Fri Mar 21 07:10:00 2025] NVRM: Xid (PCI:0000:4c:00): 79, pid=200, name=python, GPU has fallen off the bus.\n"
     )
     c = run_postmortem([LogFiles([log]), Bundles([_bundle(tmp_path, "synth-gpu2", xid)])]).causes[0]
-    assert c.rank == 2 and c.gpu_detail is not None and c.gpu_detail.kernel_match
+    assert c.rank == 2 and gpu_ref(c) is not None and gpu_ref(c).kernel_match

@@ -58,10 +58,10 @@ def test_a_segfaulting_rank_is_named_with_its_node(tmp_path: Path) -> None:
     assert doc["job"]["job_id"] == job_id and doc["job"]["state"] == "FAILED"
     assert doc["job"]["nodes"] == ["sim1", "sim2", "sim3", "sim4"]
     first = doc["causes"][0]
-    assert (first["code"], first["rank"], first["host"]) == ("PROCESS_CRASH", 5, "sim3"), log.read_text()
+    assert (first["code"], first["rank"], first["nodes"][:1]) == ("PROCESS_CRASH", 5, ["sim3"]), log.read_text()
     assert "Segmentation fault" in first["evidence"][0]["text"]
     # with the node's kernel log the lost GPU of sim3 comes first, the crash of its rank 5 after it
     doc = json.loads(with_kernel.stdout)
-    got = [(c["code"], c["rank"], c["host"]) for c in doc["causes"][:2]]
+    got = [(c["code"], c["rank"], (c["nodes"] or [None])[0]) for c in doc["causes"][:2]]
     assert got == [("GPU_HW_FAULT", None, "sim3"), ("PROCESS_CRASH", 5, "sim3")]
     assert doc["causes"][0]["evidence"][0]["text"].endswith("79, GPU has fallen off the bus.")

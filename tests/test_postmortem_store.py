@@ -39,7 +39,7 @@ def test_history_is_read_and_the_postmortem_kept_apart(tmp_path: Path) -> None:
     with Store.open(url) as store:
         (kept,) = store.list_postmortems(host=HOST)
         assert kept.first_cause == "NCCL_NETWORK_ERROR" and kept.verdict.name == "CRITICAL"
-        assert store.get_postmortem(kept.postmortem_id)["causes"][0]["host"] == HOST
+        assert store.get_postmortem(kept.postmortem_id)["findings"][0]["nodes"][0] == HOST
         assert [e.run_id for e in store.node_history(HOST)] == ["pf-before"]  # no postmortem finding in it
         assert store.list_postmortems(host="someone-else") == []
 

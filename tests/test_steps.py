@@ -163,7 +163,9 @@ def test_small_differences_are_not_stragglers() -> None:
 
 def test_report_shape_matches_issue_13() -> None:
     rep = report(_traces("cpu-gloo-slow-data-rank2")).model_dump(mode="json")
-    assert set(rep) == {"ranks", "findings", "job", "baseline"} and rep["baseline"] is None  # the CLI drops it
+    envelope = {"schema_version", "kind", "verdict", "exit_code", "job", "findings", "missing_evidence"}
+    assert set(rep) == envelope | {"ranks", "baseline"} and rep["baseline"] is None and rep["kind"] == "steps"
+    assert rep["verdict"] == "WARNING" and rep["exit_code"] == 1 and rep["missing_evidence"] == []
     r = rep["ranks"][2]
     assert set(r) == {
         "rank",

@@ -30,7 +30,9 @@ def test_json_shape_and_straggler_exit_code() -> None:
     r = _run(str(FIX / "cpu-gloo-slow-data-rank2"), "--json")
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc) == {"ranks", "findings", "job"} and doc["job"] is None
+    envelope = {"schema_version", "kind", "verdict", "exit_code", "job", "findings", "missing_evidence"}
+    assert set(doc) == envelope | {"ranks", "baseline"} and doc["job"] is None and doc["baseline"] is None
+    assert doc["verdict"] == "WARNING" and doc["exit_code"] == 1
     assert [x["rank"] for x in doc["ranks"]] == [0, 1, 2, 3]
     assert set(doc["ranks"][0]) == {
         "rank",
@@ -55,7 +57,7 @@ def test_clean_run_exits_0_and_gpu_trace_reports_hta_shares() -> None:
     r = _run(str(FIX / "cpu-gloo-clean"), "--json", "--job", "4242")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["findings"] == [] and doc["job"] == {"id": "4242"}
+    assert doc["findings"] == [] and doc["job"]["job_id"] == "4242"
     g = _run(str(FIX / "hta-sampled-128rank"), "--json")
     tb = json.loads(g.stdout)["ranks"][1]["temporal_breakdown_pct"]
     assert tb == {"idle": 54.72, "compute": 22.57, "non_compute": 22.72}  # HTA's figures for rank 1
@@ -150,7 +152,7 @@ def test_a_real_megatron_log_gives_step_times_with_stages_unknown() -> None:
     r = _run(str(STEPLOGS / "megatron_epfllm-megatron-llm-11.log"), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc) == {"ranks", "findings", "job"} and doc["findings"] == []
+    assert {"ranks", "findings", "job", "verdict"} <= set(doc) and doc["findings"] == [] and doc["verdict"] == "OK"
     (rank,) = doc["ranks"]
     # iterations 122-125: 86545.2, 87871.6, 89474.8, 89075.2 ms; the median of four is the mean of the middle two
     assert rank["rank"] == -1 and rank["steps"] == 4 and rank["step_time_ms"]["median"] == 88473.4

@@ -108,8 +108,8 @@ def _render_history(report: PostmortemReport) -> None:
 def render(report: PostmortemReport, evidence_lines: int = 3) -> None:
     """The causes, most likely first: what, where, the action, the first ``evidence_lines`` evidence lines; then
     what evidence was missing, and the verdict."""
-    console.print(f"[bold]postmortem[/]: {len(report.causes)} candidate cause(s), most likely first", highlight=False)
-    for i, c in enumerate(report.causes, start=1):
+    console.print(f"[bold]postmortem[/]: {len(report.findings)} candidate cause(s), most likely first", highlight=False)
+    for i, c in enumerate(report.findings, start=1):
         where = "  ".join(
             x for x in (f"rank {c.rank}" if c.rank is not None else "", c.host or "", c.gpu or "", c.time or "") if x
         )

@@ -20,7 +20,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fleetdx.orchestrator.cli.common import EXIT_UNKNOWN, console, err_console, handle_errors, print_json
+from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json
 
 
 def _fmt(v: float | None, digits: int = 1) -> str:
@@ -132,14 +132,15 @@ def register(app: typer.Typer) -> None:
         Exit: 0 nothing found, 1 a warning finding, 3 an input that cannot be decomposed (or a usage error).
         """
         from fleetdx.orchestrator.steps.run import analyse, host_findings, load_ranks
-        from fleetdx.probes.contracts import Verdict
+        from fleetdx.probes.contracts import Job, SchedulerKind
 
         loaded = load_ranks(paths, max_events, jobs)
         base = load_ranks([baseline], max_events, jobs) if baseline is not None else None
         hist = None
         if history:
             hist = _history(db, sorted({r.host for r in loaded.ranks if r.host}), host_findings)
-        rep = analyse(loaded, base, str(baseline) if baseline else "", history=hist, job={"id": job} if job else None)
+        the_job = Job(scheduler=SchedulerKind.NONE, job_id=job) if job else None  # the id as given, not looked up
+        rep = analyse(loaded, base, str(baseline) if baseline else "", history=hist, job=the_job)
         for e in loaded.errors:
             err_console.print(f"[bold yellow]not used:[/] {escape(e)}", highlight=False, soft_wrap=True)
         if html_out is not None:
@@ -148,10 +149,7 @@ def register(app: typer.Typer) -> None:
             page = render_steps(rep, ranks=loaded.ranks, errors=loaded.errors, sources=[str(p) for p in paths])
             write_html(html_out, page)
         if as_json:
-            data = rep.model_dump(mode="json")
-            if rep.baseline is None:
-                data.pop("baseline")
-            print_json(data)
+            print_json(rep.model_dump(mode="json"))
         else:
             said: dict[str, list[int]] = {}
             for r in loaded.ranks:
@@ -163,10 +161,7 @@ def register(app: typer.Typer) -> None:
             _render(rep)
             if html_out is not None:
                 console.print(f"HTML report: {escape(str(html_out))}", highlight=False)
-        verdict = Verdict.worst([f.severity.verdict for f in rep.findings])
-        if loaded.errors:
-            verdict = Verdict.worst([verdict, Verdict.UNKNOWN])
-        raise typer.Exit(EXIT_UNKNOWN if verdict is Verdict.UNKNOWN else min(int(verdict), 1))
+        raise typer.Exit(rep.exit_code)
 
 
 def _history(db: str | None, hosts: list[str], lookup: Any) -> dict[str, Any] | None:

@@ -19,7 +19,8 @@ from fleetdx.orchestrator.htmlreport.page import (
     fmt_hosts,
     render,
 )
-from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, Cause, PostmortemReport, TimelineEntry
+from fleetdx.orchestrator.judgement import Finding
+from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, PostmortemReport, TimelineEntry, gpu_ref
 from fleetdx.orchestrator.postmortem.gpus import describe
 from fleetdx.orchestrator.report import BusbwCurve
 from fleetdx.orchestrator.store.records import NodeHistory
@@ -35,7 +36,7 @@ class EvidenceView:
 
 @dataclass
 class CauseView:
-    cause: Cause
+    cause: Finding
     where: list[tuple[str, str]]
     nodes: str
     message: Clipped
@@ -66,13 +67,14 @@ def _utc(ts: float | None) -> str:
     return "" if ts is None else datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _cause_view(c: Cause, lim: Limits) -> CauseView:
+def _cause_view(c: Finding, lim: Limits) -> CauseView:
+    ref = gpu_ref(c)
     where = [
         (k, v)
         for k, v in (
             ("rank", "" if c.rank is None else str(c.rank)),
             ("host", c.host or ""),
-            ("GPU", describe(c.gpu_detail) if c.gpu_detail is not None else c.gpu or ""),
+            ("GPU", describe(ref) if ref is not None else c.gpu or ""),
             ("time", c.time or ""),
         )
         if v
@@ -108,7 +110,7 @@ def _row(e: TimelineEntry, by_host: bool) -> str:
     return f"{e.host} · rank {e.rank}" if e.host else f"rank {e.rank}"
 
 
-def first_failure(entries: Sequence[TimelineEntry], cause: Cause | None) -> int | None:
+def first_failure(entries: Sequence[TimelineEntry], cause: Finding | None) -> int | None:
     """The position in ``entries`` of the event the first cause rests on (its first evidence line: same text,
     and same rank and host when the cause names them), or ``None``."""
     if cause is None or not cause.evidence:
@@ -124,7 +126,7 @@ def first_failure(entries: Sequence[TimelineEntry], cause: Cause | None) -> int 
     return None
 
 
-def timeline_figure(entries: Sequence[TimelineEntry], lim: Limits, first_cause: Cause | None = None) -> Figure | None:
+def timeline_figure(entries: Sequence[TimelineEntry], lim: Limits, first_cause: Finding | None = None) -> Figure | None:
     """The events on one chart, a row per host/rank (a row per host when there are more than
     ``lim.chart_rows`` host/rank pairs), in the timeline's order; x is UTC time when every drawn event has a
     full date, else the position on the merged timeline (the correlator's order). The event ``first_cause``
@@ -330,11 +332,11 @@ def render_postmortem(
         limits: how much of each list is shown (:class:`Limits`); what is cut is counted on the page.
     """
     lim = limits or Limits()
-    causes = [_cause_view(c, lim) for c in report.causes[: lim.causes]]
+    causes = [_cause_view(c, lim) for c in report.findings[: lim.causes]]
     hist, hist_left_out = _history(report.history, lim)
     rows = report.timeline[: lim.timeline_rows]
-    timeline = timeline_figure(report.timeline, lim, report.causes[0] if report.causes else None)
-    first_row = first_failure(rows, report.causes[0] if report.causes else None)
+    timeline = timeline_figure(report.timeline, lim, report.findings[0] if report.findings else None)
+    first_row = first_failure(rows, report.findings[0] if report.findings else None)
     if curves:
         bandwidth = bandwidth_figures(curves, lim)
     else:
@@ -346,7 +348,7 @@ def render_postmortem(
         verdict=report.verdict.name,
         job=_job(report.job),
         causes=causes,
-        causes_left_out=len(report.causes) - len(causes),
+        causes_left_out=len(report.findings) - len(causes),
         missing=[clip(m, lim.text_chars) for m in report.missing_evidence],
         timeline=timeline,
         timeline_rows=[(e, clip(e.text, lim.text_chars), i == first_row) for i, e in enumerate(rows)],

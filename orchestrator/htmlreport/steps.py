@@ -179,12 +179,12 @@ def render_steps(
     findings.sort(key=lambda v: not v.straggler)
     table = _pick_ranks(report.ranks, flagged, lim.ranks)
     stages = stage_names(table)
-    job = report.job or {}
+    job = report.job.model_dump(mode="json", exclude_defaults=True) if report.job is not None else {}
     return render(
         "steps.html.j2",
-        title="fleetdx steps" + (f" of job {job['id']}" if job.get("id") is not None else ""),
+        title="fleetdx steps" + (f" of job {job['job_id']}" if job.get("job_id") is not None else ""),
         report=report,
-        job=[(str(k), "" if v is None else str(v)) for k, v in job.items()],
+        job=[(str(k), str(v)) for k, v in job.items()],
         flagged=flagged,
         flagged_text=cpu_list(flagged),
         findings=findings,

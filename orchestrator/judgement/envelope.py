@@ -43,6 +43,10 @@ class ReportKind(str, Enum):
     STEPS = "steps"
 
 
+#: the keys of every finding object in every job's ``--json`` (tests/test_code_catalog.py holds each job to it)
+FINDING_KEYS = frozenset(Finding.model_fields)
+
+
 class Report(Contract):
     """The envelope of every job's report. ``exit_code`` equals the verdict's Nagios value; ``missing_evidence``
     says, one sentence each, what the job could not see (an input not read, a source not given)."""

@@ -1,52 +1,48 @@
 """The postmortem's output contract: what ``fleetdx postmortem --json`` prints.
 
-Shape (issue 12, item 4)::
+The report envelope (:class:`~fleetdx.orchestrator.judgement.envelope.Report`), then the postmortem's body::
 
-    {"verdict", "exit_code", "job": {...} | null,
-     "causes": [{"code", "severity", "rank": int | null, "host": str | null, "gpu": str | null, "nodes": [str],
-                 "time": str | null, "message", "action", "evidence": [{"file", "line": int, "text"}]}],
-     "timeline": [{"time", "host", "rank", "kind", "text"}],
+    {"schema_version": 3, "kind": "postmortem", "verdict", "exit_code", "job": {...} | null,
+     "findings": [{"code", "severity", "scope", "nodes": [str], "rank": int | null, "gpu": str | null,
+                   "subject", "message", "action", "evidence": [{"file", "line": int, "text"}],
+                   "time": str | null, "details": {"gpu_ref": {...}}}],
      "missing_evidence": [str],
+     "timeline": [{"time", "host", "rank", "kind", "text"}],
      "history": [{"host", "entries": [...]}],
-     "bandwidth": [{"source", "started_at": float | null, "simulated": bool, "curve": {...}}]}
+     "bandwidth": [{"source", "started_at": float | null, "simulated": bool, "curve": {...}}],
+     "causes": [...]}
 
-``history`` (an addition to issue 12's shape) is what fleetdx's store knew of the hosts the causes name: each
-host's newest pre-flight and bandwidth runs (``fleetdx history HOST --json``'s entries), empty when no store was
-read. It answers "was this node already known to be bad, or did a pre-flight pass it?".
+``findings`` are the causes, ranked, the most likely first (not sorted by severity as a run's findings are).
+``causes`` repeats them under the name schema version 2 used: **deprecated**, printed until fleetdx 0.4; read
+``findings``. A cause's ``rank`` is the torch global rank it is about (``None`` when the evidence does not say
+which rank failed first: then ``missing_evidence`` says what would); ``nodes`` every host it is about, the host
+where it happened first (``Finding.host``; empty for a job-wide cause such as a time limit); ``gpu`` the device
+as the evidence names it (``cuda:3``: CUDA device 3 as the process saw it, after ``CUDA_VISIBLE_DEVICES``;
+``PCI:0000:3b:00`` from the kernel); ``details["gpu_ref"]`` which GPU that is and how it is known
+(:class:`GpuRef`, :func:`gpu_ref`); ``time`` ISO 8601 UTC when the stamp had a full date, else the stamp as
+printed.
 
-``bandwidth`` (an addition too) holds the busbw-vs-size curves the postmortem found for the job's nodes: the
-nccl-tests results of the bundles given (``--bundles``, epilog bundles) and the newest stored pre-flight or
-bandwidth run's curves of each blamed host; empty when there are none. The HTML page draws them.
+``history`` is what fleetdx's store knew of the hosts the causes name: each host's newest pre-flight and
+bandwidth runs (``fleetdx history HOST --json``'s entries), empty when no store was read. ``bandwidth`` holds
+the busbw-vs-size curves found for the job's nodes: the nccl-tests results of the bundles given (``--bundles``,
+epilog bundles) and the newest stored pre-flight or bandwidth run's curves of each blamed host.
 
-Each cause's ``gpu_detail`` (an addition) says which GPU ``gpu`` is and how that is known (:class:`GpuRef`);
-``None`` when nothing the job printed says it.
-
-``causes`` are ranked, the most likely first. ``rank`` is the torch global rank the cause is about (``None``
-when the evidence does not say which rank failed first: then ``missing_evidence`` says what would); ``host``
-the host it happened on; ``gpu`` the device as the evidence names it (``cuda:3``: CUDA device 3 as the process
-saw it, after ``CUDA_VISIBLE_DEVICES``; ``PCI:0000:3b:00`` from the kernel); ``nodes`` every host the cause is
-about (empty for a run-wide cause such as a time limit); ``time`` ISO 8601 UTC when the stamp had a full date,
-else the stamp as printed. ``verdict``/``exit_code`` follow the Nagios convention
-(:class:`~fleetdx.probes.contracts.Verdict`).
+Version-2 documents (no ``schema_version``; ``causes`` with ``host`` and ``gpu_detail``) are read and upgraded.
 """
 
 from __future__ import annotations
 
-from pydantic import Field
+from collections.abc import Iterable
+from typing import Any, Literal
 
-from fleetdx.orchestrator.judgement import FindingCode
+from pydantic import Field, computed_field, model_validator
+
+from fleetdx.orchestrator.judgement import EvidenceLine, Finding, FindingCode
+from fleetdx.orchestrator.judgement.envelope import Report
 from fleetdx.orchestrator.report import BusbwCurve
 from fleetdx.orchestrator.store.records import NodeHistory
-from fleetdx.probes.contracts import Contract, Job, Severity, VerdictName
+from fleetdx.probes.contracts import Contract, EvidenceValue, Severity
 from fleetdx.probes.parsers.joblog import GpuSource
-
-
-class EvidenceLine(Contract):
-    """One line a cause rests on: the file as given, its 1-based line number, the text as read."""
-
-    file: str
-    line: int
-    text: str
 
 
 class GpuRef(Contract):
@@ -70,20 +66,65 @@ class GpuRef(Contract):
     kernel_match: bool = False
 
 
-class Cause(Contract):
-    """One candidate cause of the failure (see the module doc for the fields)."""
+def cause(
+    code: FindingCode,
+    severity: Severity,
+    message: str,
+    action: str,
+    *,
+    rank: int | None = None,
+    host: str | None = None,
+    nodes: Iterable[str] = (),
+    gpu: str | None = None,
+    gpu_detail: GpuRef | None = None,
+    time: str | None = None,
+    evidence: Iterable[EvidenceLine] = (),
+    subject: str | None = None,
+    details: dict[str, EvidenceValue] | None = None,
+) -> Finding:
+    """One candidate cause of a failure, as a :class:`~fleetdx.orchestrator.judgement.Finding`: ``host`` (where
+    it happened) is put first in ``nodes``; ``gpu_detail`` goes to ``details["gpu_ref"]``; the subject is the
+    GPU, else the rank, else the host, else ``job``, unless ``subject`` is given."""
+    hosts = list(dict.fromkeys([*([host] if host else []), *nodes]))
+    return Finding(
+        code=code,
+        severity=severity,
+        nodes=hosts,
+        rank=rank,
+        gpu=gpu,
+        subject=subject or gpu or (f"rank {rank}" if rank is not None else (host or "job")),
+        message=message,
+        action=action,
+        evidence=list(evidence),
+        time=time,
+        details={**(details or {}), **gpu_details(gpu_detail)},
+    )
 
-    code: FindingCode
-    severity: Severity
-    rank: int | None = None
-    host: str | None = None
-    gpu: str | None = None
-    gpu_detail: GpuRef | None = None
-    nodes: list[str] = Field(default_factory=list)
-    time: str | None = None
-    message: str
-    action: str
-    evidence: list[EvidenceLine] = Field(default_factory=list)
+
+def gpu_details(ref: GpuRef | None) -> dict[str, EvidenceValue]:
+    """``{"gpu_ref": {...}}`` for a finding's details (``{}`` for none)."""
+    return {"gpu_ref": ref.model_dump(mode="json")} if ref is not None else {}
+
+
+def gpu_ref(f: Finding) -> GpuRef | None:
+    """Which GPU a cause is about and how that is known (its ``details["gpu_ref"]``), ``None`` when unknown."""
+    raw = f.details.get("gpu_ref")
+    return GpuRef.model_validate(raw) if isinstance(raw, dict) else None
+
+
+def _upgrade_cause(c: Any) -> Any:
+    """A version-2 cause (``host``, ``gpu_detail``) as a version-3 finding's input."""
+    if not isinstance(c, dict) or "scope" in c:
+        return c
+    c = dict(c)
+    host = c.pop("host", None)
+    ref = c.pop("gpu_detail", None)
+    c["nodes"] = list(dict.fromkeys([*([host] if host else []), *c.get("nodes", [])]))
+    rank, gpu = c.get("rank"), c.get("gpu")
+    c.setdefault("subject", gpu or (f"rank {rank}" if rank is not None else (host or "job")))
+    if isinstance(ref, dict):
+        c["details"] = {"gpu_ref": ref}
+    return c
 
 
 class TimelineEntry(Contract):
@@ -107,14 +148,27 @@ class BandwidthCurve(Contract):
     curve: BusbwCurve
 
 
-class PostmortemReport(Contract):
-    """The postmortem of one job."""
+class PostmortemReport(Report):
+    """The postmortem of one job (see the module doc); ``findings`` are its causes, ranked."""
 
-    verdict: VerdictName
-    exit_code: int
-    job: Job | None = None
-    causes: list[Cause] = Field(default_factory=list)
+    kind: Literal["postmortem"] = "postmortem"
     timeline: list[TimelineEntry] = Field(default_factory=list)
-    missing_evidence: list[str] = Field(default_factory=list)
     history: list[NodeHistory] = Field(default_factory=list)
     bandwidth: list[BandwidthCurve] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def causes(self) -> list[Finding]:
+        """Deprecated alias of ``findings`` (schema version 2's name), printed until fleetdx 0.4."""
+        return self.findings
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade_v2(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "causes" not in data:
+            return data
+        data = dict(data)
+        causes = data.pop("causes")
+        if "findings" not in data:
+            data["findings"] = [_upgrade_cause(c) for c in causes or []]
+        return data

@@ -34,10 +34,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from fleetdx.orchestrator.diagnosis.xid_table import XidClass, classify, lookup
-from fleetdx.orchestrator.judgement import FindingCode
-from fleetdx.orchestrator.postmortem.contracts import Cause, EvidenceLine, TimelineEntry
+from fleetdx.orchestrator.judgement import EvidenceLine, Finding, FindingCode
+from fleetdx.orchestrator.postmortem.contracts import TimelineEntry, gpu_details
+from fleetdx.orchestrator.postmortem.contracts import cause as cause_of
 from fleetdx.orchestrator.postmortem.gpus import GpuMap, Resolved, describe, label
-from fleetdx.probes.contracts import Job, Severity
+from fleetdx.probes.contracts import EvidenceValue, Job, Severity
 from fleetdx.probes.parsers.joblog import EventKind, GpuFact, JobEvent, iso
 from fleetdx.topology.binding import cpu_list
 
@@ -385,18 +386,22 @@ def timeout_analysis(events: Sequence[JobEvent], world: Iterable[int] = ()) -> T
     return out
 
 
-def _with_gpu(cause: Cause, res: Resolved | None) -> Cause:
-    """``cause`` with its GPU (``gpu``, ``gpu_detail``) and the line that says which GPU it is among its evidence
-    (second, after the leading event's line), or unchanged when nothing says it."""
+def _with_gpu(cause: Finding, res: Resolved | None) -> Finding:
+    """``cause`` with its GPU (``gpu``, ``details["gpu_ref"]``) and the line that says which GPU it is among its
+    evidence (second, after the leading event's line), or unchanged when nothing says it."""
     if res is None:
         return cause
     evidence = list(cause.evidence)
     if res.line is not None and not any(e.file == res.line.file and e.line == res.line.line for e in evidence):
         evidence = [*evidence[:1], res.line, *evidence[1:]][:MAX_EVIDENCE]
-    return cause.model_copy(update={"gpu": label(res.ref), "gpu_detail": res.ref, "evidence": evidence})
+    gpu = label(res.ref)
+    update: dict[str, object] = {"gpu": gpu, "details": {**cause.details, **gpu_details(res.ref)}, "evidence": evidence}
+    if cause.rank is None and gpu:
+        update["subject"] = gpu
+    return cause.model_copy(update=update)
 
 
-def _xid_rank(cause: Cause, lead: JobEvent, res: Resolved | None, gmap: GpuMap) -> Cause:
+def _xid_rank(cause: Finding, lead: JobEvent, res: Resolved | None, gmap: GpuMap) -> Finding:
     """A kernel GPU cause (XID, GPU lost) tied to the rank whose NCCL init line printed its bus id on its host:
     the rank, and a sentence saying so; when other ranks' GPUs on that host are known and none is this one,
     the sentence says that instead."""
@@ -605,7 +610,7 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
 
 def _timeout_cause(
     group: Sequence[JobEvent], analysis: TimeoutAnalysis, gmap: GpuMap, rank_hosts: dict[int, str]
-) -> tuple[Cause, list[str]]:
+) -> tuple[Finding, list[str]]:
     missing: list[str] = []
     reporters = analysis.reporters
     op = f"{analysis.op} SeqNum {analysis.seq}" if analysis.seq is not None else "a collective"
@@ -649,7 +654,7 @@ def _timeout_cause(
     if timeout:
         action += f"; raise the timeout ({timeout} ms) only if the collective is legitimately that slow"
     ordered = sorted(group, key=lambda e: (e.rank != rank, e.kind is not EventKind.WATCHDOG_TIMEOUT))
-    cause = Cause(
+    cause = cause_of(
         code=FindingCode.NCCL_TIMEOUT,
         severity=Severity.CRITICAL,
         rank=rank,
@@ -682,7 +687,7 @@ def _ranks(ranks: Sequence[int]) -> str:
 class Correlation:
     """The causes (most likely first), the timeline entries and what evidence is missing."""
 
-    causes: list[Cause]
+    causes: list[Finding]
     timeline: list[TimelineEntry]
     missing: list[str]
     priorities: list[int] = field(default_factory=list)  #: per cause, its most decisive event's priority
@@ -738,7 +743,7 @@ def correlate(
     _fold(groups)
     first = first_decisive(ordered)
     missing: list[str] = []
-    causes: list[tuple[tuple[int, int, int], Cause]] = []
+    causes: list[tuple[tuple[int, int, int], Finding]] = []
     world = [p.rank for p in job.ranks] if job is not None else []
     for key, members in groups.items():
         code = key[0]
@@ -756,18 +761,24 @@ def correlate(
         else:
             msg, action = _describe(code, lead, evs, best_j)
             ev_hosts = list(dict.fromkeys(e.host for e in evs if e.host))
+            subject: str | None = None
+            details: dict[str, EvidenceValue] | None = None
             if key[1] == "observed":
                 # the culprit is a peer; only a peer known as a host of the job is named as a node
                 known = {e.host for e in ordered if e.host} | known_hosts | set(job.nodes if job else [])
                 peers = list(dict.fromkeys(ph for e in evs if (ph := _peer_host(e))))
                 nodes = [ph for ph in peers if ph in known]
-                host = nodes[0] if nodes else (peers[0] if peers else None)
+                host = nodes[0] if nodes else None
+                # a peer no host of the job is named as the subject only: it condemns nothing
+                peer = peers[0] if peers and not nodes else None
                 lead = lead.model_copy(update={"details": {}})  # the observer's device is not the culprit's
-            elif code is FindingCode.SLURM_TIME_LIMIT:
-                nodes, host = [], lead.host
+                subject, details = peer, ({"peer": peer} if peer else None)
+            elif code is FindingCode.SLURM_TIME_LIMIT:  # job-wide: no node is at fault; where it was printed
+                nodes, host = [], None
+                details = {"printed_on": lead.host} if lead.host else None
             else:
                 nodes, host = ev_hosts, lead.host
-            cause = Cause(
+            cause = cause_of(
                 code=code,
                 severity=best_j.severity,
                 rank=lead.rank if key[1] != "observed" else None,
@@ -777,6 +788,8 @@ def correlate(
                 message=msg,
                 action=action,
                 evidence=_evidence([lead] + [e for e in evs if e is not origin]),
+                subject=subject,
+                details=details,
             )
             if key[1] != "observed":  # the observer's GPU is not the culprit's
                 res = gmap.for_event(lead)

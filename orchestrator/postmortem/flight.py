@@ -59,8 +59,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from fleetdx.orchestrator.judgement import FindingCode
-from fleetdx.orchestrator.postmortem.contracts import Cause, EvidenceLine, TimelineEntry
+from fleetdx.orchestrator.judgement import EvidenceLine, Finding, FindingCode
+from fleetdx.orchestrator.postmortem.contracts import TimelineEntry, cause
 from fleetdx.orchestrator.postmortem.sources import Context, Evidence
 from fleetdx.probes.contracts import Contract, Severity
 from fleetdx.probes.errors import ConfigError, ParseError
@@ -605,7 +605,7 @@ def _evidence_line(folder: str, op: FrRankOp, pg: str) -> EvidenceLine:
     )
 
 
-def to_causes(a: FrAnalysis, rank_hosts: Mapping[int, str] | None = None) -> list[Cause]:
+def to_causes(a: FrAnalysis, rank_hosts: Mapping[int, str] | None = None) -> list[Finding]:
     """The divergences as postmortem causes, earliest first.
 
     * ``missing`` -> ``NCCL_TIMEOUT`` (critical): the ranks that never issued the collective the others waited
@@ -618,7 +618,7 @@ def to_causes(a: FrAnalysis, rank_hosts: Mapping[int, str] | None = None) -> lis
     given. Evidence lines point at the dump file, ``line`` being the entry's 1-based position in it.
     """
     hosts = dict(rank_hosts or {})
-    out: list[Cause] = []
+    out: list[Finding] = []
     for d in a.divergences:
         pg = f"{d.pg_name}:{d.pg_desc}"
         culprits = d.culprit_ranks
@@ -663,7 +663,7 @@ def to_causes(a: FrAnalysis, rank_hosts: Mapping[int, str] | None = None) -> lis
                 "the same shapes and dtypes (TORCH_DISTRIBUTED_DEBUG=DETAIL checks them before each collective)"
             )
         out.append(
-            Cause(
+            cause(
                 code=code,
                 severity=Severity.CRITICAL,
                 rank=one,

@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fleetdx.orchestrator.postmortem.contracts import EvidenceLine, GpuRef
+from fleetdx.orchestrator.judgement import EvidenceLine
+from fleetdx.orchestrator.postmortem.contracts import GpuRef
 from fleetdx.probes.contracts import Job
 from fleetdx.probes.parsers.joblog import EventKind, GpuFact, GpuSource, JobEvent
 from fleetdx.probes.parsers.smi_values import bus_key

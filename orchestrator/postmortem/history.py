@@ -26,7 +26,7 @@ HISTORY_RUNS = 5
 def blamed_hosts(report: PostmortemReport) -> list[str]:
     """The hosts the causes name, most likely cause first, each once."""
     hosts: dict[str, None] = {}
-    for c in report.causes:
+    for c in report.findings:
         for h in ([c.host] if c.host else []) + c.nodes:
             hosts.setdefault(h, None)
     return list(hosts)
@@ -52,7 +52,7 @@ def save(report: PostmortemReport, store: Store) -> PostmortemRecord:
         job_id=report.job.job_id if report.job else None,
         created_at=time.time(),
         verdict=report.verdict,
-        first_cause=report.causes[0].code.value if report.causes else None,
+        first_cause=report.findings[0].code.value if report.findings else None,
         hosts=blamed_hosts(report),
     )
     store.save_postmortem(record, report.model_dump(mode="json"))

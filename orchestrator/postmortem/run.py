@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from fleetdx.orchestrator.judgement import FindingCode
-from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, Cause, PostmortemReport, TimelineEntry
+from fleetdx.orchestrator.judgement import Finding, FindingCode
+from fleetdx.orchestrator.judgement.envelope import judge
+from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, PostmortemReport, TimelineEntry, cause
 from fleetdx.orchestrator.postmortem.correlate import DECISIVE, Correlation, correlate
 from fleetdx.orchestrator.postmortem.sources import Context, Evidence, EvidenceSource
-from fleetdx.probes.contracts import Job, Severity, Verdict
+from fleetdx.probes.contracts import Job, Severity
 from fleetdx.probes.parsers.joblog import EventKind, GpuFact, JobEvent
 
 #: kinds read from kernel logs: these (and any event a kernel log gave, ``details["kernel_log"]``) are filtered by
@@ -90,7 +91,7 @@ def _iso_key(t: TimelineEntry) -> str | None:
 
 def _merge_judged(
     corr: Correlation, judged: Sequence[Evidence], rank_hosts: dict[int, str]
-) -> tuple[list[Cause], list[TimelineEntry], list[str]]:
+) -> tuple[list[Finding], list[TimelineEntry], list[str]]:
     """The causes of sources that judge their own inputs, placed before the first correlated cause that only
     observes a failure; a named culprit of a hang makes the correlation's "which rank never reached it" moot."""
     extra = [c for ev in judged if ev.causes is not None for c in ev.causes(rank_hosts)]
@@ -173,7 +174,7 @@ def run_postmortem(
     completed = job is not None and (job.state or "").upper() == "COMPLETED" and job.exit_code == 0
     if not causes and not completed:
         causes = [
-            Cause(
+            cause(
                 code=FindingCode.UNKNOWN,
                 severity=Severity.UNKNOWN,
                 message="no cause found in the evidence given; the job's failure is unexplained",
@@ -181,12 +182,12 @@ def run_postmortem(
                 "Flight Recorder dumps (--fr) where the job wrote them",
             )
         ]
-    verdict = Verdict.worst(c.severity.verdict for c in causes) if causes else Verdict.OK
+    j = judge(causes)
     return PostmortemReport(
-        verdict=verdict,
-        exit_code=int(verdict),
+        verdict=j.verdict,
+        exit_code=j.exit_code,
         job=job,
-        causes=causes,
+        findings=causes,
         timeline=timeline,
         missing_evidence=list(dict.fromkeys(missing)),
         bandwidth=curves,

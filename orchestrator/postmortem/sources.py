@@ -23,8 +23,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
+from fleetdx.orchestrator.judgement import Finding
 from fleetdx.orchestrator.postmortem.bandwidth import MAX_CURVES, bundle_curves
-from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, Cause, TimelineEntry
+from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, TimelineEntry
 from fleetdx.probes.bundle import read_bundle
 from fleetdx.probes.errors import BundleError, ParseError
 from fleetdx.probes.parsers.joblog import MAX_LINE, JobLog, JobLogScanner
@@ -43,7 +44,7 @@ class Context:
 
 
 #: a source's own judgement, made once the rank -> host map of every log is known (merged with the job's)
-CauseMaker = Callable[[Mapping[int, str]], list[Cause]]
+CauseMaker = Callable[[Mapping[int, str]], list[Finding]]
 TimelineMaker = Callable[[Mapping[int, str]], list[TimelineEntry]]
 
 

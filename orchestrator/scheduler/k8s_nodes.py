@@ -26,8 +26,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from fleetdx.orchestrator.judgement import Finding
-from fleetdx.orchestrator.judgement import sort_findings
+from fleetdx.orchestrator.judgement import Finding, sort_findings
 from fleetdx.orchestrator.report import RunReport
 from fleetdx.probes.contracts import Contract, Severity, Verdict
 

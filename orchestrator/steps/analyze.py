@@ -54,6 +54,7 @@ from pydantic import Field
 
 from fleetdx.orchestrator.diagnosis.robust import Baseline, DetectionPolicy
 from fleetdx.orchestrator.judgement import Finding, FindingCode
+from fleetdx.orchestrator.judgement.envelope import judge
 from fleetdx.orchestrator.steps.contracts import (
     UNKNOWN_STAGE,
     RankSteps,
@@ -63,7 +64,7 @@ from fleetdx.orchestrator.steps.contracts import (
     StepTimeMs,
     TemporalPct,
 )
-from fleetdx.probes.contracts import Contract, EvidenceValue, Severity
+from fleetdx.probes.contracts import Contract, EvidenceValue, Job, Severity, Verdict
 
 #: stage times are floored at 1 us before the log-scale baseline: a stage its peers never enter (0 ms) is a
 #: valid, very low value, not a missing one (``Baseline.of`` drops values <= 0)
@@ -532,13 +533,20 @@ def report(
     ranks: Sequence[RankSteps],
     policy: StepPolicy | None = None,
     host_findings: Mapping[str, Sequence[Finding]] | None = None,
-    job: dict[str, str | int | float | None] | None = None,
+    job: Job | None = None,
+    missing: Sequence[str] = (),
 ) -> StepsReport:
-    """The ``fleetdx steps --json`` document of a job's ranks."""
+    """The ``fleetdx steps --json`` document of a job's ranks; ``missing`` the inputs that could not be used (one
+    line each: they make the verdict at least UNKNOWN, :func:`~fleetdx.orchestrator.judgement.envelope.judge`)."""
     policy = policy or StepPolicy()
     ordered = sorted(ranks, key=lambda r: r.rank)
+    findings = diagnose(ordered, policy, host_findings)
+    j = judge(findings, floor=[Verdict.UNKNOWN] if missing else [])
     return StepsReport(
-        ranks=[summary(rs, policy) for rs in ordered],
-        findings=diagnose(ordered, policy, host_findings),
+        verdict=j.verdict,
+        exit_code=j.exit_code,
         job=job,
+        findings=findings,
+        missing_evidence=list(missing),
+        ranks=[summary(rs, policy) for rs in ordered],
     )

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from fleetdx.orchestrator.judgement import Finding
+from fleetdx.orchestrator.judgement.envelope import Report
 from fleetdx.probes.contracts import Contract
 from fleetdx.probes.errors import FleetdxError
 
@@ -164,11 +164,11 @@ class BaselineComparison(Contract):
     goodput_change_pct: float | None
 
 
-class StepsReport(Contract):
-    """What ``fleetdx steps --json`` prints: ``{"ranks": [...], "findings": [...], "job": {...} | null}``, plus
-    ``"baseline": {...}`` when ``--baseline`` is given (the key is absent otherwise)."""
+class StepsReport(Report):
+    """What ``fleetdx steps --json`` prints: the report envelope
+    (:class:`~fleetdx.orchestrator.judgement.envelope.Report`: ``missing_evidence`` lists the inputs that could
+    not be used), then ``ranks`` and ``baseline`` (``null`` unless ``--baseline`` is given)."""
 
+    kind: Literal["steps"] = "steps"
     ranks: list[RankSummary]
-    findings: list[Finding]
-    job: dict[str, str | int | float | None] | None = None
     baseline: BaselineComparison | None = None

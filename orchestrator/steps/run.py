@@ -34,7 +34,7 @@ from fleetdx.orchestrator.steps.decompose import (
 )
 from fleetdx.orchestrator.steps.load import expand, is_trainlog, load_steplog, load_steptime_log, load_trace
 from fleetdx.orchestrator.store.store import Store
-from fleetdx.probes.contracts import Severity
+from fleetdx.probes.contracts import Job, Severity
 from fleetdx.probes.errors import FleetdxError
 from fleetdx.probes.parsers.kineto import DEFAULT_MAX_EVENTS
 
@@ -190,7 +190,7 @@ def analyse(
     baseline_source: str = "",
     policy: StepPolicy | None = None,
     history: Mapping[str, Sequence[Finding]] | None = None,
-    job: dict[str, str | int | float | None] | None = None,
+    job: Job | None = None,
 ) -> StepsReport:
     """The report of one run (and its comparison with ``baseline`` when given).
 
@@ -200,7 +200,7 @@ def analyse(
     if not loaded.ranks:
         why = "; ".join(loaded.errors) if loaded.errors else "no input"
         raise StepsError(f"nothing could be decomposed into steps: {why}")
-    rep = report(loaded.ranks, policy, history, job)
+    rep = report(loaded.ranks, policy, history, job, missing=loaded.errors)
     if baseline is not None:
         if not baseline.ranks:
             raise StepsError(
