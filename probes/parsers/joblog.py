@@ -70,6 +70,7 @@ from pydantic import Field
 
 from fleetdx.probes.contracts import Contract, JsonScalar
 from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.msgcatalog import catalog
 from fleetdx.probes.parsers.nccl_tests import abort_signal
 
 FMT = "joblog"
@@ -118,6 +119,20 @@ class EventKind(str, Enum):
     IB_LINK_UP = "ib-link-up"  #: mlx5/IB netdev Link up
     IB_PORT_STATE = "ib-port-state"  #: port state change, port module event
     AER = "aer"  #: PCIe Advanced Error Reporting
+    # read through the message catalog (probes/parsers/messages.yaml; role / failure class per row there)
+    WATCHDOG_STUCK = "watchdog-stuck"  #: ProcessGroupNCCL's watchdog got stuck for N seconds (heartbeat monitor)
+    #: Flight Recorder: Received a dump signal due to a collective timeout from rank N / this local rank
+    #: (``details["culprit_rank"]``: the rank that timed out), First PG on this rank to signal dumping
+    FLIGHT_RECORDER_DUMP = "flight-recorder-dump-signal"
+    #: NCCL/Gloo found no usable socket interface (Bootstrap : no socket interface found, NET/Socket : no
+    #: interface found, an NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME naming a missing interface)
+    NCCL_NO_SOCKET_INTERFACE = "nccl-no-socket-interface"
+    NCCL_SHM_ERROR = "nccl-shm-error"  #: NCCL could not create/extend its /dev/shm segment (too small a /dev/shm)
+    #: ranks called different collectives (TORCH_DISTRIBUTED_DEBUG=DETAIL's check, NCCL's Message truncated)
+    COLLECTIVE_MISMATCH = "collective-mismatch"
+    BUS_ERROR = "bus-error"  #: SIGBUS: Bus error (core dumped), UCX Caught signal 7, DataLoader's bus error (shm)
+    GLOO_ERROR = "gloo-error"  #: Gloo: Connection closed by peer, Timed out waiting ...ms for recv
+    UCX_ERROR = "ucx-error"  #: UCX completion errors (Transport retry count exceeded, Remote access error)
 
 
 class JobEvent(Contract):
@@ -635,12 +650,17 @@ _TRIGGER_KEYS = (
 _RAW_KEYS = (*_TRIGGER_KEYS, "Root Cause", "Failures:", "exitcode", "local_rank", "error_file")
 
 
+#: the message catalog (messages.yaml), compiled once; every row's kind an EventKind (ValueError at import if not)
+_CATALOG = catalog()
+_CATALOG_KINDS = {r.id: EventKind(r.kind) for r in _CATALOG.rows}
+
+
 def _triggered(body: str) -> bool:
-    return any(k in body for k in _TRIGGER_KEYS)
+    return any(k in body for k in _TRIGGER_KEYS) or _CATALOG.may_match(body)
 
 
 def _may_matter(raw: str) -> bool:
-    return any(k in raw for k in _RAW_KEYS) or raw.rstrip().endswith("]:")
+    return any(k in raw for k in _RAW_KEYS) or raw.rstrip().endswith("]:") or _CATALOG.may_match(raw)
 
 
 #: messages a hard wrap may split, (start marker, the pattern that says the message is whole)
@@ -831,7 +851,41 @@ def _events_of(body: str) -> list[_Found]:
         found.append(
             _Found(EventKind.PYTHON_EXCEPTION, {"type": m.group("type"), "message": (m.group("msg") or "")[:300]})
         )
-    return found
+    return _catalog_events(body, found)
+
+
+def _catalog_events(body: str, found: list[_Found]) -> list[_Found]:
+    """``found`` (the hand-written patterns' events of ``body``) with the message catalog's: each matching
+    ``catalog`` row (:mod:`fleetdx.probes.parsers.msgcatalog`) adds an event of its kind, unless one of that kind
+    is already there (which then takes the row's host when it had none); a row's ``supersedes`` kinds (the
+    catch-alls: ``nccl-warn``, ``python-exception``, ...) found by the hand-written patterns are dropped. The
+    event's details are the row's named groups and ``catalog`` (the row id), ``failure_class`` and ``role``."""
+    matches = _CATALOG.scan(body)
+    if not matches:
+        return found
+    out = list(found)
+    legacy = {f.kind for f in found}
+    drop: set[str] = set()
+    for cm in matches:
+        row = cm.row
+        kind = _CATALOG_KINDS[row.id]
+        det = dict(cm.details)
+        h = det.pop("host", None)
+        host = _host(h)[0] if isinstance(h, str) else None
+        r = det.get("rank")
+        rank = r if isinstance(r, int) else None
+        same = next((i for i, f in enumerate(out) if f.kind is kind), None)
+        if same is not None:
+            if out[same].host is None and host is not None:
+                out[same] = out[same]._replace(host=host)
+            continue
+        det.update({"catalog": row.id, "failure_class": row.failure_class, "role": row.role})
+        t = det.pop("time", None)
+        out.append(_Found(kind, det, rank=rank, host=host, time=t if isinstance(t, str) else None))
+        drop.update(row.supersedes)
+    if drop:
+        out = [f for f in out if not (f.kind.value in drop and f.kind in legacy)]
+    return out
 
 
 def _what_details(exc: str, what: str) -> dict[str, JsonScalar]:
@@ -936,6 +990,9 @@ class JobLogScanner:
         self._hosts: dict[str, None] = {}
         self._prefix_hosts: set[str] = set()
         self._rank_hosts: dict[int, str] = {}
+        #: (rank, host) of the ranks whose own watchdog timeout was read: a later Flight Recorder line saying
+        #: that this same rank timed out ("from this local rank") adds nothing and is not kept
+        self._timed_out: set[tuple[int, str | None]] = set()
         self._task_ranks: dict[int, int] = {}
         self._gpus: list[GpuFact] = []
         self._pending: list[tuple[int, str, LogLine]] = []
@@ -954,6 +1011,8 @@ class JobLogScanner:
             return
         self._per_key[key] = n + 1
         self.events.append(ev)
+        if ev.kind is EventKind.WATCHDOG_TIMEOUT and ev.rank is not None and len(self._timed_out) < MAX_HOSTS:
+            self._timed_out.add((ev.rank, ev.host))
         if ev.host is not None and len(self._hosts) < MAX_HOSTS:
             self._hosts.setdefault(ev.host, None)
         if ev.rank is not None and ev.host is not None and len(self._rank_hosts) < MAX_HOSTS:
@@ -1254,6 +1313,12 @@ class JobLogScanner:
             ev_rank = rank
             if ev_rank is None and msg_rank is not None and det.get("pg", 0) == 0:
                 ev_rank = msg_rank
+            if ev_rank is None and f.rank is not None:
+                ev_rank = f.rank
+            if det.get("culprit_self") is True and ev_rank is not None:  # "from this local rank": it timed out
+                if (ev_rank, f.host or host) in self._timed_out:
+                    continue  # this rank's own watchdog-timeout event already says it, with the collective
+                det.setdefault("culprit_rank", ev_rank)
             ev_time, ev_ts = (f.time, stamp_ts(f.time, self.year)) if f.time else (time, ts)
             kept = len(self.events)
             self._keep(
