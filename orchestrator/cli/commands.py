@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fleetdx.orchestrator.cli import (
     bandwidth_cmd,
+    codes_cmd,
     collect_cmd,
     db_cmd,
     k8s_cmd,
@@ -25,10 +26,12 @@ MODULES = [
     place_cmd,
     topo_cmd,
     bandwidth_cmd,
+    codes_cmd,
     collect_cmd,
     parse_cmd,
     db_cmd,  # db ..., history
     serve_cmd,
     token_cmd,
     k8s_cmd,
+    codes_cmd,
 ]

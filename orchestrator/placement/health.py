@@ -32,21 +32,14 @@ from collections.abc import Iterable
 from fleetdx.orchestrator.diagnosis.base import Fleet
 from fleetdx.orchestrator.diagnosis.engine import run_rules
 from fleetdx.orchestrator.judgement import Finding, FindingCode
+from fleetdx.orchestrator.judgement.catalog import gpu_excluding
 from fleetdx.probes.contracts import Contract, Severity
 from fleetdx.probes.facts import NodeFacts
 from fleetdx.topology.contracts import GpuExclusion
 
-#: code -> severities that exclude the GPU it names (``None``: every severity)
-GPU_EXCLUDING: dict[FindingCode, frozenset[Severity] | None] = {
-    FindingCode.GPU_FOREIGN_PROCESS: None,
-    FindingCode.GPU_ECC_UNCORRECTABLE: None,
-    FindingCode.GPU_ROW_REMAP_FAILURE: None,
-    FindingCode.GPU_XID: frozenset({Severity.CRITICAL}),
-    FindingCode.GPU_LOST: None,
-    FindingCode.GPU_CLOCKS_THROTTLED: frozenset({Severity.CRITICAL}),
-    FindingCode.PCIE_LINK_DEGRADED: None,
-    FindingCode.TOPO_NVLINK_DEGRADED: None,
-}
+#: code -> severities that exclude the GPU it names (``None``: every severity): the code catalog's
+#: ``exclude-gpu`` codes and their ``placement_severities`` (orchestrator/judgement/codes.yaml)
+GPU_EXCLUDING: dict[FindingCode, frozenset[Severity] | None] = gpu_excluding()
 
 _GPU = re.compile(r"GPU\d+")
 

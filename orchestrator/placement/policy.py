@@ -6,8 +6,9 @@ A node is **unfit** (never placed) when, in the store:
 1. its **latest verdict is CRITICAL** (the newest run that lists it, whatever its kind or age: a broken node
    stays out until a run says otherwise), or
 2. it has an **open** finding of severity CRITICAL with a code of :attr:`HealthPolicy.node_unfit_codes`
-   (unreachable, wrong GPU count, InfiniBand port down, failed/hung/wrong nccl-tests, low busbw, transport
-   fallback, straggler, GPU hardware fault, node failure, NCCL network error).
+   (default: the code catalog's ``exclude-node`` codes: unreachable, wrong GPU count, InfiniBand port down,
+   failed/hung/wrong nccl-tests, low busbw, transport fallback, straggler, GPU hardware fault, node failure,
+   NCCL network error; ``fleetdx codes``).
 
 Only a finding that names the node alone counts: a finding about a pair or a group (a slow pair, a hung
 collective) does not say which member is at fault, as in the report's exclude list; localisation names the
@@ -38,6 +39,7 @@ import datetime as dt
 from pydantic import Field
 
 from fleetdx.orchestrator.judgement import Finding, FindingCode
+from fleetdx.orchestrator.judgement.catalog import node_unfit_codes
 from fleetdx.orchestrator.placement.health import excludes_gpu, gpu_health
 from fleetdx.orchestrator.store.node_health import NodeHealthRecord
 from fleetdx.probes.contracts import Contract, Severity, Verdict
@@ -45,20 +47,8 @@ from fleetdx.topology.contracts import GpuExclusion
 
 DAY = 86_400.0
 
-NODE_UNFIT_CODES = [
-    FindingCode.NODE_UNREACHABLE,
-    FindingCode.GPU_COUNT_MISMATCH,
-    FindingCode.IB_PORT_DOWN,
-    FindingCode.NCCL_TEST_FAILED,
-    FindingCode.NCCL_TEST_HANG,
-    FindingCode.NCCL_WRONG_RESULTS,
-    FindingCode.NCCL_BUSBW_LOW,
-    FindingCode.NCCL_TRANSPORT_FALLBACK,
-    FindingCode.STRAGGLER_NODE,
-    FindingCode.GPU_HW_FAULT,
-    FindingCode.NODE_FAILURE,
-    FindingCode.NCCL_NETWORK_ERROR,
-]
+#: the catalog's ``exclude-node`` codes (orchestrator/judgement/codes.yaml): one more is one row there
+NODE_UNFIT_CODES = node_unfit_codes()
 
 
 class HealthPolicy(Contract):
