@@ -14,7 +14,15 @@ from fleetdx.probes.errors import ConfigError
 from fleetdx.probes.parsers import msgcatalog
 from fleetdx.probes.parsers.joblog import EventKind, normalise_line, parse_joblog
 from fleetdx.probes.parsers.joblog_kernel import parse_kernel_log
-from fleetdx.probes.parsers.msgcatalog import GROUPS, Catalog, MessageRow, catalog, load_rows, to_bytes
+from fleetdx.probes.parsers.msgcatalog import (
+    GROUPS,
+    Catalog,
+    MessageRow,
+    catalog,
+    load_rows,
+    to_bytes,
+    trie_pattern,
+)
 
 ROWS = load_rows()
 FIX = Path(__file__).parent / "fixtures" / "joblogs_catalog"
@@ -214,3 +222,18 @@ def test_node_failure_takes_the_host_the_catalog_reads() -> None:
 def test_lines_without_catalog_literals_give_no_catalog_events() -> None:
     text = "\n".join(["epoch 3 step 120 loss 2.31", "[rank0]: saving checkpoint to /ckpt/step120", "Bus Error: none"])
     assert parse_joblog(text).events == []
+
+
+@pytest.mark.parametrize(
+    "literals", [["abc", "abd", "ab"], ["Bus error", "Caught signal 7 (Bus error", "B"], [r.literal for r in ROWS]]
+)
+def test_the_trie_gate_matches_exactly_the_lines_holding_a_literal(literals: list[str]) -> None:
+    rx = re.compile(trie_pattern(literals))
+    for lit in literals:
+        assert rx.search(f"<{lit}>") is not None
+        assert rx.fullmatch(lit) is not None
+        for cut in (lit[:-1], lit[1:]):
+            if not any(other in cut for other in literals):
+                assert rx.search(cut) is None
+    with pytest.raises(ValueError):
+        trie_pattern(["a", ""])

@@ -15,11 +15,11 @@ published) or the template filled with realistic values (``fixture_source: templ
 regexes and ``kernel`` rows by :mod:`fleetdx.probes.parsers.joblog_kernel` (catalogued so the table is the one
 reviewed list, and tested against their fixtures).
 
-Extraction (:meth:`Catalog.scan`): one compiled alternation of every ``re.escape``-d literal decides in a single
-pass whether a line may hold any catalogued message (:meth:`Catalog.may_match`); only such lines look up
-which literals they hold and run those rows' patterns. Patterns are written without unbounded spans that can
-overlap (``.{0,N}`` rather than ``.*``), so every pattern runs in time linear in the line's length
-(tests/test_message_catalog.py checks it on 1 MB hostile lines).
+Extraction (:meth:`Catalog.scan`): one compiled alternation of every ``re.escape``-d literal (a trie, common
+prefixes factored: :func:`trie_pattern`) decides in a single pass whether a line may hold any catalogued message
+(:meth:`Catalog.may_match`); only such lines look up which literals they hold and run those rows' patterns.
+Patterns are written without unbounded spans that can overlap (``.{0,N}`` rather than ``.*``), so every pattern
+runs in time linear in the line's length (tests/test_message_catalog.py checks it on 1 MB hostile lines).
 
 Errors: :class:`~fleetdx.probes.errors.ConfigError` when the yaml cannot be read or a row is invalid (an
 unknown group name, a pattern that does not compile, a fixture without its literal).
@@ -32,10 +32,10 @@ from __future__ import annotations
 import re
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -261,6 +261,32 @@ def _typed(name: str, value: str) -> JsonScalar:
     return value
 
 
+def trie_pattern(literals: Iterable[str]) -> str:
+    """One regex matching any of ``literals``, their common prefixes factored out (``abc|abd`` ->
+    ``ab(?:c|d)``): the same language as the plain alternation of the ``re.escape``-d literals, but ``re`` tries
+    one branch per distinct next character instead of every literal at every position (2-3x faster as a gate
+    on lines that hold none). Raises ``ValueError`` for an empty literal."""
+    trie: dict[str, dict[str, Any]] = {}
+    for lit in literals:
+        if not lit:
+            raise ValueError("empty literal")
+        node = trie
+        for ch in lit:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict[str, dict[str, Any]]) -> str:
+        branches = [re.escape(ch) + emit(node[ch]) for ch in sorted(k for k in node if k)]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if "" in node:  # a literal ends here: what follows is optional
+            return body + "?" if len(branches) == 1 and len(branches[0]) == 1 else "(?:" + body + ")?"
+        return body
+
+    return emit(trie)
+
+
 class Catalog:
     """The compiled catalog: :meth:`may_match` (the one-pass literal prefilter) and :meth:`scan`.
 
@@ -273,9 +299,7 @@ class Catalog:
         for i, r in enumerate(self.rows):
             by_literal.setdefault(r.literal, []).append(i)
         self._by_literal = by_literal
-        # longest first: the alternation only gates, but a longer literal is the more specific hit
-        alternation = "|".join(re.escape(lit) for lit in sorted(by_literal, key=len, reverse=True))
-        self._gate = re.compile(alternation)
+        self._gate = re.compile(trie_pattern(by_literal))
 
     def may_match(self, line: str) -> bool:
         """Whether ``line`` holds any row's literal (one regex pass over the line)."""
