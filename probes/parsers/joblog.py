@@ -44,6 +44,16 @@ watchdog reported, and the default group's ``Rank N`` of that text is the event'
 Slurm's ``*** JOB ... CANCELLED AT ... DUE TO TIME LIMIT
 ***`` and its other cancellations, ``srun: error: HOST: task N: ...``, ``NODE_FAIL``.
 
+**Catalogued messages** (:mod:`fleetdx.probes.parsers.msgcatalog`, the table ``messages.yaml``): every line
+also passes the catalog's literal gate, and its ``catalog`` rows add events the patterns above do not give:
+ProcessGroupNCCL's ``watchdog got stuck`` (``watchdog-stuck``), Flight Recorder's ``Received a dump signal due to
+a collective timeout from rank N`` / ``from this local rank`` (``flight-recorder-dump-signal``, with
+``culprit_rank``; a rank's own "this local rank" line after its own watchdog timeout is not kept), NCCL/Gloo
+finding no socket interface, NCCL's ``/dev/shm`` failures, collective mismatches, bus errors (SIGBUS), Gloo and
+UCX errors, Slurm's ``oom_kill event(s) in StepId=`` wording and the HIP allocator's out of memory. Their
+details carry ``catalog`` (the row id), ``failure_class`` and ``role``; a row's ``supersedes`` drops the
+catch-all events (``nccl-warn``, ``python-exception``, ...) the patterns above gave the same line.
+
 **GPUs** (:class:`GpuFact`, ``JobLog.gpus``): the lines that say which GPU a process used: NCCL's
 communicator init line (``rank R nranks N cudaDev C nvmlDev M busId B``: the most reliable, with the PCI bus
 id), a printed ``LOCAL_RANK=``/``local_rank:`` beside a known rank, and ``CUDA_VISIBLE_DEVICES`` (which makes
