@@ -374,15 +374,16 @@ def xid_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     for e in node.xids.events:
         groups[(e.pci, e.code)].append(e)
     out = []
-    rank = {s: i for i, s in enumerate((Severity.INFO, Severity.WARNING, Severity.CRITICAL))}
     by_bus = gpu_index_by_bus(node.gpus)  # once per node, not per XID group
     for (pci, code), events in groups.items():
-        classes = [xid_table.classify(code, len(events), e.message) for e in events]
-        cls = max(classes, key=lambda c: rank[c.severity])
+        judged = xid_table.judge_xid(code, [e.message for e in events])
+        cls = judged.xid_class
         info = xid_table.lookup(code)
         idx = by_bus.get(events[0].pci_key) if events[0].pci_key is not None else None
         subject = _subject_of(idx, pci)
         message = f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}; {info.action}"
+        if judged.note:
+            message += f"; {judged.note}: that XID's own line judges its GPU"
         evidence: dict[str, EvidenceValue] = {
             "xid": code,
             "mnemonic": info.mnemonic,

@@ -30,7 +30,9 @@ the table's class; a message with neither word keeps it too (:func:`message_fata
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import Enum
+from typing import NamedTuple
 
 from fleetdx.probes.contracts import Contract, Severity
 
@@ -417,3 +419,46 @@ def classify(code: int, count_on_gpu: int, message: str = "") -> XidClass:
     if info.escalates_to is not None and count_on_gpu >= REPEAT_ESCALATION:
         return info.escalates_to
     return info.xid_class
+
+
+_PREVIOUS_XID_RE = re.compile(r"caused by previous Xid (\d+)")
+_RANK = {XidClass.APP: 0, XidClass.INFO: 1, XidClass.RESET: 2, XidClass.NODE: 3, XidClass.HW_INVESTIGATE: 3}
+
+
+class XidJudgement(NamedTuple):
+    """The one judgement of an XID (:func:`judge_xid`).
+
+    ``xid_class`` is the code's own class on its GPU; ``cause`` the class of the XID its message says caused it
+    (``... caused by previous Xid 79``: an XID 45 teardown after a fatal XID) when that class is worse, else
+    ``None``; ``effective`` the worse of the two; ``note`` says so in words ("XID 45 follows XID 79 (...)").
+    A pre-flight judges the GPU that logged the XID by ``xid_class`` (the root XID's own line judges its GPU); a
+    postmortem names the failure by ``effective``."""
+
+    xid_class: XidClass
+    cause: XidClass | None
+    note: str
+    cause_xid: int | None = None  #: the previous XID when ``cause`` is set
+
+    @property
+    def effective(self) -> XidClass:
+        return self.cause if self.cause is not None else self.xid_class
+
+
+def judge_xid(code: int, messages: Sequence[str], count_on_gpu: int | None = None) -> XidJudgement:
+    """Judge XID ``code`` logged on one GPU with ``messages`` (one per event; ``count_on_gpu`` defaults to their
+    number): the worst :func:`classify` over its events, and the previous XID its messages name (NVIDIA's XID
+    catalog: XID 45 "preemptive cleanup, due to previous errors"). Used by pre-flight, analyze and postmortem
+    alike. Raises nothing."""
+    count = count_on_gpu if count_on_gpu is not None else max(1, len(messages))
+    classes = [classify(code, count, m) for m in messages] or [classify(code, count)]
+    own = max(classes, key=lambda c: _RANK[c])
+    for m in messages:
+        prev = _PREVIOUS_XID_RE.search(m)
+        if prev is None or own not in (XidClass.INFO, XidClass.APP):
+            continue
+        prior = int(prev.group(1))
+        pcls = classify(prior, 1, "")
+        if _RANK[pcls] > _RANK[XidClass.INFO]:
+            return XidJudgement(own, pcls, f"XID {code} follows XID {prior} ({lookup(prior).meaning})", prior)
+    return XidJudgement(own, None, "")
+

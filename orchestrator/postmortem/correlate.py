@@ -33,7 +33,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from fleetdx.orchestrator.diagnosis.xid_table import XidClass, classify, lookup
+from fleetdx.orchestrator.diagnosis.xid_table import XidClass, judge_xid, lookup
 from fleetdx.orchestrator.judgement import EvidenceLine, Finding, FindingCode
 from fleetdx.orchestrator.postmortem.contracts import TimelineEntry, gpu_details
 from fleetdx.orchestrator.postmortem.contracts import cause as cause_of
@@ -102,7 +102,6 @@ _CONFIG_EXC = frozenset(
         "ValidationError",
     }
 )
-_PREVIOUS_XID_RE = re.compile(r"caused by previous Xid (\d+)")
 _PEER_RE = re.compile(r"^(?P<peer>[^<\s]+?)(?:<\d+>)?$")
 _IPV4_RE = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 
@@ -119,22 +118,16 @@ class Judged:
 
 
 def _xid_judgement(e: JobEvent) -> Judged:
-    code = int(e.details.get("xid") or 0)
-    msg = str(e.details.get("message") or "")
-    cls = classify(code, 1, msg)
-    prev = _PREVIOUS_XID_RE.search(msg)
-    note = ""
-    if prev is not None and cls in (XidClass.INFO, XidClass.APP):
-        prior = int(prev.group(1))
-        pcls = classify(prior, 1, "")
-        if pcls not in (XidClass.INFO, XidClass.APP):
-            cls, note = pcls, f"XID {code} follows XID {prior} ({lookup(prior).meaning})"
-    key = ("gpu", e.host, e.details.get("pci"))
+    """An XID as a cause: the shared judgement (:func:`~fleetdx.orchestrator.diagnosis.xid_table.judge_xid`) by
+    its effective class (an XID 45 by the XID it says caused it): an application XID is the job's CUDA_ERROR,
+    an informational one a GPU_HW_FAULT warning, the rest a critical GPU_HW_FAULT."""
+    j = judge_xid(int(e.details.get("xid") or 0), [str(e.details.get("message") or "")])
+    cls, key = j.effective, ("gpu", e.host, e.details.get("pci"))
     if cls is XidClass.APP:
-        return Judged(FindingCode.CUDA_ERROR, Severity.CRITICAL, 60, key, note)
+        return Judged(FindingCode.CUDA_ERROR, Severity.CRITICAL, 60, key, j.note)
     if cls is XidClass.INFO:
-        return Judged(FindingCode.GPU_HW_FAULT, Severity.WARNING, 30, key, note)
-    return Judged(FindingCode.GPU_HW_FAULT, Severity.CRITICAL, 100, key, note)
+        return Judged(FindingCode.GPU_HW_FAULT, Severity.WARNING, 30, key, j.note)
+    return Judged(FindingCode.GPU_HW_FAULT, Severity.CRITICAL, 100, key, j.note)
 
 
 def judge(e: JobEvent) -> Judged | None:
@@ -461,8 +454,8 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
             named = [e for e in aer if e.details.get("first")] or [e for e in aer if e.details.get("error")] or aer
             what = str(named[0].details.get("error") or named[0].details.get("received"))
             extra += f"; after PCIe AER {what} at {aer[0].details.get('pci')}"
-        prior = _PREVIOUS_XID_RE.search(str(d.get("message") or ""))
-        act = lookup(int(prior.group(1))).action if j.note and prior else info.action
+        prior = judge_xid(int(d.get("xid") or 0), [str(d.get("message") or "")]).cause_xid
+        act = lookup(prior).action if prior is not None else info.action
         verb = {Severity.CRITICAL: f"drain {host}", Severity.WARNING: f"watch {host}"}.get(j.severity, "")
         if code is FindingCode.CUDA_ERROR:
             verb = "an application fault, the GPU stays healthy"
