@@ -9,8 +9,7 @@ from pathlib import Path
 
 from fleetdx.orchestrator.judgement import EvidenceLine, Finding, FindingCode
 from fleetdx.orchestrator.postmortem.contracts import PostmortemReport, TimelineEntry
-from fleetdx.orchestrator.report import BusbwCurve, BusbwPoint, CurveBackend, RunKind
-from fleetdx.orchestrator.store.records import NodeHistory, NodeHistoryEntry
+from fleetdx.orchestrator.report import BusbwCurve, BusbwPoint, CurveBackend, NodeHistory, NodeHistoryEntry, RunKind
 from fleetdx.probes.contracts import Job, SchedulerKind, Severity, Verdict
 from fleetdx.probes.parsers.nccl_tests import parse_nccl_tests
 

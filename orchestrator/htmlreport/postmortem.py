@@ -22,8 +22,7 @@ from fleetdx.orchestrator.htmlreport.page import (
 from fleetdx.orchestrator.judgement import Finding
 from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, PostmortemReport, TimelineEntry, gpu_ref
 from fleetdx.orchestrator.postmortem.gpus import describe
-from fleetdx.orchestrator.report import BusbwCurve
-from fleetdx.orchestrator.store.records import NodeHistory
+from fleetdx.orchestrator.report import BusbwCurve, NodeHistory
 from fleetdx.probes.contracts import Job
 
 

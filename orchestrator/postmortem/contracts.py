@@ -39,8 +39,7 @@ from pydantic import Field, computed_field, model_validator
 
 from fleetdx.orchestrator.judgement import EvidenceLine, Finding, FindingCode
 from fleetdx.orchestrator.judgement.envelope import Report
-from fleetdx.orchestrator.report import BusbwCurve
-from fleetdx.orchestrator.store.records import NodeHistory
+from fleetdx.orchestrator.report import BusbwCurve, NodeHistory
 from fleetdx.probes.contracts import Contract, EvidenceValue, Severity
 from fleetdx.probes.parsers.joblog import GpuSource
 

@@ -8,13 +8,12 @@ package is.
 
 from __future__ import annotations
 
+from fleetdx.orchestrator.report import NodeHistory, NodeHistoryEntry
 from fleetdx.orchestrator.store.errors import DatabaseUnreachable, SchemaOutdated, SpoolError, StoreError
 from fleetdx.orchestrator.store.records import (
     BusbwHistoryPoint,
     FindingRecord,
     ImportResult,
-    NodeHistory,
-    NodeHistoryEntry,
     PostmortemRecord,
     RunSummary,
 )

@@ -27,28 +27,6 @@ class RunSummary(Contract):
     finding_count: int
 
 
-class NodeHistoryEntry(Contract):
-    """One node in one past run: the node's verdict and the findings about it (those whose ``nodes`` name
-    it, pair and group findings included), newest run first."""
-
-    run_id: str
-    kind: RunKind
-    level: Level | None = None  #: a pre-flight's probe level
-    schedule: Schedule | None = None  #: a bandwidth run's schedule (a pre-flight at level full may have one)
-    started_at: float
-    verdict: VerdictName  #: the node's verdict in that run (not the run's)
-    simulated: bool = False  #: the run replayed bundles on simulated nodes: nothing in it was measured
-    job_id: str | None = None  #: the job the run was about
-    findings: list[Finding] = Field(default_factory=list)
-
-
-class NodeHistory(Contract):
-    """A node's findings over time (``fleetdx history HOST --json``)."""
-
-    host: str
-    entries: list[NodeHistoryEntry]
-
-
 class FindingRecord(Contract):
     """A stored finding with the run it came from."""
 

@@ -31,6 +31,7 @@ from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import (
     BusbwCurve,
     BusbwPoint,
+    NodeHistoryEntry,
     NodeReport,
     ProbeSummary,
     Recommendation,
@@ -52,13 +53,7 @@ from fleetdx.orchestrator.store.models import (
     RecommendationRow,
     RunRow,
 )
-from fleetdx.orchestrator.store.records import (
-    BusbwHistoryPoint,
-    FindingRecord,
-    NodeHistoryEntry,
-    PostmortemRecord,
-    RunSummary,
-)
+from fleetdx.orchestrator.store.records import BusbwHistoryPoint, FindingRecord, PostmortemRecord, RunSummary
 from fleetdx.orchestrator.store.settings import resolve_db_url
 from fleetdx.probes.contracts import Job, Severity
 
