@@ -20,7 +20,7 @@ from importlib import resources
 
 from pydantic import Field, ValidationError
 
-from fleetdx.orchestrator.judgement.findings import FindingCode, Scope
+from fleetdx.orchestrator.judgement.codes import FindingCode, Scope
 from fleetdx.probes.contracts import SCHEMA_VERSION, Contract, Severity
 from fleetdx.probes.errors import ConfigError
 
