@@ -4,6 +4,7 @@ Ray fan-out's result is; a hung or crashing collection becomes a finding within 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from fleetdx.orchestrator.cli.preflight_cmd import _only_this_host
 from fleetdx.orchestrator.cluster.fanout import OutcomeKind
 from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.preflight import run as run_mod
+from fleetdx.orchestrator.preflight.job import only_this_host
 from fleetdx.orchestrator.preflight.run import NodeJob, collect_here, run_local_preflight
 from fleetdx.probes.contracts import Level, Verdict
 
@@ -27,18 +28,18 @@ def test_only_this_host_decides_the_local_path(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.delenv("FLEETDX_K8S_NODE_NAME", raising=False)
     me = socket.gethostname()
-    assert _only_this_host(None, Level.QUICK, None) == me
-    assert _only_this_host([me], Level.STANDARD, None) == me
-    assert _only_this_host([me], Level.FULL, None) is None  # cross-node step: Ray
-    assert _only_this_host(["other-node"], Level.QUICK, None) is None
-    assert _only_this_host([me, "other-node"], Level.QUICK, None) is None
-    assert _only_this_host(None, Level.QUICK, "10.0.0.1:6379") is None  # a named cluster is used
-    assert _only_this_host(None, Level.QUICK, "local") is None  # a private local Ray, asked for
+    assert only_this_host(None, Level.QUICK, None, os.environ) == me
+    assert only_this_host([me], Level.STANDARD, None, os.environ) == me
+    assert only_this_host([me], Level.FULL, None, os.environ) is None  # cross-node step: Ray
+    assert only_this_host(["other-node"], Level.QUICK, None, os.environ) is None
+    assert only_this_host([me, "other-node"], Level.QUICK, None, os.environ) is None
+    assert only_this_host(None, Level.QUICK, "10.0.0.1:6379", os.environ) is None  # a named cluster is used
+    assert only_this_host(None, Level.QUICK, "local", os.environ) is None  # a private local Ray, asked for
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
-    assert _only_this_host(None, Level.QUICK, None) is None
+    assert only_this_host(None, Level.QUICK, None, os.environ) is None
     monkeypatch.delenv("RAY_ADDRESS")
     monkeypatch.setenv("FLEETDX_K8S_NODE_NAME", "gke-a3-pool-1")  # the Kubernetes node, not the pod
-    assert _only_this_host(None, Level.QUICK, None) == "gke-a3-pool-1"
+    assert only_this_host(None, Level.QUICK, None, os.environ) == "gke-a3-pool-1"
 
 
 def test_local_replay_is_judged_like_the_fan_out() -> None:

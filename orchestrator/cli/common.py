@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 
-from fleetdx.probes.errors import FleetdxError
+from fleetdx.probes.errors import ConfigError, FleetdxError
 
 #: width of human output when stdout is not a terminal (sbatch logs, CI) and COLUMNS is unset: rich would
 #: otherwise wrap every table at 80 columns
@@ -96,3 +96,20 @@ def handle_errors(func: F) -> F:
             raise fail(f"{e.filename}: is a directory") from None
 
     return wrapper  # type: ignore[return-value]
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def request_of(model: type[M], **options: Any) -> M:
+    """A job's request from a command's options; a value the request refuses is a usage error (ConfigError:
+    one line on stderr, exit 3), never a traceback."""
+    from pydantic import ValidationError
+
+    try:
+        return model(**options)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+        raise ConfigError(f"{where}: {msg}" if where else msg) from None

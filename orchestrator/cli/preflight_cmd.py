@@ -9,8 +9,6 @@ line on stderr, and 4 is a run judged OK or WARNING whose report could be neithe
 from __future__ import annotations
 
 import functools
-import os
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,13 +25,13 @@ from fleetdx.orchestrator.cli.common import (
     finite_positive,
     handle_errors,
     print_json,
+    request_of,
 )
 from fleetdx.probes.contracts import Level, Severity, Verdict
 
 if TYPE_CHECKING:
     from fleetdx.orchestrator.preflight.run import PreflightResult
     from fleetdx.orchestrator.report import RunReport
-    from fleetdx.orchestrator.scheduler.targets import Targets
     from fleetdx.orchestrator.store import SaveOutcome
 
 _VERDICT_STYLE = {
@@ -171,177 +169,6 @@ def _finish(
     raise typer.Exit(code)
 
 
-def _with_job(result: PreflightResult) -> PreflightResult:
-    """The result with the job this pre-flight runs in (a Slurm allocation, a Kubernetes pod), if any."""
-    from fleetdx.orchestrator.scheduler.job import job_from_env
-
-    job = job_from_env(os.environ)
-    if job is None:
-        return result
-    return result.model_copy(update={"report": result.report.model_copy(update={"job": job})})
-
-
-def _only_this_host(hosts: list[str] | None, level: Level, ray_address: str | None) -> str | None:
-    """The host name to report when the pre-flight can run locally, in this process, without Ray; else ``None``.
-
-    Local when no Ray address is given (``--ray-address``, ``RAY_ADDRESS``; ``--ray-address local`` asks for
-    a private local Ray and gets one), the level is not ``full`` (cross-node), and the only target is this
-    machine (no target list, or one host that is this machine's name, short or full). On Kubernetes the node's
-    name (downward API, ``FLEETDX_K8S_NODE_NAME``) is reported, not the pod's."""
-    from fleetdx.orchestrator.cluster.connect import resolve
-    from fleetdx.orchestrator.scheduler.job import node_name_from_env
-
-    if level is Level.FULL or resolve(ray_address)[1] != "default":
-        return None
-    me = socket.gethostname()
-    if hosts is None:
-        return node_name_from_env(os.environ) or me
-    if len(hosts) != 1:
-        return None
-    # the fully qualified name only when needed: getfqdn() asks the resolver, which may be slow
-    if hosts[0] in (me, me.split(".", 1)[0]) or ("." in hosts[0] and hosts[0] == socket.getfqdn()):
-        return hosts[0]
-    return None
-
-
-def _live(
-    nodes: str | None,
-    level: Level,
-    gpus_per_node: int | None,
-    timeout: float,
-    probe_timeout: float | None,
-    ray_address: str | None,
-    show_progress: bool,
-    nccl_tests_dir: str | None = None,
-    join_timeout: float | None = None,
-) -> PreflightResult:
-    from fleetdx.orchestrator.preflight.run import NodeJob, run_local_preflight
-    from fleetdx.orchestrator.scheduler.targets import resolve_targets
-
-    targets = resolve_targets(nodes, gpus_per_node, os.environ)
-    here = _only_this_host(targets.hosts, level, ray_address)
-    if here is not None:  # the local fast path: no Ray to start for one node
-        job = NodeJob(host=here, level=level, probe_timeout_s=probe_timeout, nccl_tests_dir=nccl_tests_dir)
-        return run_local_preflight(
-            job,
-            run_timeout_s=timeout,
-            expected_gpus=targets.expected_gpus_per_node,
-            expected_gpus_source=targets.expected_gpus_source,
-        )
-
-    from fleetdx.orchestrator.cluster.allocation import in_allocation
-    from fleetdx.orchestrator.cluster.connect import resolve
-
-    if targets.hosts and resolve(ray_address)[1] == "default" and in_allocation(os.environ):
-        return _on_allocation(
-            targets.hosts, level, targets, timeout, probe_timeout, join_timeout, nccl_tests_dir
-        )
-
-    import ray
-
-    from fleetdx.orchestrator.cluster.connect import connect
-    from fleetdx.orchestrator.cluster.fanout import gpu_nodes_if_any, match_hosts, ray_node_hosts
-    from fleetdx.orchestrator.preflight.run import run_preflight
-
-    connect(ray_address)
-    try:
-        alive = ray_node_hosts(include_simulated=False)
-        hosts = targets.hosts if targets.hosts is not None else sorted(gpu_nodes_if_any(alive))
-        jobs = {
-            h: NodeJob(host=h, level=level, probe_timeout_s=probe_timeout, nccl_tests_dir=nccl_tests_dir) for h in hosts
-        }
-        with _progress(show_progress) as progress:
-            return run_preflight(
-                jobs,
-                match_hosts(hosts, alive),
-                run_timeout_s=timeout,
-                expected_gpus=targets.expected_gpus_per_node,
-                expected_gpus_source=targets.expected_gpus_source,
-                on_progress=progress,
-            )
-    finally:
-        ray.shutdown()
-
-
-def _on_allocation(
-    hosts: list[str],
-    level: Level,
-    targets: Targets,
-    timeout: float,
-    probe_timeout: float | None,
-    join_timeout: float | None,
-    nccl_tests_dir: str | None,
-) -> PreflightResult:
-    """Inside a Slurm allocation with no Ray given: fleetdx starts Ray on it, runs, and stops what it
-    started (:func:`fleetdx.orchestrator.cluster.allocation.ray_on_allocation`); one line on stderr says
-    how long the nodes took to join and the verdict took after that."""
-    import time
-    from contextlib import redirect_stdout
-
-    from fleetdx.orchestrator.cluster.allocation import JOIN_TIMEOUT_S, ray_on_allocation
-    from fleetdx.orchestrator.preflight.run import NodeJob, run_preflight
-
-    jobs = {
-        h: NodeJob(host=h, level=level, probe_timeout_s=probe_timeout, nccl_tests_dir=nccl_tests_dir) for h in hosts
-    }
-    # Ray's driver prints what it hears from the cluster ("(raylet) Raylet is terminated ...") on stdout: the
-    # report (--json) must be alone there
-    with redirect_stdout(sys.stderr), ray_on_allocation(hosts, join_timeout_s=join_timeout or JOIN_TIMEOUT_S) as up:
-        result = run_preflight(
-            jobs,
-            up.nodes,
-            run_timeout_s=timeout,
-            expected_gpus=targets.expected_gpus_per_node,
-            expected_gpus_source=targets.expected_gpus_source,
-            lost=up.lost,
-        )
-        verdict_s = time.monotonic() - up.joined_at
-    err_console.print(
-        f"Ray on the allocation ({up.address}): {len(up.joined)}/{len(hosts)} nodes joined in {up.join_s:.1f} s; "
-        f"verdict {verdict_s:.1f} s after that; Ray stopped",
-        style="dim",
-        highlight=False,
-    )
-    return result
-
-
-def _simulated(
-    bundles: list[Path],
-    level: Level,
-    gpus_per_node: int | None,
-    timeout: float,
-    probe_timeout: float | None,
-    show_progress: bool,
-) -> PreflightResult:
-    from fleetdx.orchestrator.cluster.fanout import match_hosts, ray_node_hosts
-    from fleetdx.orchestrator.cluster.simulate import sim_nodes, simulated_cluster
-    from fleetdx.orchestrator.preflight.run import NodeJob, run_preflight
-
-    sims = sim_nodes(bundles)
-    jobs = {
-        n.host: NodeJob(
-            host=n.host,
-            level=level,
-            bundle_dir=n.bundle_dir,
-            delay_s=n.delay_s,
-            probe_timeout_s=probe_timeout,
-        )
-        for n in sims
-    }
-    with simulated_cluster(sims):
-        alive = ray_node_hosts(include_real=False)
-        with _progress(show_progress) as progress:
-            return run_preflight(
-                jobs,
-                match_hosts(list(jobs), alive),
-                run_timeout_s=timeout,
-                expected_gpus=gpus_per_node,
-                expected_gpus_source="--gpus-per-node" if gpus_per_node is not None else None,
-                simulated=True,
-                on_progress=progress,
-            )
-
-
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print only the report as JSON.")]
 GpusOpt = Annotated[
     int | None,
@@ -456,23 +283,26 @@ def preflight(
 
     Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
     """
-    from fleetdx.orchestrator.preflight.run import DEFAULT_RUN_TIMEOUT_S, default_probe_cap, save
+    from fleetdx.orchestrator.preflight.job import PreflightRequest, run
+    from fleetdx.orchestrator.preflight.run import save
 
-    run_timeout = timeout if timeout is not None else DEFAULT_RUN_TIMEOUT_S[level]
-    probe_timeout = probe_timeout if probe_timeout is not None else default_probe_cap(run_timeout)
     if simulate != bool(bundles):
         raise fail("--simulate takes one or more BUNDLE_DIR arguments, and BUNDLE_DIR needs --simulate")
+    request = request_of(
+        PreflightRequest,
+        nodes=nodes,
+        level=level,
+        gpus_per_node=gpus_per_node,
+        timeout_s=timeout,
+        probe_timeout_s=probe_timeout,
+        ray_address=ray_address,
+        join_timeout_s=join_timeout,
+        nccl_tests_dir=nccl_tests_dir,
+        simulate=list(bundles or []),
+    )
     push = _pusher(report_to, token_file, db, no_save)  # before the run: a bad token file wastes no pre-flight
-    if simulate and bundles:
-        if nodes is not None:
-            raise fail("--simulate and --nodes exclude each other (the bundles name the nodes)")
-        result = _simulated(list(bundles), level, gpus_per_node, run_timeout, probe_timeout, not as_json)
-    else:
-        result = _live(
-            nodes, level, gpus_per_node, run_timeout, probe_timeout, ray_address, not as_json, nccl_tests_dir,
-            join_timeout,
-        )
-        result = _with_job(result)
+    with _progress(not as_json) as progress:
+        result = run(request, progress=progress, say=lambda line: err_console.print(line, style="dim", highlight=False))
     # a simulated run is not history: it goes to a database only when one is named
     store = not no_save and (db is not None or not simulate)
     _finish(result, as_json, exclude_file, push or (functools.partial(save, db) if store else None))
