@@ -20,7 +20,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json
+from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json, request_of
 
 
 def _fmt(v: float | None, digits: int = 1) -> str:
@@ -131,16 +131,20 @@ def register(app: typer.Typer) -> None:
 
         Exit: 0 nothing found, 1 a warning finding, 3 an input that cannot be decomposed (or a usage error).
         """
-        from fleetdx.orchestrator.steps.run import analyse, host_findings, load_ranks
-        from fleetdx.probes.contracts import Job, SchedulerKind
+        from fleetdx.orchestrator.steps.run import StepsRequest, run
 
-        loaded = load_ranks(paths, max_events, jobs)
-        base = load_ranks([baseline], max_events, jobs) if baseline is not None else None
-        hist = None
-        if history:
-            hist = _history(db, sorted({r.host for r in loaded.ranks if r.host}), host_findings)
-        the_job = Job(scheduler=SchedulerKind.NONE, job_id=job) if job else None  # the id as given, not looked up
-        rep = analyse(loaded, base, str(baseline) if baseline else "", history=hist, job=the_job)
+        request = request_of(
+            StepsRequest,
+            paths=paths,
+            baseline=baseline,
+            job_id=job,
+            history=history,
+            db=db,
+            max_events=max_events,
+            jobs=jobs,
+        )
+        done = run(request)
+        rep, loaded = done.report, done.loaded
         for e in loaded.errors:
             err_console.print(f"[bold yellow]not used:[/] {escape(e)}", highlight=False, soft_wrap=True)
         if html_out is not None:
@@ -158,22 +162,10 @@ def register(app: typer.Typer) -> None:
             for m, ranks in said.items():
                 who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {','.join(map(str, ranks))}"
                 console.print(f"{who}: {escape(m)}", highlight=False, soft_wrap=True)
+            for m in rep.missing_evidence:
+                if m not in loaded.errors:
+                    err_console.print(f"[bold yellow]missing:[/] {escape(m)}", highlight=False, soft_wrap=True)
             _render(rep)
             if html_out is not None:
                 console.print(f"HTML report: {escape(str(html_out))}", highlight=False)
         raise typer.Exit(rep.exit_code)
-
-
-def _history(db: str | None, hosts: list[str], lookup: Any) -> dict[str, Any] | None:
-    """Hosts' recent findings from the store; a store that cannot be opened is said on stderr and skipped (the
-    history is optional evidence, the step analysis stands without it)."""
-    from fleetdx.orchestrator.store.store import Store
-    from fleetdx.probes.errors import FleetdxError
-
-    try:
-        with Store.open(db) as store:
-            result: dict[str, Any] = lookup(store, hosts)
-            return result
-    except FleetdxError as e:
-        err_console.print(f"[bold yellow]no history:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
-        return None

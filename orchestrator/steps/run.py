@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import Field
+
 from fleetdx.orchestrator.judgement import Finding
 from fleetdx.orchestrator.steps.analyze import StepPolicy, report
 from fleetdx.orchestrator.steps.contracts import (
@@ -34,7 +36,7 @@ from fleetdx.orchestrator.steps.decompose import (
 )
 from fleetdx.orchestrator.steps.load import expand, is_trainlog, load_steplog, load_steptime_log, load_trace
 from fleetdx.orchestrator.store.store import Store
-from fleetdx.probes.contracts import Job, Severity
+from fleetdx.probes.contracts import Contract, Job, SchedulerKind, Severity
 from fleetdx.probes.errors import FleetdxError
 from fleetdx.probes.parsers.kineto import DEFAULT_MAX_EVENTS
 
@@ -208,3 +210,52 @@ def analyse(
             )
         rep = rep.model_copy(update={"baseline": compare(loaded.ranks, baseline.ranks, baseline_source)})
     return rep
+
+
+class StepsRequest(Contract):
+    """What ``fleetdx steps`` analyses: ``paths`` (traces, StepTimer logs, training logs, or folders of them),
+    an optional ``baseline`` run to compare with, the scheduler ``job_id`` to record (as given, not looked up),
+    ``history`` (add each straggler host's recent findings from the store at ``db``), ``max_events`` kept per
+    trace (memory bound, about 50 B each) and ``jobs`` processes decomposing ranks."""
+
+    paths: list[Path] = Field(min_length=1)
+    baseline: Path | None = None
+    job_id: str | None = None
+    history: bool = False
+    db: str | None = None
+    max_events: int = Field(default=DEFAULT_MAX_EVENTS, ge=1)
+    jobs: int = Field(default=1, ge=1)
+
+
+@dataclass
+class StepsRun:
+    """A step analysis: the report, and the decomposed ranks behind it (for the HTML page's series)."""
+
+    report: StepsReport
+    loaded: Loaded
+
+
+def run(request: StepsRequest) -> StepsRun:
+    """Load, decompose and diagnose what ``request`` names (see the module doc). A store that cannot be read
+    for ``history`` is said in ``missing_evidence``, never fatal (the analysis stands without it).
+
+    Raises:
+        ConfigError: a path that does not exist or a folder with no input.
+        StepsError: nothing could be decomposed into steps.
+    """
+    loaded = load_ranks(request.paths, request.max_events, request.jobs)
+    base = load_ranks([request.baseline], request.max_events, request.jobs) if request.baseline is not None else None
+    hist: dict[str, list[Finding]] | None = None
+    unread: list[str] = []
+    if request.history:
+        hosts = sorted({r.host for r in loaded.ranks if r.host})
+        try:
+            with Store.open(request.db) as store:
+                hist = host_findings(store, hosts)
+        except FleetdxError as e:
+            unread.append(f"the straggler hosts' history: the store could not be read ({e})")
+    job = Job(scheduler=SchedulerKind.NONE, job_id=request.job_id) if request.job_id else None
+    rep = analyse(loaded, base, str(request.baseline) if request.baseline else "", history=hist, job=job)
+    if unread:
+        rep = rep.model_copy(update={"missing_evidence": [*rep.missing_evidence, *unread]})
+    return StepsRun(report=rep, loaded=loaded)
