@@ -179,3 +179,23 @@ def test_runs_and_history_filter_by_job(sqlite_url: str) -> None:
         hist = client.get("/nodes/h100-vm-idle/history", params={"job": "4711"}).json()
         assert [e["run_id"] for e in hist["entries"]] == ["pf-job"]
         assert client.get("/runs", params={"job": "47\x0011"}).status_code == 422
+
+
+def test_routes_are_plain_functions_a_test_can_call(sqlite_url: str) -> None:
+    """Issue 19, item 6: a route is a module-level function with its dependencies as parameters, callable
+    without HTTP (the app only wires them: ``app.state.service``, ``app.state.auth``)."""
+    from fastapi import HTTPException
+
+    from fleetdx.orchestrator.service import api
+    from fleetdx.orchestrator.service.metrics import RequestMetrics
+
+    with Store.open(migrated(sqlite_url)) as store:
+        svc = api.Service(store, cluster=None, scheduler_nodes=None, placement_cache_s=0, requests=RequestMetrics())
+        health = api.healthz(svc)
+        assert isinstance(health, api.Health) and health.status == "ok"
+        assert api.list_runs(svc, limit=5, job=None) == []
+        with pytest.raises(HTTPException) as e:
+            api.get_run(svc, run_id="no-such-run")
+        assert e.value.status_code == 404
+        app = create_app(store)
+        assert app.state.service.store is store

@@ -12,9 +12,7 @@ revocation holds at once in every worker, and no worker keeps state of its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from fastapi import Depends, HTTPException
+from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from fleetdx.orchestrator.store import Store
@@ -29,35 +27,56 @@ def _challenge(status: int, detail: str, error: str | None = None) -> HTTPExcept
 
 
 class Auth:
-    """Makes the FastAPI dependencies that guard the endpoints of one app."""
+    """The token check of one app: its store and whether reads need a token (see the module doc)."""
 
     def __init__(self, store: Store, reads_need_token: bool) -> None:
         self.store = store
         self.reads_need_token = reads_need_token
 
-    def require(self, scope: TokenScope) -> Callable[..., TokenInfo | None]:
-        """A dependency that lets a request through only with what ``scope`` needs (see the module doc);
-        it returns the caller's token record, or ``None`` for an open read without a token."""
-        required = scope is TokenScope.WRITE or self.reads_need_token
+    def check(self, scope: TokenScope, credentials: HTTPAuthorizationCredentials | None) -> TokenInfo | None:
+        """Let a request through only with what ``scope`` needs: the caller's token record, or ``None`` for an
+        open read without a token.
 
-        def dependency(
-            credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
-        ) -> TokenInfo | None:
-            if credentials is None:
-                if required:
-                    raise _challenge(401, f"a bearer token with scope {scope.value} is needed")
-                return None
-            info = check_token(self.store, credentials.credentials)
-            if info is None:
-                raise _challenge(401, "unknown or malformed token", "invalid_token")
-            if not info.active:
-                raise _challenge(401, f"token {info.token_id} was revoked", "invalid_token")
-            if not info.allows(scope):
-                raise _challenge(
-                    403,
-                    f"token {info.token_id} has scope {info.scope.value}; this needs {scope.value}",
-                    "insufficient_scope",
-                )
-            return info
+        Raises:
+            HTTPException: 401 (no, unknown, malformed or revoked token where one is needed), 403 (a read token
+                on a write).
+        """
+        if credentials is None:
+            if scope is TokenScope.WRITE or self.reads_need_token:
+                raise _challenge(401, f"a bearer token with scope {scope.value} is needed")
+            return None
+        info = check_token(self.store, credentials.credentials)
+        if info is None:
+            raise _challenge(401, "unknown or malformed token", "invalid_token")
+        if not info.active:
+            raise _challenge(401, f"token {info.token_id} was revoked", "invalid_token")
+        if not info.allows(scope):
+            raise _challenge(
+                403,
+                f"token {info.token_id} has scope {info.scope.value}; this needs {scope.value}",
+                "insufficient_scope",
+            )
+        return info
 
-        return dependency
+
+def _auth_of(request: Request) -> Auth:
+    auth = getattr(request.app.state, "auth", None)
+    if not isinstance(auth, Auth):
+        raise RuntimeError("the app has no Auth in app.state.auth (build it with create_app)")
+    return auth
+
+
+def require_read(
+    request: Request,
+    credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
+) -> TokenInfo | None:
+    """FastAPI dependency of a read endpoint (the app's :class:`Auth` in ``app.state.auth``)."""
+    return _auth_of(request).check(TokenScope.READ, credentials)
+
+
+def require_write(
+    request: Request,
+    credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
+) -> TokenInfo | None:
+    """FastAPI dependency of a write endpoint (the app's :class:`Auth` in ``app.state.auth``)."""
+    return _auth_of(request).check(TokenScope.WRITE, credentials)
