@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -98,22 +98,6 @@ _INT_GROUPS = frozenset(
     }
 )
 #: the failure classes rows are sorted into (the correlation's cause rules read them)
-FAILURE_CLASSES = (
-    "oom_host",
-    "oom_gpu",
-    "nccl_timeout",
-    "nccl_error",
-    "config_error",
-    "bus_error",
-    "shm_too_small",
-    "hw_fault",
-    "network",
-    "crash",
-    "time_limit",
-    "preempted",
-    "cancelled",
-    "node_failure",
-)
 FailureClass = Literal[
     "oom_host",
     "oom_gpu",
@@ -130,6 +114,7 @@ FailureClass = Literal[
     "cancelled",
     "node_failure",
 ]
+FAILURE_CLASSES: tuple[str, ...] = get_args(FailureClass)
 #: the joblog kinds a catalog event may replace when found on the same line: the catch-alls that say less
 SUPERSEDABLE = frozenset({"nccl-warn", "nccl-internal-error", "python-exception", "cuda-error"})
 _VERSIONS_RE = re.compile(r"^(?:>=|<=|<)?\d+(?:\.\d+)*(?:-\d+(?:\.\d+)*)?$")
