@@ -18,6 +18,7 @@ from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.report import RunKind, Schedule
 from fleetdx.orchestrator.store import SpoolError, Store, import_spool_file, read_spool, save_or_spool, write_spool
 from fleetdx.orchestrator.store.spool import SPOOL_SUFFIX, spool_name, upgrade_v1
+from fleetdx.probes.contracts import SCHEMA_VERSION
 from tests.store_samples import (
     DOWN_PG_URL,
     NCCL_FILE,
@@ -197,7 +198,8 @@ def test_previous_release_spool_files_import(migrated_url: str, tmp_path: Path) 
     assert "2 of 2 spool files loaded" in result.output and list(spool_dir.iterdir()) == []
     with Store.open(migrated_url) as store:
         bw = store.get_run("bw-spooled")
-        assert (bw.kind, bw.level, bw.schedule, bw.schema_version) == (RunKind.BANDWIDTH, None, Schedule.QUICK, 2)
+        want = (RunKind.BANDWIDTH, None, Schedule.QUICK, SCHEMA_VERSION)  # upgraded to the current version
+        assert (bw.kind, bw.level, bw.schedule, bw.schema_version) == want
         assert [(f.code, f.nodes, f.subject) for f in bw.findings] == [
             (FindingCode.NCCL_TEST_HANG, ["gpu01", "gpu02", "gpu03"], "gpu01,gpu02,gpu03")
         ]
