@@ -301,7 +301,7 @@ def test_nccl_worker_on_a_gpu_without_ray(collective: Collective) -> None:
 
 
 def test_cli_sizes_read_like_nccl_tests() -> None:
-    from fleetdx.orchestrator.cli.bandwidth_cmd import parse_sizes
+    from fleetdx.orchestrator.preflight.bandwidth_job import parse_sizes
     from fleetdx.probes.errors import ConfigError
 
     assert parse_sizes("64M,4M,16M") == [4 << 20, 16 << 20, 64 << 20]
@@ -388,7 +388,7 @@ def test_heat_map_colours_use_the_detection_policy_cut_offs() -> None:
 
 
 def test_history_keeps_only_comparable_measurements() -> None:
-    from fleetdx.orchestrator.cli.bandwidth_cmd import history_values
+    from fleetdx.orchestrator.preflight.bandwidth_job import history_values
     from fleetdx.orchestrator.store import BusbwHistoryPoint
 
     def pt(backend: str, nranks: int, bw: float | None) -> BusbwHistoryPoint:

@@ -7,10 +7,8 @@ The report (with its busbw-vs-size curves) is saved to the store unless ``--no-s
 
 from __future__ import annotations
 
-import re
 import statistics
 import sys
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import typer
@@ -24,33 +22,13 @@ from fleetdx.orchestrator.cli.common import (
     finite_positive,
     handle_errors,
     print_json,
+    request_of,
 )
 from fleetdx.orchestrator.preflight.detection import DetectionPolicy
-from fleetdx.orchestrator.report import CurveBackend, RunReport
-from fleetdx.probes.contracts import Collective
-from fleetdx.probes.errors import ConfigError
+from fleetdx.orchestrator.report import RunReport
 
 if TYPE_CHECKING:
-    from fleetdx.orchestrator.store import BusbwHistoryPoint
-
-_SIZE = re.compile(r"^(\d+)([KMG]?)B?$", re.IGNORECASE)
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def parse_sizes(text: str) -> list[int]:
-    """``"4M,16M,64M"`` -> bytes. K/M/G are powers of 1024, as nccl-tests' ``-b``/``-e`` read them.
-
-    Raises:
-        ConfigError: an entry that is not a size.
-    """
-    out = []
-    for part in text.split(","):
-        m = _SIZE.match(part.strip())
-        if not m or int(m.group(1)) <= 0:
-            raise ConfigError(f"--sizes: {part.strip()!r} is not a size like 4M, 64K or 1048576")
-        out.append(int(m.group(1)) * _UNITS[m.group(2).upper()])
-    return sorted(set(out))
-
+    pass
 
 def _pair_values(report: RunReport) -> dict[tuple[str, str], float]:
     """busbw (GB/s) at the largest size of each measured pair (the last measurement wins)."""
@@ -116,29 +94,6 @@ def _heat_map(report: RunReport, policy: DetectionPolicy) -> Table | None:
     return t
 
 
-def history_values(points: Sequence[BusbwHistoryPoint], backend: CurveBackend, nranks: int = 2) -> list[float]:
-    """The past busbw figures (GB/s) comparable with this run's: same backend, same group size, measured."""
-    return [
-        p.peak_busbw_gbps
-        for p in points
-        if p.backend == backend and p.nranks == nranks and p.peak_busbw_gbps is not None
-    ]
-
-
-def _history(
-    db_url: str | None, hosts: list[str], collective: str, backend: CurveBackend
-) -> dict[str, list[float]]:
-    """Each host's recent busbw (GB/s) for ``collective``; empty when the store is unavailable."""
-    from fleetdx.orchestrator.store import Store, StoreError
-
-    try:
-        with Store.open(db_url) as store:
-            return {h: history_values(store.recent_busbw(h, collective), backend) for h in hosts}
-    except StoreError as e:  # edge: history is optional; say why it is missing
-        err_console.print(f"[yellow]note:[/] no history from the store ({escape(str(e))})", highlight=False)
-        return {}
-
-
 def _save(db_url: str | None, report: RunReport, as_json: bool) -> bool:
     """Save the report (curves included) through the store, spooling when the database is unreachable;
     whether it is stored somewhere. A report neither saved nor spooled is written to stderr as JSON (unless
@@ -191,51 +146,25 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print only the RunReport JSON."),
     ) -> None:
         """Measure collective bandwidth between nodes and name slow ones (exit code: Nagios verdict)."""
-        import ray
+        from fleetdx.orchestrator.preflight.bandwidth_job import BandwidthRequest, parse_sizes, run
 
-        from fleetdx.orchestrator.cluster.collective import TORCH_COLLECTIVES, Backend, ray_hosts
-        from fleetdx.orchestrator.preflight.bandwidth import run_bandwidth
-        from fleetdx.orchestrator.report import Schedule
-        from fleetdx.orchestrator.scheduler.targets import expand_hostlist
-
-        try:
-            sched = Schedule(schedule)
-            colls = [Collective(c) for c in collective]
-            if bad := [c.value for c in colls if c not in TORCH_COLLECTIVES]:
-                raise ValueError(f"not measured by the torch.distributed probe: {', '.join(bad)}")
-            be = Backend(backend) if backend else None
-            hosts = expand_hostlist(nodes) if nodes else None
-            size_list = parse_sizes(sizes)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-        started_ray = False
-        if not ray.is_initialized():
-            from fleetdx.orchestrator.cluster.connect import connect
-
-            connect(address, default="auto")
-            started_ray = True
-        try:
-            known = ray_hosts()
-            names = hosts or [h.name for h in known]
-            chosen = [h for h in known if h.name in names]  # run_bandwidth's default backend is theirs
-            be = be or (Backend.NCCL if all(h.gpus for h in chosen) else Backend.GLOO)
-            policy = DetectionPolicy.for_backend(be.curve)
-            history = _history(db, names, colls[0].value, be.curve) if (save or db) else {}
-            report = run_bandwidth(
-                hosts,
-                schedule=sched,
-                collectives=colls,
-                sizes=size_list,
-                backend=be,
-                policy=policy,
-                iters=iters,
-                timeout_s=timeout,
-                reference_gbps=reference,
-                history=history,
-            )
-        finally:
-            if started_ray:
-                ray.shutdown()
+        request = request_of(
+            BandwidthRequest,
+            nodes=nodes,
+            schedule=schedule,
+            collectives=collective,
+            sizes=parse_sizes(sizes),
+            backend=backend,
+            iters=iters,
+            timeout_s=timeout,
+            reference_gbps=reference,
+            ray_address=address,
+            db=db,
+            read_history=save or db is not None,
+        )
+        report, policy = run(request)
+        for m in report.missing_evidence:
+            err_console.print(f"[yellow]note:[/] {escape(m)}", highlight=False)
         stored = _save(db, report, as_json) if save else True
         if as_json:
             print_json(report)
