@@ -12,6 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from fleetdx.orchestrator.cli import postmortem_cmd
+from fleetdx.orchestrator.postmortem.contracts import PostmortemReport
 from fleetdx.orchestrator.store import Store
 from tests.cliapp import cli_app
 from tests.store_samples import preflight_run
@@ -39,7 +40,8 @@ def test_history_is_read_and_the_postmortem_kept_apart(tmp_path: Path) -> None:
     with Store.open(url) as store:
         (kept,) = store.list_postmortems(host=HOST)
         assert kept.first_cause == "NCCL_NETWORK_ERROR" and kept.verdict.name == "CRITICAL"
-        assert store.get_postmortem(kept.postmortem_id)["findings"][0]["nodes"][0] == HOST
+        back = store.get_postmortem(kept.postmortem_id, PostmortemReport)  # the model, not JSON data
+        assert isinstance(back, PostmortemReport) and back.findings[0].host == HOST
         assert [e.run_id for e in store.node_history(HOST)] == ["pf-before"]  # no postmortem finding in it
         assert store.list_postmortems(host="someone-else") == []
 

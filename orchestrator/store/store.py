@@ -23,11 +23,13 @@ from contextlib import contextmanager
 from enum import Enum
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Engine, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
 from fleetdx.orchestrator.judgement import Finding, FindingCode
+from fleetdx.orchestrator.judgement.envelope import Report
 from fleetdx.orchestrator.report import (
     BusbwCurve,
     BusbwPoint,
@@ -58,6 +60,7 @@ from fleetdx.orchestrator.store.settings import resolve_db_url
 from fleetdx.probes.contracts import Job, Severity
 
 T = TypeVar("T")
+R = TypeVar("R", bound=Report)
 
 RAW_ENCODING = "zlib"
 #: attempts of one write when SQLite still reports "database is locked" after busy_timeout
@@ -173,10 +176,11 @@ class Store:
                 return False
             raise StoreError(f"run {report.run_id}: rejected by a constraint of {self.url}") from None
 
-    def save_postmortem(self, record: PostmortemRecord, document: Mapping[str, Any]) -> bool:
-        """Store one postmortem (``document``: the report as JSON data) apart from node history, indexed by
-        its job and by the hosts its causes name. Returns False, storing nothing, when one with this
+    def save_postmortem(self, record: PostmortemRecord, report: Report | Mapping[str, Any]) -> bool:
+        """Store one postmortem (``report``: its model, or the model's JSON data) apart from node history,
+        indexed by its job and by the hosts its causes name. Returns False, storing nothing, when one with this
         ``postmortem_id`` is already stored. Raises :class:`DatabaseUnreachable` when the database goes away."""
+        document = report.model_dump(mode="json") if isinstance(report, Report) else dict(report)
 
         def insert(session: Session) -> bool:
             if session.scalar(select(PostmortemRow.id).where(PostmortemRow.postmortem_id == record.postmortem_id)):
@@ -220,13 +224,23 @@ class Store:
                 for r in session.scalars(stmt.options(selectinload(PostmortemRow.hosts)))
             ]
 
-    def get_postmortem(self, postmortem_id: str) -> dict[str, Any]:
-        """The stored report of ``postmortem_id`` as JSON data. Raises :class:`RunNotFound`."""
+    def get_postmortem(self, postmortem_id: str, model: type[R]) -> R:
+        """The stored report of ``postmortem_id`` as ``model`` (the postmortem's report contract, which lives
+        above the store: the caller names it; older documents are upgraded by its validators).
+
+        Raises:
+            RunNotFound: no such postmortem.
+            StoreError: a stored document that ``model`` does not read (one line: the first error).
+        """
         with self._errors(), Session(self.engine) as session:
             doc = session.scalar(select(PostmortemRow.document).where(PostmortemRow.postmortem_id == postmortem_id))
             if doc is None:
                 raise RunNotFound(f"no stored postmortem {postmortem_id!r} in {self.url}")
-            return dict(doc)
+        try:
+            return model.model_validate(doc)
+        except ValidationError as e:
+            first = e.errors()[0]["msg"]
+            raise StoreError(f"stored postmortem {postmortem_id!r} is not a {model.__name__}: {first}") from None
 
     def newest_run_pk(self) -> int | None:
         """The primary key of the newest stored run (``None`` when there is none): it changes whenever a run is
