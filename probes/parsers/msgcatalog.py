@@ -328,7 +328,7 @@ def load_rows(path: Path | None = None) -> list[MessageRow]:
 
     p = path or CATALOG_PATH
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        raw = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (OSError, yaml.YAMLError) as e:
         raise ConfigError(f"{p.name}: {e}") from e
     try:
