@@ -18,7 +18,9 @@
 #   behind them is a GPU.
 # Optional inputs (environment): SIM_NODES (4), SIM_PREFIX (sim), SIM_GPUS (8), SLURMD_PATH (PATH of slurmd
 # and so of its prolog/epilog; default PATH), DIR/slurm.conf.extra (lines appended to slurm.conf, e.g.
-# Prolog=, Epilog=, PrologFlags=Alloc), SLURMD_ENV (extra `NAME=VALUE ...` for slurmd's environment).
+# Prolog=, Epilog=, PrologFlags=Alloc), SLURMD_ENV (extra `NAME=VALUE ...` for slurmd's environment),
+# SIM_MIN_JOB_AGE (slurm.conf MinJobAge, seconds: how long slurmctld keeps a finished job's record; unset: Slurm's
+# default of 300 s. There is no accounting, so once purged the job is forgotten: scontrol no longer knows it).
 # Needs root. Exit status non-zero with one line on stderr when something cannot be started; whatever was
 # started is then stopped.
 set -euo pipefail
@@ -113,6 +115,7 @@ start() {
     echo "ReturnToService=2"
     echo "KillWait=5"
     echo "TopologyPlugin=topology/tree"
+    if [[ -n "${SIM_MIN_JOB_AGE:-}" ]]; then echo "MinJobAge=$SIM_MIN_JOB_AGE"; fi
     [[ -f "$dir/slurm.conf.extra" ]] && cat "$dir/slurm.conf.extra"
     for i in $(seq 1 "$n"); do
       echo "NodeName=$prefix$i NodeHostname=$prefix$i NodeAddr=127.0.0.1 Port=$(free_port) CPUs=2 RealMemory=1000 Gres=gpu:$gpus"

@@ -83,6 +83,16 @@ class SlurmCluster:
         wait_for(done, timeout_s, f"job {job_id} to end")
         return state
 
+    def job_known(self, job_id: str) -> bool:
+        """Whether slurmctld still has a record of ``job_id`` (``scontrol show job`` answers it); false once
+        the job is purged (``MinJobAge``) and ``scontrol`` says ``Invalid job id specified``."""
+        res = self.run("scontrol", "show", "job", "-o", job_id, check=False)
+        if res.returncode == 0 and f"JobId={job_id} " in res.stdout:
+            return True
+        if "Invalid job id" in res.stderr:
+            return False
+        raise AssertionError(f"scontrol show job {job_id}: exit {res.returncode}: {res.stderr.strip()}")
+
 
 def wait_for(cond: Callable[[], bool], timeout_s: float, what: str, every_s: float = 0.3) -> None:
     """Poll ``cond`` until true; fail the test naming ``what`` after ``timeout_s`` seconds."""
@@ -114,10 +124,13 @@ def slurm_cluster(
     topology_conf: str | None = None,
     slurmd_path: str | None = None,
     slurmd_env: Mapping[str, str] | None = None,
+    min_job_age_s: int | None = None,
 ) -> Iterator[SlurmCluster]:
     """Start a cluster (see the module doc), yield it, stop it by PID. ``extra_conf``: lines for slurm.conf
     (``Prolog=``...); ``topology_conf``: the topology.conf to load (default: one switch over all nodes);
-    ``slurmd_path``: slurmd's PATH (so its prolog's and epilog's); ``slurmd_env``: more variables for slurmd.
+    ``slurmd_path``: slurmd's PATH (so its prolog's and epilog's); ``slurmd_env``: more variables for slurmd;
+    ``min_job_age_s``: slurm.conf ``MinJobAge`` (default Slurm's 300 s): how soon slurmctld forgets a finished
+    job (no accounting here, so then nothing knows it; slurmctld purges about once a minute).
     Skips the test when Slurm cannot be installed or started, with the reason."""
     reason = skip_reason()
     if reason:
@@ -131,6 +144,8 @@ def slurm_cluster(
     env = {**os.environ, "SIM_NODES": str(nodes), "SIM_PREFIX": prefix, "SIM_GPUS": str(gpus)}
     if slurmd_path:
         env["SLURMD_PATH"] = slurmd_path
+    if min_job_age_s is not None:
+        env["SIM_MIN_JOB_AGE"] = str(min_job_age_s)
     if slurmd_env:
         env["SLURMD_ENV"] = " ".join(f"{k}={v}" for k, v in slurmd_env.items())
     started = subprocess.run(
