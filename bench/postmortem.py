@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/postmortem.py [--ranks 1024] [--nodes 128] [--lines-per-rank 300]
                                          [--kernel-lines 2000] [--goal-s 10]
+                                         [--event-dense | --no-event-dense] [--dense-mb 16 64]
+                                         [--dense-goal-mbps 25] [--dense-rss-mib 256] [--profile-mb 4]
 
 Everything here is **synthesised** (the files are named ``synth-*``): the line *shapes* are those of the real
 logs of tests/fixtures/joblogs/ (torch's ``[rankN]:`` prefix and glog header of 01, the NCCL ``host:pid:tid
@@ -18,20 +20,51 @@ Measured: the whole ``fleetdx postmortem --logs FILE --bundles DIR... --json`` i
 so that bounded memory shows as a peak that does not grow with the log (``rss ratio``, close to 1). The JSON is
 checked: the first cause is GPU_HW_FAULT on synth-node064 and the timeout names rank 517 as the suspect.
 Exits 1 when the full run's wall time is over ``--goal-s``. Not a timed test: run it by hand.
+
+**The event-dense case** (issue 20; ``--event-dense`` runs it alone, and the default run runs it after the case
+above): a **synthesised** log ``synth-eventdense-<MB>mb.log`` of 1,024 ranks in which *every* line is a real line
+of the fixtures (each non-empty line of tests/fixtures/joblogs/*.log, real logs from public threads, and of
+tests/fixtures/joblogs_catalog/*.log, the message catalog's fixture lines: watchdog timeouts, NCCL WARN and INFO,
+CUDA and XID errors, srun/slurmstepd errors, tracebacks, torchrun summaries...) copied unchanged behind a rank
+prefix made up here: ``[rankN]:`` for even ranks, srun -l's ``N: `` for odd ones. Measured at each ``--dense-mb``
+size, in the same run and the same way (a subprocess, ``os.wait4``): ``fleetdx postmortem --logs FILE --json``,
+and a plain Python loop over the same file (``for line in f: if "NCCL" in line: n += 1``) as the baseline.
+Printed: MB/s of CPU (file bytes / (user + sys CPU seconds), MB = 10^6 bytes), the ratio of the loop's rate to
+fleetdx's, peak RSS; the goal (``--dense-goal-mbps``, 25 MB/s of CPU at every size) and the memory ceiling
+(``--dense-rss-mib``, 256 MiB peak) are printed as met or MISSED and make the exit status 1 when missed.
+``--profile-mb N`` also runs the postmortem under cProfile on an N MB slice of the same synthesised log and prints
+where the time goes (own time and cumulative time per function, percent of the profiled total).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
+FIXTURE_DIRS = (ROOT / "tests" / "fixtures" / "joblogs", ROOT / "tests" / "fixtures" / "joblogs_catalog")
+DENSE_RANKS = 1024
+MB = 10**6
+#: the baseline: a plain Python loop over the same file, run like fleetdx (a subprocess, measured by wait4)
+PLAIN_LOOP = """
+import sys
+n = 0
+with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
+    for line in f:
+        if "NCCL" in line:
+            n += 1
+print(n)
+"""
 GPUS_PER_NODE = 8
 HUNG_RANK = 517
 SEQ = 1580
@@ -154,6 +187,171 @@ def check(out: Path) -> str:
     )
 
 
+def fixture_lines() -> list[str]:
+    """Every non-empty line of the real job-log fixtures and of the catalog's fixture logs, unchanged, in file
+    order (the ``.log`` files; their READMEs are not logs)."""
+    out: list[str] = []
+    for d in FIXTURE_DIRS:
+        for path in sorted(d.glob("*.log")):
+            out += [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    if not out:
+        raise SystemExit(f"no fixture lines under {[str(d) for d in FIXTURE_DIRS]}")
+    return out
+
+
+def write_event_dense_log(path: Path, target_bytes: int, lines: list[str], ranks: int = DENSE_RANKS) -> int:
+    """The synthesised event-dense log: fixture lines in turn, each behind the prefix of the next rank (rank i
+    mod ``ranks``, stepping by a prime so a rank's lines are far apart); stops at the first line past
+    ``target_bytes``. Returns the line count. Written in blocks (no whole file in memory)."""
+    n = 0
+    size = 0
+    step = 389  # prime, coprime to 1,024: every rank in turn, neighbours far apart
+    with open(path, "w", encoding="utf-8") as f:
+        while size < target_bytes:
+            block = []
+            for line in lines:
+                r = (n * step) % ranks
+                block.append(f"[rank{r}]:{line}\n" if r % 2 == 0 else f"{r}: {line}\n")
+                n += 1
+            text = "".join(block)
+            f.write(text)
+            size += len(text.encode("utf-8"))
+    return n
+
+
+class Run(NamedTuple):
+    wall_s: float
+    cpu_s: float  # user + sys
+    rss_mib: float  # peak resident set
+    exit: int
+    stderr: str
+
+
+def measure(argv: list[str], out: Path) -> Run:
+    """Run ``argv`` (stdout to ``out``, stderr kept); its wall time, CPU seconds and peak RSS (``os.wait4``)."""
+    t0 = time.perf_counter()
+    with open(out, "w") as f, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=f, stderr=err, cwd=ROOT)
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    return Run(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), text)
+
+
+def _postmortem_argv(log: Path, db: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "fleetdx",
+        "postmortem",
+        "--logs",
+        str(log),
+        "--json",
+        "--db",
+        f"sqlite:///{db}",
+        "--no-save",
+    ]
+
+
+def _profile(log: Path, db: Path, top: int = 25) -> None:
+    """cProfile of the whole ``fleetdx postmortem --logs SLICE --json`` in this process (CLI parse, the log
+    parse, the judgement, the JSON): own and cumulative time per function, percent of the profiled total."""
+    from fleetdx.orchestrator.cli.main import main as cli_main
+
+    prof = cProfile.Profile()
+    saved_out, saved_argv = sys.stdout, sys.argv
+    sys.stdout = io.StringIO()  # the JSON report
+    sys.argv = ["fleetdx", *_postmortem_argv(log, db)[3:]]
+    try:
+        prof.enable()
+        try:
+            cli_main()
+        except SystemExit:
+            pass
+        finally:
+            prof.disable()
+    finally:
+        sys.stdout, sys.argv = saved_out, saved_argv
+    st = pstats.Stats(prof)
+    total = st.total_tt  # type: ignore[attr-defined]
+    rows = st.stats  # type: ignore[attr-defined]
+
+    def name(key: tuple[str, int, str]) -> str:
+        file, line, fn = key
+        rel = file.split("/work/main/")[-1] if "/" in file else file
+        for marker in ("site-packages/", "lib/python3"):
+            if marker in rel:
+                rel = "~" + rel.split(marker)[-1]
+        return f"{rel}:{line}({fn})"
+
+    print(f"\nprofile of {log.name} ({log.stat().st_size / MB:.1f} MB): {total:.2f} s profiled")
+    print(f"  by own time (top {top}):")
+    for key, (_cc, nc, tt, ct, _callers) in sorted(rows.items(), key=lambda kv: -kv[1][2])[:top]:
+        print(f"    {100 * tt / total:5.1f}% own {100 * ct / total:5.1f}% cum {nc:>10,} calls  {name(key)}")
+    ours = ("probes/parsers/", "orchestrator/postmortem/", "orchestrator/judgement/")
+    print(f"  fleetdx's parse and judgement by cumulative time (top {top}):")
+    mine = [kv for kv in rows.items() if any(o in kv[0][0] for o in ours)]
+    for key, (_cc, nc, tt, ct, _callers) in sorted(mine, key=lambda kv: -kv[1][3])[:top]:
+        print(f"    {100 * ct / total:5.1f}% cum {100 * tt / total:5.1f}% own {nc:>10,} calls  {name(key)}")
+
+
+def event_dense(sizes_mb: list[float], goal_mbps: float, rss_ceiling_mib: float, profile_mb: float) -> bool:
+    """The event-dense case (module doc); True when the goal and the memory ceiling are met at every size."""
+    from fleetdx.probes.parsers.msgcatalog import catalog
+
+    lines = fixture_lines()
+    cat = catalog()
+    literal = sum(1 for line in lines if cat.may_match(line))
+    print(
+        f"event-dense (SYNTHESISED: {len(lines)} real fixture lines, each behind a made-up rank prefix, "
+        f"{DENSE_RANKS} ranks; {100 * literal / len(lines):.0f}% of them hold a message-catalog literal)"
+    )
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="fleetdx-bench-eventdense-") as tmp:
+        root = Path(tmp)
+        db = root / "bench.db"
+        tiny = root / "synth-eventdense-1line.log"
+        write_event_dense_log(tiny, 1, lines[:1])
+        start = measure(_postmortem_argv(tiny, db), root / "out-1line.json")
+        print(f"  start-up (a 1-line log): cpu {start.cpu_s:.2f} s, peak RSS {start.rss_mib:.0f} MiB")
+        rss = []
+        for mb in sizes_mb:
+            log = root / f"synth-eventdense-{mb:g}mb.log"
+            n = write_event_dense_log(log, int(mb * MB), lines)
+            size = log.stat().st_size
+            loop = measure([sys.executable, "-c", PLAIN_LOOP, str(log)], root / "loop.txt")
+            fx = measure(_postmortem_argv(log, db), root / f"out-{mb:g}.json")
+            if fx.exit not in (0, 1, 2):
+                print(f"  postmortem exited {fx.exit}: {fx.stderr[-500:]}")
+                ok = False
+            rate = size / MB / fx.cpu_s
+            net = size / MB / max(fx.cpu_s - start.cpu_s, 1e-9)
+            loop_rate = size / MB / loop.cpu_s
+            rss.append(fx.rss_mib)
+            met = rate >= goal_mbps and fx.rss_mib <= rss_ceiling_mib
+            ok = ok and met
+            print(
+                f"  {log.name}: {size / MB:.1f} MB, {n:,} lines | fleetdx postmortem: cpu {fx.cpu_s:.2f} s "
+                f"(wall {fx.wall_s:.2f} s) = {rate:.2f} MB/s of CPU ({net:.2f} without start-up), peak RSS "
+                f"{fx.rss_mib:.0f} MiB, exit {fx.exit} | plain loop: cpu {loop.cpu_s:.2f} s = "
+                f"{loop_rate:.1f} MB/s of CPU, peak RSS {loop.rss_mib:.0f} MiB | loop/fleetdx "
+                f"{loop_rate / rate:.1f}x"
+            )
+            print(
+                f"    goal {goal_mbps:g} MB/s of CPU: {'met' if rate >= goal_mbps else 'MISSED'}; memory at most "
+                f"{rss_ceiling_mib:g} MiB: {'met' if fx.rss_mib <= rss_ceiling_mib else 'MISSED'}"
+            )
+        if len(rss) > 1:
+            print(f"  peak RSS largest/smallest size: {rss[-1] / rss[0]:.2f} ({sizes_mb[-1] / sizes_mb[0]:g}x the log)")
+        if profile_mb > 0:
+            piece = root / f"synth-eventdense-{profile_mb:g}mb-profile.log"
+            write_event_dense_log(piece, int(profile_mb * MB), lines)
+            _profile(piece, db)
+    print(f"event-dense: {'goal and memory ceiling met' if ok else 'MISSED'}")
+    return ok
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=1024)
@@ -161,7 +359,16 @@ def main() -> int:
     ap.add_argument("--lines-per-rank", type=int, default=300)
     ap.add_argument("--kernel-lines", type=int, default=2000)
     ap.add_argument("--goal-s", type=float, default=10.0)
+    dense = ap.add_mutually_exclusive_group()
+    dense.add_argument("--event-dense", action="store_true", help="run only the event-dense case")
+    dense.add_argument("--no-event-dense", action="store_true", help="skip the event-dense case")
+    ap.add_argument("--dense-mb", type=float, nargs="+", default=[16.0, 64.0], help="event-dense log sizes, MB")
+    ap.add_argument("--dense-goal-mbps", type=float, default=25.0)
+    ap.add_argument("--dense-rss-mib", type=float, default=256.0)
+    ap.add_argument("--profile-mb", type=float, default=0.0, help="cProfile the postmortem on an N MB slice")
     args = ap.parse_args()
+    if args.event_dense:
+        return 0 if event_dense(args.dense_mb, args.dense_goal_mbps, args.dense_rss_mib, args.profile_mb) else 1
     if args.ranks != args.nodes * GPUS_PER_NODE or args.ranks <= HUNG_RANK:
         ap.error(f"--ranks must be --nodes x {GPUS_PER_NODE} and above {HUNG_RANK}")
     results = {}
@@ -191,6 +398,9 @@ def main() -> int:
     )
     ok = f["wall_s"] <= args.goal_s
     print(f"goal: at most {args.goal_s:.0f} s -> {'met' if ok else 'MISSED'} ({f['wall_s']:.2f} s)")
+    if not args.no_event_dense:
+        print()
+        ok = event_dense(args.dense_mb, args.dense_goal_mbps, args.dense_rss_mib, args.profile_mb) and ok
     return 0 if ok else 1
 
 
