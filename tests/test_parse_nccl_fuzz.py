@@ -192,3 +192,36 @@ def test_stacked_launcher_prefixes_do_not_change_the_result(text: str, stack: li
     except ParseError:
         return
     assert parse_nccl_log(stacked) == log
+
+
+def test_every_pattern_is_linear_on_a_1mb_hostile_line() -> None:
+    """Issue 21, item 1: no pattern of the nccl-tests parser may be super-linear in line length (one 120 KB line
+    cost 24 s of CPU before ``_FRAME_RE`` and ``_PERF_RE`` were bounded). Each pattern meets 1 MB lines built to
+    make a backtracking pattern retry from every position; the bound (2 s of CPU each) is far above a linear
+    pattern's cost (well under 1 s here) and far below a quadratic one's (minutes)."""
+    import re
+    import time
+
+    from fleetdx.probes.parsers import nccl_tests
+
+    hostile = [
+        "a" * 1_000_000,
+        "a(" * 500_000,
+        "_" * 1_000_000,
+        "_" * 999_995 + "_perf",
+        "[0x" * 333_333,
+        "NCCL_A=" * 142_857,
+        "mpirun " + "-n " * 333_333,
+        "(a" * 500_000 + ")",
+        " 1 " * 333_333,
+    ]
+    patterns = [v for v in vars(nccl_tests).values() if isinstance(v, re.Pattern)]
+    groups = [v for v in vars(nccl_tests).values() if isinstance(v, (list, tuple))]
+    patterns += [p for g in groups for p in g if isinstance(p, re.Pattern)]
+    assert len(patterns) > 20
+    for p in patterns:
+        for line in hostile:
+            t = time.process_time()
+            p.search(line)
+            spent = time.process_time() - t
+            assert spent < 2.0, (p.pattern, line[:12], spent)

@@ -233,7 +233,9 @@ _AVG_RE = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
 LIB_VERSION_RE = re.compile(r"^[NR]CCL version\s*:?\s*(\d+\.\d+\.\d+\S*)")
 _BARE_VERSION_RE = re.compile(LIB_VERSION_RE.pattern + r"(?:\s+\S+:\S+)?\s*$")
 _INFO_VERSION_RE = re.compile(r"NCCL INFO " + LIB_VERSION_RE.pattern.removeprefix("^"))
-_PERF_RE = re.compile(r"(?:^|[/\s_#.])([a-z_]+?)_perf(?:_mpi)?(?![A-Za-z0-9])")
+#: a collective's binary name (``all_reduce_perf``, ``alltoall_perf_mpi``); the name is at most 40 characters, so a
+#: line of underscores costs each start position 40 steps, not the rest of the line (linear, issue 21)
+_PERF_RE = re.compile(r"(?:^|[/\s_#.])([a-z_]{1,40}?)_perf(?:_mpi)?(?![A-Za-z0-9])")
 _NP_RE = re.compile(r"\b(?:mpirun|mpiexec|srun)\b.*?\s(?:-np|-n|--np|--ntasks)[\s=](\d+)")
 _ERROR_RES = (
     re.compile(r"Test (?:NCCL|CUDA) failure"),
@@ -272,7 +274,9 @@ _ABORT_RES = (
 HANDLER_PREFIX_RE = re.compile(r"^\[[^\]\s]+:\d+\]\s*")
 #: a backtrace frame, ``[host:pid] [ 3] /lib64/libc.so.6(abort+0xd7)[0x7fd0e64287f3]`` (glibc
 #: ``backtrace_symbols``): never a command line, even when it names the ``*_perf`` binary
-_FRAME_RE = re.compile(r"\S*\([^()\s]*\)\s?\[0x[0-9a-fA-F]+\]\s*$")
+#: a backtrace frame at the end of a line: ``libnccl.so.2(+0x4f2c1) [0x7f...]``. Searched without a leading ``\S*``
+#: (it matched nothing a search needs and made a long unbroken line quadratic: issue 21)
+_FRAME_RE = re.compile(r"\([^()\s]*\)\s?\[0x[0-9a-fA-F]+\]\s*$")
 _NOISE_RE = re.compile(r"NCCL (?:INFO|WARN|TRACE)")
 _ROW_START_RE = re.compile(r"^\s*\d+\s+\d+\s+\S")
 _TIME_COLS = ("time", "cputime")
