@@ -180,11 +180,10 @@ def check(out: Path) -> str:
     first = doc["causes"][0]
     timeout = next(c for c in doc["causes"] if c["code"] == "NCCL_TIMEOUT")
     node = _host(HUNG_RANK // GPUS_PER_NODE)
-    assert (first["code"], first["host"]) == ("GPU_HW_FAULT", node), first
-    assert (timeout["rank"], timeout["host"]) == (HUNG_RANK, node), timeout
-    return (
-        f"first cause {first['code']} on {first['host']}; timeout suspect rank {timeout['rank']} on {timeout['host']}"
-    )
+    first_host, timeout_host = ((c["nodes"] or [None])[0] for c in (first, timeout))  # a cause's host comes first
+    assert (first["code"], first_host) == ("GPU_HW_FAULT", node), first
+    assert (timeout["rank"], timeout_host) == (HUNG_RANK, node), timeout
+    return f"first cause {first['code']} on {first_host}; timeout suspect rank {timeout['rank']} on {timeout_host}"
 
 
 def fixture_lines() -> list[str]:
