@@ -84,6 +84,7 @@ def test_judge_is_the_one_verdict() -> None:
 
 def _json(*args: str) -> tuple[int, dict[str, object]]:
     r = subprocess.run([sys.executable, "-m", "fleetdx.orchestrator.cli.main", *args], capture_output=True, text=True)
+    assert r.stdout.strip(), f"fleetdx {' '.join(args)}: exit {r.returncode}, no JSON; stderr: {r.stderr[-2000:]}"
     return r.returncode, json.loads(r.stdout)
 
 
