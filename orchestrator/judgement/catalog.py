@@ -5,7 +5,7 @@ of its threshold or meaning.
 
 What reads it: :class:`~fleetdx.orchestrator.judgement.findings.Finding` (default scope and action), the report
 assembler (``group_only``), placement (``exclude-node`` / ``exclude-gpu`` and their severities), ``fleetdx
-codes`` and the README's table (``python -m fleetdx.orchestrator.judgement.catalog --markdown``).
+codes`` and the README's table (``fleetdx codes --markdown``).
 
 Errors: :class:`~fleetdx.probes.errors.ConfigError` at first use when the file and the enum disagree (a code
 without a row, a row without a code) or a row is malformed: a packaging or editing mistake, never input.
@@ -14,7 +14,6 @@ without a row, a row without a code) or a row is malformed: a packaging or editi
 from __future__ import annotations
 
 import functools
-import sys
 from enum import Enum
 from importlib import resources
 
@@ -149,9 +148,3 @@ def markdown() -> str:
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
-
-if __name__ == "__main__":  # pragma: no cover (tests run markdown() directly)
-    if "--markdown" in sys.argv:
-        sys.stdout.write(markdown())
-    else:
-        sys.stdout.write(catalog().model_dump_json(indent=2) + "\n")
