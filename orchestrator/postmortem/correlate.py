@@ -30,22 +30,24 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fleetdx.orchestrator.diagnosis.xid_table import XidClass, judge_xid, lookup
+from fleetdx.orchestrator.diagnosis.xid_table import judge_xid, lookup
 from fleetdx.orchestrator.judgement import EvidenceLine, Finding, FindingCode
 from fleetdx.orchestrator.postmortem.contracts import TimelineEntry, gpu_details
 from fleetdx.orchestrator.postmortem.contracts import cause as cause_of
 from fleetdx.orchestrator.postmortem.gpus import GpuMap, Resolved, describe, label
+from fleetdx.orchestrator.postmortem.ranks import rank_map
+from fleetdx.orchestrator.postmortem.rules import DECISIVE, Judged, judge, render
+
+__all__ = ["DECISIVE", "Judged", "judge"]
 from fleetdx.probes.contracts import EvidenceValue, Job, Severity
 from fleetdx.probes.parsers.joblog import EventKind, GpuFact, JobEvent, iso
 from fleetdx.topology.binding import cpu_list
 
 #: seconds within which events of different sources are treated as simultaneous (clock skew, see module doc)
 SKEW_TOLERANCE_S = 5.0
-#: kinds at or above this priority can be a root cause; below it they observe one
-DECISIVE = 50
 #: evidence lines kept per cause
 MAX_EVIDENCE = 12
 #: timeline entries kept (decisive events first, then observers, in time order)
@@ -69,156 +71,8 @@ IBV_WC_STATUS = {
     21: "IBV_WC_GENERAL_ERR (general error)",
 }
 
-_CRASH_SIGNALS = (
-    "SIGSEGV",
-    "SIGBUS",
-    "SIGABRT",
-    "SIGILL",
-    "SIGFPE",
-    "Segmentation",
-    "Bus error",
-    "Aborted",
-    "Illegal",
-    "Floating",
-)
-_CONFIG_EXC = frozenset(
-    {
-        "ImportError",
-        "ModuleNotFoundError",
-        "FileNotFoundError",
-        "NotADirectoryError",
-        "PermissionError",
-        "KeyError",
-        "ValueError",
-        "TypeError",
-        "AttributeError",
-        "NameError",
-        "SyntaxError",
-        "IndentationError",
-        "ArgumentError",
-        "ConfigError",
-        "ConfigAttributeError",
-        "MissingMandatoryValue",
-        "ValidationError",
-    }
-)
 _PEER_RE = re.compile(r"^(?P<peer>[^<\s]+?)(?:<\d+>)?$")
 _IPV4_RE = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
-
-
-@dataclass(frozen=True)
-class Judged:
-    """An event as a cause sees it: its code, severity, priority (higher: more decisive) and grouping key."""
-
-    code: FindingCode
-    severity: Severity
-    priority: int
-    key: tuple[object, ...]
-    note: str = ""
-
-
-def _xid_judgement(e: JobEvent) -> Judged:
-    """An XID as a cause: the shared judgement (:func:`~fleetdx.orchestrator.diagnosis.xid_table.judge_xid`) by
-    its effective class (an XID 45 by the XID it says caused it): an application XID is the job's CUDA_ERROR,
-    an informational one a GPU_HW_FAULT warning, the rest a critical GPU_HW_FAULT."""
-    j = judge_xid(int(e.details.get("xid") or 0), [str(e.details.get("message") or "")])
-    cls, key = j.effective, ("gpu", e.host, e.details.get("pci"))
-    if cls is XidClass.APP:
-        return Judged(FindingCode.CUDA_ERROR, Severity.CRITICAL, 60, key, j.note)
-    if cls is XidClass.INFO:
-        return Judged(FindingCode.GPU_HW_FAULT, Severity.WARNING, 30, key, j.note)
-    return Judged(FindingCode.GPU_HW_FAULT, Severity.CRITICAL, 100, key, j.note)
-
-
-def judge(e: JobEvent) -> Judged | None:
-    """How one event counts, or ``None`` when it is context only (an NCCL INFO trace, a link coming up)."""
-    k, d = e.kind, e.details
-    C, W = Severity.CRITICAL, Severity.WARNING
-    where = (e.host, e.rank)
-    if k is EventKind.XID:
-        return _xid_judgement(e)
-    if k is EventKind.GPU_LOST:
-        return Judged(FindingCode.GPU_HW_FAULT, C, 100, ("gpu", e.host, d.get("pci")))
-    if k is EventKind.AER:
-        fatal = "Uncorrected" in str(d.get("received") or d.get("severity") or "") or d.get("first") is True
-        return Judged(FindingCode.GPU_HW_FAULT, C if fatal else W, 95 if fatal else 15, ("pcie", e.host, d.get("pci")))
-    if k is EventKind.NODE_FAIL:
-        return Judged(FindingCode.NODE_FAILURE, C, 98, ("node", e.host))
-    if k is EventKind.OOM_HOST:
-        return Judged(FindingCode.OOM_HOST, C, 92, ("oom-host", e.host))
-    if k is EventKind.SRUN_TASK_EXIT:
-        reason = str(d.get("reason") or "")
-        if "Out Of Memory" in reason:
-            return Judged(FindingCode.OOM_HOST, C, 91, ("oom-host", e.host))
-        if any(s in reason for s in _CRASH_SIGNALS):
-            return Judged(FindingCode.PROCESS_CRASH, C, 79, ("crash", e.host, e.task))
-        return Judged(FindingCode.PROCESS_CRASH, C, 35, ("exit", e.host, e.task))
-    if k is EventKind.OOM_GPU:
-        return Judged(FindingCode.OOM_GPU, C, 88, ("oom-gpu", *where))
-    if k is EventKind.CUDA_ERROR:
-        err = str(d.get("error") or "")
-        if "ECC" in err:
-            return Judged(FindingCode.GPU_HW_FAULT, C, 97, ("gpu", e.host, e.rank))
-        return Judged(FindingCode.CUDA_ERROR, C, 87, ("cuda", *where))
-    if k is EventKind.NCCL_CUDA_FAILURE:
-        if "out of memory" in str(d.get("error") or ""):
-            return Judged(FindingCode.OOM_GPU, C, 88, ("oom-gpu", *where))
-        return Judged(FindingCode.CUDA_ERROR, C, 86, ("cuda", *where))
-    if k in (EventKind.IB_LINK_DOWN, EventKind.IB_PORT_STATE):
-        if k is EventKind.IB_PORT_STATE and d.get("state") in ("ACTIVE", "ARMED", "INIT") and not d.get("module"):
-            return None
-        if d.get("recovered_after_s") is not None:  # a flap that came back: worth watching, not the failure
-            return Judged(FindingCode.NCCL_NETWORK_ERROR, W, 40, ("flap", e.host, d.get("device")))
-        return Judged(FindingCode.NCCL_NETWORK_ERROR, C, 90, ("link", e.host, d.get("device")))
-    if k is EventKind.NCCL_IB_ASYNC:
-        return Judged(FindingCode.NCCL_NETWORK_ERROR, C, 84, ("hca", e.host))
-    if k is EventKind.NCCL_IB_COMPLETION:
-        return Judged(FindingCode.NCCL_NETWORK_ERROR, C, 83, ("ib", e.host))
-    if k is EventKind.CHILD_FAILED:
-        sig, code = str(d.get("signal") or ""), d.get("exit_code")
-        root = d.get("root_cause") is not False
-        if not root:
-            return Judged(FindingCode.PROCESS_CRASH, C, 30, ("child", *where))
-        if sig == "SIGKILL" or code == -9:
-            return Judged(FindingCode.OOM_HOST, C, 70, ("oom-host", e.host), "SIGKILL")
-        if sig or (isinstance(code, int) and code < 0):
-            return Judged(FindingCode.PROCESS_CRASH, C, 80, ("crash", *where))
-        return Judged(FindingCode.PROCESS_CRASH, C, 65, ("crash", *where))
-    if k is EventKind.SIGNAL:
-        teardown = d.get("teardown_of")
-        if teardown == EventKind.WATCHDOG_TIMEOUT.value:
-            # ProcessGroupNCCL's watchdog taking the process down after the timeout: evidence of the timeout
-            return Judged(FindingCode.NCCL_TIMEOUT, C, 20, ("timeout",))
-        if teardown is not None and teardown != "watchdog":
-            return None  # the teardown after the error its what() names: that error's own line is the cause
-        sig = str(d.get("signal") or "")
-        if teardown == "watchdog" or str(d.get("exception") or "").startswith("c10::Dist"):
-            # a c10d error ended the process (the watchdog's teardown, what it reported unread): below any failure
-            # the log shows, above none
-            return Judged(FindingCode.PROCESS_CRASH, C, 15, ("signal", *where))
-        if any(s in sig for s in _CRASH_SIGNALS):
-            return Judged(FindingCode.PROCESS_CRASH, C, 80, ("crash", *where))
-        return Judged(FindingCode.PROCESS_CRASH, C, 25, ("signal", *where))
-    if k is EventKind.PYTHON_EXCEPTION:
-        t = str(d.get("type") or "").rsplit(".", 1)[-1]
-        if t in ("ChildFailedError", "DistBackendError", "OutOfMemoryError"):
-            return None  # the summary block / the NCCL or OOM event on the same line says more
-        if t in _CONFIG_EXC:
-            return Judged(FindingCode.CONFIG_ERROR, C, 62, ("config", *where))
-        return Judged(FindingCode.PROCESS_CRASH, C, 55, ("exception", *where))
-    if k is EventKind.NCCL_INVALID_USAGE:
-        return Judged(FindingCode.CONFIG_ERROR, C, 62, ("config", *where))
-    if k in (EventKind.NCCL_INTERNAL_ERROR, EventKind.NCCL_SYSTEM_ERROR):
-        return Judged(FindingCode.NCCL_INTERNAL_ERROR, C, 54, ("nccl-internal", *where))
-    if k is EventKind.SLURM_TIME_LIMIT:
-        return Judged(FindingCode.SLURM_TIME_LIMIT, C, 52, ("time-limit",))
-    if k in (EventKind.NCCL_CONNECTION_CLOSED, EventKind.NCCL_SOCKET_ERROR, EventKind.NCCL_REMOTE_ERROR):
-        return Judged(FindingCode.NCCL_NETWORK_ERROR, C, 44, ("observed",))
-    if k in (EventKind.WATCHDOG_TIMEOUT, EventKind.WORK_PROGRESS):
-        return Judged(FindingCode.NCCL_TIMEOUT, C, 20, ("timeout",))
-    if k is EventKind.NCCL_NET_SOCKET:
-        return Judged(FindingCode.NCCL_TRANSPORT_FALLBACK, W, 5, ("socket", e.host))
-    return None
 
 
 def _peer_host(e: JobEvent) -> str | None:
@@ -313,21 +167,67 @@ class TimeoutAnalysis:
     op: str | None = None
     last_completed: int | None = None
     groups_differ: bool = False  #: the reporters' timeouts are in different process groups
+    #: ranks whose watchdog got stuck (ProcessGroupNCCL's heartbeat monitor: a CUDA/NCCL call hung in them)
+    stuck: list[int] = field(default_factory=list)
+    #: ranks that printed a Flight Recorder dump signal (torch 2.5+: "Received a dump signal due to a collective
+    #: timeout from rank N / this local rank")
+    signalled: list[int] = field(default_factory=list)
+    #: the decisive event of each suspect that failed before the others timed out (``failed`` of the analysis)
+    failed_first: list[JobEvent] = field(default_factory=list)
 
 
-def timeout_analysis(events: Sequence[JobEvent], world: Iterable[int] = ()) -> TimeoutAnalysis:
-    """Which rank hung a collective, from the watchdog timeouts and last enqueued/completed work.
+def _before(a: JobEvent, b: JobEvent) -> bool:
+    """Whether ``a`` is known to come before ``b``: both dated (``a`` earlier by more than the clock skew's
+    tolerance is not required: a rank that failed is rarely within it of the others' timeouts, which come
+    minutes later), else both in one file and ``a`` on an earlier line."""
+    if a.ts is not None and b.ts is not None:
+        return a.ts < b.ts
+    return a.file == b.file and a.line < b.line
 
-    Per process group (GUID, else id, else the one default group when every rank reports a single SeqNum):
-    a rank whose last enqueued work is below the SeqNum the others time out on never enqueued that collective;
-    a rank timing out on a lower SeqNum than the others is behind them. When all reporters agree, the suspects
-    are the ranks of ``world`` (the job's ranks, when known) that did not report.
+
+def timeout_analysis(
+    events: Sequence[JobEvent], world: Iterable[int] = (), failed: Sequence[JobEvent] = ()
+) -> TimeoutAnalysis:
+    """Which rank hung a collective, from the watchdog timeouts, the last enqueued/completed work (work-progress
+    lines and Flight Recorder dump signals, whose ``culprit_rank`` is a rank that timed out), and the decisive
+    events of other ranks (``failed``: OOM, crash, CUDA error, each with its rank).
+
+    A rank whose decisive event comes before the first timeout and which reported none is the rank that never
+    reached the collective (it failed first). Else, per process group (GUID, else id, else the one default group
+    when every rank reports a single SeqNum): a rank whose last enqueued work is below the SeqNum the others time
+    out on never enqueued that collective; a rank timing out on a lower SeqNum than the others is behind them.
+    When all reporters agree, the suspects are the ranks of ``world`` (the job's ranks, when known) that did not
+    report.
     """
     wd = [e for e in events if e.kind is EventKind.WATCHDOG_TIMEOUT and e.rank is not None]
+    dumps = [e for e in events if e.kind is EventKind.FLIGHT_RECORDER_DUMP and e.rank is not None]
     prog = [e for e in events if e.kind is EventKind.WORK_PROGRESS and e.rank is not None]
-    out = TimeoutAnalysis(reporters=sorted({e.rank for e in wd + prog if e.rank is not None}))
+    culprits = {int(c) for e in dumps if isinstance(c := e.details.get("culprit_rank"), int)}
+    out = TimeoutAnalysis(
+        reporters=sorted({e.rank for e in wd + prog if e.rank is not None} | culprits),
+        stuck=sorted({e.rank for e in events if e.kind is EventKind.WATCHDOG_STUCK and e.rank is not None}),
+        signalled=sorted({e.rank for e in dumps if e.rank is not None}),
+    )
     if not out.reporters:
         return out
+    timeouts = wd + prog + dumps
+    first_timeout = min(timeouts, key=lambda e: (e.ts if e.ts is not None else float("inf"), e.line))
+    early: dict[int, JobEvent] = {}
+    for f in failed:
+        if f.rank is not None and f.rank not in out.reporters and _before(f, first_timeout):
+            early.setdefault(f.rank, f)
+    if early:
+        out.suspects = sorted(early)
+        out.failed_first = [early[r] for r in out.suspects]
+        out.reason = (
+            "failed first, before the others timed out ("
+            + "; ".join(
+                f"rank {r}: {early[r].kind.value} at {early[r].file.rsplit('/', 1)[-1]}:{early[r].line}"
+                for r in out.suspects[:4]
+            )
+            + ")"
+        )
+    prog = prog + [e for e in dumps if isinstance(e.details.get("last_enqueued"), int)]
     seqs: dict[int, set[int]] = defaultdict(set)
     for e in wd:
         if isinstance(e.details.get("seq"), int) and e.rank is not None:
@@ -346,6 +246,8 @@ def timeout_analysis(events: Sequence[JobEvent], world: Iterable[int] = ()) -> T
         out.op = str(first.details.get("op")) if first.details.get("op") else None
     done = [int(v) for e in prog if isinstance(v := e.details.get("last_completed"), int)]
     out.last_completed = min(done) if done else None
+    if out.suspects:
+        return out
     groups = set(group_of.values())
     single_group = (len(groups) <= 1 and all(len(s) == 1 for s in seqs.values())) or (
         len(groups) == 1 and set(group_of) >= set(seqs)
@@ -354,16 +256,16 @@ def timeout_analysis(events: Sequence[JobEvent], world: Iterable[int] = ()) -> T
         out.groups_differ = True
         out.reason = "SeqNums of different process groups do not compare"
         return out
-    behind_enq = sorted(
-        e.rank
-        for e in prog
-        if e.rank is not None
-        and out.seq is not None
-        and isinstance(v := e.details.get("last_enqueued"), int)
-        and v < out.seq
-    )
+    enq: dict[int, int] = {}
+    for e in prog:
+        if e.rank is not None and isinstance(v := e.details.get("last_enqueued"), int):
+            enq[e.rank] = min(v, enq.get(e.rank, v))
+    # the SeqNum waited on: the timeouts', else (dump signals only) the highest work any rank enqueued
+    target = out.seq if out.seq is not None else (max(enq.values()) if len(set(enq.values())) > 1 else None)
+    behind_enq = sorted(r for r, v in enq.items() if target is not None and v < target)
     if behind_enq:
         out.suspects = sorted(set(behind_enq))
+        out.seq = target
         out.reason = f"their last enqueued work is below SeqNum {out.seq}: they never reached that collective"
         return out
     lows = {r: min(s) for r, s in seqs.items() if s}
@@ -392,6 +294,14 @@ def _with_gpu(cause: Finding, res: Resolved | None) -> Finding:
     if cause.rank is None and gpu:
         update["subject"] = gpu
     return cause.model_copy(update=update)
+
+
+def _with_line(cause: Finding, line: EvidenceLine) -> Finding:
+    """``cause`` with ``line`` (the line naming its host) second among its evidence, unless already there."""
+    evidence = list(cause.evidence)
+    if any(e.file == line.file and e.line == line.line for e in evidence):
+        return cause
+    return cause.model_copy(update={"evidence": [*evidence[:1], line, *evidence[1:]][:MAX_EVIDENCE]})
 
 
 def _xid_rank(cause: Finding, lead: JobEvent, res: Resolved | None, gmap: GpuMap) -> Finding:
@@ -425,6 +335,11 @@ def _rank_ref(gmap: GpuMap, rank: int, host: str | None, lead: JobEvent) -> Reso
     return gmap.for_event(probe)
 
 
+def _device(d: Mapping[str, object]) -> object:
+    """The device an OOM names: NCCL's ``[C]``, torch's ``GPU N`` (``gpu``), HIP's (``dev``)."""
+    return next((d[k] for k in ("cuda_device", "gpu", "dev") if d.get(k) is not None), None)
+
+
 def _time(e: JobEvent) -> str | None:
     """ISO 8601 UTC when the stamp's date is known, else the stamp as printed (a yearless stamp dated only by a
     guess keeps its printed form)."""
@@ -432,7 +347,9 @@ def _time(e: JobEvent) -> str | None:
 
 
 def _evidence(events: Sequence[JobEvent]) -> list[EvidenceLine]:
-    return [EvidenceLine(file=e.file, line=e.line, text=e.text) for e in events[:MAX_EVIDENCE]]
+    """The events' lines, each once, at most :data:`MAX_EVIDENCE`."""
+    lines = {(e.file, e.line): EvidenceLine(file=e.file, line=e.line, text=e.text) for e in reversed(events)}
+    return list(reversed(lines.values()))[:MAX_EVIDENCE]
 
 
 def _where(rank: int | None, host: str | None) -> str:
@@ -445,6 +362,12 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
     d, where, host = lead.details, _where(lead.rank, lead.host), lead.host or "the host"
     k = lead.kind
     hosts = sorted({e.host for e in group if e.host})
+    if j.rule is not None and j.rule.message:  # the rule's own words (rules.RULES)
+        text = lead.text.split("\n", 1)[0].strip()[:200]
+        if lead.rank is None and lead.task is not None:
+            where = f"Slurm task {lead.task} " + (f"on {lead.host}" if lead.host else "")
+        msg = render(j.rule.message, where=where, host=host, text=text, details=d)
+        return msg, render(j.rule.action, where=where, host=host, text=text, details=d)
     if k in (EventKind.XID,):
         xid = int(d.get("xid") or 0)
         info = lookup(xid)
@@ -496,12 +419,9 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
         )
     if code is FindingCode.OOM_GPU:
         return (
-            f"CUDA out of memory {where}"
-            + (
-                f" (CUDA device {d.get('cuda_device', d.get('gpu'))})"
-                if d.get("cuda_device", d.get("gpu")) is not None
-                else ""
-            ),
+            ("HIP" if "HIP out of memory" in lead.text else "CUDA")
+            + f" out of memory {where}"
+            + (f" (device {dev})" if (dev := _device(d)) is not None else ""),
             "reduce the per-GPU batch or sequence length, enable activation checkpointing or sharding; check that "
             "no other process holds the GPU (fleetdx preflight: GPU_FOREIGN_PROCESS); the GPU is not at fault",
         )
@@ -611,15 +531,17 @@ def _timeout_cause(
     rank = host = None
     nodes: list[str] = []
     lead = group[0]
+    own_host = {e.rank: e.host for e in analysis.failed_first if e.host}
     if analysis.suspects:
         rank = analysis.suspects[0]
-        host = rank_hosts.get(rank)
-        nodes = sorted({h for r in analysis.suspects if (h := rank_hosts.get(r))})
+        host = own_host.get(rank) or rank_hosts.get(rank)
+        nodes = sorted({h for r in analysis.suspects if (h := own_host.get(r) or rank_hosts.get(r))})
+        verb = "never reached it" if analysis.failed_first else "hung it"
         msg = (
             f"NCCL watchdog timeout: {_ranks(reporters)} waited in {op}{done}; {_ranks(analysis.suspects)} "
-            f"hung it: {analysis.reason}"
+            f"{verb}: {analysis.reason}"
         )
-        lead = next((e for e in group if e.rank == rank), lead)
+        lead = next((e for e in [*analysis.failed_first, *group] if e.rank == rank), lead)
     elif analysis.groups_differ:
         per_rank = "; ".join(
             f"rank {e.rank}: {e.details.get('op')} SeqNum {e.details.get('seq')}"
@@ -638,6 +560,10 @@ def _timeout_cause(
             f"which rank never reached {op}: {_ranks(reporters)} reported and all waited on it; "
             "give every rank's log, or Flight Recorder dumps (--fr)"
         )
+    if analysis.signalled:
+        msg += f"; Flight Recorder dump signals printed by {_ranks(analysis.signalled)}"
+    if analysis.stuck:
+        msg += f"; the watchdog of {_ranks(analysis.stuck)} got stuck (a CUDA or NCCL call hung in that process)"
     timeout = next((e.details.get("timeout_ms") for e in group if e.details.get("timeout_ms")), None)
     action = (
         "look at the suspect rank's own log and node for what stopped it (a hang, a crash, a slow data loader)"
@@ -646,7 +572,10 @@ def _timeout_cause(
     )
     if timeout:
         action += f"; raise the timeout ({timeout} ms) only if the collective is legitimately that slow"
-    ordered = sorted(group, key=lambda e: (e.rank != rank, e.kind is not EventKind.WATCHDOG_TIMEOUT))
+    ordered = [
+        *analysis.failed_first[:1],
+        *sorted(group, key=lambda e: (e.rank != rank, e.kind is not EventKind.WATCHDOG_TIMEOUT)),
+    ]
     cause = cause_of(
         code=FindingCode.NCCL_TIMEOUT,
         severity=Severity.CRITICAL,
@@ -701,11 +630,7 @@ def correlate(
     the rank of a kernel XID whose PCI address a rank's NCCL init line printed on the same host
     (:mod:`fleetdx.orchestrator.postmortem.gpus`)."""
     gmap = GpuMap(gpus, job)
-    rank_hosts = dict(rank_hosts or {})
     known_hosts = set(hosts)
-    if job is not None:
-        for p in job.ranks:
-            rank_hosts.setdefault(p.rank, p.host)
     # a line read by both parsers (an OOM-killer line in a job log) is one event
     seen: set[tuple[str, int, EventKind]] = set()
     unique: list[JobEvent] = []
@@ -714,19 +639,17 @@ def correlate(
             seen.add((e.file, e.line, e.kind))
             unique.append(e)
     ordered = timeline(unique)
-    # an event naming only a Slurm task takes the rank the logs showed for that task (never guessed)
-    tr = task_ranks or {}
+    # an event naming one Slurm task in its details only (srun's bus-error line: "tasks") takes it as its task
     ordered = [
-        e.model_copy(update={"rank": tr[e.task], "details": {**e.details, "rank_from_task": True}})
-        if e.rank is None and e.task is not None and e.task in tr
+        e.model_copy(update={"task": int(str(e.details["tasks"]))})
+        if e.task is None and str(e.details.get("tasks") or "").isdigit()
         else e
         for e in ordered
     ]
-    # events that lack a host but whose rank's host is known take it
-    ordered = [
-        e.model_copy(update={"host": rank_hosts[e.rank]}) if e.host is None and e.rank in rank_hosts else e
-        for e in ordered
-    ]
+    # rank and task placement (ranks.py): task-only events take their rank, host-less ones their host
+    placement = rank_map(ordered, rank_hosts or {}, task_ranks or {}, gmap.by_rank(), job)
+    ordered, host_lines = placement.place(ordered)
+    rank_hosts = placement.hosts
     ordered = mark_flaps(ordered)
     groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]] = defaultdict(list)
     for e in ordered:
@@ -735,6 +658,9 @@ def correlate(
             groups[(j.code,) + j.key].append((e, j))
     _fold(groups)
     first = first_decisive(ordered)
+    # the decisive events naming a rank (OOM, crash, CUDA error): the rank that failed before the others timed out
+    failed = [e for e, j in (p for m in groups.values() for p in m) if j.priority >= DECISIVE and e.rank is not None]
+    failed.sort(key=lambda e: _order_key(e, e.line))
     missing: list[str] = []
     causes: list[tuple[tuple[int, int, int], Finding]] = []
     world = [p.rank for p in job.ranks] if job is not None else []
@@ -748,8 +674,10 @@ def correlate(
         if lead.host is None and len(named_hosts) == 1:  # e.g. slurmstepd's line beside srun's for one host
             lead = lead.model_copy(update={"host": named_hosts.pop()})
         if code is FindingCode.NCCL_TIMEOUT:
-            analysis = timeout_analysis(evs, world)
+            analysis = timeout_analysis(evs, world, failed)
             cause, miss = _timeout_cause(evs, analysis, gmap, rank_hosts)
+            if cause.rank is not None and (said := placement.lines.get(cause.rank)) is not None:
+                cause = _with_line(cause, said)
             missing += miss
         else:
             msg, action = _describe(code, lead, evs, best_j)
@@ -784,6 +712,8 @@ def correlate(
                 subject=subject,
                 details=details,
             )
+            if (said := host_lines.get((lead.file, lead.line))) is not None and host is not None:
+                cause = _with_line(cause, said)  # the line that named the host
             if key[1] != "observed":  # the observer's GPU is not the culprit's
                 res = gmap.for_event(lead)
                 cause = _with_gpu(cause, res)
@@ -818,6 +748,11 @@ def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> No
         )
         if target is not None:
             groups[target] += groups.pop(key)
+    # a configuration error explains the "internal error" NCCL wraps it in, on the same host and rank
+    for key in [k for k in groups if any(j.rule is not None and j.rule.absorbs for _, j in groups[k])]:
+        absorbs = {c for _, j in groups[key] if j.rule is not None for c in j.rule.absorbs}
+        for other in [k for k in groups if k[0] in absorbs and k[2:] == key[2:] and k != key]:
+            groups[key] += groups.pop(other)
     for key in [k for k in groups if len(k) == 3 and k[2] is None and k[1] not in ("observed",)]:
         named = [k for k in groups if len(k) == 3 and k[:2] == key[:2] and k[2] is not None]
         if len(named) == 1:

@@ -144,8 +144,9 @@ class GpuMap:
         if isinstance(d.get("cuda_device"), int):
             ref, cvd = self._remapped(int(d["cuda_device"]), e.rank, e.host, GpuSource.NCCL_PREFIX)  # type: ignore[arg-type]
             return Resolved(ref.model_copy(update={"rank": e.rank}), _line(cvd) if cvd else None)
-        if e.kind is EventKind.OOM_GPU and isinstance(d.get("gpu"), int):
-            ref, cvd = self._remapped(int(d["gpu"]), e.rank, e.host, GpuSource.MESSAGE)  # type: ignore[arg-type]
+        dev = d.get("gpu") if isinstance(d.get("gpu"), int) else d.get("dev")  # torch's GPU N, HIP's (dev)
+        if e.kind is EventKind.OOM_GPU and isinstance(dev, int):
+            ref, cvd = self._remapped(dev, e.rank, e.host, GpuSource.MESSAGE)
             return Resolved(ref.model_copy(update={"rank": e.rank}), _line(cvd) if cvd else None)
         if self.job is not None and e.rank is not None:
             for p in self.job.ranks:
@@ -174,6 +175,10 @@ class GpuMap:
                 res = self.of_init(f, rank)
                 return Resolved(res.ref.model_copy(update={"bus_id": f.bus_id, "kernel_match": True}), res.line)
         return Resolved(GpuRef(bus_id=pci, source=GpuSource.KERNEL))
+
+    def by_rank(self) -> dict[int, GpuFact]:
+        """The NCCL init line of each global rank (a prefix's rank, or ``R`` of a whole-job communicator)."""
+        return dict(self._by_rank)
 
     def ranks_on(self, host: str) -> list[tuple[int, GpuFact]]:
         """The ranks whose NCCL init line names a GPU on ``host``, by rank."""

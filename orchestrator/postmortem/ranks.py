@@ -1,0 +1,140 @@
+"""The job knows its ranks: which host each rank (and each Slurm task) ran on, and the line that says so. Pure.
+
+Sources, first found wins for a rank:
+
+1. a line carrying both a rank and a host (a launcher's ``HOST: [rankN]:``, Ray's ``(pid=N, ip=ADDR)`` prefix
+   before ``[rankN]:``, a torchrun/elastic ``ChildFailedError`` entry's ``host``, an Open MPI rank prefix before
+   NCCL's ``host:pid:tid``): the event's own line;
+2. NCCL's communicator init line (``NCCL_DEBUG=INFO``: ``host:pid:tid`` prefix and ``rank R nranks N`` of a
+   communicator of the whole job, :mod:`fleetdx.orchestrator.postmortem.gpus`);
+3. Slurm's ``srun: error: HOST: task N: ...`` lines (``src/srun/srun_job.c`` / ``step_launch.c``: the task ids of
+   ``HOST`` that ended badly), with the task -> rank pairs the log showed (``N: [rankR]:`` under ``srun -l``);
+   when every pair the log shows is ``task N = rank N`` (``srun`` starting one process per rank, rank taken from
+   ``SLURM_PROCID``), a task the log shows no pair for is that rank too: a task printing no ``[rankN]:`` is no
+   reason to give up the layout its siblings show;
+4. the job model's rank placement (``Job.ranks``: Slurm's block layout from its tasks per node), which is also the
+   task layout: task ``N`` runs on ``Job.ranks[N].host``.
+
+A rank's host is never guessed from a number: when none of these names it, it stays unknown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from fleetdx.orchestrator.judgement import EvidenceLine
+from fleetdx.probes.contracts import Job
+from fleetdx.probes.parsers.joblog import EventKind, GpuFact, JobEvent
+
+_RANGE_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
+#: at most this many tasks are expanded from one srun line's task list (``0-1023``)
+MAX_TASKS = 65536
+
+
+def task_ids(text: str) -> list[int]:
+    """Slurm's task list as srun prints it (``"2"``, ``"0-3,7"``) -> ``[2]``, ``[0, 1, 2, 3, 7]``; ``[]`` when it
+    is not one."""
+    out: list[int] = []
+    for part in text.split(","):
+        m = _RANGE_RE.match(part.strip())
+        if m is None:
+            return []
+        lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo or len(out) + hi - lo + 1 > MAX_TASKS:
+            return []
+        out += range(lo, hi + 1)
+    return out
+
+
+def _line(e: JobEvent | GpuFact) -> EvidenceLine:
+    return EvidenceLine(file=e.file, line=e.line, text=e.text)
+
+
+@dataclass
+class RankMap:
+    """rank -> host and task -> host, each with the line that named it (``None``: the job model's placement)."""
+
+    hosts: dict[int, str] = field(default_factory=dict)
+    lines: dict[int, EvidenceLine | None] = field(default_factory=dict)
+    task_hosts: dict[int, str] = field(default_factory=dict)
+    task_lines: dict[int, EvidenceLine | None] = field(default_factory=dict)
+    task_ranks: dict[int, int] = field(default_factory=dict)
+    identity: bool = False  #: every task -> rank pair the logs showed is task N = rank N
+
+    def add(self, rank: int, host: str, line: EvidenceLine | None) -> None:
+        if rank not in self.hosts:
+            self.hosts[rank] = host
+            self.lines[rank] = line
+
+    def rank_of_task(self, task: int) -> int | None:
+        """The rank of Slurm task ``task``: the pair the logs showed, else ``task`` itself when every pair is
+        an identity (module doc, source 3)."""
+        if task in self.task_ranks:
+            return self.task_ranks[task]
+        return task if self.identity else None
+
+    def place(self, events: Sequence[JobEvent]) -> tuple[list[JobEvent], dict[tuple[str, int], EvidenceLine]]:
+        """``events`` with the rank of a task-only event and the host of a host-less one filled; and, per
+        filled event (file, line), the line that named its host."""
+        out: list[JobEvent] = []
+        named: dict[tuple[str, int], EvidenceLine] = {}
+        for e in events:
+            update: dict[str, object] = {}
+            rank = e.rank if e.rank is not None else (self.rank_of_task(e.task) if e.task is not None else None)
+            if e.rank is None and rank is not None:
+                update["rank"] = rank
+                update["details"] = {**e.details, "rank_from_task": True}
+            if e.host is None:
+                line: EvidenceLine | None = None
+                if rank is not None and rank in self.hosts:
+                    update["host"], line = self.hosts[rank], self.lines.get(rank)
+                elif e.task is not None and e.task in self.task_hosts:
+                    update["host"], line = self.task_hosts[e.task], self.task_lines.get(e.task)
+                if line is not None and (line.file, line.line) != (e.file, e.line):
+                    named[(e.file, e.line)] = line
+            out.append(e.model_copy(update=update) if update else e)
+        return out, named
+
+
+def _srun_tasks(m: RankMap, e: JobEvent, host: str) -> None:
+    """The tasks an ``srun: error: HOST: task N`` line names ran on ``host``; so did their ranks."""
+    tasks = [e.task] if e.task is not None else task_ids(str(e.details.get("tasks") or ""))
+    for t in tasks:
+        m.task_hosts.setdefault(t, host)
+        m.task_lines.setdefault(t, _line(e))
+        rank = m.rank_of_task(t)
+        if rank is not None:
+            m.add(rank, host, _line(e))
+
+
+def rank_map(
+    events: Iterable[JobEvent],
+    rank_hosts: Mapping[int, str] = {},
+    task_ranks: Mapping[int, int] = {},
+    inits: Mapping[int, GpuFact] = {},
+    job: Job | None = None,
+) -> RankMap:
+    """The rank and task placement of a job from its events, the logs' rank -> host and task -> rank pairs, the
+    NCCL init lines of whole-job communicators by rank (``inits``) and the job model (module doc)."""
+    m = RankMap(task_ranks=dict(task_ranks))
+    m.identity = bool(task_ranks) and all(t == r for t, r in task_ranks.items())
+    events = list(events)
+    for e in events:  # source 1: a line naming both
+        if e.rank is not None and e.host is not None and e.kind is not EventKind.SRUN_TASK_EXIT:
+            m.add(e.rank, e.host, _line(e))
+    for r, h in rank_hosts.items():  # the logs' pairs whose line is not an event's (a prefix seen further)
+        m.add(r, h, None)
+    for r, f in sorted(inits.items()):  # source 2
+        if f.host is not None:
+            m.add(r, f.host, _line(f))
+    for e in events:  # source 3
+        if e.kind is EventKind.SRUN_TASK_EXIT and e.host is not None:
+            _srun_tasks(m, e, e.host)
+    if job is not None:  # source 4
+        for p in job.ranks:
+            m.add(p.rank, p.host, None)
+            m.task_hosts.setdefault(p.rank, p.host)
+            m.task_lines.setdefault(p.rank, None)
+    return m

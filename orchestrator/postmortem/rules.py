@@ -1,0 +1,355 @@
+"""Cause rules: how one event of a job counts, as one table (:data:`RULES`). Pure.
+
+Each :class:`Rule` row says, for one :class:`~fleetdx.probes.parsers.joblog.EventKind` (and, where one kind
+means two things, a ``when`` test on the event's details), the :class:`~fleetdx.orchestrator.judgement.FindingCode`
+of the cause it makes, its severity, its **priority** (higher: more decisive; at or above :data:`DECISIVE` the
+event can be a root cause, below it the event only *observes* one, see
+:mod:`fleetdx.orchestrator.postmortem.correlate`), its ``role`` (``decisive``, ``observer``; ``context`` rows
+make no cause), the **grouping key** (a family name, then the event fields whose values separate one cause from
+another: ``host``, ``rank``, ``task``, ``pci``, ``device``; events with equal keys are one cause) and, for rows
+whose words need no computation, the cause's message and action as templates (``{where}``: ``rank R on HOST``;
+``{host}``; ``{text}``: the leading line; ``{d[FIELD]}``: a detail of the event). Rows without templates are
+described by :func:`fleetdx.orchestrator.postmortem.correlate.describe`.
+
+A new message is one row of ``probes/parsers/messages.yaml`` (its event kind) and its fixture line; a new cause is
+one row here. The first row whose kind matches and whose ``when`` holds decides; an event no row matches is
+context only (an NCCL INFO trace, an ``nccl-warn`` catch-all). XIDs are judged by the XID table of
+:mod:`fleetdx.orchestrator.diagnosis.xid_table` (NVIDIA's XID catalog): their row's ``judge`` does that.
+
+The /dev/shm advice of the SIGBUS and shared-memory rows: Docker mounts a 64 MiB ``/dev/shm`` unless
+``docker run --shm-size`` says otherwise; Kubernetes pods get the container runtime's unless an ``emptyDir``
+volume with ``medium: Memory`` is mounted at ``/dev/shm``; NCCL (``src/misc/shmutils.cc``) and PyTorch's
+DataLoader workers put their buffers there, and a write past a full tmpfs is a SIGBUS.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from fleetdx.orchestrator.diagnosis.xid_table import XidClass, judge_xid
+from fleetdx.orchestrator.judgement import FindingCode
+from fleetdx.probes.contracts import Severity
+from fleetdx.probes.parsers.joblog import EventKind, JobEvent
+
+#: kinds at or above this priority can be a root cause; below it they observe one
+DECISIVE = 50
+
+Role = Literal["decisive", "observer", "context"]
+
+C, W = Severity.CRITICAL, Severity.WARNING
+
+#: the advice of a too small shared-memory mount (SIGBUS, NCCL's /dev/shm segment)
+SHM_ACTION = (
+    "a SIGBUS or a failed /dev/shm segment in a training job usually means /dev/shm is too small (check `df -h "
+    "/dev/shm` where it ran): give the container more (docker run --shm-size=16g; in Kubernetes an emptyDir volume "
+    "with medium: Memory mounted at /dev/shm), or set NCCL_SHM_DISABLE=1 / fewer DataLoader workers; the node is "
+    "not at fault"
+)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """An event as a cause sees it: its code, severity, priority (higher: more decisive), grouping key, the note
+    a rule adds to the message, and the rule that judged it."""
+
+    code: FindingCode
+    severity: Severity
+    priority: int
+    key: tuple[object, ...]
+    note: str = ""
+    rule: Rule | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of :data:`RULES` (see the module doc). ``code`` ``None`` (role ``context``) makes no cause;
+    ``absorbs`` are codes whose causes of the same host and rank this one's explains (NCCL wrapping a
+    configuration error as ``internal error``); ``judge`` replaces the row's code, severity and priority by a
+    computation (the XID table)."""
+
+    kind: EventKind
+    code: FindingCode | None
+    severity: Severity = C
+    priority: int = 0
+    role: Role = "decisive"
+    key: tuple[str, ...] = ()
+    when: Callable[[JobEvent], bool] | None = None
+    message: str = ""
+    action: str = ""
+    note: str = ""
+    absorbs: frozenset[FindingCode] = frozenset()
+    judge: Callable[[JobEvent, Rule], Judged] | None = None
+
+    def applies(self, e: JobEvent) -> bool:
+        return e.kind is self.kind and (self.when is None or self.when(e))
+
+
+_CRASH_SIGNALS = (
+    "SIGSEGV",
+    "SIGBUS",
+    "SIGABRT",
+    "SIGILL",
+    "SIGFPE",
+    "Segmentation",
+    "Bus error",
+    "Aborted",
+    "Illegal",
+    "Floating",
+)
+_CONFIG_EXC = frozenset(
+    {
+        "ImportError",
+        "ModuleNotFoundError",
+        "FileNotFoundError",
+        "NotADirectoryError",
+        "PermissionError",
+        "KeyError",
+        "ValueError",
+        "TypeError",
+        "AttributeError",
+        "NameError",
+        "SyntaxError",
+        "IndentationError",
+        "ArgumentError",
+        "ConfigError",
+        "ConfigAttributeError",
+        "MissingMandatoryValue",
+        "ValidationError",
+    }
+)
+
+
+def _d(e: JobEvent, name: str) -> str:
+    return str(e.details.get(name) or "")
+
+
+def _xid(e: JobEvent, rule: Rule) -> Judged:
+    """An XID as a cause: the shared judgement (:func:`~fleetdx.orchestrator.diagnosis.xid_table.judge_xid`) by
+    its effective class (an XID 45 by the XID it says caused it): an application XID is the job's CUDA_ERROR,
+    an informational one a GPU_HW_FAULT warning, the rest a critical GPU_HW_FAULT."""
+    j = judge_xid(int(e.details.get("xid") or 0), [_d(e, "message")])
+    key = ("gpu", e.host, e.details.get("pci"))
+    if j.effective is XidClass.APP:
+        return Judged(FindingCode.CUDA_ERROR, C, 60, key, j.note, rule)
+    if j.effective is XidClass.INFO:
+        return Judged(FindingCode.GPU_HW_FAULT, W, 30, key, j.note, rule)
+    return Judged(FindingCode.GPU_HW_FAULT, C, 100, key, j.note, rule)
+
+
+def _fatal_aer(e: JobEvent) -> bool:
+    return "Uncorrected" in (_d(e, "received") or _d(e, "severity")) or e.details.get("first") is True
+
+
+def _link_context(e: JobEvent) -> bool:
+    return e.details.get("state") in ("ACTIVE", "ARMED", "INIT") and not e.details.get("module")
+
+
+def _flap(e: JobEvent) -> bool:
+    return e.details.get("recovered_after_s") is not None
+
+
+def _oom_reason(e: JobEvent) -> bool:
+    return "Out Of Memory" in _d(e, "reason")
+
+
+def _crash_reason(e: JobEvent) -> bool:
+    return any(s in _d(e, "reason") for s in _CRASH_SIGNALS)
+
+
+def _not_root(e: JobEvent) -> bool:
+    return e.details.get("root_cause") is False
+
+
+def _sigkill(e: JobEvent) -> bool:
+    return _d(e, "signal") == "SIGKILL" or e.details.get("exit_code") == -9
+
+
+def _signalled(e: JobEvent) -> bool:
+    code = e.details.get("exit_code")
+    return bool(_d(e, "signal")) or (isinstance(code, int) and code < 0)
+
+
+def _teardown_of_timeout(e: JobEvent) -> bool:
+    return e.details.get("teardown_of") == EventKind.WATCHDOG_TIMEOUT.value
+
+
+def _teardown_of_error(e: JobEvent) -> bool:
+    t = e.details.get("teardown_of")
+    return t is not None and t != "watchdog"
+
+
+def _c10d_teardown(e: JobEvent) -> bool:
+    return e.details.get("teardown_of") == "watchdog" or _d(e, "exception").startswith("c10::Dist")
+
+
+def _crash_signal(e: JobEvent) -> bool:
+    return any(s in _d(e, "signal") for s in _CRASH_SIGNALS)
+
+
+def _exc_type(e: JobEvent) -> str:
+    return _d(e, "type").rsplit(".", 1)[-1]
+
+
+def _summarised_exc(e: JobEvent) -> bool:
+    return _exc_type(e) in ("ChildFailedError", "DistBackendError", "OutOfMemoryError")
+
+
+def _config_exc(e: JobEvent) -> bool:
+    return _exc_type(e) in _CONFIG_EXC
+
+
+def _ecc(e: JobEvent) -> bool:
+    return "ECC" in _d(e, "error")
+
+
+def _nccl_oom(e: JobEvent) -> bool:
+    return "out of memory" in _d(e, "error")
+
+
+_WHERE = ("host", "rank")
+_INTERNAL = frozenset({FindingCode.NCCL_INTERNAL_ERROR})
+_F = FindingCode
+
+#: the cause rules, first match wins (see the module doc)
+RULES: tuple[Rule, ...] = (
+    # GPUs, PCIe, nodes
+    Rule(EventKind.XID, _F.GPU_HW_FAULT, priority=100, key=("gpu", "host", "pci"), judge=_xid),
+    Rule(EventKind.GPU_LOST, _F.GPU_HW_FAULT, priority=100, key=("gpu", "host", "pci")),
+    Rule(EventKind.AER, _F.GPU_HW_FAULT, C, 95, key=("pcie", "host", "pci"), when=_fatal_aer),
+    Rule(EventKind.AER, _F.GPU_HW_FAULT, W, 15, "observer", ("pcie", "host", "pci")),
+    Rule(EventKind.NODE_FAIL, _F.NODE_FAILURE, priority=98, key=("node", "host")),
+    # host memory, Slurm's view of a task
+    Rule(EventKind.OOM_HOST, _F.OOM_HOST, priority=92, key=("oom-host", "host")),
+    Rule(EventKind.SRUN_TASK_EXIT, _F.OOM_HOST, priority=91, key=("oom-host", "host"), when=_oom_reason),
+    Rule(EventKind.SRUN_TASK_EXIT, _F.PROCESS_CRASH, priority=79, key=("crash", "host", "task"), when=_crash_reason),
+    Rule(EventKind.SRUN_TASK_EXIT, _F.PROCESS_CRASH, C, 35, "observer", ("exit", "host", "task")),
+    # GPU memory and CUDA
+    Rule(EventKind.OOM_GPU, _F.OOM_GPU, priority=88, key=("oom-gpu", *_WHERE)),
+    Rule(EventKind.CUDA_ERROR, _F.GPU_HW_FAULT, priority=97, key=("gpu", "host", "rank"), when=_ecc),
+    Rule(EventKind.CUDA_ERROR, _F.CUDA_ERROR, priority=87, key=("cuda", *_WHERE)),
+    Rule(EventKind.NCCL_CUDA_FAILURE, _F.OOM_GPU, priority=88, key=("oom-gpu", *_WHERE), when=_nccl_oom),
+    Rule(EventKind.NCCL_CUDA_FAILURE, _F.CUDA_ERROR, priority=86, key=("cuda", *_WHERE)),
+    # InfiniBand
+    Rule(EventKind.IB_PORT_STATE, None, role="context", when=_link_context),
+    Rule(EventKind.IB_LINK_DOWN, _F.NCCL_NETWORK_ERROR, W, 40, "observer", ("flap", "host", "device"), when=_flap),
+    Rule(EventKind.IB_PORT_STATE, _F.NCCL_NETWORK_ERROR, W, 40, "observer", ("flap", "host", "device"), when=_flap),
+    Rule(EventKind.IB_LINK_DOWN, _F.NCCL_NETWORK_ERROR, priority=90, key=("link", "host", "device")),
+    Rule(EventKind.IB_PORT_STATE, _F.NCCL_NETWORK_ERROR, priority=90, key=("link", "host", "device")),
+    Rule(EventKind.NCCL_IB_ASYNC, _F.NCCL_NETWORK_ERROR, priority=84, key=("hca", "host")),
+    Rule(EventKind.NCCL_IB_COMPLETION, _F.NCCL_NETWORK_ERROR, priority=83, key=("ib", "host")),
+    # the bus errors of a too small /dev/shm (SIGBUS: srun's "Bus error", UCX's "Caught signal 7")
+    Rule(
+        EventKind.BUS_ERROR,
+        _F.PROCESS_CRASH,
+        priority=81,
+        key=("crash", "host", "task"),
+        message="{where} died on SIGBUS (bus error): usually a write to a full /dev/shm ({text})",
+        action=SHM_ACTION,
+    ),
+    # torchrun / elastic
+    Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, C, 30, "observer", ("child", *_WHERE), when=_not_root),
+    Rule(EventKind.CHILD_FAILED, _F.OOM_HOST, priority=70, key=("oom-host", "host"), when=_sigkill, note="SIGKILL"),
+    Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, priority=80, key=("crash", *_WHERE), when=_signalled),
+    Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, priority=65, key=("crash", *_WHERE)),
+    # a process ending: ProcessGroupNCCL's teardown after its watchdog's timeout is evidence of the timeout; after
+    # another error, that error's own line is the cause; a c10d error's end is below any failure the log shows
+    Rule(EventKind.SIGNAL, _F.NCCL_TIMEOUT, C, 20, "observer", ("timeout",), when=_teardown_of_timeout),
+    Rule(EventKind.SIGNAL, None, role="context", when=_teardown_of_error),
+    Rule(EventKind.SIGNAL, _F.PROCESS_CRASH, C, 15, "observer", ("signal", *_WHERE), when=_c10d_teardown),
+    Rule(EventKind.SIGNAL, _F.PROCESS_CRASH, priority=80, key=("crash", *_WHERE), when=_crash_signal),
+    Rule(EventKind.SIGNAL, _F.PROCESS_CRASH, C, 25, "observer", ("signal", *_WHERE)),
+    # Python exceptions (the summary block, the NCCL or OOM event on the same line say more for some)
+    Rule(EventKind.PYTHON_EXCEPTION, None, role="context", when=_summarised_exc),
+    Rule(EventKind.PYTHON_EXCEPTION, _F.CONFIG_ERROR, priority=62, key=("config", *_WHERE), when=_config_exc),
+    Rule(EventKind.PYTHON_EXCEPTION, _F.PROCESS_CRASH, priority=55, key=("exception", *_WHERE)),
+    # configuration errors NCCL or torch detects (above the "internal error" NCCL wraps some of them in)
+    Rule(
+        EventKind.NCCL_NO_SOCKET_INTERFACE,
+        _F.CONFIG_ERROR,
+        priority=64,
+        key=("config", *_WHERE),
+        message="configuration error {where}: NCCL/Gloo found no usable network interface ({text})",
+        action="set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to an interface every node has (ip -br addr), or "
+        "unset them; a container needs the host's network (or its interfaces) to reach the other nodes",
+        absorbs=_INTERNAL,
+    ),
+    Rule(
+        EventKind.COLLECTIVE_MISMATCH,
+        _F.CONFIG_ERROR,
+        priority=63,
+        key=("mismatch", *_WHERE),
+        message="ranks called different collectives {where} (torch's collective check): {text}",
+        action="a program error, not a node's: every rank must call the same collectives in the same order with "
+        "the same shapes (a rank-dependent branch, an uneven last batch); TORCH_DISTRIBUTED_DEBUG=DETAIL names them",
+        absorbs=_INTERNAL,
+    ),
+    Rule(
+        EventKind.NCCL_SHM_ERROR,
+        _F.CONFIG_ERROR,
+        priority=66,
+        key=("config", *_WHERE),
+        message="NCCL could not create or grow its shared-memory segment {where} ({text}): /dev/shm is too small",
+        action=SHM_ACTION,
+        absorbs=_INTERNAL,
+    ),
+    Rule(EventKind.NCCL_INVALID_USAGE, _F.CONFIG_ERROR, priority=62, key=("config", *_WHERE)),
+    Rule(EventKind.NCCL_INTERNAL_ERROR, _F.NCCL_INTERNAL_ERROR, priority=54, key=("nccl-internal", *_WHERE)),
+    Rule(EventKind.NCCL_SYSTEM_ERROR, _F.NCCL_INTERNAL_ERROR, priority=54, key=("nccl-internal", *_WHERE)),
+    Rule(EventKind.SLURM_TIME_LIMIT, _F.SLURM_TIME_LIMIT, priority=52, key=("time-limit",)),
+    # observers of a failure elsewhere
+    Rule(EventKind.NCCL_CONNECTION_CLOSED, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
+    Rule(EventKind.NCCL_SOCKET_ERROR, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
+    Rule(EventKind.NCCL_REMOTE_ERROR, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
+    Rule(EventKind.GLOO_ERROR, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
+    Rule(EventKind.UCX_ERROR, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
+    Rule(EventKind.WATCHDOG_TIMEOUT, _F.NCCL_TIMEOUT, C, 20, "observer", ("timeout",)),
+    Rule(EventKind.WORK_PROGRESS, _F.NCCL_TIMEOUT, C, 20, "observer", ("timeout",)),
+    Rule(EventKind.WATCHDOG_STUCK, _F.NCCL_TIMEOUT, C, 20, "observer", ("timeout",)),
+    Rule(EventKind.FLIGHT_RECORDER_DUMP, _F.NCCL_TIMEOUT, C, 20, "observer", ("timeout",)),
+    Rule(EventKind.NCCL_NET_SOCKET, _F.NCCL_TRANSPORT_FALLBACK, W, 5, "observer", ("socket", "host")),
+)
+
+_BY_KIND: dict[EventKind, tuple[Rule, ...]] = {}
+for _r in RULES:
+    _BY_KIND[_r.kind] = (*_BY_KIND.get(_r.kind, ()), _r)
+
+
+def rule_of(e: JobEvent) -> Rule | None:
+    """The first row of :data:`RULES` that applies to ``e``, ``None`` when none does."""
+    return next((r for r in _BY_KIND.get(e.kind, ()) if r.applies(e)), None)
+
+
+def _field(e: JobEvent, name: str) -> object:
+    if name == "host":
+        return e.host
+    if name == "rank":
+        return e.rank
+    if name == "task":
+        return e.task
+    return e.details.get(name)
+
+
+def judge(e: JobEvent) -> Judged | None:
+    """How one event counts (its rule's code, severity, priority and grouping key), or ``None`` when it is
+    context only."""
+    r = rule_of(e)
+    if r is None or r.code is None:
+        return None
+    if r.judge is not None:
+        return r.judge(e, r)
+    key = (r.key[0], *(_field(e, f) for f in r.key[1:])) if r.key else (r.kind.value,)
+    return Judged(r.code, r.severity, r.priority, key, r.note, r)
+
+
+class _Details(dict[str, object]):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def render(template: str, *, where: str, host: str, text: str, details: Mapping[str, object]) -> str:
+    """``template`` with ``{where}``, ``{host}``, ``{text}`` and ``{d[FIELD]}`` filled (an absent field: ``?``)."""
+    values = {"where": where, "host": host, "text": text, "d": _Details(details)}
+    return string.Formatter().vformat(template, (), values)

@@ -1,0 +1,146 @@
+"""Issue 20: the cause rules as a table (orchestrator/postmortem/rules.py), the new event kinds of the message
+catalog judged as causes, and the job's own rank -> host map (orchestrator/postmortem/ranks.py).
+
+The logs are tests/fixtures/joblogs_catalog/: ``multirank_new_kinds.log`` and ``own_timeout_then_dump.log`` (the
+catalog's), and the ``synthetic_*`` ones written for these tests in the exact shapes srun -l, torch and NCCL print.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleetdx.orchestrator.judgement import Finding
+from fleetdx.orchestrator.judgement import FindingCode as F
+from fleetdx.orchestrator.postmortem.contracts import PostmortemReport
+from fleetdx.orchestrator.postmortem.ranks import task_ids
+from fleetdx.orchestrator.postmortem.rules import DECISIVE, RULES, judge, rule_of
+from fleetdx.orchestrator.postmortem.run import run_postmortem
+from fleetdx.orchestrator.postmortem.sources import LogFiles
+from fleetdx.probes.contracts import Severity
+from fleetdx.probes.parsers.joblog import EventKind as K
+from fleetdx.probes.parsers.joblog import JobEvent
+
+CAT = Path(__file__).parent / "fixtures" / "joblogs_catalog"
+SRUN = CAT / "synthetic_srun-l_rank2-oom-first_ranks0-1-watchdog.log"
+
+
+def _pm(*names: str | Path) -> PostmortemReport:
+    return run_postmortem([LogFiles([n if isinstance(n, Path) else CAT / n for n in names])])
+
+
+def _of(report: PostmortemReport, code: F) -> list[Finding]:
+    return [c for c in report.findings if c.code is code]
+
+
+def _ev(kind: K, **details: object) -> JobEvent:
+    return JobEvent(kind=kind, file="x.log", line=1, text="x", rank=0, host="h1", details=details)
+
+
+# ------------------------------------------------------------------------------------------------- the table
+
+
+def test_every_rule_role_agrees_with_its_priority() -> None:
+    for r in RULES:
+        if r.code is None:
+            assert r.role == "context", r
+        elif r.judge is None:
+            assert (r.priority >= DECISIVE) == (r.role == "decisive"), r
+
+
+def test_every_event_kind_has_a_rule_or_is_context_by_design() -> None:
+    """A kind with no row makes no cause: only the catch-alls and the link-up line may be such."""
+    ruled = {r.kind for r in RULES}
+    assert set(K) - ruled == {K.NCCL_WARN, K.IB_LINK_UP, K.SLURM_CANCELLED}
+
+
+def test_first_matching_row_decides() -> None:
+    assert rule_of(_ev(K.SRUN_TASK_EXIT, reason="Out Of Memory")).code is F.OOM_HOST  # type: ignore[union-attr]
+    assert rule_of(_ev(K.SRUN_TASK_EXIT, reason="Bus error (core dumped)")).priority == 79  # type: ignore[union-attr]
+    assert rule_of(_ev(K.SRUN_TASK_EXIT, reason="Exited with exit code 1")).role == "observer"  # type: ignore[union-attr]
+    assert judge(_ev(K.PYTHON_EXCEPTION, type="torch.distributed.DistBackendError")) is None
+
+
+def test_new_kinds_are_judged() -> None:
+    cases = {
+        K.COLLECTIVE_MISMATCH: (F.CONFIG_ERROR, "decisive"),
+        K.NCCL_NO_SOCKET_INTERFACE: (F.CONFIG_ERROR, "decisive"),
+        K.NCCL_SHM_ERROR: (F.CONFIG_ERROR, "decisive"),
+        K.BUS_ERROR: (F.PROCESS_CRASH, "decisive"),
+        K.WATCHDOG_STUCK: (F.NCCL_TIMEOUT, "observer"),
+        K.FLIGHT_RECORDER_DUMP: (F.NCCL_TIMEOUT, "observer"),
+        K.GLOO_ERROR: (F.NCCL_NETWORK_ERROR, "observer"),
+        K.UCX_ERROR: (F.NCCL_NETWORK_ERROR, "observer"),
+    }
+    for kind, (code, role) in cases.items():
+        r = rule_of(_ev(kind))
+        assert r is not None and (r.code, r.role) == (code, role), kind
+
+
+def test_task_ids() -> None:
+    assert task_ids("2") == [2] and task_ids("0-3,7") == [0, 1, 2, 3, 7] and task_ids("x") == [] == task_ids("3-1")
+
+
+# ------------------------------------------------------------------------------------ the new kinds as causes
+
+
+def test_new_kinds_make_causes_with_their_rank_and_host() -> None:
+    report = _pm("multirank_new_kinds.log")
+    where = {(c.code, c.rank, c.host) for c in report.findings}
+    assert (F.CONFIG_ERROR, 0, "gpu-a01") in where  # no socket interface, and the collective mismatch
+    assert (F.CONFIG_ERROR, 6, "gpu-a04") in where  # NCCL's /dev/shm segment
+    assert (F.OOM_GPU, 5, "10.0.0.9") in where  # HIP OOM behind Ray's ip= prefix
+    config = _of(report, F.CONFIG_ERROR)
+    assert any("no usable network interface" in c.message and "NCCL_SOCKET_IFNAME" in c.action for c in config)
+    assert any("different collectives" in c.message for c in config)
+    shm = next(c for c in config if c.rank == 6)
+    assert "/dev/shm" in shm.message and "--shm-size" in shm.action and "emptyDir" in shm.action
+
+
+def test_hip_oom_names_its_device() -> None:
+    (oom,) = _of(_pm("multirank_new_kinds.log"), F.OOM_GPU)
+    assert oom.message.startswith("HIP out of memory") and oom.gpu == "cuda:1"
+
+
+def test_bus_error_is_one_crash_with_the_shm_advice() -> None:
+    crash = [c for c in _of(_pm("multirank_new_kinds.log"), F.PROCESS_CRASH) if c.host == "gpu-a03"]
+    assert len(crash) == 1
+    (c,) = crash
+    assert "SIGBUS" in c.message and "task 4" in c.message
+    assert "/dev/shm" in c.action and "--shm-size" in c.action and "medium: Memory" in c.action
+    assert [e.line for e in c.evidence] == [7]  # srun's line read twice is one evidence line
+
+
+def test_dump_signal_culprit_is_the_rank_that_timed_out() -> None:
+    (t,) = _of(_pm("multirank_new_kinds.log"), F.NCCL_TIMEOUT)
+    assert t.message.startswith("NCCL watchdog timeout: rank 3 waited")
+    assert "dump signals printed by ranks 1,3" in t.message and "watchdog of rank 2 got stuck" in t.message
+
+
+def test_internal_error_wrapping_no_socket_interface_is_a_config_error() -> None:
+    report = _pm("synthetic_internal-error-wrapping-no-socket-interface.log")
+    assert [c.code for c in report.findings] == [F.CONFIG_ERROR]
+    (c,) = report.findings
+    assert c.rank == 1 and [e.line for e in c.evidence][0] == 9 and {6, 7} <= {e.line for e in c.evidence}
+
+
+# ------------------------------------------------------------------------------------ the job knows its ranks
+
+
+def test_srun_error_line_names_the_host_of_the_rank_that_failed_first() -> None:
+    """The real-Slurm failure of issue 20: rank 2's OOM (task 2 under srun -l) and srun's ``sim3: task 2`` line
+    in one file; the host was left empty and the timeout said the rank was not among the logs."""
+    report = _pm(SRUN)
+    first = report.findings[0]
+    assert (first.code, first.rank, first.host) == (F.OOM_GPU, 2, "sim3")
+    assert [e.line for e in first.evidence][:2] == [11, 12]  # the OOM, then the srun line that named sim3
+    (t,) = _of(report, F.NCCL_TIMEOUT)
+    assert (t.rank, t.host) == (2, "sim3")
+    assert "rank 2 never reached it" in t.message and "oom-gpu" in t.message
+    assert "not among the logs given" not in t.message
+    assert not any("never reached" in m for m in report.missing_evidence)
+    assert t.evidence[0].line == 11 and t.severity is Severity.CRITICAL
+
+
+def test_a_rank_that_failed_after_the_timeouts_is_not_blamed_for_them() -> None:
+    (t,) = _of(_pm("multirank_new_kinds.log"), F.NCCL_TIMEOUT)
+    assert t.rank is None  # rank 5's HIP OOM comes after the dump signals
