@@ -19,7 +19,7 @@ from rich.table import Table
 from fleetdx.orchestrator.cli.common import console, fail, handle_errors, print_json
 
 if TYPE_CHECKING:
-    from fleetdx.orchestrator.store import RunSummary
+    from fleetdx.orchestrator.store import PostmortemRecord, RunSummary
 
 DB_HELP = "Database URL (default: $FLEETDX_DB_URL, else an SQLite file in the user's data directory)."
 DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
@@ -121,7 +121,8 @@ def history(
         bool, typer.Option("--json", help="Print the history as JSON (NodeHistory; with only --job, RunSummary list).")
     ] = False,
 ) -> None:
-    """Show a node's verdict and findings over time, newest run first; or, with only --job, a job's runs.
+    """Show a node's verdict and findings over time, newest run first; or, with only --job, a job's runs and
+    its stored postmortems (the JSON of --job alone stays the RunSummary list).
 
     A node's findings include every pair or group finding that names it (a hung pair is in the history of
     both hosts). Examples: `fleetdx history gpu07`, `fleetdx history gpu07 --job 4711`, `fleetdx history --job
@@ -136,6 +137,8 @@ def history(
             assert job is not None
             runs = store.list_runs(limit=limit, job_id=job)
             _print_job_runs(job, runs, as_json)
+            if not as_json:
+                _print_job_postmortems(job, store.list_postmortems(limit=limit, job_id=job))
             return
         result = NodeHistory(host=host, entries=store.node_history(host, limit=limit, job_id=job))
     if as_json:
@@ -159,6 +162,21 @@ def history(
         if e.simulated:
             kind += " SIMULATED"
         table.add_row(started, e.run_id, kind, e.verdict.name, escape("\n".join(lines)) or "-")
+    console.print(table)
+
+
+def _print_job_postmortems(job: str, records: list[PostmortemRecord]) -> None:
+    """The job's stored postmortems (``fleetdx postmortem --job``), newest first, beside its runs."""
+    if not records:
+        typer.echo(f"no stored postmortems of job {job}")
+        return
+    table = Table(title=f"job {job}: {len(records)} newest postmortems")
+    for col in ("made (UTC)", "postmortem", "verdict", "first cause", "hosts"):
+        table.add_column(col)
+    for r in records:
+        made = datetime.fromtimestamp(r.created_at, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        hosts = ", ".join(r.hosts[:6]) + (" ..." if len(r.hosts) > 6 else "")
+        table.add_row(made, r.postmortem_id, r.verdict.name, r.first_cause or "-", escape(hosts) or "-")
     console.print(table)
 
 

@@ -2,8 +2,11 @@
 
 Evidence comes from a list of sources (:mod:`fleetdx.orchestrator.postmortem.sources`): the job's logs
 (``--logs``), node bundles with their kernel logs (``--bundles``), and the job model (``--job ID``: Slurm's
-``scontrol``/``sacct``: nodes, window, state, exit code). A new kind of evidence is one more source appended in
-:func:`_sources`. Exit code: the Nagios verdict (a failed job with a found cause is CRITICAL 2; UNKNOWN 3 when no
+``scontrol``/``sacct``: nodes, window, state, exit code). The command only builds a
+:class:`~fleetdx.orchestrator.postmortem.job.PostmortemRequest`, runs it
+(:func:`~fleetdx.orchestrator.postmortem.job.run_postmortem_request`), renders the report and exits with its exit
+code; a usage error (a path that does not exist, a bad time) is one line on stderr and exit 3. Exit code: the
+Nagios verdict (a failed job with a found cause is CRITICAL 2; UNKNOWN 3 when no
 cause is found, and for usage or input errors).
 """
 
@@ -21,7 +24,6 @@ from fleetdx.orchestrator.cli.common import console, err_console, fail, handle_e
 
 if TYPE_CHECKING:
     from fleetdx.orchestrator.postmortem.contracts import PostmortemReport
-    from fleetdx.orchestrator.postmortem.sources import EvidenceSource
 
 _HELP = (
     "Explain a failed job: which rank failed first, on which host and GPU, why, with the evidence lines.\n\n"
@@ -41,10 +43,16 @@ _STYLE = {"critical": "bold red", "warning": "yellow", "unknown": "magenta", "in
 
 def parse_time(text: str | None, option: str) -> float | None:
     """``--since``/``--until``: Unix seconds, or ISO 8601 (``2026-11-22T10:58``, ``2026-11-22 10:58:12+02:00``;
-    no zone: UTC)."""
+    no zone: UTC).
+
+    Raises:
+        ConfigError: neither (a usage error: exit 3).
+    """
+    from fleetdx.probes.errors import ConfigError
+
     if text is None:
         return None
-    bad = typer.BadParameter(f"{text!r}: not ISO 8601 (2026-11-22T10:58:12) or Unix seconds", param_hint=option)
+    bad = ConfigError(f"{option} {text!r}: not ISO 8601 (2026-11-22T10:58:12) or Unix seconds")
     try:
         seconds = float(text)
     except ValueError:
@@ -58,41 +66,6 @@ def parse_time(text: str | None, option: str) -> float | None:
     except ValueError:
         raise bad from None
     return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
-
-
-def _sources(
-    logs: list[Path], bundles: list[Path], fr: Path | None = None, world_size: int | None = None
-) -> list[EvidenceSource]:
-    from fleetdx.orchestrator.postmortem.sources import Bundles, LogFiles
-
-    sources: list[EvidenceSource] = []
-    if logs:
-        sources.append(LogFiles(logs))
-    if bundles:
-        sources.append(Bundles(bundles))
-    if fr is not None:
-        from fleetdx.orchestrator.postmortem.flight import FlightRecorderDumps
-
-        sources.append(FlightRecorderDumps(fr, world_size))
-    return sources
-
-
-def _with_store(report: PostmortemReport, db: str | None, save: bool) -> tuple[PostmortemReport, str]:
-    """The report with the blamed hosts' stored history, kept in the store unless ``save`` is false; and one
-    line saying what happened. A store that cannot be opened costs the history and the keeping, never the
-    postmortem: the line says why."""
-    from fleetdx.orchestrator.postmortem import history
-    from fleetdx.orchestrator.store import Store, StoreError
-
-    try:
-        with Store.open(db) as store:
-            report = history.with_history(report, store)
-            if not save:
-                return report, f"postmortem not kept (--no-save); history read from {store.url}"
-            record = history.save(report, store)
-            return report, f"postmortem {record.postmortem_id} kept in {store.url}"
-    except StoreError as e:
-        return report, f"no store: the hosts' history was not read and the postmortem not kept ({e})"
 
 
 def _render_history(report: PostmortemReport) -> None:
@@ -212,42 +185,35 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
     ) -> None:
-        from fleetdx.orchestrator.postmortem.run import Window, run_postmortem
-        from fleetdx.orchestrator.scheduler.targets import expand_hostlist
+        from pydantic import ValidationError
+
+        from fleetdx.orchestrator.postmortem.job import PostmortemRequest, run_postmortem_request
 
         log_paths, bundle_dirs = list(logs or []), list(bundles or [])
         for p in paths or []:
             (bundle_dirs if p.is_dir() else log_paths).append(p)
-        job = None
-        if job_id is not None:
-            from fleetdx.orchestrator.scheduler.job import load_slurm_job
-
-            job = load_slurm_job(job_id)
-        epilog_note = None
-        if job_id is not None and bundle_dir is not None:
-            kept = bundle_dir / job_id
-            found = sorted(p for p in kept.iterdir() if p.is_dir()) if kept.is_dir() else []
-            bundle_dirs += [p for p in found if p not in bundle_dirs]
-            if not found:
-                epilog_note = f"no epilog bundles of job {job_id} under {kept} (slurm/epilog.sh writes them there)"
-        if not log_paths and not bundle_dirs and job is None and fr is None:
-            raise fail("nothing to read: give --logs FILE..., --bundles DIR..., --fr DIR and/or --job ID")
-        window = Window(
-            since=parse_time(since, "--since"),
-            until=parse_time(until, "--until"),
-            nodes=frozenset(expand_hostlist(nodes)) if nodes else frozenset(),
-        )
-        if window.since is not None and window.until is not None and window.until < window.since:
-            raise fail("--until is before --since")
-        world = max((p.rank for p in job.ranks), default=-1) + 1 if job is not None else 0
-        report = run_postmortem(_sources(log_paths, bundle_dirs, fr, world or None), job, window)
-        if epilog_note is not None:
-            report = report.model_copy(update={"missing_evidence": [*report.missing_evidence, epilog_note]})
-        report, note = _with_store(report, db, save=not no_save)
+        try:
+            request = PostmortemRequest(
+                logs=log_paths,
+                bundles=bundle_dirs,
+                fr=fr,
+                job_id=job_id,
+                bundle_dir=bundle_dir,
+                nodes=nodes,
+                since=parse_time(since, "--since"),
+                until=parse_time(until, "--until"),
+                db=db,
+                save=not no_save,
+            )
+        except ValidationError as e:
+            raise fail("; ".join(str(err["msg"]).removeprefix("Value error, ") for err in e.errors())) from None
+        notes: list[str] = []
+        report = run_postmortem_request(request, on_note=notes.append)
+        note = notes[0] if notes else ""
         if html_out is not None:
             from fleetdx.orchestrator.htmlreport import render_postmortem, write_html
 
-            given = [*log_paths, *bundle_dirs, *([fr] if fr is not None else [])]
+            given = [*request.logs, *request.bundles, *([fr] if fr is not None else [])]
             write_html(html_out, render_postmortem(report, sources=[str(p) for p in given]))
         if as_json:
             print_json(report)

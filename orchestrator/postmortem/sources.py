@@ -23,11 +23,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from fleetdx.orchestrator.judgement import Finding
+from fleetdx.orchestrator.diagnosis.base import Fleet
+from fleetdx.orchestrator.diagnosis.engine import diagnose
+from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.postmortem.bandwidth import MAX_CURVES, bundle_curves
 from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, TimelineEntry
-from fleetdx.probes.bundle import read_bundle
+from fleetdx.probes.bundle import BundleData, read_bundle
+from fleetdx.probes.contracts import Severity
 from fleetdx.probes.errors import BundleError, ParseError
+from fleetdx.probes.facts import node_facts
 from fleetdx.probes.parsers.joblog import MAX_LINE, JobLog, JobLogScanner
 from fleetdx.probes.parsers.joblog_kernel import KernelLogScanner, parse_kernel_log
 from fleetdx.probes.rawfile import RawFileError, check_regular
@@ -138,20 +142,42 @@ class LogFiles:
         return ev
 
 
+#: bundle findings left to the kernel-log path (which ties an XID to its rank): not repeated as causes
+_KERNEL_CODES = frozenset({FindingCode.GPU_XID})
+
+
+def bundle_findings(bundle: BundleData) -> list[Finding]:
+    """The pre-flight diagnosis of one node bundle (a foreign process on a GPU, a GPU missing, ECC counters, ...,
+    :func:`fleetdx.orchestrator.diagnosis.engine.diagnose`), its WARNING and CRITICAL findings naming the bundle's
+    host, but those the bundle's kernel log gives as events (XIDs). Raises what the diagnosis raises (a bug)."""
+    diagnosis = diagnose(Fleet(nodes=[node_facts(bundle)]))
+    return [
+        f.model_copy(update={"nodes": list(dict.fromkeys([bundle.host, *f.nodes]))})
+        for f in diagnosis.findings
+        if f.severity in (Severity.WARNING, Severity.CRITICAL) and f.code not in _KERNEL_CODES
+    ]
+
+
 @dataclass
 class Bundles:
-    """Node bundles (``--bundles``): their kernel logs, the host being the bundle's."""
+    """Node bundles (``--bundles``, the epilog's bundles of ``--job``): their kernel logs, the host being the
+    bundle's, and (``findings``) what the pre-flight diagnosis finds in each (:func:`bundle_findings`), given as
+    causes placed after the decisive events of the logs."""
 
     dirs: Sequence[Path]
+    findings: bool = True
 
     def collect(self, ctx: Context) -> Evidence:
         ev = Evidence()
+        found: list[Finding] = []
         for d in self.dirs:
             try:
                 bundle = read_bundle(Path(d))
             except BundleError as e:
                 ev.missing.append(f"{d}: bundle not read: {e}")
                 continue
+            if self.findings:
+                found += bundle_findings(bundle)
             year = ctx.year or (bundle.created_at.year if bundle.created_at else None)
             curves, notes = bundle_curves(bundle, str(d))
             ev.missing += notes
@@ -173,4 +199,6 @@ class Bundles:
                     continue
                 ev.kernel_logs += 1
                 ev.kernel_hosts.add(bundle.host)
+        if found:
+            ev.causes = lambda _rank_hosts: found
         return ev

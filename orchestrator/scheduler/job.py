@@ -168,12 +168,18 @@ def job_from_record(rec: SlurmJobRecord) -> Job:
     )
 
 
+class JobNotFoundError(ConfigError):
+    """Neither ``scontrol`` nor ``sacct`` knows the job: slurmctld has purged it (``MinJobAge``, 300 s by
+    default) and accounting is off or has no record. A postmortem goes on without the job record."""
+
+
 def load_slurm_job(job_id: str, runner: Runner | None = None, timeout_s: float = SCHEDULER_TIMEOUT_S) -> Job:
     """Job ``job_id`` from ``scontrol show job -o``, else (the controller has forgotten it) ``sacct --json``.
 
     Raises:
-        ConfigError: ``job_id`` is not a Slurm job id, or neither command knows the job (the message gives
-            each command's reason: not installed, unknown id, accounting disabled, timed out).
+        ConfigError: ``job_id`` is not a Slurm job id.
+        JobNotFoundError: neither command knows the job (a :class:`ConfigError`; the message gives each
+            command's reason: not installed, unknown id, accounting disabled, timed out).
     """
     if not _JOB_ID_RE.match(job_id):
         raise ConfigError(f"{job_id!r}: not a Slurm job id (digits, optionally _N or +N)")
@@ -196,5 +202,5 @@ def load_slurm_job(job_id: str, runner: Runner | None = None, timeout_s: float =
             continue
         rec = next((r for r in records if r.job_id == job_id), records[0])
         return job_from_record(rec)
-    raise ConfigError(f"Slurm job {job_id} not found ({'; '.join(reasons)})")
+    raise JobNotFoundError(f"Slurm job {job_id} not found ({'; '.join(reasons)})")
 
