@@ -144,3 +144,37 @@ def test_srun_error_line_names_the_host_of_the_rank_that_failed_first() -> None:
 def test_a_rank_that_failed_after_the_timeouts_is_not_blamed_for_them() -> None:
     (t,) = _of(_pm("multirank_new_kinds.log"), F.NCCL_TIMEOUT)
     assert t.rank is None  # rank 5's HIP OOM comes after the dump signals
+
+
+# ------------------------------------------------------------------------------------ verdicts a person can read
+
+
+def test_the_same_nccl_error_on_every_rank_of_a_host_is_one_cause_with_a_count() -> None:
+    from fleetdx.orchestrator.postmortem.correlate import correlate
+
+    events = [
+        JobEvent(kind=K.NCCL_INTERNAL_ERROR, file="x.log", line=r + 1, text="internal error", rank=r, host=h)
+        for r, h in [(r, "h1") for r in range(8)] + [(r, "h2") for r in range(8, 16)]
+    ]
+    causes = correlate(events).causes
+    assert [(c.code, c.rank, c.host) for c in causes] == [
+        (F.NCCL_INTERNAL_ERROR, 0, "h1"),
+        (F.NCCL_INTERNAL_ERROR, 8, "h2"),
+    ]
+    assert "8 ranks" in causes[0].message and "ranks 1-7" in causes[0].message
+
+
+def test_a_peer_named_by_its_ib_name_is_that_host() -> None:
+    from fleetdx.orchestrator.postmortem.correlate import correlate
+
+    e = JobEvent(
+        kind=K.NCCL_CONNECTION_CLOSED,
+        file="x.log",
+        line=1,
+        text="closed",
+        host="gpu01",
+        details={"peer": "gpu02-ib<4711>"},
+    )
+    other = JobEvent(kind=K.WATCHDOG_TIMEOUT, file="y.log", line=1, text="t", host="gpu02", rank=1)
+    (observed,) = [c for c in correlate([e, other]).causes if c.code is F.NCCL_NETWORK_ERROR]
+    assert observed.nodes == ["gpu02"] and "gpu02-ib" not in observed.action

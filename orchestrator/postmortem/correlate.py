@@ -90,6 +90,36 @@ def _peer_host(e: JobEvent) -> str | None:
     return name.split(".", 1)[0]
 
 
+#: suffixes of a host's own interface names (``gpu07-ib``: gpu07's InfiniBand/IPoIB name)
+IB_NAME_SUFFIXES = ("-ib", "-ib0", "-ib1", "-ipoib", "-rdma", "-hsn", "-roce")
+
+
+def _own_name(name: str, known: set[str]) -> str:
+    """``name`` as a host of ``known``: ``gpu07-ib`` is ``gpu07`` when ``gpu07`` is known (and not itself)."""
+    if name in known:
+        return name
+    for suffix in IB_NAME_SUFFIXES:
+        if name.endswith(suffix) and name[: -len(suffix)] in known:
+            return name[: -len(suffix)]
+    return name
+
+
+def _peers_as_hosts(events: Sequence[JobEvent], known: set[str]) -> list[JobEvent]:
+    """``events`` with a peer named by a host's own interface name (``HOST-ib``) renamed to ``HOST``, and a peer
+    that is the printing host itself marked ``details["peer_same_host"]`` (another process of that host: the
+    advice sends the reader to that host's other ranks, never to the observer as if it were another node)."""
+    out = []
+    for e in events:
+        peer = _peer_host(e)
+        if peer is not None:
+            host = _own_name(peer, known)
+            same = e.host is not None and host == _own_name(e.host, known)
+            if host != peer or same:
+                e = e.model_copy(update={"details": {**e.details, "peer": host, "peer_same_host": same}})
+        out.append(e)
+    return out
+
+
 #: a link that came back up within this many seconds, before the job's first failure, flapped
 FLAP_RECOVERY_S = 60.0
 
@@ -384,6 +414,9 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
             verb = "an application fault, the GPU stays healthy"
         if verb.startswith("drain") and act.startswith("drain"):
             act = act.removeprefix("drain").lstrip("; ,")
+        pcis = list(dict.fromkeys(str(e.details.get("pci")) for e in group if e.kind is EventKind.XID))
+        if len(pcis) > 1:
+            extra += f"; {len(pcis)} GPUs of this host alike ({', '.join(pcis[:8])}), {len(group)} lines"
         return (
             f"XID {xid} ({info.mnemonic}: {info.meaning}) {where} GPU {d.get('pci')}{extra}",
             f"{verb}: {act}",
@@ -474,6 +507,12 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
         peers = list(dict.fromkeys(p for e in group if (p := _peer_host(e))))
         seen_by = ", ".join(hosts) or "a host"
         peer_names = ", ".join(peers[:4]) or "a peer"
+        if peers and all(e.details.get("peer_same_host") for e in group if _peer_host(e)):
+            return (
+                f"{seen_by} lost NCCL connections to another process of the same host ({peer_names}; "
+                f"{', '.join(sorted({e.kind.value for e in group}))}): that process most likely exited first",
+                f"read the logs of the other ranks on {peer_names} for the first failure (an OOM, a crash)",
+            )
         return (
             f"{seen_by} lost NCCL connections to {peer_names} ({', '.join(sorted({e.kind.value for e in group}))}): "
             "the printer is the observer; the peer's process most likely exited, or the network between them "
@@ -502,8 +541,10 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
         msg = f"{d.get('type')}: {d.get('message')}" if d.get("type") else lead.text[:160]
         return (f"configuration error {where}: {msg}", "fix the job's configuration or environment and resubmit")
     if code is FindingCode.NCCL_INTERNAL_ERROR:
+        ranks = sorted({e.rank for e in group if e.rank is not None})
+        also = f" (and {_ranks(ranks[1:])} of {host}: {len(ranks)} ranks)" if len(ranks) > 1 else ""
         return (
-            f"NCCL {k.value.replace('nccl-', '').replace('-', ' ')} {where}",
+            f"NCCL {k.value.replace('nccl-', '').replace('-', ' ')} {where}{also}",
             "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET; a system error is often a failed socket or a "
             "too small /dev/shm",
         )
@@ -651,6 +692,8 @@ def correlate(
     ordered, host_lines = placement.place(ordered)
     rank_hosts = placement.hosts
     ordered = mark_flaps(ordered)
+    every_host = {e.host for e in ordered if e.host} | known_hosts | set(job.nodes if job else [])
+    ordered = _peers_as_hosts(ordered, every_host)
     groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]] = defaultdict(list)
     for e in ordered:
         j = judge(e)
@@ -748,6 +791,7 @@ def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> No
         )
         if target is not None:
             groups[target] += groups.pop(key)
+    _fold_bursts(groups)
     # a configuration error explains the "internal error" NCCL wraps it in, on the same host and rank
     for key in [k for k in groups if any(j.rule is not None and j.rule.absorbs for _, j in groups[k])]:
         absorbs = {c for _, j in groups[key] if j.rule is not None for c in j.rule.absorbs}
@@ -757,6 +801,36 @@ def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> No
         named = [k for k in groups if len(k) == 3 and k[:2] == key[:2] and k[2] is not None]
         if len(named) == 1:
             groups[named[0]] = groups.pop(key) + groups[named[0]]
+
+
+#: families whose causes of one host are one cause with a count (the same NCCL error printed by every rank)
+BURST_FAMILIES = frozenset({"nccl-internal"})
+
+
+def _consequence(e: JobEvent) -> bool:
+    """An XID that says another XID caused it (XID 45's preemptive cleanup "caused by previous Xid N")."""
+    return (
+        e.kind is EventKind.XID
+        and judge_xid(int(e.details.get("xid") or 0), [str(e.details.get("message") or "")]).cause_xid is not None
+    )
+
+
+def _fold_bursts(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
+    """One cause per host for a burst: consequence XIDs (45 after a root XID) on several GPUs of one host, and
+    the ranks of one host printing the same NCCL error (:data:`BURST_FAMILIES`); the first group (in time)
+    leads, the others' events join it (their count is in the cause's message and ``details["count"]``)."""
+    bursts: dict[tuple[object, ...], list[tuple[object, ...]]] = defaultdict(list)
+    for k, members in groups.items():
+        if k[1] == "gpu" and all(_consequence(e) for e, _ in members):
+            bursts[(k[0], "xid", k[2])].append(k)
+        elif k[1] in BURST_FAMILIES:
+            bursts[(k[0], k[1], k[2])].append(k)
+    for keys in bursts.values():
+        if len(keys) > 1:
+            lead = min(keys, key=lambda k: min(_order_key(e, e.line) for e, _ in groups[k]))
+            for k in keys:
+                if k != lead:
+                    groups[lead] += groups.pop(k)
 
 
 def _timeline_entries(ordered: Sequence[JobEvent]) -> list[TimelineEntry]:
