@@ -203,4 +203,3 @@ def load_slurm_job(job_id: str, runner: Runner | None = None, timeout_s: float =
         rec = next((r for r in records if r.job_id == job_id), records[0])
         return job_from_record(rec)
     raise JobNotFoundError(f"Slurm job {job_id} not found ({'; '.join(reasons)})")
-
