@@ -27,7 +27,7 @@ from fleetdx.probes.parsers.msgcatalog import (
 ROWS = load_rows()
 FIX = Path(__file__).parent / "fixtures" / "joblogs_catalog"
 #: the kinds joblog's hand-written patterns give (every other kind comes from the catalog only)
-_JOBLOG_KINDS = {EventKind(r.kind) for r in ROWS if r.extractor != "catalog"} | {EventKind.NODE_FAIL}
+_JOBLOG_KINDS = {EventKind(r.kind) for r in ROWS if r.extractor != "catalog"} | {EventKind.NODE_FAIL, EventKind.SIGNAL}
 
 
 def _bodies(line: str) -> list[str]:

@@ -593,17 +593,28 @@ def _timeout_cause(
             f"which rank hung the collectives: {_ranks(reporters)} reported timeouts in different process groups; "
             "give every rank's log, or Flight Recorder dumps (--fr)"
         )
+    elif not reporters and analysis.stuck:
+        # only "watchdog got stuck" lines: the hung call is in that process (its watchdog could not run)
+        rank = analysis.stuck[0]
+        host = rank_hosts.get(rank)
+        nodes = sorted({h for r in analysis.stuck if (h := rank_hosts.get(r))})
+        msg = (
+            f"ProcessGroupNCCL's watchdog of {_ranks(analysis.stuck)} got stuck: a CUDA or NCCL call (or a thread "
+            "holding the GIL inside one) hung in that process, so no collective timeout could even be reported"
+        )
+        missing.append("a stack of the stuck process (py-spy dump --native) or its Flight Recorder dump (--fr)")
     else:
-        msg = f"NCCL watchdog timeout: {_ranks(reporters)} waited in {op}{done}; " + (
+        waited = f"{_ranks(reporters)} waited in {op}{done}" if reporters else f"ranks waited in {op}{done}"
+        msg = f"NCCL watchdog timeout: {waited}; " + (
             analysis.reason or "the rank that never reached it is not among the logs given"
         )
         missing.append(
-            f"which rank never reached {op}: {_ranks(reporters)} reported and all waited on it; "
+            f"which rank never reached {op}: {waited} and no log shows the rank they waited on; "
             "give every rank's log, or Flight Recorder dumps (--fr)"
         )
     if analysis.signalled:
         msg += f"; Flight Recorder dump signals printed by {_ranks(analysis.signalled)}"
-    if analysis.stuck:
+    if analysis.stuck and reporters:  # (without reporters the message is about the stuck watchdog already)
         msg += f"; the watchdog of {_ranks(analysis.stuck)} got stuck (a CUDA or NCCL call hung in that process)"
     timeout = next((e.details.get("timeout_ms") for e in group if e.details.get("timeout_ms")), None)
     action = (

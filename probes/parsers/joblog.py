@@ -885,9 +885,11 @@ def _catalog_events(body: str, found: list[_Found]) -> list[_Found]:
         r = det.get("rank")
         rank = r if isinstance(r, int) else None
         same = next((i for i, f in enumerate(out) if f.kind is kind), None)
-        if same is not None:
+        if same is not None:  # the hand-written pattern's event: the row may add where it happened
             if out[same].host is None and host is not None:
                 out[same] = out[same]._replace(host=host)
+            if out[same].rank is None and rank is not None:
+                out[same] = out[same]._replace(rank=rank)
             continue
         det.update({"catalog": row.id, "failure_class": row.failure_class, "role": row.role})
         t = det.pop("time", None)
