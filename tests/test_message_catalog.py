@@ -237,3 +237,20 @@ def test_the_trie_gate_matches_exactly_the_lines_holding_a_literal(literals: lis
                 assert rx.search(cut) is None
     with pytest.raises(ValueError):
         trie_pattern(["a", ""])
+
+
+def test_the_literals_a_line_holds_are_found_by_the_gate_alone() -> None:
+    """``scan`` finds a line's literals from the gate's matches (one search per occurrence), not from an ``in``
+    test per literal: the same set on every fixture, on lines holding several literals, overlapping ones, and
+    literals glued to each other."""
+    import random
+
+    cat = catalog()
+    lits = cat.literals
+    rng = random.Random(20)
+    lines = [r.fixture for r in ROWS]
+    lines += [" ".join(rng.sample(lits, 3)) for _ in range(300)]
+    lines += ["".join(rng.sample(lits, 2)) for _ in range(300)]  # glued: one may start inside the other's match
+    lines += [lit[: len(lit) // 2] + lit for lit in lits]  # a prefix before the literal itself
+    for line in lines:
+        assert cat._literals_in(line) == {lit for lit in lits if lit in line}, line

@@ -80,7 +80,7 @@ from pydantic import Field
 
 from fleetdx.probes.contracts import Contract, JsonScalar
 from fleetdx.probes.errors import ParseError
-from fleetdx.probes.parsers.msgcatalog import catalog
+from fleetdx.probes.parsers.msgcatalog import catalog, trie_pattern
 from fleetdx.probes.parsers.nccl_tests import abort_signal
 
 FMT = "joblog"
@@ -545,6 +545,16 @@ _OOM_GPU_RE = re.compile(
     r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation"
     r"|CUDA_ERROR_OUT_OF_MEMORY"
 )
+#: substrings one of which every match of ``_CUDA_RE`` holds
+_CUDA_KEYS = (
+    "CUDA",
+    "cudaError",
+    "uncorrectable ECC",
+    "launch failure",
+    "illegal memory access",
+    "misaligned address",
+    "device-side assert",
+)
 _OOM_GPU_DETAIL_RE = re.compile(r"Tried to allocate (?P<alloc>[\d.]+ [KMGT]i?B).*?GPU (?P<gpu>\d+)")
 _OOM_HOST_RE = re.compile(
     r"(?P<n>\d+) oom-kill event|oom-kill:|Out of memory: Kill(?:ed)? process (?P<pid>\d+)"
@@ -665,12 +675,18 @@ _CATALOG = catalog()
 _CATALOG_KINDS = {r.id: EventKind(r.kind) for r in _CATALOG.rows}
 
 
+#: one pass over a line for every trigger key and catalog literal (a trie-shaped alternation: 1.4 us a line here
+#: against 3.1 us for ``any(k in line ...)`` over the keys plus 3.4 us for the catalog's own gate)
+_TRIGGER_GATE = re.compile(trie_pattern({k: [] for k in (*_TRIGGER_KEYS, *_CATALOG.literals)}))
+_RAW_GATE = re.compile(trie_pattern({k: [] for k in (*_RAW_KEYS, *_CATALOG.literals)}))
+
+
 def _triggered(body: str) -> bool:
-    return any(k in body for k in _TRIGGER_KEYS) or _CATALOG.may_match(body)
+    return _TRIGGER_GATE.search(body) is not None
 
 
 def _may_matter(raw: str) -> bool:
-    return any(k in raw for k in _RAW_KEYS) or raw.rstrip().endswith("]:") or _CATALOG.may_match(raw)
+    return _RAW_GATE.search(raw) is not None or raw.rstrip().endswith("]:")
 
 
 #: messages a hard wrap may split, (start marker, the pattern that says the message is whole)
@@ -740,7 +756,8 @@ def _nccl_events(body: str) -> list[_Found]:
 def _events_of(body: str) -> list[_Found]:
     """The events one normalised body says, at most one per kind."""
     found: list[_Found] = []
-    m = _WATCHDOG_RE.search(body)
+    # each pattern runs only on a body holding a fixed substring it needs (``in`` costs a tenth of a search)
+    m = _WATCHDOG_RE.search(body) if "Watchdog caught" in body else None
     if m is not None:
         args = dict(_WORK_ARG_RE.findall(m.group("args")))
         det: dict[str, JsonScalar] = {
@@ -755,16 +772,16 @@ def _events_of(body: str) -> list[_Found]:
     elif "Watchdog caught collective operation timeout" in body:  # a wrap cut short: what it says so far
         args = dict(_WORK_ARG_RE.findall(body))
         found.append(_Found(EventKind.WATCHDOG_TIMEOUT, {"seq": _int(args.get("SeqNum")), "op": args.get("OpType")}))
-    if _HEARTBEAT_RE.search(body) and not found:
+    if "Heartbeat monitor" in body and _HEARTBEAT_RE.search(body) and not found:
         found.append(_Found(EventKind.WATCHDOG_TIMEOUT, {"heartbeat": True}))
-    m = _AGENT_FAILED_RE.search(body)
+    m = _AGENT_FAILED_RE.search(body) if "(exitcode:" in body else None
     if m is not None:
         code = int(m.group("code"))
         det = {"root_cause": None, "exit_code": code, "pid": int(m.group("pid")), "local_rank": int(m.group("lr"))}
         if code < 0:
             det["signal_number"] = -code
         found.append(_Found(EventKind.CHILD_FAILED, det))
-    m = _PROGRESS_RE.search(body)
+    m = _PROGRESS_RE.search(body) if "last enqueued" in body else None
     if m is not None:
         found.append(
             _Found(
@@ -778,14 +795,16 @@ def _events_of(body: str) -> list[_Found]:
         )
     if "NCCL" in body or any(k in body for k in _NCCL_BARE_KEYS):
         found += _nccl_events(body)
-    host_oom = _OOM_HOST_RE.search(body)
-    if host_oom is None and _OOM_GPU_RE.search(body) and not any(f.kind is EventKind.NCCL_CUDA_FAILURE for f in found):
+    memory = "emory" in body or "oom" in body or "MEMORY" in body  # every OOM pattern holds one of these
+    host_oom = _OOM_HOST_RE.search(body) if memory else None
+    gpu_oom = memory and host_oom is None and _OOM_GPU_RE.search(body) is not None
+    if gpu_oom and not any(f.kind is EventKind.NCCL_CUDA_FAILURE for f in found):
         det = {}
         d = _OOM_GPU_DETAIL_RE.search(body)
         if d is not None:
             det = {"tried_to_allocate": d.group("alloc"), "gpu": int(d.group("gpu"))}
         found.append(_Found(EventKind.OOM_GPU, det))
-    elif not any(f.kind is EventKind.NCCL_CUDA_FAILURE for f in found):
+    elif any(k in body for k in _CUDA_KEYS) and not any(f.kind is EventKind.NCCL_CUDA_FAILURE for f in found):
         m = _CUDA_RE.search(body)
         if m is not None:
             found.append(
@@ -802,7 +821,7 @@ def _events_of(body: str) -> list[_Found]:
         if s is not None:
             det["step"] = s.group(1) or s.group(2)
         found.append(_Found(EventKind.OOM_HOST, det))
-    m = _SLURM_CANCEL_RE.search(body)
+    m = _SLURM_CANCEL_RE.search(body) if "CANCELLED AT" in body else None
     if m is not None:
         reason = (m.group("reason") or "").strip()
         kind = (
@@ -821,12 +840,12 @@ def _events_of(body: str) -> list[_Found]:
                 time=m.group("time"),
             )
         )
-    else:
+    elif "NODE_FAIL" in body or "Node failure" in body or "NODE FAILURE" in body:
         m = _NODE_FAIL_RE.search(body)
         if m is not None:
             h = _host(m.group("host"))[0] if m.group("host") else None
             found.append(_Found(EventKind.NODE_FAIL, {}, host=h))
-    m = _SRUN_TASK_RE.search(body)
+    m = _SRUN_TASK_RE.search(body) if "srun: error: " in body else None
     if m is not None:
         reason = m.group("reason")
         det = {"tasks": m.group("tasks"), "reason": reason}
@@ -841,7 +860,7 @@ def _events_of(body: str) -> list[_Found]:
             det["signal"] = sig
         found.append(_Found(EventKind.SRUN_TASK_EXIT, det, host=_host(m.group("host"))[0]))
     else:
-        sig_m = _SIGNAL_RE.search(body)
+        sig_m = _SIGNAL_RE.search(body) if "Signal " in body or "*** SIG" in body else None
         sig = abort_signal(body)
         if sig_m is not None:
             name = sig_m.group("name") or sig_m.group("name2")
@@ -856,8 +875,8 @@ def _events_of(body: str) -> list[_Found]:
             found.append(_Found(EventKind.SIGNAL, det))
         elif "Fatal Python error: " in body:
             found.append(_Found(EventKind.SIGNAL, {"signal": body.split("Fatal Python error: ", 1)[1][:60]}))
-    m = _EXC_RE.match(body)
-    if m is not None and not found:  # "RuntimeError: CUDA error: ..." is the CUDA error, already found
+    m = _EXC_RE.match(body) if not found else None
+    if m is not None:  # "RuntimeError: CUDA error: ..." is the CUDA error, already found
         found.append(
             _Found(EventKind.PYTHON_EXCEPTION, {"type": m.group("type"), "message": (m.group("msg") or "")[:300]})
         )

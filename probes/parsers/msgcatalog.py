@@ -286,6 +286,11 @@ class Catalog:
         self._by_literal = by_literal
         self._gate = re.compile(trie_pattern(by_literal))
 
+    @property
+    def literals(self) -> list[str]:
+        """Every row's literal, each once (for a caller that folds them into a gate of its own)."""
+        return list(self._by_literal)
+
     def may_match(self, line: str) -> bool:
         """Whether ``line`` holds any row's literal (one regex pass over the line)."""
         return self._gate.search(line) is not None
@@ -293,13 +298,9 @@ class Catalog:
     def scan(self, line: str, extractors: frozenset[str] = frozenset({"catalog"})) -> list[CatalogMatch]:
         """The rows (of the given ``extractors``) whose pattern matches ``line``, with their details, in
         catalog order. Lines without any literal cost one regex pass."""
-        if self._gate.search(line) is None:
-            return []
         hits: list[tuple[int, CatalogMatch]] = []
-        for lit, idxs in self._by_literal.items():
-            if lit not in line:
-                continue
-            for i in idxs:
+        for lit in self._literals_in(line):
+            for i in self._by_literal[lit]:
                 row = self.rows[i]
                 if row.extractor not in extractors:
                     continue
@@ -312,6 +313,19 @@ class Catalog:
                         det[k] = _typed(k, v)
                 hits.append((i, CatalogMatch(row, det)))
         return [cm for _, cm in sorted(hits, key=lambda h: h[0])]
+
+    def _literals_in(self, line: str) -> set[str]:
+        """Every row literal ``line`` holds. The gate finds, at each position where a literal starts, the longest
+        one there (a greedy trie); the shorter literals starting there are its prefixes; searching again from the
+        next position finds literals that start inside another's match. Cost: one gate search per literal
+        occurrence plus one, against an ``in`` test per literal (about 90) on every line."""
+        found: set[str] = set()
+        pos = 0
+        while (m := self._gate.search(line, pos)) is not None:
+            text = m.group(0)
+            found.update(text[:k] for k in range(1, len(text) + 1) if text[:k] in self._by_literal)
+            pos = m.start() + 1
+        return found
 
     def stats(self) -> dict[str, int]:
         """Rows per ``project versions`` label, sorted by label."""

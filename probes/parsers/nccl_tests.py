@@ -270,6 +270,8 @@ _ABORT_RES = (
     re.compile(r"\bis aborting the MPI job\b"),
     re.compile(r"^terminate called after throwing an instance of\b"),
 )
+#: substrings one of which every match of ``_ABORT_RES`` holds (checked first: most lines hold none)
+_ABORT_KEYS = ("ignal", "srun: error", "core dumped", "Assertion", "MPI_ABORT", "aborting the MPI", "terminate called")
 #: the ``[host:pid] `` Open MPI's signal handler puts before each of its lines: one message per process
 HANDLER_PREFIX_RE = re.compile(r"^\[[^\]\s]+:\d+\]\s*")
 #: a backtrace frame, ``[host:pid] [ 3] /lib64/libc.so.6(abort+0xd7)[0x7fd0e64287f3]`` (glibc
@@ -311,6 +313,8 @@ def clean_line(raw: str) -> str:
 def abort_signal(body: str) -> str | None:
     """For a line telling that a process aborted or died on a signal: the signal as ``"Aborted (6)"``, or
     ``""`` when the line names none (an assertion, ``MPI_ABORT``); ``None`` for any other line."""
+    if not any(k in body for k in _ABORT_KEYS):
+        return None
     for rx in _ABORT_RES:
         m = rx.search(body)
         if m is None:
