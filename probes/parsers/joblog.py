@@ -534,6 +534,19 @@ _NCCL_CLASSES: list[tuple[EventKind, re.Pattern[str]]] = [
     (EventKind.NCCL_INVALID_USAGE, re.compile(r"invalid usage|ncclInvalidUsage|invalid argument|ncclInvalidArgument")),
     (EventKind.NCCL_INTERNAL_ERROR, re.compile(r"internal error|ncclInternalError")),
 ]
+#: per class of ``_NCCL_CLASSES``, lower-case substrings one of which every match holds (tested first)
+_NCCL_CLASS_KEYS: list[tuple[str, ...]] = [
+    ("got completion from peer",),
+    ("net/ofi",),
+    ("got async event",),
+    ("connection closed by remote peer",),
+    ("cuda failure", "unhandled cuda error"),
+    ("remote process exited", "ncclremoteerror"),
+    ("call to ", "socket", "broken pipe", "connection reset by peer", "connection refused", "connection timed out"),
+    ("unhandled system error", "ncclsystemerror"),
+    ("invalid usage", "ncclinvalidusage", "invalid argument", "ncclinvalidargument"),
+    ("internal error", "ncclinternalerror"),
+]
 _NET_SOCKET_RE = re.compile(r"NET/Socket : Using (?P<dev>.+)$|NET/IB : No device found")
 _CUDA_RE = re.compile(
     r"CUDA error: (?P<error>[^.\n]+?)(?:\s*$|\.|\s+CUDA kernel errors|\s+Compile with)"
@@ -733,13 +746,16 @@ def _nccl_events(body: str) -> list[_Found]:
         elif msg is None and any(k in body for k in _NCCL_BARE_KEYS):
             msg = body
     if lvl is not None and lvl.group("lvl") == "INFO":
-        s = _NET_SOCKET_RE.search(lvl.group("msg"))
+        s = _NET_SOCKET_RE.search(lvl.group("msg")) if "NET/" in body else None
         if s is not None:
             out.append(_Found(EventKind.NCCL_NET_SOCKET, {"device": s.group("dev"), "level": "INFO"}))
         return out
     if msg is None:
         return out
-    for kind, rx in _NCCL_CLASSES:
+    lower = msg.lower()
+    for (kind, rx), keys in zip(_NCCL_CLASSES, _NCCL_CLASS_KEYS):
+        if not any(k in lower for k in keys):
+            continue
         m = rx.search(msg)
         if m is None:
             continue
