@@ -753,7 +753,7 @@ def _nccl_events(body: str) -> list[_Found]:
     if msg is None:
         return out
     lower = msg.lower()
-    for (kind, rx), keys in zip(_NCCL_CLASSES, _NCCL_CLASS_KEYS):
+    for (kind, rx), keys in zip(_NCCL_CLASSES, _NCCL_CLASS_KEYS, strict=True):
         if not any(k in lower for k in keys):
             continue
         m = rx.search(msg)
