@@ -210,13 +210,21 @@ def test_the_rank_that_reported_its_own_timeout_keeps_its_watchdog_event_only() 
     assert (rank, line) == (1, 3)  # rank 1's dump (it did not time out itself) is kept
 
 
-def test_node_failure_takes_the_host_the_catalog_reads() -> None:
+def test_node_failure_does_not_blame_the_node_that_printed_it() -> None:
+    """``ON HOST`` is the node whose slurmstepd printed the cancellation (the failed node cannot print): never the
+    event's host (kept as ``printed_on`` where the cancellation line is whole); srun's ``Node failure on HOST``
+    names the failed node."""
     line = (
         "slurmstepd: error: *** JOB 1234567 ON gpu-b-03 CANCELLED AT 2024-11-02T07:41:55 DUE TO NODE FAILURE, "
         "SEE SLURMCTLD LOG FOR DETAILS ***"
     )
     (ev,) = parse_joblog([line]).events
-    assert (ev.kind, ev.host) == (EventKind.NODE_FAIL, "gpu-b-03")
+    assert (ev.kind, ev.host) == (EventKind.NODE_FAIL, None)
+    (ev,) = parse_joblog(["slurmstepd: error: *** JOB 1234567 ON gpu-b-03 CANCELLED AT 2024-11-02T07:41:55 DUE TO "
+                          "NODE FAILURE ***"]).events
+    assert (ev.kind, ev.host, ev.details["printed_on"]) == (EventKind.NODE_FAIL, None, "gpu-b-03")
+    (ev,) = parse_joblog(["srun: error: Node failure on gpu-b-07"]).events
+    assert (ev.kind, ev.host) == (EventKind.NODE_FAIL, "gpu-b-07")
 
 
 def test_lines_without_catalog_literals_give_no_catalog_events() -> None:

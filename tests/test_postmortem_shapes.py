@@ -25,6 +25,8 @@ CASES = {
     "06_hip_oom": (F.OOM_GPU, 4, None, "HIP out of memory"),
     "07_sigbus": (F.PROCESS_CRASH, 3, "mi300-n02", "/dev/shm"),
     "08_ray_ip": (F.OOM_GPU, 2, "10.0.3.17", "out of memory"),
+    "09_node_failure": (F.NODE_FAILURE, None, "gpu-c03", "gpu-c03"),  # not gpu-c01, whose slurmstepd printed it
+    "10_nccl_internal": (F.NCCL_INTERNAL_ERROR, 9, None, "internal error"),
 }
 
 
@@ -36,3 +38,5 @@ def test_first_cause_names_class_rank_and_host(stem: str) -> None:
     assert (first.code, first.rank, first.host) == (code, rank, host), first.message
     assert phrase in first.message and first.evidence
     assert report.verdict is Verdict.CRITICAL and report.exit_code == 2
+    if stem == "09_node_failure":  # the node that printed the cancellation is blamed nowhere
+        assert all("gpu-c01" not in f.nodes for f in report.findings)

@@ -7,7 +7,8 @@ from enum import Enum
 
 
 class FindingCode(str, Enum):
-    """Stable finding codes. Never rename one; add new ones, each with its row in ``codes.yaml``."""
+    """Stable finding codes. Never rename one; add new ones, each with its row in ``codes.yaml`` and a test that
+    emits it (``STRAGGLER_GPU`` was listed but emitted by nothing: the catalog dropped it)."""
 
     # topology (node graph analyses)
     TOPO_GPU_PAIR_SYS = "TOPO_GPU_PAIR_SYS"
@@ -43,7 +44,6 @@ class FindingCode(str, Enum):
     NCCL_TESTS_NOT_MPI = "NCCL_TESTS_NOT_MPI"
     NCCL_TRANSPORT_FALLBACK = "NCCL_TRANSPORT_FALLBACK"
     STRAGGLER_NODE = "STRAGGLER_NODE"
-    STRAGGLER_GPU = "STRAGGLER_GPU"
     # postmortem causes of a failed job
     GPU_HW_FAULT = "GPU_HW_FAULT"
     NCCL_TIMEOUT = "NCCL_TIMEOUT"

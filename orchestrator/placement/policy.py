@@ -26,7 +26,7 @@ on a fit node; the node is left out only when fewer than the job's GPUs per node
 **History** ranks fit nodes, after network locality (it never makes a job span one more switch):
 each pre-flight in the last :attr:`HealthPolicy.history_window_s` (30 days) where the node was CRITICAL costs
 :attr:`~HealthPolicy.penalty_per_failed_preflight` (1 point), each run there that named it a straggler
-(``STRAGGLER_NODE``/``STRAGGLER_GPU``) :attr:`~HealthPolicy.penalty_per_straggler_run` (1 point), and a node no
+(``STRAGGLER_NODE``) :attr:`~HealthPolicy.penalty_per_straggler_run` (1 point), and a node no
 stored run lists, or whose latest run could not judge it (UNKNOWN), :attr:`~HealthPolicy.penalty_unknown` (0.5:
 behind a node known to be healthy, ahead of one that failed). Under the same switch, a node with fewer points
 is always taken first; equal points go by the topology's order (fill order, then name).

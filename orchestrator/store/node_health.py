@@ -80,7 +80,7 @@ def node_health(
     *,
     open_since: float,
     history_since: float,
-    straggler_codes: Collection[FindingCode] = (FindingCode.STRAGGLER_NODE, FindingCode.STRAGGLER_GPU),
+    straggler_codes: Collection[FindingCode] = (FindingCode.STRAGGLER_NODE,),
 ) -> dict[str, NodeHealthRecord]:
     """One :class:`NodeHealthRecord` per host of ``hosts`` (hosts without runs get an empty one).
 

@@ -848,14 +848,12 @@ def _events_of(body: str) -> list[_Found]:
             else EventKind.SLURM_CANCELLED
         )
         h, _ = _host(m.group("host"))
-        found.append(
-            _Found(
-                kind,
-                {"job": m.group("id"), "scope": m.group("what"), "reason": reason or None},
-                host=h,
-                time=m.group("time"),
-            )
-        )
+        det = {"job": m.group("id"), "scope": m.group("what"), "reason": reason or None}
+        if kind is EventKind.NODE_FAIL and h is not None:
+            # "ON HOST" names the node whose slurmstepd printed the cancellation, not the node that failed (srun's
+            # "Node failure on HOST" names that one): it must not be blamed
+            det["printed_on"], h = h, None
+        found.append(_Found(kind, det, host=h, time=m.group("time")))
     elif "NODE_FAIL" in body or "Node failure" in body or "NODE FAILURE" in body:
         m = _NODE_FAIL_RE.search(body)
         if m is not None:
