@@ -1316,9 +1316,9 @@ class JobLogScanner:
             ll = ll._replace(time=glog.group("stamp"), outer_time=ll.outer_time or ll.time)
         time, ts = self._time(ll)
         rank = ll.rank
-        pg_m = _PG_RE.search(body)
+        pg_m = _PG_RE.search(body) if "[PG " in body else None
         msg_rank = int(pg_m.group("r")) if pg_m else None
-        if msg_rank is None:
+        if msg_rank is None and "[Rank " in body:
             r = _RANK_RE.search(body)
             msg_rank = int(r.group(1)) if r else None
         nccl = _NCCL_LINE_RE.search(body) if "NCCL" in body else None

@@ -43,6 +43,7 @@ from fleetdx.probes.parsers.joblog import (
     normalise_line,
     stamp_ts,
 )
+from fleetdx.probes.parsers.msgcatalog import trie_pattern
 from fleetdx.probes.parsers.xid import parse_xid
 
 FMT = "kernel-log"
@@ -74,6 +75,8 @@ _OOM_RE = re.compile(
 )
 #: substrings a line must hold to be read further (an AER error-bit line is read only after its AER line)
 _TRIGGER_KEYS = ("NVRM", "Link", "ort ", "ort:", "AER", "PCIe Bus Error", "ut of memory", "oom-kill")
+#: the keys as one trie-shaped pattern: one pass over a line (a job log's lines all meet it, most miss it)
+_TRIGGER_GATE = re.compile(trie_pattern({k: [] for k in _TRIGGER_KEYS}))
 
 
 def _event(kind: EventKind, file: str, n: int, raw: str, ll: LogLine, year: int | None, **det: JsonScalar) -> JobEvent:
@@ -130,7 +133,7 @@ class KernelLogScanner:
         if "\x00" in raw:
             raise ParseError(FMT, n, "kernel log text", "binary data (NUL byte) in input")
         raw = raw[:MAX_LINE].rstrip("\r\n")
-        if not any(k in raw for k in _TRIGGER_KEYS) and not (self._aer_dev is not None and self._aer_dev in raw):
+        if _TRIGGER_GATE.search(raw) is None and not (self._aer_dev is not None and self._aer_dev in raw):
             if self._nvrm:
                 self._flush_nvrm()
             return

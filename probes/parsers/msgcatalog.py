@@ -285,6 +285,8 @@ class Catalog:
             by_literal.setdefault(r.literal, []).append(i)
         self._by_literal = by_literal
         self._gate = re.compile(trie_pattern(by_literal))
+        #: a literal -> the literals it starts with (itself included): what a gate match at a position holds
+        self._prefixes = {a: tuple(b for b in by_literal if a.startswith(b)) for a in by_literal}
 
     @property
     def literals(self) -> list[str]:
@@ -322,8 +324,7 @@ class Catalog:
         found: set[str] = set()
         pos = 0
         while (m := self._gate.search(line, pos)) is not None:
-            text = m.group(0)
-            found.update(text[:k] for k in range(1, len(text) + 1) if text[:k] in self._by_literal)
+            found.update(self._prefixes[m.group(0)])  # a gate match is always a whole literal
             pos = m.start() + 1
         return found
 
