@@ -40,3 +40,17 @@ def test_first_cause_names_class_rank_and_host(stem: str) -> None:
     assert report.verdict is Verdict.CRITICAL and report.exit_code == 2
     if stem == "09_node_failure":  # the node that printed the cancellation is blamed nowhere
         assert all("gpu-c01" not in f.nodes for f in report.findings)
+
+
+def test_the_aborts_of_ranks_that_timed_out_are_the_timeout_s_evidence() -> None:
+    """Ranks 0 and 1 reported the watchdog timeout, then srun says each ``Aborted (core dumped)`` and torch each
+    ``terminate called ... c10::DistBackendError``: the watchdog's teardown, not two crashes ranked above the
+    timeout. Rank 2's OOM stays first, the timeout names rank 2 as the rank that never reached the collective."""
+    log = FIX / "synthetic_srun-l_rank2-oom-first_ranks0-1-watchdog.log"
+    report = run_postmortem([LogFiles([log])])
+    codes = [(f.code, f.rank) for f in report.findings]
+    assert codes[0] == (F.OOM_GPU, 2)
+    assert (F.PROCESS_CRASH, 0) not in codes and (F.PROCESS_CRASH, 1) not in codes
+    (timeout,) = [f for f in report.findings if f.code is F.NCCL_TIMEOUT]
+    assert timeout.rank == 2 and "never reached" in timeout.message
+    assert any("task 0: Aborted" in e.text for e in timeout.evidence)

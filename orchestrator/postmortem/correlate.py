@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fleetdx.orchestrator.diagnosis.xid_table import judge_xid, lookup
 from fleetdx.orchestrator.judgement import EvidenceLine, Finding, FindingCode
@@ -711,6 +711,7 @@ def correlate(
         if j is not None:
             groups[(j.code,) + j.key].append((e, j))
     _fold(groups)
+    _fold_teardowns(groups)
     first = first_decisive(ordered)
     # the decisive events naming a rank (OOM, crash, CUDA error): the rank that failed before the others timed out
     failed = [e for e, j in (p for m in groups.values() for p in m) if j.priority >= DECISIVE and e.rank is not None]
@@ -781,6 +782,33 @@ def correlate(
     return Correlation(
         causes=[c for _, c in causes], timeline=entries, missing=missing, priorities=[-k[2] for k, _ in causes]
     )
+
+
+def _is_abort(e: JobEvent) -> bool:
+    """A process taken down by an abort: SIGABRT (``Aborted``, signal 6), or a c10d error no one caught (what
+    ProcessGroupNCCL's watchdog throws after a timeout, torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp)."""
+    d = e.details
+    said = f"{d.get('signal') or ''} {d.get('reason') or ''}"
+    return "Aborted" in said or "SIGABRT" in said or str(d.get("exception") or "").startswith("c10::Dist")
+
+
+def _fold_teardowns(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
+    """A rank that reported a watchdog timeout and then aborted died *of* the timeout (the watchdog tears the
+    process down, TORCH_NCCL_ASYNC_ERROR_HANDLING): its abort lines (``srun: error: HOST: task N: Aborted``,
+    ``terminate called after throwing an instance of 'c10::DistBackendError'``) join the timeout's evidence,
+    below every decisive event, instead of standing as crashes of their own."""
+    timeout_keys = [k for k in groups if k[0] is FindingCode.NCCL_TIMEOUT]
+    if len(timeout_keys) != 1:
+        return
+    tkey = timeout_keys[0]
+    waited = (EventKind.WATCHDOG_TIMEOUT, EventKind.WORK_PROGRESS)
+    reporters = {e.rank for e, _ in groups[tkey] if e.kind in waited and e.rank is not None}
+    for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH]:
+        members = groups[key]
+        if members and all(e.rank in reporters and _is_abort(e) for e, _ in members):
+            low = [(e, replace(j, code=FindingCode.NCCL_TIMEOUT, priority=min(j.priority, 10))) for e, j in members]
+            groups[tkey].extend(low)
+            del groups[key]
 
 
 def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
