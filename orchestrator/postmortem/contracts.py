@@ -91,13 +91,19 @@ def cause(
         nodes=hosts,
         rank=rank,
         gpu=gpu,
-        subject=subject or gpu or (f"rank {rank}" if rank is not None else (host or "job")),
+        subject=subject or default_subject(gpu, rank, host),
         message=message,
         action=action,
         evidence=list(evidence),
         time=time,
         details={**(details or {}), **gpu_details(gpu_detail)},
     )
+
+
+def default_subject(gpu: str | None, rank: int | None, host: str | None) -> str:
+    """What a cause is about when its producer names nothing else: the GPU, else the rank, else the host, else
+    ``job``."""
+    return gpu or (f"rank {rank}" if rank is not None else (host or "job"))
 
 
 def gpu_details(ref: GpuRef | None) -> dict[str, EvidenceValue]:
@@ -120,7 +126,7 @@ def _upgrade_cause(c: Any) -> Any:
     ref = c.pop("gpu_detail", None)
     c["nodes"] = list(dict.fromkeys([*([host] if host else []), *c.get("nodes", [])]))
     rank, gpu = c.get("rank"), c.get("gpu")
-    c.setdefault("subject", gpu or (f"rank {rank}" if rank is not None else (host or "job")))
+    c.setdefault("subject", default_subject(gpu, rank, host))
     if isinstance(ref, dict):
         c["details"] = {"gpu_ref": ref}
     return c
