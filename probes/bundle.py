@@ -303,8 +303,9 @@ def _clear_previous(directory: Path) -> None:
 
 
 def check_target(directory: Path, *, replace: bool = False) -> None:
-    """Raise :class:`BundleError` unless a bundle can be written to ``directory``: it must be absent, an empty
-    directory, or (with ``replace``) a directory holding a fleetdx bundle. Callers check before collecting, so
+    """Raise :class:`BundleError` unless a bundle can be written to ``directory``: it must be absent (its missing
+    parents are created; the nearest existing one must be a writable directory), an empty directory, or (with
+    ``replace``) a directory holding a fleetdx bundle. Callers check before collecting, so
     minutes of probes are not lost to a typo in ``--out``."""
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
@@ -314,9 +315,15 @@ def check_target(directory: Path, *, replace: bool = False) -> None:
             raise BundleError(f"{directory}: not empty (use a new directory, or replace the bundle in it)")
         if not (directory / META_FILE).is_file():
             raise BundleError(f"{directory}: not empty and holds no fleetdx meta.json; not replacing it")
-    parent = directory.resolve().parent
-    if not parent.is_dir():
-        raise BundleError(f"{parent}: no such directory")
+    # missing parents are created (``collect --out a/b/c``); the nearest one that exists must be a directory
+    # we may write in, so a file in the way or a read-only tree is refused now, not after the probes
+    ancestor = directory.resolve().parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise BundleError(f"{ancestor}: exists and is not a directory (cannot create {directory} under it)")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise BundleError(f"{ancestor}: not writable (cannot create {directory} under it)")
 
 
 def write_bundle(data: BundleData, directory: Path, *, replace: bool = False) -> Path:
@@ -363,8 +370,10 @@ def read_bundle(directory: Path, max_bytes: int | None = None) -> BundleData:
             is not valid.
     """
     directory = Path(directory)
+    if not directory.exists():
+        raise BundleError(f"{directory}: does not exist")
     if not directory.is_dir():
-        raise BundleError(f"{directory}: not a bundle directory")
+        raise BundleError(f"{directory}: not a bundle directory (a bundle is a directory of raw outputs)")
     files: dict[str, str] = {}
     unreadable: dict[str, str] = {}
     try:

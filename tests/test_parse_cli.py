@@ -110,7 +110,7 @@ def test_parse_bundle_of_the_captured_h100() -> None:
 
 def test_parse_bundle_of_a_non_bundle_exits_3(tmp_path: Path) -> None:
     code, _, err = invoke("parse", "bundle", str(tmp_path / "none"))
-    assert code == 3 and "not a bundle directory" in err
+    assert code == 3 and "does not exist" in err
 
 
 @pytest.mark.timeout(120)
