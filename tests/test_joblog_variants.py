@@ -470,3 +470,14 @@ def test_a_what_too_far_from_its_terminate_is_not_its_own() -> None:
     text = TEARDOWN.replace("\n", "\n" + filler, 1)
     e = _one(text, EventKind.SIGNAL)
     assert "what" not in e.details and e.rank is None
+
+
+def test_the_same_message_on_many_ranks_gives_independent_events() -> None:
+    # _events_of is memoised per message body: ranks printing the same words must still get their own rank,
+    # and changing one event's details must not reach another's
+    log = parse_joblog("\n".join(f"[rank{r}]:{WD}" for r in range(4)))
+    assert [e.rank for e in log.events] == [0, 1, 2, 3]
+    log.events[0].details["seq"] = -1
+    assert all(e.details["seq"] != -1 for e in log.events[1:])
+    again = parse_joblog(f"[rank9]:{WD}")
+    assert again.events[0].rank == 9 and again.events[0].details["seq"] != -1

@@ -74,6 +74,7 @@ import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from enum import Enum
+from functools import lru_cache
 from typing import NamedTuple
 
 from pydantic import Field
@@ -769,8 +770,19 @@ def _nccl_events(body: str) -> list[_Found]:
     return out
 
 
-def _events_of(body: str) -> list[_Found]:
-    """The events one normalised body says, at most one per kind."""
+#: bodies whose events are remembered (:func:`_events_of`): the same message printed by many ranks (an NCCL WARN
+#: on 500 ranks, a shared traceback line) is read once; bounded, so memory stays flat on any log
+EVENTS_MEMO_SIZE = 4096
+
+
+@lru_cache(maxsize=EVENTS_MEMO_SIZE)
+def _events_of(body: str) -> tuple[_Found, ...]:
+    """The events one normalised body says, at most one per kind (a pure function of ``body``, memoised: callers
+    copy a ``_Found``'s details before changing them)."""
+    return tuple(_read_events(body))
+
+
+def _read_events(body: str) -> list[_Found]:
     found: list[_Found] = []
     # each pattern runs only on a body holding a fixed substring it needs (``in`` costs a tenth of a search)
     m = _WATCHDOG_RE.search(body) if "Watchdog caught" in body else None
@@ -1364,6 +1376,9 @@ class JobLogScanner:
                 if (ev_rank, f.host or host) in self._timed_out:
                     continue  # this rank's own watchdog-timeout event already says it, with the collective
                 det.setdefault("culprit_rank", ev_rank)
+            if self._per_key.get((f.kind, ev_rank, f.host or host), 0) >= MAX_EVENTS_PER_KEY:
+                self.dropped += 1  # as _keep would, before paying for the event
+                continue
             ev_time, ev_ts = (f.time, stamp_ts(f.time, self.year)) if f.time else (time, ts)
             kept = len(self.events)
             self._keep(
