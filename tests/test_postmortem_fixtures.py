@@ -112,6 +112,7 @@ def test_32_xid45_judged_by_the_nvlink_xid_it_follows() -> None:
     (c,) = causes
     assert c.code is F.GPU_HW_FAULT and c.severity is Severity.CRITICAL and "NVLink" in c.message
     assert "4 GPUs of this host alike" in c.message and "7 lines" in c.message
+    assert c.details["count"] == 7 and c.details["gpus"] == 4
 
 
 def test_kernel_log_among_logs_silences_the_missing_kernel_note() -> None:

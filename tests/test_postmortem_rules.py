@@ -162,6 +162,7 @@ def test_the_same_nccl_error_on_every_rank_of_a_host_is_one_cause_with_a_count()
         (F.NCCL_INTERNAL_ERROR, 8, "h2"),
     ]
     assert "8 ranks" in causes[0].message and "ranks 1-7" in causes[0].message
+    assert causes[0].details["count"] == 8 and causes[0].details["ranks"] == 8  # for a script: the burst's size
 
 
 def test_a_peer_named_by_its_ib_name_is_that_host() -> None:

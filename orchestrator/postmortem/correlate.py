@@ -754,6 +754,11 @@ def correlate(
                 details = {"printed_on": lead.host} if lead.host else None
             else:
                 nodes, host = ev_hosts, lead.host
+            if len(evs) > 1:  # a burst folded into one cause: how many lines, ranks and GPUs it stands for
+                ranks = {e.rank for e in evs if e.rank is not None}
+                gpus = {e.details.get("pci") for e in evs if e.kind is EventKind.XID}
+                details = {**(details or {}), "count": len(evs)}
+                details.update({k: n for k, n in (("ranks", len(ranks)), ("gpus", len(gpus))) if n > 1})
             cause = cause_of(
                 code=code,
                 severity=best_j.severity,
