@@ -481,3 +481,14 @@ def test_the_same_message_on_many_ranks_gives_independent_events() -> None:
     assert all(e.details["seq"] != -1 for e in log.events[1:])
     again = parse_joblog(f"[rank9]:{WD}")
     assert again.events[0].rank == 9 and again.events[0].details["seq"] != -1
+
+
+def test_past_the_event_budget_each_rank_keeps_its_first_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fleetdx.probes.parsers import joblog
+
+    monkeypatch.setattr(joblog, "EVENT_BUDGET", 10)
+    lines = [f"[rank0]:{WD}"] * 20 + [f"[rank{r}]:{WD}" for r in range(1, 40) for _ in range(3)]
+    log = parse_joblog("\n".join(lines))
+    # rank 0 filled the budget with 10 of its 20; every later rank keeps its first line only
+    assert [e.rank for e in log.events] == [0] * 10 + list(range(1, 40))
+    assert log.events_dropped == len(lines) - len(log.events)

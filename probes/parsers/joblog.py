@@ -62,7 +62,9 @@ the CUDA index differ from the physical one). Which GPU an event is about is dec
 
 Memory is bounded: input is streamed line by line, a line is read up to :data:`MAX_LINE` characters, a wrapped
 message holds at most :data:`MAX_WRAP` lines, and at most :data:`MAX_EVENTS_PER_KEY` events are kept per (kind,
-rank, host) (the rest are counted in ``events_dropped``).
+rank, host) (the rest are counted in ``events_dropped``); once :data:`EVENT_BUDGET` events are kept, only the
+first of each new (kind, rank, host) is (what says which rank failed first and which ranks timed out), so the
+events of a log of any length fit in memory bounded by its ranks, not its lines.
 
 Errors: :class:`~fleetdx.probes.errors.ParseError` (format ``"joblog"``) for binary input (a NUL byte); any
 text, however damaged, is read.
@@ -93,6 +95,9 @@ MAX_TEXT = 600
 MAX_WRAP = 4
 #: events kept per (kind, rank, host); more are counted, not kept
 MAX_EVENTS_PER_KEY = 16
+#: events kept before the per-key cap falls to 1 (about 1 KiB each: a few MiB; a 1,024-rank log with every
+#: line an event kept 66,000 events, 200 MiB, at 256 MB without it)
+EVENT_BUDGET = 8_192
 #: distinct hosts / rank->host pairs remembered
 MAX_HOSTS = 65_536
 
@@ -1060,12 +1065,16 @@ class JobLogScanner:
         self._terminates: list[tuple[int, int, int | None, int | None, str | None]] = []
 
     # ---- bookkeeping
+    def _full(self, key: tuple[EventKind, int | None, str | None]) -> bool:
+        """Whether an event of ``key`` (kind, rank, host) is over its cap (see the module doc)."""
+        return self._per_key.get(key, 0) >= (MAX_EVENTS_PER_KEY if len(self.events) < EVENT_BUDGET else 1)
+
     def _keep(self, ev: JobEvent) -> None:
         key = (ev.kind, ev.rank, ev.host)
-        n = self._per_key.get(key, 0)
-        if n >= MAX_EVENTS_PER_KEY:
+        if self._full(key):
             self.dropped += 1
             return
+        n = self._per_key.get(key, 0)
         self._per_key[key] = n + 1
         self.events.append(ev)
         if ev.kind is EventKind.WATCHDOG_TIMEOUT and ev.rank is not None and len(self._timed_out) < MAX_HOSTS:
@@ -1376,7 +1385,7 @@ class JobLogScanner:
                 if (ev_rank, f.host or host) in self._timed_out:
                     continue  # this rank's own watchdog-timeout event already says it, with the collective
                 det.setdefault("culprit_rank", ev_rank)
-            if self._per_key.get((f.kind, ev_rank, f.host or host), 0) >= MAX_EVENTS_PER_KEY:
+            if self._full((f.kind, ev_rank, f.host or host)):
                 self.dropped += 1  # as _keep would, before paying for the event
                 continue
             ev_time, ev_ts = (f.time, stamp_ts(f.time, self.year)) if f.time else (time, ts)
