@@ -25,9 +25,12 @@ with nothing recognisable, a data row that does not fit its column header, malfo
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import json
 import math
 import re
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -283,6 +286,10 @@ _NOISE_RE = re.compile(r"NCCL (?:INFO|WARN|TRACE)")
 _ROW_START_RE = re.compile(r"^\s*\d+\s+\d+\s+\S")
 _TIME_COLS = ("time", "cputime")
 _LAST_LINES = 8
+#: the most runs open at once (processes of a build without MPI printing together); past it the oldest open
+#: run is closed, so no line costs more than this many steps (issue 21: headerless restarted sweeps opened a
+#: run per restart and parsing went quadratic)
+_MAX_OPEN = 256
 #: data types and reduction operations nccl-tests prints in its ``type``/``redop`` columns (``src/common.cu``
 #: ``test_typenames``/``test_opnames``, older names included): a header-less row must use them
 _TYPES = frozenset(
@@ -483,10 +490,92 @@ class _Builder:
     headerless: bool = False
     first_row_line: int | None = None
     last_row_line: int | None = None
+    seq: int = 0  #: creation order
+    first_note: int = 0  #: the parser's count of noted lines when this run opened (its own lines follow)
+    ranks: set[int] = field(default_factory=set)  #: ``devices``' ranks
 
-    def note(self, line: str) -> None:
-        self.last_lines.append(line)
-        del self.last_lines[:-_LAST_LINES]
+
+class _Tables:
+    """The open runs that have a column layout (tables taking rows), indexed so that :func:`_row_owner`'s
+    choice costs O(log n) per row instead of a scan of every open table.
+
+    Entries are pushed when a table opens or takes a row and checked when read (lazy deletion): an entry is
+    stale once its run is closed or has taken another row. Each entry is popped at most once, so the work is
+    linear in rows.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0  #: open tables
+        self.headed = 0  #: open tables that came with their column header
+        self.fresh: list[tuple[int, _Builder]] = []  #: heap by seq: tables without rows
+        self.last_sizes: list[int] = []  #: sorted keys of ``by_last``
+        self.by_last: dict[int, list[tuple[int, _Builder]]] = {}  #: last row's size -> heap by seq
+        self.by_type: dict[str, list[tuple[int, _Builder]]] = {}  #: last row's type -> heap by seq
+        self.by_len: list[tuple[int, int, _Builder]] = []  #: heap by (rows, seq)
+
+    def add(self, b: _Builder) -> None:
+        """``b`` has just got its layout (and ``headerless``)."""
+        self.count += 1
+        self.headed += not b.headerless
+        heapq.heappush(self.fresh, (b.seq, b))
+
+    def closed(self, b: _Builder) -> None:
+        """``b``, a table, has just been closed."""
+        self.count -= 1
+        self.headed -= not b.headerless
+
+    def took_row(self, b: _Builder) -> None:
+        """``b`` has just appended a row."""
+        row = b.rows[-1]
+        if row.size not in self.by_last:
+            self.by_last[row.size] = []
+            bisect.insort(self.last_sizes, row.size)
+        heapq.heappush(self.by_last[row.size], (b.seq, b))
+        heapq.heappush(self.by_type.setdefault(row.type, []), (b.seq, b))
+        heapq.heappush(self.by_len, (len(b.rows), b.seq, b))
+
+    @staticmethod
+    def _top(heap: list[tuple[int, _Builder]], valid: Callable[[_Builder], bool]) -> _Builder | None:
+        while heap and (heap[0][1].closed or not valid(heap[0][1])):
+            heapq.heappop(heap)
+        return heap[0][1] if heap else None
+
+    def _last_below(self, size: int) -> _Builder | None:
+        """The first-opened table among those whose last row is the largest below ``size``."""
+        i = bisect.bisect_left(self.last_sizes, size)
+        while i > 0:
+            i -= 1
+            key = self.last_sizes[i]
+            found = self._top(self.by_last[key], lambda b, k=key: b.rows[-1].size == k)  # type: ignore[misc]
+            if found is None:
+                del self.by_last[key]
+                del self.last_sizes[i]
+                continue
+            if key == 1 and 0 in self.by_last:  # size / 0 reads as size / 1 (see _row_owner)
+                zero = self._top(self.by_last[0], lambda b: b.rows[-1].size == 0)
+                if zero is not None and zero.seq < found.seq:
+                    return zero
+            return found
+        return None
+
+    def owner(self, size: int, dtype: str) -> _Builder | None:
+        """What :func:`_row_owner` returns for the open tables, in O(log n) amortised."""
+        growing = self._last_below(size)
+        if growing is not None:
+            return growing
+        fresh = self._top(self.fresh, lambda b: not b.rows)
+        if fresh is not None:
+            return fresh
+        if self.headed == 0:
+            other = [
+                top
+                for t, heap in self.by_type.items()
+                if t != dtype and (top := self._top(heap, lambda b, t=t: b.rows[-1].type == t)) is not None  # type: ignore[misc]
+            ]
+            return min(other, key=lambda b: b.seq, default=None)
+        while self.by_len and (self.by_len[0][2].closed or len(self.by_len[0][2].rows) != self.by_len[0][0]):
+            heapq.heappop(self.by_len)
+        return self.by_len[0][2] if self.by_len else None
 
 
 def _collective_of(name: str) -> Collective | None:
@@ -516,13 +605,42 @@ class _TextParser:
         self.launch_pending = False
         #: the run made for error lines of a launch that failed before its banner (closed, no rows)
         self.failed_launch: _Builder | None = None
+        #: the open runs by seq, in creation order; those with a layout are also in ``tables``
+        self.opened: dict[int, _Builder] = {}
+        self.tables = _Tables()
+        #: open runs without a layout yet, oldest first (closed or laid-out ones are dropped when met)
+        self.waiting: deque[_Builder] = deque()
+        #: the last lines noted, and how many were: a run's ``last_lines`` are the ones noted while it was open
+        self.recent: deque[str] = deque(maxlen=_LAST_LINES)
+        self.noted = 0
 
     def _open(self) -> list[_Builder]:
-        return [b for b in self.builders if not b.closed]
+        return list(self.opened.values())
+
+    def _first_waiting(self) -> _Builder | None:
+        """The oldest open run still without a column layout."""
+        while self.waiting and (self.waiting[0].closed or self.waiting[0].layout is not None):
+            self.waiting.popleft()
+        return self.waiting[0] if self.waiting else None
+
+    def _set_layout(self, b: _Builder, layout: _Layout, headerless: bool) -> None:
+        b.layout = layout
+        b.headerless = headerless
+        self.tables.add(b)
+
+    def _close(self, b: _Builder) -> None:
+        if b.closed:
+            return
+        b.closed = True
+        self.opened.pop(b.seq, None)
+        if b.layout is not None:
+            self.tables.closed(b)
+        seen = min(self.noted - b.first_note, len(self.recent))
+        b.last_lines = list(self.recent)[len(self.recent) - seen :] if seen > 0 else []
 
     def _close_all(self) -> None:
-        for b in self.builders:
-            b.closed = True
+        for b in list(self.opened.values()):
+            self._close(b)
 
     def _new_builder(self) -> _Builder:
         b = _Builder(
@@ -531,12 +649,18 @@ class _TextParser:
             launcher_np=self.pending_np,
             nccl_tests_version=self.pending_version,
             nccl_version=self.pending_nccl_version,
+            seq=len(self.builders),
+            first_note=self.noted,
         )
         self.pending_version = None
         self.pending_nccl_version = None
         self.launch_pending = False
         self.failed_launch = None
         self.builders.append(b)
+        self.opened[b.seq] = b
+        self.waiting.append(b)
+        if len(self.opened) > _MAX_OPEN:
+            self._close(next(iter(self.opened.values())))
         return b
 
     def feed(self, lineno: int, raw_line: str) -> None:
@@ -552,8 +676,8 @@ class _TextParser:
             if m:
                 self._set_nccl_version(m.group(1))
             return
-        for b in self._open():
-            b.note(body)
+        self.recent.append(body)
+        self.noted += 1
         signal = abort_signal(body)
         if signal is not None or any(rx.search(body) for rx in _ERROR_RES):
             self._error(body, signal)
@@ -607,7 +731,7 @@ class _TextParser:
             return self.builders[-1:]
         self.group += 1
         b = self._new_builder()
-        b.closed = True
+        self._close(b)
         self.failed_launch = b
         return [b]
 
@@ -617,12 +741,12 @@ class _TextParser:
             return False
         for b in self._open():
             if b.rows or b.complete or b.layout is not None:
-                b.closed = True  # a new table after a started one: the old one ended without footer
-        if not self._open():
+                self._close(b)  # a new table after a started one: the old one ended without footer
+        if not self.opened:
             self.group += 1
         b = self._new_builder()
         b.nthreads, b.ngpus = int(m.group(1)), int(m.group(2))
-        b.note(body)
+        b.first_note -= 1  # the banner line is the run's own
         return True
 
     def _version(self, body: str) -> bool:
@@ -653,26 +777,27 @@ class _TextParser:
         )
         # concurrent one-rank processes each list "Rank 0": give each to the first run still without it
         candidates = [b for b in self._open() if b.group == self.group] or [self._new_builder()]
-        target = next((b for b in candidates if all(d.rank != dev.rank for d in b.devices)), candidates[-1])
+        target = next((b for b in candidates if dev.rank not in b.ranks), candidates[-1])
         target.devices.append(dev)
+        target.ranks.add(dev.rank)
         return True
 
     def _header(self, body: str) -> bool:
         layout = _read_header(body)
         if layout is None:
             return False
-        waiting = [b for b in self._open() if b.layout is None]
-        if not waiting:  # a table without banner (pasted fragment)
+        target = self._first_waiting()
+        if target is None:  # a table without banner (pasted fragment)
             self._close_all()
             self.group += 1
-            waiting = [self._new_builder()]
-        waiting[0].layout = layout
+            target = self._new_builder()
+        self._set_layout(target, layout, headerless=False)
         return True
 
     def _row(self, lineno: int, body: str) -> None:
         toks = body.split()
-        tables = [b for b in self._open() if b.layout is not None and not b.complete]
-        owner = _row_owner(tables, _integer(toks[0], lineno, "size", body), toks[2]) if tables else None
+        size = _integer(toks[0], lineno, "size", body)
+        owner = self.tables.owner(size, toks[2]) if self.tables.count else None
         target = owner or self._headerless_table(lineno, body, toks)
         if target is None:
             return  # numbers that are no table row: launcher or shell noise
@@ -685,6 +810,7 @@ class _TextParser:
         else:
             row = _read_row(target.layout, toks, lineno, body)
         target.rows.append(row)
+        self.tables.took_row(target)
         target.first_row_line = target.first_row_line or lineno
         target.last_row_line = lineno
         self.recognised = True
@@ -696,19 +822,18 @@ class _TextParser:
         table opens, in the launch of the open runs (another process of it) or a new one. ``None`` when the
         line does not read as a row."""
         layout = _infer_layout(toks)
-        waiting = [b for b in self._open() if b.layout is None]
+        waiting = self._first_waiting()
         if layout is None:
-            if waiting:
+            if waiting is not None:
                 raise ParseError(FMT_TEXT, lineno, "a column header (size count type ...) before data rows", body)
             return None
-        if waiting:
-            target = waiting[0]
+        if waiting is not None:
+            target = waiting
         else:
-            if not self._open():
+            if not self.opened:
                 self.group += 1
             target = self._new_builder()
-        target.layout = layout
-        target.headerless = True
+        self._set_layout(target, layout, headerless=True)
         return target
 
     def _footer(self, body: str) -> bool:
@@ -730,7 +855,7 @@ class _TextParser:
                 b.avg = value if value is not None and math.isfinite(value) else None
                 b.avg_ok = None if m.group(2) is None else m.group(2) == "OK"
                 b.complete = True
-                b.closed = True
+                self._close(b)
             return True
         return False
 
@@ -775,6 +900,7 @@ class _TextParser:
         if not self.recognised:
             expected = "nccl-tests output (banner, column header, table rows or footer)"
             raise ParseError(FMT_TEXT, None, expected)
+        self._close_all()
         collectives = {id(b): b.collective or self.hint or _collective_from_ratio(b.rows) for b in self.builders}
         nranks = {id(b): _nranks(b, collectives[id(b)]) for b in self.builders}
         non_mpi = _non_mpi_builders(self.builders, {k: n for k, (n, _) in nranks.items()})
@@ -815,7 +941,8 @@ class _TextParser:
 
 def _row_owner(tables: list[_Builder], size: int, dtype: str) -> _Builder | None:
     """The open table a row of ``size`` bytes and type ``dtype`` belongs to, when several processes print
-    at once.
+    at once: the rule, written as a scan of ``tables`` (open, in creation order). The parser applies it through
+    :class:`_Tables`, which gives the same answer in O(log n) (tested against this function).
 
     Each process sweeps sizes upwards (``-f``/``-i``), so the row continues the table whose last size is
     the closest below it (smallest step); a table without rows takes a size no other can continue. When
@@ -897,14 +1024,24 @@ def _non_mpi_builders(builders: list[_Builder], nranks: dict[int, int | None]) -
 
 
 def _interleaved(tables: list[_Builder]) -> list[_Builder]:
-    """The tables whose rows were printed while another table's were (their line spans overlap)."""
-    spans = [(b.first_row_line, b.last_row_line, b) for b in tables]
-    rows = [(first, last, b) for first, last, b in spans if first is not None and last is not None]
-    return [
-        b
-        for first, last, b in rows
-        if any(other is not b and o_first < last and first < o_last for o_first, o_last, other in rows)
-    ]
+    """The tables whose rows were printed while another table's were (their line spans overlap), in the order
+    given; O(n log n): sorted by first row, a span overlaps another when it starts before the furthest end of
+    the spans started before it, or one started after it starts before its own end."""
+    spans = sorted(
+        (b.first_row_line, b.last_row_line, i)
+        for i, b in enumerate(tables)
+        if b.first_row_line is not None and b.last_row_line is not None
+    )
+    hit: set[int] = set()
+    furthest: tuple[int, int] | None = None  #: the furthest end of the spans so far, and whose
+    for k, (first, last, i) in enumerate(spans):
+        if furthest is not None and first < furthest[0]:
+            hit.update((i, furthest[1]))
+        if k + 1 < len(spans) and spans[k + 1][0] < last:
+            hit.update((i, spans[k + 1][2]))
+        if furthest is None or last > furthest[0]:
+            furthest = (last, i)
+    return [b for i, b in enumerate(tables) if i in hit]
 
 
 def _reliable_ratio(rows: list[Row]) -> float | None:
