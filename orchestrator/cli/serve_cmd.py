@@ -1,10 +1,11 @@
 """``fleetdx serve``: the HTTP API (:mod:`fleetdx.orchestrator.service.api`) over the store, with uvicorn.
 
 Each uvicorn worker builds its app with :func:`app_from_env` from the settings this command puts in the
-environment (``FLEETDX_DB_URL``, ``FLEETDX_API_AUTH_READS``), so ``--workers N`` runs N stateless processes
-over one database (PostgreSQL in production): tokens, reports and the metrics' fleet series live in the
-database; only request latency is per process, summed across workers through prometheus-client's
-multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, a fresh temporary directory unless set).
+environment (``FLEETDX_DB_URL``, ``FLEETDX_API_AUTH_READS``, ``FLEETDX_API_MAX_BODY_BYTES``, ...), so
+``--workers N`` runs N stateless processes over one database (PostgreSQL in production): tokens, reports and
+the metrics' fleet series live in the database; only request latency is per process, summed across workers
+through prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, a fresh temporary directory
+unless set).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ AUTH_READS_ENV = "FLEETDX_API_AUTH_READS"
 TOPOLOGY_ENV = "FLEETDX_API_TOPOLOGY_CONF"
 SLURM_ENV = "FLEETDX_API_SLURM"
 PLACEMENT_CACHE_ENV = "FLEETDX_API_PLACEMENT_CACHE_S"
+MAX_BODY_ENV = "FLEETDX_API_MAX_BODY_BYTES"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 DB_URL_ENV = "FLEETDX_DB_URL"
 
@@ -43,6 +45,7 @@ def app_from_env() -> FastAPI:
     """The app of one uvicorn worker, from the environment that :func:`serve` set (a uvicorn factory)."""
     from fleetdx.orchestrator.cli.topo_cmd import _load_cluster
     from fleetdx.orchestrator.service.api import create_app
+    from fleetdx.orchestrator.service.ingest import MAX_UPLOAD_BYTES
     from fleetdx.orchestrator.service.metrics import RequestMetrics
     from fleetdx.orchestrator.service.placement_cache import DEFAULT_TTL_S
     from fleetdx.orchestrator.store import Store
@@ -70,6 +73,7 @@ def app_from_env() -> FastAPI:
         cluster=cluster,
         scheduler_nodes=scheduler_nodes,
         placement_cache_s=float(os.environ.get(PLACEMENT_CACHE_ENV) or DEFAULT_TTL_S),
+        max_body_bytes=int(os.environ.get(MAX_BODY_ENV) or MAX_UPLOAD_BYTES),
     )
     app.router.add_event_handler("shutdown", store.close)
     return app
@@ -118,6 +122,15 @@ def serve(
             "the store); 0: compute every query.",
         ),
     ] = 5.0,
+    max_body_mib: Annotated[
+        int,
+        typer.Option(
+            "--max-body-mib",
+            min=1,
+            max=4096,
+            help="Largest request body, in MiB (a gzip report: once decompressed); a longer one is answered 413.",
+        ),
+    ] = 64,
     ssl_certfile: Annotated[
         Path | None, typer.Option("--ssl-certfile", help="Serve HTTPS with this PEM certificate (chain).")
     ] = None,
@@ -154,6 +167,7 @@ def serve(
         os.environ[TOPOLOGY_ENV] = str(topology_conf.resolve())
     os.environ[SLURM_ENV] = "1" if slurm else "0"
     os.environ[PLACEMENT_CACHE_ENV] = repr(placement_cache)
+    os.environ[MAX_BODY_ENV] = str(max_body_mib * 1024 * 1024)
     with Store.open(db) as store:  # fail here, in one line, when the database is unreachable or outdated
         url = store.url
     os.environ[DB_URL_ENV] = db or os.environ.get(DB_URL_ENV, "")

@@ -26,10 +26,14 @@ Authentication (:mod:`fleetdx.orchestrator.service.auth`): every write needs a `
 (``/runs``, ``/nodes``, ``/findings``, ``/metrics``, ``/placement``) need a ``read`` or ``write`` token only when
 ``auth_reads`` is set. 401 without a token or with an invalid or revoked one, 403 with a read token on a write.
 
-A client's mistake is a 4xx with a one-line ``detail``, never a 5xx: a malformed path or query value (a
-control character such as ``%00``, over 255 characters) is 422, a bad upload 400/413/415/422. Error bodies
-never carry the database URL (the server's log has the full reason); an unexpected error is a 500 saying only
-"internal error".
+A client's mistake is a 4xx with a one-line ``detail`` (a string, never a list), never a 5xx: a malformed path,
+query or body value (a control character such as ``%00``, a lone UTF-16 surrogate such as ``"\\ud800"``, over
+255 characters, a number out of range such as ``1e309``) is 422, JSON nested too deeply 400, a bad upload
+400/413/415/422. Any body over ``max_body_bytes`` is 413 on every route, said before the body is read when its
+``Content-Length`` gives it away, and after the rest of the body was read and dropped otherwise (up to
+:data:`DRAIN_MAX_BYTES` more), so a client that sends its whole body before reading the answer (or asked for
+``Connection: close``) reads the 413 instead of a connection reset. Error bodies never carry the database URL
+(the server's log has the full reason); an unexpected error is a 500 saying only "internal error".
 
 The store is passed in (:func:`create_app`), so tests and the CLI choose the database and the settings;
 nothing is read from the environment here.
@@ -45,8 +49,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from hostlist import BadHostlist, expand_hostlist
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from fleetdx import __version__
 from fleetdx.orchestrator.judgement import FindingCode
@@ -81,6 +88,14 @@ MAX_LIMIT = 1000
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 #: a run id or host name: 1-255 characters, none of them a control character (PostgreSQL rejects NUL in text)
 SAFE_TEXT = r"^[^\x00-\x1f\x7f]{1,255}$"
+#: the same for text from a JSON body, which can also carry a lone UTF-16 surrogate (``"\\ud800"``): it cannot
+#: be encoded as UTF-8, so neither a database nor a JSON answer can take it (a path or query never holds one:
+#: Starlette decodes those with replacement characters)
+_BODY_NAME = re.compile(r"[^\x00-\x1f\x7f\ud800-\udfff]{1,255}")
+_BODY_HOSTLIST = re.compile(r"[^\x00-\x1f\x7f\ud800-\udfff]{1,65536}")
+#: how much more of an over-limit body is read (and dropped) before the 413 is sent, so that the client, still
+#: sending, is not reset; a longer body is answered at once
+DRAIN_MAX_BYTES = 1 << 30
 
 log = logging.getLogger("fleetdx.api")
 
@@ -124,6 +139,66 @@ class _LatencyMiddleware:
             self.requests.observe(method, template, status, time.perf_counter() - start)
 
 
+class _BodyLimitMiddleware:
+    """Every request body at most ``limit`` bytes, else a 413 with a one-line ``detail`` (see the module doc).
+
+    A declared ``Content-Length`` over the limit is answered before the app runs: at once when the client waits
+    for ``100 Continue`` (it then sends nothing), else after reading and dropping the body (at most
+    :data:`DRAIN_MAX_BYTES`). A body without a length (chunked) is counted as the app reads it; past the limit
+    the rest is dropped the same way and the route answers 413 (raised from ``receive``)."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = _content_length(headers.get(b"content-length"))
+        if declared is not None and declared > self.limit:
+            if headers.get(b"expect", b"").lower() != b"100-continue" and declared - self.limit <= DRAIN_MAX_BYTES:
+                await _drain(receive, DRAIN_MAX_BYTES)
+            detail = f"the body is {declared} bytes, over the limit of {self.limit}"
+            await JSONResponse(status_code=413, content={"detail": detail})(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> dict[str, Any]:
+            nonlocal received
+            message: dict[str, Any] = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    if message.get("more_body", False):
+                        await _drain(receive, DRAIN_MAX_BYTES)
+                    raise HTTPException(status_code=413, detail=f"the body is over the limit of {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def _content_length(value: bytes | None) -> int | None:
+    """The declared body length, ``None`` when absent (the HTTP server has already refused a malformed one)."""
+    if value is None or not value.strip().isdigit():
+        return None
+    return int(value)
+
+
+async def _drain(receive: Any, most: int) -> None:
+    """Read and drop the rest of a request body (at most ``most`` bytes): the client is then done sending and
+    reads the answer, where closing the connection under it would reset it."""
+    dropped = 0
+    while dropped <= most:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        dropped += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
+
+
 class Service:
     """What the routes of one app share (``app.state.service``): the store, the placement caches and inputs,
     and how a store error is said to a client (:meth:`public`)."""
@@ -136,8 +211,10 @@ class Service:
         scheduler_nodes: Callable[[], Sequence[SlurmNode]] | None,
         placement_cache_s: float,
         requests: RequestMetrics,
+        max_body_bytes: int = MAX_UPLOAD_BYTES,
     ) -> None:
         self.store = store
+        self.max_body_bytes = max_body_bytes
         self.cluster = cluster
         self.scheduler_nodes = scheduler_nodes
         self.answers = PlacementCache(placement_cache_s)
@@ -153,8 +230,13 @@ class Service:
         """The placement answer (cached while the store and the scheduler's nodes are unchanged).
 
         Raises:
-            HTTPException: 503 when the scheduler does not answer, 422 for a request that cannot be answered.
+            HTTPException: 503 when the scheduler does not answer, 422 for a request that cannot be answered
+                (one whose text no database or JSON answer can hold included: a control character or a lone
+                surrogate in ``partition``, ``hostlist`` or ``exclude``).
         """
+        problem = _placement_text_problem(request)
+        if problem is not None:
+            raise HTTPException(status_code=422, detail=problem)
         try:
             candidates = self.scheduler_nodes() if self.scheduler_nodes is not None else None
         except ConfigError as e:  # Slurm missing, failing or timing out: the service's trouble, not the client's
@@ -172,6 +254,17 @@ class Service:
             )
         except PlacementInputError as e:
             raise HTTPException(status_code=422, detail=str(e)) from None
+
+
+def _placement_text_problem(request: PlacementRequest) -> str | None:
+    """Why the request's text cannot be used (``None`` when it can): each name 1-255 characters, the hostlist
+    at most 65536, none with a control character or a lone surrogate (a JSON body can carry both)."""
+    texts = [("partition", _BODY_NAME, request.partition), ("hostlist", _BODY_HOSTLIST, request.hostlist)]
+    texts += [("exclude", _BODY_NAME, host) for host in request.exclude]
+    for what, allowed, text in texts:
+        if text is not None and allowed.fullmatch(text) is None:
+            return f"{what}: {text[:40]!r} is empty, too long, or holds a control character or a lone surrogate"
+    return None
 
 
 def service(request: Request) -> Service:
@@ -275,19 +368,54 @@ def placement_body(svc: ServiceDep, request: PlacementRequest) -> PlacementAnswe
 async def post_report(svc: ServiceDep, request: Request) -> JSONResponse:
     """Ingest one run's report and raw outputs: 201 when stored, 200 with ``inserted`` false when a run with that
     ``run_id`` is already stored (a retried push never duplicates)."""
+    limit = svc.max_body_bytes
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_UPLOAD_BYTES:
-            raise HTTPException(status_code=413, detail=f"the report is over {MAX_UPLOAD_BYTES} bytes")
     try:
-        data = decode_body(bytes(body), request.headers.get("content-type"), request.headers.get("content-encoding"))
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:  # (the app's body limit has said so already; this holds for a bare call too)
+                raise HTTPException(status_code=413, detail=f"the report is over {limit} bytes")
+    except ClientDisconnect:  # gone while sending: nobody reads this answer, and it is no server error
+        raise HTTPException(status_code=400, detail="the client disconnected before the body ended") from None
+    try:
+        headers = request.headers
+        data = decode_body(bytes(body), headers.get("content-type"), headers.get("content-encoding"), limit)
         upload = await run_in_threadpool(parse_upload, data)
     except UploadRejected as e:
         raise HTTPException(status_code=e.status, detail=e.reason) from None
     inserted = await run_in_threadpool(svc.store.save_report, upload.report, upload.raw)
     result = IngestResult(run_id=upload.report.run_id, inserted=inserted)
     return JSONResponse(status_code=201 if inserted else 200, content=result.model_dump(mode="json"))
+
+
+def one_line(text: str, most: int = 300) -> str:
+    """``text`` as one line of at most ``most`` characters that encodes as UTF-8: line breaks become spaces, a
+    lone surrogate its ``\\udXXX`` escape (a client's JSON can carry one; an answer echoing it could not be
+    sent)."""
+    flat = " ".join(text.encode("utf-8", "backslashreplace").decode("utf-8").split())
+    return flat if len(flat) <= most else flat[: most - 3] + "..."
+
+
+async def _http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code in (204, 304):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    return JSONResponse(status_code=exc.status_code, content={"detail": one_line(detail)}, headers=exc.headers)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's list of validation errors as one line: the first error's place and message and how many there
+    were. The offending input is left out: it may be what cannot be sent back (``1e309`` parses to infinity,
+    which JSON cannot hold; a lone surrogate)."""
+    assert isinstance(exc, RequestValidationError)
+    errors = list(exc.errors())
+    if not errors:
+        return JSONResponse(status_code=422, content={"detail": "invalid request"})
+    first = errors[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "request"
+    more = f" ({len(errors)} errors)" if len(errors) > 1 else ""
+    return JSONResponse(status_code=422, content={"detail": one_line(f"{where}: {first.get('msg', 'invalid')}{more}")})
 
 
 def _router() -> APIRouter:
@@ -328,6 +456,7 @@ def create_app(
     cluster: ClusterIndex | None = None,
     scheduler_nodes: Callable[[], Sequence[SlurmNode]] | None = None,
     placement_cache_s: float = DEFAULT_TTL_S,
+    max_body_bytes: int = MAX_UPLOAD_BYTES,
 ) -> FastAPI:
     """The API app over ``store``: the routes above (plain functions, importable by tests) with the app's
     :class:`Service` and :class:`~fleetdx.orchestrator.service.auth.Auth` in ``app.state``. ``auth_reads``:
@@ -335,16 +464,26 @@ def create_app(
     process). ``cluster``: the switch tree placement ranks by (built once). ``scheduler_nodes``: asked at each
     placement query for the scheduler's nodes (``None``: the request's hostlist is the candidate list).
     ``placement_cache_s``: how long an unchanged placement answer is reused, and the store state distinct
-    queries share (:mod:`~fleetdx.orchestrator.service.placement_cache`; 0: never). Store errors become 503
-    responses with a one-line ``detail``."""
+    queries share (:mod:`~fleetdx.orchestrator.service.placement_cache`; 0: never). ``max_body_bytes``: the
+    largest request body (and decompressed report) taken; a longer one is a 413 (``fleetdx serve
+    --max-body-mib``). Store errors become 503 responses with a one-line ``detail``; every error ``detail`` is
+    one line of text that can be encoded (see the module doc)."""
+    if max_body_bytes < 1:
+        raise ValueError(f"max_body_bytes must be at least 1, not {max_body_bytes}")
     requests = request_metrics or RequestMetrics()
     svc = Service(
-        store, cluster=cluster, scheduler_nodes=scheduler_nodes, placement_cache_s=placement_cache_s, requests=requests
+        store,
+        cluster=cluster,
+        scheduler_nodes=scheduler_nodes,
+        placement_cache_s=placement_cache_s,
+        requests=requests,
+        max_body_bytes=max_body_bytes,
     )
     app = FastAPI(title="fleetdx", version=__version__, description="Run history, report ingestion and metrics.")
     app.state.service = svc
     app.state.auth = Auth(store, reads_need_token=auth_reads)
-    app.add_middleware(_LatencyMiddleware, requests=requests)
+    app.add_middleware(_BodyLimitMiddleware, limit=max_body_bytes)
+    app.add_middleware(_LatencyMiddleware, requests=requests)  # outermost: it times the 413s too
 
     async def store_error(_request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(status_code=503, content={"detail": svc.public(exc)})
@@ -354,6 +493,8 @@ def create_app(
         return JSONResponse(status_code=500, content={"detail": "internal error (see the server's log)"})
 
     app.add_exception_handler(StoreError, store_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, internal_error)
     app.include_router(_router())
     return app

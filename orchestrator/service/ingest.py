@@ -2,16 +2,19 @@
 reaches the database as a server error.
 
 Body: JSON of :class:`ReportUpload` (``{"report": RunReport, "raw": {host: {file name: text}}}``), at most
-:data:`MAX_UPLOAD_BYTES` once decoded, optionally ``Content-Encoding: gzip`` (decompressed with the same cap:
-a small bomb cannot inflate past it). :func:`parse_upload` raises :class:`UploadRejected` with an HTTP status
-and a one-line reason for everything a client can get wrong:
+the service's body limit once decoded (:data:`MAX_UPLOAD_BYTES` unless set otherwise), optionally
+``Content-Encoding: gzip`` (decompressed with the same cap: a small bomb cannot inflate past it).
+:func:`parse_upload` raises :class:`UploadRejected` with an HTTP status and a one-line reason for everything a
+client can get wrong:
 
 - 413: the body (or its decompressed form) is over the cap;
 - 415: a ``Content-Type`` other than ``application/json``, or a ``Content-Encoding`` other than gzip/identity;
-- 400: gzip that does not decompress, text that is not UTF-8 JSON;
+- 400: gzip that does not decompress, text that is not UTF-8 JSON, JSON nested too deeply for the parser
+  (about 1000 levels; no report is nested more than a few);
 - 422: JSON that is not a report (the first pydantic error, with its location), or a report the database
   would refuse: a text field longer than its column (``run_id`` 64 characters; hosts, subjects, probe and
-  file names 255), a NUL character (PostgreSQL text cannot hold one), a time that is not finite, an
+  file names 255), a NUL character (PostgreSQL text cannot hold one) or a lone UTF-16 surrogate (``"\\ud800"``:
+  no database can encode it) anywhere, raw outputs included, a time that is not finite, an
   ``exit_code`` other than the verdict's Nagios value, a host twice in ``nodes``, an integer beyond its
   column (``nranks``, ``schema_version``: 32 bits; message sizes: 64 bits).
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -38,6 +42,8 @@ RUN_ID_MAX = 64
 NAME_MAX = 255
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+#: a lone UTF-16 surrogate: text with one has no UTF-8 encoding, so no database (nor a JSON answer) takes it
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class ReportUpload(Contract):
@@ -64,8 +70,14 @@ class UploadRejected(Exception):
         self.reason = reason
 
 
-def decode_body(body: bytes, content_type: str | None, content_encoding: str | None) -> bytes:
-    """The JSON bytes of a request body: checks the media type and undoes gzip within the size cap."""
+def decode_body(
+    body: bytes, content_type: str | None, content_encoding: str | None, limit: int = MAX_UPLOAD_BYTES
+) -> bytes:
+    """The JSON bytes of a request body: checks the media type and undoes gzip within ``limit`` bytes.
+
+    Raises:
+        UploadRejected: 415 (media type, encoding), 400 (gzip that does not decompress), 413 (over ``limit``).
+    """
     media = (content_type or "").split(";")[0].strip().lower()
     if media != "application/json":
         raise UploadRejected(415, f"Content-Type must be application/json, not {media or 'missing'!r}")
@@ -75,15 +87,15 @@ def decode_body(body: bytes, content_type: str | None, content_encoding: str | N
     elif encoding == "gzip":
         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            data = inflater.decompress(body, MAX_UPLOAD_BYTES + 1)
+            data = inflater.decompress(body, limit + 1)
         except zlib.error as e:
             raise UploadRejected(400, f"the gzip body does not decompress: {e}") from None
-        if not inflater.eof and len(data) <= MAX_UPLOAD_BYTES:
+        if not inflater.eof and len(data) <= limit:
             raise UploadRejected(400, "the gzip body is truncated")
     else:
         raise UploadRejected(415, f"Content-Encoding must be gzip or identity, not {encoding!r}")
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise UploadRejected(413, f"the report is over {MAX_UPLOAD_BYTES} bytes")
+    if len(data) > limit:
+        raise UploadRejected(413, f"the report is over {limit} bytes")
     return data
 
 
@@ -93,6 +105,8 @@ def parse_upload(data: bytes) -> ReportUpload:
         doc = json.loads(data)
     except (UnicodeDecodeError, ValueError) as e:
         raise UploadRejected(400, f"the body is not UTF-8 JSON: {e}") from None
+    except RecursionError:  # the C decoder's own depth guard: a clean exception, nothing half-built is kept
+        raise UploadRejected(400, "the body's JSON is nested too deeply (a report nests a few levels)") from None
     if isinstance(doc, dict) and "report" not in doc and "run_id" in doc:
         doc = {"report": doc}  # a bare RunReport (`fleetdx preflight --json`) is an upload without raw outputs
     try:
@@ -133,18 +147,35 @@ def _problem(upload: ReportUpload) -> str | None:
     for what, name in names:
         if len(name) > NAME_MAX:
             return f"{what} {name[:40]!r}... is over {NAME_MAX} characters"
-        if "\x00" in name:
-            return f"{what} {name[:40]!r} holds a NUL character"
+        problem = text_problem(name)
+        if problem is not None:
+            return f"{what} {name[:40]!r} {problem}"
     for c in r.curves:
         if not (0 <= c.nranks <= INT32_MAX):
             return f"curve nranks {c.nranks} is out of range"
         if any(not (0 <= p.size <= INT64_MAX) for p in c.points):
             return "a curve point's size is out of range"
     for where, value in _leaves(r.model_dump(mode="python"), "report"):
-        if isinstance(value, str) and "\x00" in value:
-            return f"{where} holds a NUL character"
+        problem = text_problem(value) if isinstance(value, str) else None
+        if problem is not None:
+            return f"{where} {problem}"
         if isinstance(value, float) and not math.isfinite(value):
             return f"{where} is {value} (not a finite number)"
+    for host, files in upload.raw.items():
+        for name, text in files.items():
+            problem = text_problem(text)
+            if problem is not None:
+                return f"raw output {name[:40]!r} of {host[:40]!r} {problem}"
+    return None
+
+
+def text_problem(text: str) -> str | None:
+    """Why no text column can hold ``text`` ("holds a NUL character": PostgreSQL; "holds a lone surrogate"),
+    else ``None``. Linear in ``len(text)``; ASCII text (``isascii`` is a flag) skips the surrogate scan."""
+    if "\x00" in text:
+        return "holds a NUL character"
+    if not text.isascii() and _SURROGATE.search(text) is not None:
+        return "holds a lone surrogate (not encodable as UTF-8)"
     return None
 
 
