@@ -92,7 +92,7 @@ def test_codes_json_lists_every_code() -> None:
     rc, doc = _json("codes", "--json")
     assert rc == 0 and doc["schema_version"] == 3
     assert [c["code"] for c in doc["codes"]] == [c.value for c in FindingCode]  # type: ignore[union-attr,index]
-    rc, doc = _json("codes", "--json", "--job", "steps")
+    rc, doc = _json("codes", "--json", "--kind", "steps")
     assert {c["job"] for c in doc["codes"]} == {JobKind.STEPS.value}  # type: ignore[union-attr,index]
 
 

@@ -205,19 +205,19 @@ def test_cli_slurm_args_json_and_exit_codes(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'cli.db'}"
     common = ["--scontrol-nodes", str(PLACE / "scontrol_show_node.txt"), "--db", db]
     common += ["--topology-conf", str(PLACE / "scontrol_show_topology.txt")]
-    r = _cli("place", "--nodes", "2", "--gpus-per-node", "1", "--slurm-args", *common)
+    r = _cli("place", "--node-count", "2", "--gpus-per-node", "1", "--slurm-args", *common)
     assert r.exit_code == 0, r.output  # type: ignore[attr-defined]
     argv = shlex.split(r.stdout)  # type: ignore[attr-defined]
     assert argv == ["--nodes=2", "--nodelist=gpu[01,04]", "--exclude=gpu[02-03,05-06]", "--switches=2"]
-    r = _cli("place", "--nodes", "3", "--gpus-per-node", "1", "--json", *common)
+    r = _cli("place", "--node-count", "3", "--gpus-per-node", "1", "--json", *common)
     assert r.exit_code == 2  # type: ignore[attr-defined]
     data = json.loads(r.stdout)  # type: ignore[attr-defined]
     assert data["placed"] is False and {x["host"] for x in data["excluded"]} == {"gpu02", "gpu03", "gpu05", "gpu06"}
-    r = _cli("place", "--nodes", "3", "--gpus-per-node", "1", "--slurm-args", *common)
+    r = _cli("place", "--node-count", "3", "--gpus-per-node", "1", "--slurm-args", *common)
     assert r.exit_code == 2 and r.stdout == ""  # type: ignore[attr-defined]
-    r = _cli("place", "--nodes", "1", "--gpus-per-node", "1", "--hostlist", "gpu[01-", "--db", db)
+    r = _cli("place", "--node-count", "1", "--gpus-per-node", "1", "--hostlist", "gpu[01-", "--db", db)
     assert r.exit_code == 3 and "Traceback" not in r.output  # type: ignore[attr-defined]
-    r = _cli("place", "--nodes", "1", "--gpus-per-node", "9", *common)
+    r = _cli("place", "--node-count", "1", "--gpus-per-node", "9", *common)
     assert r.exit_code == 2 and "declares gpu:8" in r.output  # type: ignore[attr-defined]
 
 

@@ -1,4 +1,4 @@
-"""``sbatch $(fleetdx place --nodes 2 --gpus-per-node 1 --slurm-args) job.sh`` on a real Slurm: the job lands on
+"""``sbatch $(fleetdx place --node-count 2 --gpus-per-node 1 --slurm-args) job.sh`` on a real Slurm: the job lands on
 the advised nodes, a drained node is never advised, and a node the store holds as CRITICAL is left out.
 
 The cluster is the shared throwaway Slurm 22.05 of ``tests/slurmcluster.py`` (``.ci/slurm-cluster.sh``: its own
@@ -66,7 +66,7 @@ def _end_jobs(cluster: SlurmCluster) -> None:
 
 def _place(env: dict[str, str], db: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "fleetdx", "place", "--nodes", "2", "--gpus-per-node", "1", "--slurm-args", "--db", db],
+        [sys.executable, "-m", "fleetdx", "place", "-N", "2", "--gpus-per-node", "1", "--slurm-args", "--db", db],
         env=env,
         capture_output=True,
         text=True,

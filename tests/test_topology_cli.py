@@ -111,18 +111,18 @@ def test_bad_inputs_exit_3_without_traceback(run, tmp_path: Path) -> None:  # ty
 
 def test_cluster_and_slurm_conf(run) -> None:  # type: ignore[no-untyped-def]
     r = run(
-        "topo", "cluster", "--topology-conf", str(CONF), "--nodes", "6", "--exclude", "gpu[02,10]", "--json"
+        "topo", "cluster", "--topology-conf", str(CONF), "--node-count", "6", "--exclude", "gpu[02,10]", "--json"
     )
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert data["switch"] == "spine1" and data["switch_hops"] == 3 and len(data["nodes"]) == 6
-    r = run("topo", "cluster", "--topology-conf", str(CONF), "--nodes", "3", "--exclude", "gpu01")
+    r = run("topo", "cluster", "--topology-conf", str(CONF), "--node-count", "3", "--exclude", "gpu01")
     assert r.exit_code == 0 and r.stdout.splitlines()[0] == "gpu[02-04]"
-    r = run("topo", "cluster", "--topology-conf", str(CONF), "--nodes", "99")
+    r = run("topo", "cluster", "--topology-conf", str(CONF), "--node-count", "99")
     assert r.exit_code == 3 and "no switch has 99 free nodes" in r.output
-    r = run("topo", "cluster", "--topology-conf", str(CONF), "--nodes", "2", "--exclude", "gpu[1-")
+    r = run("topo", "cluster", "--topology-conf", str(CONF), "--node-count", "2", "--exclude", "gpu[1-")
     assert r.exit_code == 3 and "bad hostlist" in r.output
-    r = run("topo", "cluster", "--topology-conf", str(FIX / "topology" / "switchmap.yaml"), "--nodes", "5")
+    r = run("topo", "cluster", "--topology-conf", str(FIX / "topology" / "switchmap.yaml"), "--node-count", "5")
     assert r.exit_code == 0 and "spine1" in r.stdout
     r = run("topo", "slurm-conf", str(FIX / "topology" / "switchmap.yaml"))
     assert r.exit_code == 0 and r.stdout == (FIX / "topology" / "switchmap.expected.conf").read_text()

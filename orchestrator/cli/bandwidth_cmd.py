@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import statistics
 import sys
-from typing import TYPE_CHECKING
+from enum import Enum
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -24,11 +25,25 @@ from fleetdx.orchestrator.cli.common import (
     print_json,
     request_of,
 )
+from fleetdx.orchestrator.cli.conventions import computed_default
+from fleetdx.orchestrator.cluster.collective import Backend
 from fleetdx.orchestrator.preflight.detection import DetectionPolicy
-from fleetdx.orchestrator.report import RunReport
+from fleetdx.orchestrator.report import RunReport, Schedule
 
-if TYPE_CHECKING:
-    pass
+
+#: the collectives the torch.distributed probe measures (``cluster.collective.TORCH_COLLECTIVES``; a test keeps
+#: the two equal)
+class MeasuredCollective(str, Enum):
+    """The collectives the torch.distributed probe measures (``cluster.collective.TORCH_COLLECTIVES``; a test
+    keeps the two equal): ``--collective`` lists them in ``--help`` and in its error."""
+
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    SENDRECV = "sendrecv"
+
+
+_ALL_REDUCE = computed_default("all_reduce")
 
 def _pair_values(report: RunReport) -> dict[tuple[str, str], float]:
     """busbw (GB/s) at the largest size of each measured pair (the last measurement wins)."""
@@ -111,39 +126,64 @@ def register(app: typer.Typer) -> None:
     @app.command("bandwidth")
     @handle_errors
     def bandwidth(
-        nodes: str = typer.Option(
-            None, "--nodes", help="Slurm hostlist of Ray hosts to measure (default: all)."
-        ),
-        schedule: str = typer.Option("localise", "--schedule", help="roundrobin | quick | localise"),
-        collective: list[str] = typer.Option(  # noqa: B008 (typer's declaration style)
-            ["all_reduce"],
-            "--collective",
-            help="all_reduce | all_gather | reduce_scatter | sendrecv (repeatable)",
-        ),
-        sizes: str = typer.Option(
-            "4M,16M,64M", "--sizes", help="Message sizes (K/M/G = 1024^n); the largest judges."
-        ),
-        backend: str = typer.Option(
-            None, "--backend", help="nccl | gloo (default: nccl when every node has a GPU)"
-        ),
-        iters: int = typer.Option(10, "--iters", min=1, help="Timed iterations per size."),
-        timeout: float = typer.Option(
-            120.0, "--timeout", callback=finite_positive, help="Seconds per round before a group is a hang."
-        ),
-        reference: float = typer.Option(
-            None, "--reference-gbps", callback=finite_positive, help="Expected busbw of this SKU (GB/s)."
-        ),
-        address: str = typer.Option(
-            None,
-            "--ray-address",
-            "--address",
-            help="Ray cluster address, HOST:PORT or auto (default: RAY_ADDRESS, else a local Ray).",
-        ),
-        db: str = typer.Option(
-            None, "--db", help="Database URL for history and saving (default: the store's)."
-        ),
-        save: bool = typer.Option(True, "--save/--no-save", help="Save the report and curves to the store."),
-        as_json: bool = typer.Option(False, "--json", help="Print only the RunReport JSON."),
+        nodes: Annotated[
+            str | None,
+            typer.Option(
+                "--nodes", help="Slurm hostlist of Ray hosts to measure." + computed_default("every Ray host")
+            ),
+        ] = None,
+        schedule: Annotated[
+            Schedule,
+            typer.Option(
+                "--schedule",
+                help="roundrobin: every pair once; quick: one round of disjoint pairs; localise: quick, then find "
+                "the slow member of each flagged pair.",
+            ),
+        ] = Schedule.LOCALISE,
+        collective: Annotated[
+            list[MeasuredCollective] | None,
+            typer.Option(
+                "--collective", help="Collective to measure (repeatable; the first judges)." + _ALL_REDUCE
+            ),
+        ] = None,
+        sizes: Annotated[
+            str, typer.Option("--sizes", help="Message sizes (K/M/G = 1024^n); the largest judges.")
+        ] = "4M,16M,64M",
+        backend: Annotated[
+            Backend | None,
+            typer.Option(
+                "--backend",
+                help="torch.distributed backend." + computed_default("nccl when every node has a GPU, else gloo"),
+            ),
+        ] = None,
+        iters: Annotated[int, typer.Option("--iters", min=1, help="Timed iterations per size.")] = 10,
+        timeout: Annotated[
+            float,
+            typer.Option("--timeout", callback=finite_positive, help="Seconds per round before a group is a hang."),
+        ] = 120.0,
+        reference: Annotated[
+            float | None,
+            typer.Option("--reference-gbps", callback=finite_positive, help="Expected busbw of this SKU (GB/s)."),
+        ] = None,
+        address: Annotated[
+            str | None,
+            typer.Option(
+                "--ray-address",
+                "--address",
+                help="Ray cluster address, HOST:PORT or auto." + computed_default("$RAY_ADDRESS, else a local Ray"),
+            ),
+        ] = None,
+        db: Annotated[
+            str | None,
+            typer.Option(
+                "--db",
+                help="Database URL for history and saving." + computed_default("$FLEETDX_DB_URL, else SQLite"),
+            ),
+        ] = None,
+        save: Annotated[
+            bool, typer.Option("--save/--no-save", help="Save the report and curves to the store.")
+        ] = True,
+        as_json: Annotated[bool, typer.Option("--json", help="Print only the report as JSON.")] = False,
     ) -> None:
         """Measure collective bandwidth between nodes and name slow ones (exit code: Nagios verdict)."""
         from fleetdx.orchestrator.preflight.bandwidth_job import BandwidthRequest, parse_sizes, run
@@ -152,7 +192,7 @@ def register(app: typer.Typer) -> None:
             BandwidthRequest,
             nodes=nodes,
             schedule=schedule,
-            collectives=collective,
+            collectives=[c.value for c in collective or [MeasuredCollective.ALL_REDUCE]],
             sizes=parse_sizes(sizes),
             backend=backend,
             iters=iters,

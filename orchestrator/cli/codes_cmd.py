@@ -10,7 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fleetdx.orchestrator.cli.common import console, handle_errors, print_json
+from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json
+from fleetdx.orchestrator.judgement.catalog import JobKind
 
 
 def register(app: typer.Typer) -> None:
@@ -19,10 +20,11 @@ def register(app: typer.Typer) -> None:
     @app.command("codes")
     @handle_errors
     def codes(
-        job: Annotated[
-            str | None,
-            typer.Option("--job", help="Only the codes of one job: preflight, bandwidth, postmortem or steps."),
+        kind: Annotated[
+            JobKind | None,
+            typer.Option("--kind", help="Only the codes of one kind of job (analyze's are preflight's)."),
         ] = None,
+        old_job: Annotated[JobKind | None, typer.Option("--job", hidden=True, help="Deprecated: --kind.")] = None,
         as_json: Annotated[
             bool, typer.Option("--json", help='Print {"schema_version", "codes": [...]} as JSON.')
         ] = False,
@@ -30,24 +32,26 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List every finding code: what it means, what to do, and what it does to placement.
 
-        Examples: fleetdx codes ; fleetdx codes --job postmortem ; fleetdx codes --json | jq '.codes[].code'
+        Examples: fleetdx codes ; fleetdx codes --kind postmortem ; fleetdx codes --json | jq '.codes[].code'
 
-        Exit: 0; 3 on a usage error (an unknown --job).
+        Exit: 0; 3 on a usage error (an unknown --kind).
         """
-        from fleetdx.orchestrator.judgement.catalog import CodeCatalog, JobKind, catalog
+        from fleetdx.orchestrator.judgement.catalog import CodeCatalog, catalog
         from fleetdx.orchestrator.judgement.catalog import markdown as as_markdown
 
         if markdown:
             console.out(as_markdown(), end="", highlight=False)
             return
         rows = catalog().codes
-        if job is not None:
-            try:
-                kind = JobKind(job)
-            except ValueError:
-                raise typer.BadParameter(
-                    f"{job!r}: one of {', '.join(k.value for k in JobKind)}", param_hint="--job"
-                ) from None
+        if old_job is not None:
+            err_console.print(
+                "fleetdx: codes --job is deprecated: use --kind (--job is a scheduler job id in fleetdx)",
+                style="yellow",
+                highlight=False,
+                soft_wrap=True,
+            )
+            kind = kind or old_job
+        if kind is not None:
             rows = [r for r in rows if r.job is kind]
         if as_json:
             print_json(CodeCatalog(codes=rows).model_dump(mode="json"))

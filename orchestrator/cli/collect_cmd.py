@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, handle_errors, print_json
+from fleetdx.orchestrator.cli.conventions import computed_default
 from fleetdx.probes.bundle import BundleData, check_target, collect, write_bundle
 from fleetdx.probes.contracts import Level, RunStatus
 from fleetdx.probes.runner import SubprocessRunner
@@ -54,10 +55,14 @@ def register(app: typer.Typer) -> None:
                 help="quick: state only; standard/full: + GPU micro-benchmark and intra-node nccl-tests.",
             ),
         ] = Level.QUICK,
-        host: Annotated[str | None, typer.Option("--host", help="Host name to record (default: hostname).")] = None,
+        host: Annotated[
+            str | None, typer.Option("--host", help="Host name to record." + computed_default("this host's name"))
+        ] = None,
         nccl_tests_dir: Annotated[
             Path | None,
-            typer.Option("--nccl-tests-dir", help="Where all_reduce_perf is (default: $NCCL_TESTS_HOME, then PATH)."),
+            typer.Option(
+                "--nccl-tests-dir", help="Where all_reduce_perf is." + computed_default("$NCCL_TESTS_HOME, then PATH")
+            ),
         ] = None,
         replace: Annotated[
             bool, typer.Option("--replace", help="Replace the fleetdx bundle already in --out.")

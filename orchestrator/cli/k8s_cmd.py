@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, fail, handle_errors, print_json
+from fleetdx.orchestrator.cli.conventions import computed_default
 
 k8s_app = typer.Typer(help="Write fleetdx verdicts onto Kubernetes nodes.", no_args_is_help=True)
 
@@ -22,7 +23,10 @@ def mark(
         Path | None, typer.Option("--report", help="A report as `fleetdx preflight --json` prints it.")
     ] = None,
     run: Annotated[str | None, typer.Option("--run", help="A stored run id (read from --db).")] = None,
-    db: Annotated[str | None, typer.Option("--db", help="Database URL for --run; default FLEETDX_DB_URL.")] = None,
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="Database URL for --run." + computed_default("$FLEETDX_DB_URL, else SQLite")),
+    ] = None,
     taint_critical: Annotated[
         bool,
         typer.Option(
@@ -32,7 +36,8 @@ def mark(
         ),
     ] = False,
     kubeconfig: Annotated[
-        str | None, typer.Option("--kubeconfig", help="Default: $KUBECONFIG, ~/.kube/config.")
+        str | None,
+        typer.Option("--kubeconfig", help="Kubeconfig file." + computed_default("$KUBECONFIG, then ~/.kube/config")),
     ] = None,
     in_cluster: Annotated[
         bool, typer.Option("--in-cluster", help="Use the pod's service account (inside Kubernetes).")

@@ -14,35 +14,19 @@ import typer
 from typer.core import TyperGroup
 
 from fleetdx import __version__
+from fleetdx.orchestrator.cli import conventions
 from fleetdx.orchestrator.cli.common import EXIT_UNKNOWN, err_console
 
 
-def _quiet_flag_types(command: Any) -> None:
-    """Give every on/off flag an empty metavar, so ``--help`` shows no ``<bool>`` type column for options that
-    take no value (typer 0.2x prints the annotation's type for flags too)."""
-    for param in getattr(command, "params", []):
-        if getattr(param, "is_flag", False) and param.metavar is None:
-            param.metavar = ""
-    make_help_option = command.get_help_option  # --help is made per context, outside ``params``
-
-    def help_option(ctx: Any) -> Any:
-        option = make_help_option(ctx)
-        if option is not None and option.metavar is None:
-            option.metavar = ""
-        return option
-
-    command.get_help_option = help_option
-    for sub in getattr(command, "commands", {}).values():
-        _quiet_flag_types(sub)
-
-
 class NagiosGroup(TyperGroup):
-    """The root command group: whatever goes wrong before or outside a verdict exits 3 (UNKNOWN), never 2
+    """The root command group: it applies the option conventions (:mod:`fleetdx.orchestrator.cli.conventions`)
+    to every command; whatever goes wrong before or outside a verdict exits 3 (UNKNOWN), never 2
     (click's usage-error code, which a batch script would read as CRITICAL): bad options and arguments,
     click's own errors, and an unexpected exception (a bug; ``FLEETDX_DEBUG=1`` shows its traceback)."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
-        _quiet_flag_types(self)
+        conventions.apply(self)
+        conventions.install_help_table()
         try:
             rv = super().main(*args, **{**kwargs, "standalone_mode": False})
         except typer.TyperException as e:  # click's usage errors (typer vendors click): shown as click shows them

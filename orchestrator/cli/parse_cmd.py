@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, handle_errors, print_json
+from fleetdx.orchestrator.cli.conventions import computed_default
 from fleetdx.probes import catalog
 from fleetdx.probes.contracts import RunStatus
 from fleetdx.probes.errors import ConfigError
@@ -245,8 +246,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--max-bytes",
                 min=1,
-                help="Largest input read, bytes (default per kind: 16 MiB, NCCL logs 64 MiB; kernel logs are "
-                "streamed and this bounds the XID/NVRM lines kept).",
+                help="Largest input read, bytes (kernel logs are streamed and this bounds the XID/NVRM lines "
+                "kept)." + computed_default("per kind: 16 MiB, NCCL logs 64 MiB"),
             ),
         ] = None,
     ) -> None:

@@ -17,13 +17,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, err_console, finite_positive, handle_errors, print_json
+from fleetdx.orchestrator.cli.conventions import computed_default
+from fleetdx.orchestrator.cli.conventions import node_count as node_count_of
 
 if TYPE_CHECKING:
     from fleetdx.orchestrator.placement.contracts import PlacementAnswer
     from fleetdx.probes.parsers.slurm_nodes import SlurmNode
     from fleetdx.topology.cluster import ClusterTopology
 
-DB_HELP = "Database URL (default: $FLEETDX_DB_URL, else the user's SQLite file)."
+DB_HELP = "Database URL." + computed_default("$FLEETDX_DB_URL, else the user's SQLite file")
 
 
 def _candidates(
@@ -59,8 +61,11 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def place_cmd(
-    nodes: Annotated[int, typer.Option("--nodes", "-N", min=1, help="Nodes the job needs.")],
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1, help="GPUs the job needs per node.")],
+    node_count: Annotated[
+        int | None, typer.Option("--node-count", "-N", min=1, help="Nodes the job needs (required).")
+    ] = None,
+    old_nodes: Annotated[str | None, typer.Option("--nodes", hidden=True, help="Deprecated: --node-count.")] = None,
     partition: Annotated[str | None, typer.Option("--partition", "-p", help="Only Slurm nodes of it.")] = None,
     hostlist_: Annotated[
         str | None,
@@ -77,16 +82,17 @@ def place_cmd(
         bool | None,
         typer.Option(
             "--slurm/--no-slurm",
-            help="Ask the live Slurm (scontrol) for candidates; default: yes unless --hostlist or a saved file "
-            "is given (with --hostlist --slurm, the hostlist limits Slurm's nodes and their states are checked).",
+            help="Ask the live Slurm (scontrol) for candidates (with --hostlist --slurm, the hostlist limits "
+            "Slurm's nodes and their states are checked)."
+            + computed_default("--slurm unless --hostlist or a saved file is given"),
         ),
     ] = None,
     topology_conf: Annotated[
         Path | None,
         typer.Option(
             "--topology-conf",
-            help="Slurm topology.conf, saved `scontrol show topology`, or a .yaml/.json switch map "
-            "(default with live Slurm: Slurm's own).",
+            help="Slurm topology.conf, saved `scontrol show topology`, or a .yaml/.json switch map."
+            + computed_default("with live Slurm, Slurm's own"),
         ),
     ] = None,
     db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
@@ -97,7 +103,7 @@ def place_cmd(
         typer.Option(
             "--finding-days",
             callback=finite_positive,
-            help="Days a finding stays open unless a clean pre-flight clears it (default 7).",
+            help="Days a finding stays open unless a clean pre-flight clears it." + computed_default("7"),
         ),
     ] = None,
     history_days: Annotated[
@@ -105,7 +111,7 @@ def place_cmd(
         typer.Option(
             "--history-days",
             callback=finite_positive,
-            help="Days of failed pre-flights and straggler runs that rank a node lower (default 30).",
+            help="Days of failed pre-flights and straggler runs that rank a node lower." + computed_default("30"),
         ),
     ] = None,
     slurm_args: Annotated[
@@ -132,6 +138,7 @@ def place_cmd(
     from fleetdx.orchestrator.placement.policy import DAY, DEFAULT_POLICY
     from fleetdx.orchestrator.store import Store
 
+    nodes = node_count_of(node_count, old_nodes, "to place on these hosts only: --hostlist HOSTLIST")
     warnings: list[str] = []
     saved = scontrol_file is not None or sinfo_file is not None
     live = use_slurm if use_slurm is not None else (hostlist_ is None and not saved)

@@ -21,6 +21,7 @@ import typer
 from rich.markup import escape
 
 from fleetdx.orchestrator.cli.common import console, err_console, fail, handle_errors, print_json
+from fleetdx.orchestrator.cli.conventions import computed_default
 
 if TYPE_CHECKING:
     from fleetdx.orchestrator.postmortem.contracts import PostmortemReport
@@ -150,7 +151,7 @@ def register(app: typer.Typer) -> None:
                 "--bundle-dir",
                 envvar="FLEETDX_BUNDLE_DIR",
                 help="Where slurm/epilog.sh keeps each job's bundles (DIR/JOBID/HOST/): with --job, every node's "
-                "bundle of that job is read (default $FLEETDX_BUNDLE_DIR).",
+                "bundle of that job is read." + computed_default("$FLEETDX_BUNDLE_DIR"),
             ),
         ] = None,
         nodes: Annotated[
@@ -168,19 +169,21 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--db",
-                help="Database URL (default FLEETDX_DB_URL, else SQLite): the blamed hosts' pre-flight history "
-                "is read from it and the postmortem kept in it (apart from node history).",
+                help="Database URL: the blamed hosts' pre-flight history is read from it and the postmortem kept "
+                "in it (apart from node history)." + computed_default("$FLEETDX_DB_URL, else SQLite"),
             ),
         ] = None,
-        no_save: Annotated[
-            bool, typer.Option("--no-save", help="Read the hosts' history but do not keep the postmortem.")
-        ] = False,
+        save: Annotated[
+            bool,
+            typer.Option(
+                "--save/--no-save", help="Keep the postmortem in the store (--no-save: read the hosts' history only)."
+            ),
+        ] = True,
         html_out: Annotated[
             Path | None,
             typer.Option(
                 "--html",
-                metavar="OUT",
-                help="Also write the postmortem to OUT as one self-contained HTML page (opens offline, loads "
+                help="Also write the postmortem to FILE as one self-contained HTML page (opens offline, loads "
                 "nothing): the causes with their evidence lines first, then the timeline by host and rank.",
             ),
         ] = None,
@@ -203,7 +206,7 @@ def register(app: typer.Typer) -> None:
                 since=parse_time(since, "--since"),
                 until=parse_time(until, "--until"),
                 db=db,
-                save=not no_save,
+                save=save,
             )
         except ValidationError as e:
             raise fail("; ".join(str(err["msg"]).removeprefix("Value error, ") for err in e.errors())) from None

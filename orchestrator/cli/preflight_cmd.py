@@ -27,6 +27,7 @@ from fleetdx.orchestrator.cli.common import (
     print_json,
     request_of,
 )
+from fleetdx.orchestrator.cli.conventions import computed_default
 from fleetdx.probes.contracts import Level, Severity, Verdict
 
 if TYPE_CHECKING:
@@ -175,7 +176,7 @@ GpusOpt = Annotated[
     typer.Option(
         "--gpus-per-node",
         min=1,
-        help="Expected GPUs per node; preflight defaults to SLURM_GPUS_ON_NODE, else SLURM_GPUS_PER_NODE.",
+        help="Expected GPUs per node; preflight reads $SLURM_GPUS_ON_NODE, else $SLURM_GPUS_PER_NODE.",
     ),
 ]
 ExcludeOpt = Annotated[
@@ -190,7 +191,7 @@ def preflight(
         str | None,
         typer.Option(
             "--nodes",
-            help="Slurm hostlist, e.g. gpu[01-04]; default SLURM_JOB_NODELIST, else every Ray node.",
+            help="Slurm hostlist, e.g. gpu[01-04]." + computed_default("$SLURM_JOB_NODELIST, else every Ray node"),
         ),
     ] = None,
     level: Annotated[
@@ -205,14 +206,16 @@ def preflight(
     gpus_per_node: GpusOpt = None,
     as_json: JsonFlag = False,
     exclude_file: ExcludeOpt = None,
-    db: Annotated[str | None, typer.Option("--db", help="Database URL; default FLEETDX_DB_URL, else SQLite.")] = None,
+    db: Annotated[
+        str | None, typer.Option("--db", help="Database URL." + computed_default("$FLEETDX_DB_URL, else SQLite"))
+    ] = None,
     timeout: Annotated[
         float | None,
         typer.Option(
             "--timeout",
             callback=finite_positive,
-            help="Deadline of the node probes, s (quick 60, standard and full 900); nodes without an answer by "
-            "then are NODE_UNREACHABLE. At full, the bandwidth step follows, bounded per round.",
+            help="Deadline of the node probes, s; nodes without an answer by then are NODE_UNREACHABLE. At full, "
+            "the bandwidth step follows, bounded per round." + computed_default("quick 60, standard and full 900"),
         ),
     ] = None,
     probe_timeout: Annotated[
@@ -220,15 +223,18 @@ def preflight(
         typer.Option(
             "--probe-timeout",
             callback=finite_positive,
-            help="Cap on each command's timeout, s (default: a third of --timeout).",
+            help="Cap on each command's timeout, s." + computed_default("a third of --timeout"),
         ),
     ] = None,
     ray_address: Annotated[
         str | None,
         typer.Option(
             "--ray-address",
-            help="Ray cluster; default RAY_ADDRESS, else (inside a Slurm allocation of several nodes) a Ray that "
-            "fleetdx starts on the allocation and stops after the run, else a local Ray for this run.",
+            help="Ray cluster."
+            + computed_default(
+                "$RAY_ADDRESS, else (inside a Slurm allocation of several nodes) a Ray that fleetdx starts on the "
+                "allocation and stops after the run, else a local Ray for this run"
+            ),
         ),
     ] = None,
     join_timeout: Annotated[
@@ -236,8 +242,8 @@ def preflight(
         typer.Option(
             "--join-timeout",
             callback=finite_positive,
-            help="Deadline, s, for every node of the allocation to join the Ray that fleetdx starts on it "
-            "(default 120); a node not joined by then is NODE_UNREACHABLE (did not join Ray within S s).",
+            help="Deadline, s, for every node of the allocation to join the Ray that fleetdx starts on it; a node "
+            "not joined by then is NODE_UNREACHABLE (did not join Ray within S s)." + computed_default("120"),
         ),
     ] = None,
     simulate: Annotated[
@@ -252,18 +258,18 @@ def preflight(
         list[Path] | None,
         typer.Argument(metavar="BUNDLE_DIR", help="With --simulate: the bundles to replay, one node each."),
     ] = None,
-    no_save: Annotated[
+    save: Annotated[
         bool,
         typer.Option(
-            "--no-save", help="Do not store the report (a --simulate run is stored only when --db is given)."
+            "--save/--no-save", help="Store the report (a --simulate run is stored only when --db is given)."
         ),
-    ] = False,
+    ] = True,
     nccl_tests_dir: Annotated[
         str | None,
         typer.Option(
             "--nccl-tests-dir",
-            help="Where all_reduce_perf is on the nodes (live runs at standard/full; looked up on each "
-            "node, then its $NCCL_TESTS_HOME and PATH).",
+            help="Where all_reduce_perf is on the nodes (live runs at standard/full)."
+            + computed_default("looked up on each node: its $NCCL_TESTS_HOME, then PATH"),
         ),
     ] = None,
     report_to: Annotated[
@@ -284,7 +290,7 @@ def preflight(
     Exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
     """
     from fleetdx.orchestrator.preflight.job import PreflightRequest, run
-    from fleetdx.orchestrator.preflight.run import save
+    from fleetdx.orchestrator.preflight.run import save as save_report
 
     if simulate != bool(bundles):
         raise fail("--simulate takes one or more BUNDLE_DIR arguments, and BUNDLE_DIR needs --simulate")
@@ -300,12 +306,12 @@ def preflight(
         nccl_tests_dir=nccl_tests_dir,
         simulate=list(bundles or []),
     )
-    push = _pusher(report_to, token_file, db, no_save)  # before the run: a bad token file wastes no pre-flight
+    push = _pusher(report_to, token_file, db, not save)  # before the run: a bad token file wastes no pre-flight
     with _progress(not as_json) as progress:
         result = run(request, progress=progress, say=lambda line: err_console.print(line, style="dim", highlight=False))
     # a simulated run is not history: it goes to a database only when one is named
-    store = not no_save and (db is not None or not simulate)
-    _finish(result, as_json, exclude_file, push or (functools.partial(save, db) if store else None))
+    store = save and (db is not None or not simulate)
+    _finish(result, as_json, exclude_file, push or (functools.partial(save_report, db) if store else None))
 
 
 def _pusher(

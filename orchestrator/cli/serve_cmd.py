@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fleetdx.orchestrator.cli.common import err_console, fail, handle_errors
+from fleetdx.orchestrator.cli.conventions import computed_default
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from fleetdx.probes.parsers.slurm_nodes import SlurmNode
 
-DB_HELP = "Database URL (default: $FLEETDX_DB_URL, else an SQLite file in the user's data directory)."
+DB_HELP = "Database URL." + computed_default("$FLEETDX_DB_URL, else an SQLite file in the user's data directory")
 AUTH_READS_ENV = "FLEETDX_API_AUTH_READS"
 TOPOLOGY_ENV = "FLEETDX_API_TOPOLOGY_CONF"
 SLURM_ENV = "FLEETDX_API_SLURM"

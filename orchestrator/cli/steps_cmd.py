@@ -21,6 +21,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json, request_of
+from fleetdx.orchestrator.cli.conventions import computed_default
+
+_DB_DEFAULT = computed_default("$FLEETDX_DB_URL, else SQLite")
 
 
 def _fmt(v: float | None, digits: int = 1) -> str:
@@ -106,7 +109,7 @@ def register(app: typer.Typer) -> None:
             "--history",
             help="Add each straggler host's recent findings from the store (--db / FLEETDX_DB_URL) as evidence.",
         ),
-        db: str = typer.Option(None, "--db", help="Database URL for --history (default: FLEETDX_DB_URL, else SQLite)."),
+        db: str = typer.Option(None, "--db", help="Database URL for --history." + _DB_DEFAULT),
         max_events: int = typer.Option(
             50_000_000, "--max-events", min=1, help="Most events kept per trace (memory bound, about 50 B each)."
         ),
@@ -116,8 +119,7 @@ def register(app: typer.Typer) -> None:
         html_out: Path = typer.Option(  # noqa: B008 (typer's declaration style)
             None,
             "--html",
-            metavar="OUT",
-            help="Also write the analysis to OUT as one self-contained HTML page (opens offline, loads nothing): "
+            help="Also write the analysis to FILE as one self-contained HTML page (opens offline, loads nothing): "
             "the findings with the straggler's evidence, stacked stage bars per rank, the step-time series.",
         ),
     ) -> None:

@@ -14,8 +14,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, err_console, fail, handle_errors, print_json
+from fleetdx.orchestrator.cli.conventions import computed_default
 
-DB_HELP = "Database URL of the service (default: $FLEETDX_DB_URL, else an SQLite file in the user's data directory)."
+DB_HELP = "Database URL of the service." + computed_default(
+    "$FLEETDX_DB_URL, else an SQLite file in the user's data directory"
+)
 DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 

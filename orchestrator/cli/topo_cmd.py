@@ -2,7 +2,7 @@
 
 - ``topo show FILE|BUNDLE``: the ``topo -m`` matrix with link classes coloured, then the TOPO_* findings.
 - ``topo advise FILE|BUNDLE --gpus K``: the best K GPUs, per-rank CPUs/NUMA node/NIC, ready-to-paste lines.
-- ``topo cluster --topology-conf FILE --nodes N [--exclude HOSTLIST]``: N nodes with the fewest switch hops
+- ``topo cluster --topology-conf FILE --node-count N [--exclude HOSTLIST]``: N nodes with the fewest switch hops
   (FILE is a Slurm ``topology.conf``, or a switch map when it ends in .yaml/.yml/.json).
 - ``topo slurm-conf SWITCHMAP``: the Slurm ``topology.conf`` of a YAML/JSON switch map.
 
@@ -307,13 +307,19 @@ def cluster_cmd(
     topology_conf: Annotated[
         Path, typer.Option("--topology-conf", help="Slurm topology.conf, or a .yaml/.json switch map.")
     ],
-    nodes: Annotated[int, typer.Option("--nodes", "-N", min=1, help="Nodes the job needs.")],
+    node_count: Annotated[
+        int | None, typer.Option("--node-count", "-N", min=1, help="Nodes the job needs (required).")
+    ] = None,
     exclude: Annotated[
         str, typer.Option("--exclude", "-x", help="Hostlist of unhealthy or busy nodes.")
     ] = "",
     as_json: JsonFlag = False,
+    old_nodes: Annotated[str | None, typer.Option("--nodes", hidden=True, help="Deprecated: --node-count.")] = None,
 ) -> None:
     """Choose N nodes with the fewest switch hops (one leaf first, then the fewest leaves)."""
+    from fleetdx.orchestrator.cli.conventions import node_count as node_count_of
+
+    nodes = node_count_of(node_count, old_nodes, "to leave hosts out: --exclude HOSTLIST")
     import hostlist
 
     from fleetdx.orchestrator.scheduler.targets import expand_hostlist
