@@ -318,7 +318,7 @@ def _strip_prefixes(text: str) -> LogLine:
     stamps: list[str] = []
     uptime = None
     for _ in range(_MAX_PREFIXES):
-        m = _QUOTE_RE.match(text)
+        m = _QUOTE_RE.match(text) if text[:1] in (" ", "\t", ">") else None  # a quote starts with one of these
         if m and m.end() > 0 and ">" in m.group(0):
             text = text[m.end() :]
             continue
