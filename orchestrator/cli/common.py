@@ -49,6 +49,14 @@ EXIT_NOT_STORED = 4
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def fits(table: Any, on: Console | None = None) -> bool:
+    """Whether ``table`` fits the console (``console`` by default) at its natural width: a human table that
+    does not fit is laid out another way (short headers, fewer columns) rather than cut with an ellipsis."""
+    target = on or console
+    unbounded = target.options.update_width(1 << 16)  # rich clamps a measurement to the width it is given
+    return bool(target.measure(table, options=unbounded).maximum <= target.width)
+
+
 def finite_positive(value: float | None) -> float | None:
     """Option callback for every float option of the CLI (durations in s, bandwidths in GB/s): a finite
     number above 0, or absent. ``nan`` and ``inf`` pass typer's own range checks (every comparison with nan is

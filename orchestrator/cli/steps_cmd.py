@@ -20,7 +20,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json, request_of
+from fleetdx.orchestrator.cli.common import console, err_console, fits, handle_errors, print_json, request_of
 from fleetdx.orchestrator.cli.conventions import computed_default
 
 _DB_DEFAULT = computed_default("$FLEETDX_DB_URL, else SQLite")
@@ -30,34 +30,59 @@ def _fmt(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def _render(rep: Any) -> None:
+#: stage headers of the narrow layout (:func:`_rank_tables`), said in its caption
+SHORT_STAGE = {"forward": "fwd", "backward": "bwd", "grad_sync": "sync", "optimizer": "opt", "checkpoint": "ckpt"}
+_CAPTION = (
+    "GPU i/c/nc: idle / compute / non-compute share of GPU time (as HTA); exposed: share of the communication "
+    "time not overlapped"
+)
+
+
+def _rank_table(rep: Any, title: str, columns: list[str], caption: str | None, short: bool = False) -> Table:
+    """One row per rank with ``columns``: rank, host, steps, step, p95, stage names, GPU i/c/nc %, exposed %."""
+    t = Table(title=title, caption=caption, header_style="bold")
+    for col in columns:
+        header = SHORT_STAGE.get(col, col) if short else col
+        t.add_column(header, justify="right" if col != "host" else "left", min_width=min(len(header), 12))
+    for r in rep.ranks:
+        tb = r.temporal_breakdown_pct
+        cells = {
+            "rank": str(r.rank),
+            "host": escape(r.host or "-"),
+            "steps": str(r.steps),
+            "step": _fmt(r.step_time_ms.median),
+            "p95": _fmt(r.step_time_ms.p95),
+            "GPU i/c/nc %": f"{tb.idle:.0f}/{tb.compute:.0f}/{tb.non_compute:.0f}"
+            if tb is not None
+            else ("not in logs" if set(r.stages_ms) == {"unknown"} else "no GPU"),
+            "exposed %": _fmt(r.comm_exposed_pct),
+        }
+        t.add_row(*(cells[c] if c in cells else _fmt(r.stages_ms.get(c, 0.0)) for c in columns))
+    return t
+
+
+def _rank_tables(rep: Any) -> list[Table]:
+    """The per-rank table: one table when it fits the terminal; else (an 80-column terminal cut the step and
+    p95 figures to ``105…``) the step figures and the stages as two tables, the stages under short headers."""
     from fleetdx.orchestrator.steps.contracts import STAGE_ORDER
 
     shown = [s for s in STAGE_ORDER if any(r.stages_ms.get(s, 0) > 0 for r in rep.ranks)]
     extra = sorted({k for r in rep.ranks for k in r.stages_ms} - set(STAGE_ORDER))
-    t = Table(
-        title=f"steps: {len(rep.ranks)} ranks (medians per step, ms)",
-        caption="GPU i/c/nc: idle / compute / non-compute share of GPU time (as HTA); exposed: share of the "
-        "communication time not overlapped",
-        header_style="bold",
-    )
-    for col in ["rank", "host", "steps", "step", "p95", *shown, *extra, "GPU i/c/nc %", "exposed %"]:
-        t.add_column(col, justify="right" if col != "host" else "left", min_width=min(len(col), 12))
-    for r in rep.ranks:
-        tb = r.temporal_breakdown_pct
-        t.add_row(
-            str(r.rank),
-            escape(r.host or "-"),
-            str(r.steps),
-            _fmt(r.step_time_ms.median),
-            _fmt(r.step_time_ms.p95),
-            *(_fmt(r.stages_ms.get(s, 0.0)) for s in [*shown, *extra]),
-            f"{tb.idle:.0f}/{tb.compute:.0f}/{tb.non_compute:.0f}"
-            if tb is not None
-            else ("not in logs" if set(r.stages_ms) == {"unknown"} else "no GPU"),
-            _fmt(r.comm_exposed_pct),
-        )
-    console.print(t)
+    head, tail = ["rank", "host", "steps", "step", "p95"], ["GPU i/c/nc %", "exposed %"]
+    title = f"steps: {len(rep.ranks)} ranks (medians per step, ms)"
+    full = _rank_table(rep, title, [*head, *shown, *extra, *tail], _CAPTION)
+    if fits(full):
+        return [full]
+    legend = ", ".join(f"{SHORT_STAGE[s]}: {s}" for s in shown if s in SHORT_STAGE)
+    return [
+        _rank_table(rep, title, [*head, *tail], _CAPTION),
+        _rank_table(rep, "stages (medians per step, ms)", ["rank", *shown, *extra], legend or None, short=True),
+    ]
+
+
+def _render(rep: Any) -> None:
+    for table in _rank_tables(rep):
+        console.print(table)
     if rep.findings:
         ft = Table(title="findings", header_style="bold")
         for col in ("severity", "code", "subject", "message"):

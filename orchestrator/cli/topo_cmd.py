@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json
+from fleetdx.orchestrator.cli.common import console, err_console, fits, handle_errors, print_json
 from fleetdx.probes.catalog import NUMACTL, TOPO_FILE
 from fleetdx.probes.contracts import Severity, Verdict
 from fleetdx.probes.errors import ConfigError
@@ -126,24 +126,71 @@ def _cell(text: str) -> Text:
     return Text(text, style=STYLE.get(key, "dim"))
 
 
-def _matrix_table(topo: TopoMatrix) -> Table:
+def _matrix_table(topo: TopoMatrix, short: bool = False, columns: list[str] | None = None) -> Table:
+    """``nvidia-smi topo -m``'s matrix with link classes coloured; ``short``: devices named G0.., N0.. (see
+    :func:`_short_names`) and no CPU/NUMA columns, so an 8-GPU, 3-NIC node fits 80 columns; ``columns``: only
+    these devices' columns (every row is kept)."""
     names = topo.gpu_names + topo.nic_names
+    label = _short_names(topo) if short else {n: n for n in names}
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    table.add_column("")
-    for n in names:
-        table.add_column(n, justify="center")
-    table.add_column("CPU Affinity")
-    table.add_column("NUMA")
+    table.add_column("", no_wrap=True)
+    for n in columns or names:
+        table.add_column(label[n], justify="center", no_wrap=True)
+    if not short:
+        table.add_column("CPU Affinity")
+        table.add_column("NUMA")
     gpus = {g.name: g for g in topo.gpus}
     for a in names:
         cells = [
-            Text("X", style="dim") if a == b else _cell(topo.links.get(a, {}).get(b, "?")) for b in names
+            Text("X", style="dim") if a == b else _cell(topo.links.get(a, {}).get(b, "?")) for b in columns or names
         ]
         g = gpus.get(a)
         cpu = (g.cpu_affinity_raw or "") if g else ""
         numa = ",".join(str(x) for x in g.numa_affinity) if g and g.numa_affinity is not None else ""
-        table.add_row(Text(a, style="bold"), *cells, cpu, numa)
+        table.add_row(Text(label[a], style="bold"), *cells, *(() if short else (cpu, numa)))
     return table
+
+
+def _halves(groups: list[list[str]], nics: list[str]) -> list[list[str]]:
+    """Each group of matrix columns split in two: GPUs from NICs first, else in the middle."""
+    out: list[list[str]] = []
+    for g in groups:
+        gpus = [n for n in g if n not in nics]
+        cut = len(gpus) if 0 < len(gpus) < len(g) else (len(g) + 1) // 2
+        out.extend(part for part in (g[:cut], g[cut:]) if part)
+    return out
+
+
+def _short_names(topo: TopoMatrix) -> dict[str, str]:
+    """Column labels of the short matrix: GPU3 -> G3, the i-th NIC -> Ni."""
+    out = {g: g.replace("GPU", "G", 1) for g in topo.gpu_names}
+    out.update({n: f"N{i}" for i, n in enumerate(topo.nic_names)})
+    return out
+
+
+def _print_matrix(topo: TopoMatrix) -> None:
+    """The matrix as ``topo -m`` lays it out when it fits the terminal; else short labels with a legend, and the
+    CPU and NUMA affinity per GPU as a table of its own (headers were cut to ``G…``, ``N…`` at 80 columns)."""
+    full = _matrix_table(topo)
+    if fits(full):
+        console.print(full)
+        return
+    groups = [topo.gpu_names + topo.nic_names]
+    while True:  # the columns in as few groups as fit: all, then GPUs | NICs, then halves of those
+        tables = [_matrix_table(topo, short=True, columns=g) for g in groups]
+        if all(fits(t) for t in tables) or all(len(g) == 1 for g in groups):
+            break
+        groups = _halves(groups, topo.nic_names)
+    for t in tables:
+        console.print(t)
+    label = _short_names(topo)
+    legend = ", ".join(f"{label[n]} {n}" for n in topo.nic_names)
+    console.print("G<i>: GPU<i>" + (f"; {legend}" if legend else ""), style="dim", highlight=False, markup=False)
+    affinity = Table("GPU", "NUMA", "CPU affinity", box=None, pad_edge=False, header_style="bold")
+    for g in topo.gpus:
+        numa = ",".join(str(x) for x in g.numa_affinity) if g.numa_affinity is not None else ""
+        affinity.add_row(g.name, numa, g.cpu_affinity_raw or "")
+    console.print(affinity)
 
 
 def _show_model(topo: TopoMatrix, host: str | None, gpu_model: str | None) -> TopoShow:
@@ -184,7 +231,7 @@ def show(
     if as_json:
         print_json(model)
         return
-    console.print(_matrix_table(topo))
+    _print_matrix(topo)
     if model.nearest_nic:
         console.print("\n[bold]Nearest NIC per GPU, and its rail[/]")
         rails = {r.gpu: r for r in model.rails}
