@@ -8,8 +8,20 @@ reason, never an exception.
 Bounded time and memory, whatever the command does:
 
 * Output is read as it comes and at most :data:`MAX_OUTPUT_BYTES` per stream is kept: the first and the last
-  half of that. What lies between is dropped while reading, counted (``stdout_dropped_bytes``) and marked in
-  the text, so a probe that floods its output (``yes``) costs no more memory than that.
+  half of that. What lies between is dropped while reading (the pipe keeps being drained, nothing more is
+  stored), counted (``stdout_dropped_bytes``, :attr:`RunResult.truncated`) and marked in the text, so a probe
+  that floods its output (``yes``) costs about twice that per stream at the end (the kept bytes and their
+  text), not what it wrote.
+* Every descendant is owned: nothing a command started outlives it. A process that left the process group
+  (``setsid``, a double fork, a daemon) is still found when the command exits or times out, and killed
+  (``left_behind`` names it). Where the machine has a writable cgroup v2 hierarchy, each command runs in a
+  cgroup of its own (created under fleetdx's own cgroup, removed after) and whatever is in it then is
+  killed: nothing can escape. Elsewhere each command gets a token in its environment
+  (:data:`RUN_TOKEN_ENV`), inherited by all it starts, and the processes carrying it are killed; only a
+  descendant that clears its environment escapes that sweep. ``PR_SET_CHILD_SUBREAPER`` was not chosen: it is
+  process-wide, so orphans of code that is not a probe (Ray's daemons in a driver, ``fleetdx serve``'s other
+  work) would become fleetdx's unreaped children, and it still does not say which command an orphan came from
+  when several run at once on threads.
 * The call returns by its deadline plus :data:`KILL_GRACE_S` plus twice :data:`PIPE_GRACE_S`. A process that
   left the group (``setsid``) but still holds the output pipes open is found through ``/proc`` (the processes
   holding the pipe), killed, and named in the result (``escaped``); the run is then ``timeout``: its output
@@ -25,14 +37,17 @@ raw files.
 
 from __future__ import annotations
 
+import itertools
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import IO, Protocol
 
 import psutil
@@ -49,6 +64,11 @@ PIPE_GRACE_S = 1.0
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 #: bytes read from a pipe at a time
 READ_CHUNK = 65536
+#: environment variable set for each command to a token of its own; every process it starts inherits it, which
+#: is how the descendants it left behind are found when no cgroup can be made
+RUN_TOKEN_ENV = "FLEETDX_RUN_TOKEN"
+#: seconds given to the processes of a command's cgroup to die after SIGKILL before the cgroup is left behind
+CGROUP_DRAIN_S = 2.0
 
 
 class RunResult(Contract):
@@ -70,10 +90,17 @@ class RunResult(Contract):
     stdout_dropped_bytes: int = 0  #: bytes of stdout dropped between the kept head and tail
     stderr_dropped_bytes: int = 0
     escaped: list[str] = Field(default_factory=list)  #: "pid N (name)" of processes that left the group, killed
+    #: "pid N (name)" of the command's descendants still running when it exited or was killed: killed then
+    left_behind: list[str] = Field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.status is RunStatus.OK
+
+    @property
+    def truncated(self) -> bool:
+        """Whether stdout or stderr went over :data:`MAX_OUTPUT_BYTES` and lost its middle."""
+        return self.stdout_dropped_bytes > 0 or self.stderr_dropped_bytes > 0
 
 
 class Runner(Protocol):
@@ -169,11 +196,21 @@ class _Reader:
                 pass
 
     def text(self) -> str:
-        """What was kept, decoded (bad UTF-8 bytes become U+FFFD), with a marker where bytes were dropped."""
+        """What was kept, decoded (bad UTF-8 bytes become U+FFFD), with a marker where bytes were dropped.
+
+        Called once the pipe is done with: the kept bytes are handed over (the reader is empty after), and
+        joined into one buffer before one decode, so the peak is about twice what was kept, not four times.
+        """
         with self._lock:
-            head, tail, dropped = bytes(self._head), b"".join(self._tail), self.dropped
-        mid = b"\n[fleetdx: %d bytes of output dropped here]\n" % dropped if dropped else b""
-        return (head + mid + tail).decode("utf-8", errors="replace")
+            data, self._head = self._head, bytearray()
+            if self.dropped:
+                data += b"\n[fleetdx: %d bytes of output dropped here]\n" % self.dropped
+            while self._tail:
+                data += self._tail.popleft()
+            self._tail_len = 0
+        text = data.decode("utf-8", errors="replace")
+        del data
+        return text
 
 
 def _pipe_holders(inodes: set[int]) -> list[psutil.Process]:
@@ -212,6 +249,153 @@ def _kill_escaped(readers: Sequence[_Reader]) -> list[str]:
     return named
 
 
+def _name(proc: psutil.Process) -> str:
+    try:
+        return f"pid {proc.pid} ({proc.name()})"
+    except psutil.Error:
+        return f"pid {proc.pid}"
+
+
+def _kill_all(procs: Sequence[psutil.Process]) -> list[str]:
+    """SIGKILL ``procs``; the "pid N (name)" of those that were still there to kill."""
+    named = []
+    for proc in procs:
+        name = _name(proc)
+        try:
+            proc.kill()
+        except psutil.Error:
+            continue
+        named.append(name)
+    return named
+
+
+def _carrying(token: str) -> list[psutil.Process]:
+    """The live processes whose environment holds ``RUN_TOKEN_ENV=token`` (those this user may read), this
+    process excluded."""
+    me = os.getpid()
+    needle = f"{RUN_TOKEN_ENV}={token}".encode()
+    out = []
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        try:
+            with open(f"/proc/{proc.pid}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue
+        if needle in env.split(b"\0") and proc.status() != psutil.STATUS_ZOMBIE:
+            out.append(proc)
+    return out
+
+
+def _cgroup2_home() -> Path | None:
+    """This process's own cgroup directory in a cgroup v2 hierarchy (``0::`` of ``/proc/self/cgroup``, under
+    the ``cgroup2`` mount of ``/proc/self/mountinfo``), or ``None`` where there is none."""
+    try:
+        own = next(
+            (line[3:].strip() for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::")),
+            None,
+        )
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    if own is None:
+        return None
+    for line in mounts:
+        fields, _, fs = line.partition(" - ")
+        parts = fields.split()
+        if fs.split()[:1] == ["cgroup2"] and len(parts) >= 5 and parts[3] == "/":
+            home = Path(parts[4]) / own.lstrip("/")
+            return home if (home / "cgroup.procs").exists() else None
+    return None
+
+
+class _Cgroup:
+    """A cgroup v2 of one command's own, made under fleetdx's cgroup: the command enters it before it execs
+    (``preexec`` writes ``0``, "this process", to its ``cgroup.procs``), so everything it starts is in it, and
+    :meth:`kill` ends them all, however they detached. :meth:`make` answers ``None`` where cgroups cannot be
+    made (no cgroup v2, not writable: the token sweep is used), and stops trying after the first failure."""
+
+    _home: Path | None = None
+    _usable: bool | None = None  #: ``None``: not tried yet
+    _seq = itertools.count()
+    _lock = threading.Lock()
+
+    def __init__(self, path: Path, procs_fd: int) -> None:
+        self.path = path
+        self._procs_fd = procs_fd
+
+    @classmethod
+    def make(cls) -> _Cgroup | None:
+        with cls._lock:
+            if cls._usable is None:
+                cls._home = _cgroup2_home()
+                cls._usable = cls._home is not None
+            if not cls._usable or cls._home is None:
+                return None
+            path = cls._home / f"fleetdx-run-{os.getpid()}-{next(cls._seq)}"
+        try:
+            path.mkdir()
+        except OSError:
+            cls.disable()
+            return None
+        try:
+            fd = os.open(path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:
+            cls.disable()
+            _rmdir(path)
+            return None
+        return cls(path, fd)
+
+    @classmethod
+    def disable(cls) -> None:
+        """Use the token sweep from now on (the cgroup could not be made or entered)."""
+        with cls._lock:
+            cls._usable = False
+
+    def preexec(self) -> Callable[[], None]:
+        """The function the child runs between fork and exec: it moves itself into this cgroup. (It only
+        writes two bytes to a file descriptor opened beforehand: safe between fork and exec even with
+        threads.)"""
+        fd = self._procs_fd
+
+        def enter() -> None:
+            os.write(fd, b"0")
+
+        return enter
+
+    def _pids(self) -> list[int]:
+        try:
+            return [int(x) for x in (self.path / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return []
+
+    def kill(self) -> list[str]:
+        """SIGKILL every process left in the cgroup, wait for it to empty, remove it; the "pid N (name)" of
+        those killed."""
+        named: list[str] = []
+        deadline = time.monotonic() + CGROUP_DRAIN_S
+        while (pids := self._pids()) and time.monotonic() < deadline:
+            procs = []
+            for pid in pids:
+                try:
+                    procs.append(psutil.Process(pid))
+                except psutil.Error:
+                    continue
+            named += [n for n in _kill_all(procs) if n not in named]
+            time.sleep(0.01)
+        os.close(self._procs_fd)
+        _rmdir(self.path)
+        return named
+
+
+def _rmdir(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass  # still populated past CGROUP_DRAIN_S (an unkillable process): left for the machine to clean
+
+
 class SubprocessRunner:
     """Runs commands for real. ``env`` entries are added to (not replacing) the current environment."""
 
@@ -225,20 +409,11 @@ class SubprocessRunner:
             return RunResult(
                 argv=argv, status=RunStatus.SKIPPED, reason=f"{exe}: not found on PATH", started_at=started
             )
-        full_env = None
-        if env:
-            full_env = dict(os.environ)
-            full_env.update(env)
+        token = secrets.token_hex(8)
+        full_env = {**os.environ, **(env or {}), RUN_TOKEN_ENV: token}
         t0 = time.monotonic()
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                env=full_env,
-            )
+            proc, cgroup = _spawn(argv, full_env)
         except FileNotFoundError:
             return RunResult(argv=argv, status=RunStatus.SKIPPED, reason=f"{exe}: not found", started_at=started)
         except PermissionError as e:
@@ -254,6 +429,7 @@ class SubprocessRunner:
             _kill_group(proc)
         except BaseException:
             _kill_group(proc)
+            _kill_descendants(cgroup, token)
             raise
         if not timed_out:
             # the leader exited; members left in its group (a daemonised helper, an orphaned mpirun child)
@@ -262,6 +438,8 @@ class SubprocessRunner:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        # whatever it started and left behind, in the group or not (setsid, a daemon): killed now
+        left_behind = _kill_descendants(cgroup, token)
         escaped: list[str] = []
         if not all(r.wait(max(t0 + timeout_s, time.monotonic()) + PIPE_GRACE_S) for r in readers):
             # a process that left the group (setsid) still holds the pipes: kill it, stop waiting on them
@@ -270,7 +448,13 @@ class SubprocessRunner:
                 for r in readers:
                     r.close()
         dropped = {"stdout_dropped_bytes": readers[0].dropped, "stderr_dropped_bytes": readers[1].dropped}
-        common = {"argv": argv, "stdout": readers[0].text(), "stderr": readers[1].text(), "started_at": started}
+        common = {
+            "argv": argv,
+            "stdout": readers[0].text(),
+            "stderr": readers[1].text(),
+            "started_at": started,
+            "left_behind": left_behind,
+        }
         duration = time.monotonic() - t0
         if timed_out or escaped:
             if timed_out:
@@ -297,6 +481,47 @@ class SubprocessRunner:
             **dropped,
             **common,
         )
+
+
+def _spawn(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], _Cgroup | None]:
+    """Start ``argv`` in a new session with piped output, inside a cgroup of its own where one can be made."""
+    cgroup = _Cgroup.make()
+
+    def popen(preexec: Callable[[], None] | None) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=env,
+            preexec_fn=preexec,  # noqa: PLW1509 - see _Cgroup.preexec
+        )
+
+    if cgroup is None:
+        return popen(None), None
+    try:
+        return popen(cgroup.preexec()), cgroup
+    except subprocess.SubprocessError:  # the child could not enter the cgroup (delegation, threaded mode)
+        _Cgroup.disable()
+        cgroup.kill()
+        return popen(None), None
+    except BaseException:
+        cgroup.kill()
+        raise
+
+
+def _kill_descendants(cgroup: _Cgroup | None, token: str) -> list[str]:
+    """Kill every process the command started that still runs: its cgroup's, or those carrying its token."""
+    if cgroup is not None:
+        return cgroup.kill()
+    named: list[str] = []
+    deadline = time.monotonic() + CGROUP_DRAIN_S
+    # again until none is left: one of them may have been forking while the first pass listed the processes
+    while (left := _carrying(token)) and time.monotonic() < deadline:
+        named += [n for n in _kill_all(left) if n not in named]
+        time.sleep(0.01)
+    return named
 
 
 class Background:

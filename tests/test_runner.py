@@ -211,9 +211,14 @@ def test_reader_keeps_head_and_tail_and_counts_the_middle(tmp_path: Path) -> Non
     assert reader.text() == "H" * 100 + "\n[fleetdx: 1000 bytes of output dropped here]\n" + "T" * 100
 
 
-def test_a_grandchild_that_escapes_the_group_is_killed_and_named_at_the_deadline(tmp_path: Path) -> None:
-    # the leader exits at once, but its grandchild left the process group (setsid) holding stdout open
-    script = "import subprocess; subprocess.Popen(['setsid', 'sleep', '60']); print('hi', flush=True)"
+def test_a_grandchild_that_escapes_the_group_is_killed_and_named_at_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the leader exits at once, but its grandchild left the process group (setsid) holding stdout open, and
+    # escaped the descendant sweep too: no cgroup, and it cleared its environment (env -i): the last resort
+    # is the pipe it holds
+    monkeypatch.setattr(runner_mod._Cgroup, "_usable", False)
+    script = "import subprocess; subprocess.Popen(['env', '-i', 'setsid', 'sleep', '60']); print('hi', flush=True)"
     t0 = time.monotonic()
     res = SubprocessRunner().run([PY, "-c", script], timeout_s=3)
     elapsed = time.monotonic() - t0
@@ -222,3 +227,94 @@ def test_a_grandchild_that_escapes_the_group_is_killed_and_named_at_the_deadline
     (escaped,) = res.escaped
     assert escaped.endswith("(sleep)") and "left its process group" in (res.reason or "")
     assert _gone(int(escaped.split()[1]))
+
+
+def _sweep_modes() -> list[str]:
+    return ["cgroup", "token"]
+
+
+@pytest.fixture(params=_sweep_modes())
+def sweep_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test runs with a cgroup per command (skipped where the machine cannot make one) and with the
+    environment-token sweep (no cgroup)."""
+    mode = str(request.param)
+    if mode == "token":
+        monkeypatch.setattr(runner_mod._Cgroup, "_usable", False)
+    else:
+        monkeypatch.setattr(runner_mod._Cgroup, "_usable", None)
+        probe = runner_mod._Cgroup.make()
+        if probe is None:
+            pytest.skip("no writable cgroup v2 hierarchy on this machine")
+        probe.kill()
+    return mode
+
+
+def _standin(tmp_path: Path, name: str, body: str) -> Path:
+    tool = tmp_path / name
+    tool.write_text("#!/bin/sh\n" + body)
+    tool.chmod(0o755)
+    return tool
+
+
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid")
+def test_a_setsid_grandchild_does_not_outlive_a_tool_that_returned(tmp_path: Path, sweep_mode: str) -> None:
+    # issue 21 item 2: a stand-in nvidia-smi that starts a detached grandchild (own session, output to
+    # /dev/null: it holds no pipe of ours) and returns at once; before, it ran on for its full 300 s
+    pid_file = tmp_path / "pid"
+    tool = _standin(
+        tmp_path, "nvidia-smi", f"setsid sleep 300 >/dev/null 2>&1 </dev/null &\necho $! > {pid_file}\necho ok\n"
+    )
+    res = SubprocessRunner().run([str(tool)], timeout_s=30)
+    assert res.status is RunStatus.OK and res.stdout == "ok\n"
+    grandchild = int(pid_file.read_text())
+    assert _gone(grandchild), f"the setsid grandchild {grandchild} outlived the run ({sweep_mode})"
+    assert all(n.startswith("pid ") for n in res.left_behind)
+
+
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid")
+def test_a_double_forked_daemon_does_not_outlive_a_tool_that_timed_out(tmp_path: Path, sweep_mode: str) -> None:
+    pid_file = tmp_path / "pid"
+    tool = _standin(
+        tmp_path,
+        "dcgmi",
+        f"( setsid sh -c 'echo $$ > {pid_file}; exec sleep 300' >/dev/null 2>&1 </dev/null & )\nsleep 300\n",
+    )
+    res = SubprocessRunner().run([str(tool)], timeout_s=1)
+    assert res.status is RunStatus.TIMEOUT
+    deadline = time.monotonic() + 5
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(int(pid_file.read_text()))
+
+
+def test_concurrent_runs_sweep_only_their_own_descendants(tmp_path: Path, sweep_mode: str) -> None:
+    # a quick command's sweep must not kill a slower command running beside it on another thread
+    r = SubprocessRunner()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        slow = pool.submit(r.run, [PY, "-c", "import time; time.sleep(1.5); print('slow done')"], 30)
+        time.sleep(0.3)
+        quick = pool.submit(r.run, [PY, "-c", "print('quick')"], 30)
+        assert quick.result().stdout == "quick\n"
+        assert slow.result().stdout == "slow done\n" and slow.result().status is RunStatus.OK
+
+
+def test_a_flooding_standin_on_both_streams_is_capped_in_memory(tmp_path: Path) -> None:
+    # issue 21 item 4: a `yes`-flooding nvidia-smi stand-in on stdout and stderr; measured in a fresh
+    # interpreter so the peak RSS is the run's. Before: about 4 times the cap per stream (the kept head and
+    # tail copied three times to build the text); now about twice (the kept bytes, then their text).
+    tool = _standin(tmp_path, "nvidia-smi", "yes &\nexec yes >&2\n")
+    probe = (
+        "import json, resource, sys\n"
+        "from fleetdx.probes.runner import SubprocessRunner\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n"
+        f"res = SubprocessRunner().run([{str(tool)!r}], timeout_s=2)\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n"
+        "print(json.dumps({'grew': after - before, 'truncated': res.truncated, 'status': res.status.value,"
+        " 'out': len(res.stdout.encode()), 'err': len(res.stderr.encode()), 'drop': res.stdout_dropped_bytes}))\n"
+    )
+    done = subprocess.run([PY, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    got = __import__("json").loads(done.stdout)
+    cap = runner_mod.MAX_OUTPUT_BYTES
+    assert got["status"] == "timeout" and got["truncated"] and got["drop"] > 0
+    assert got["out"] <= cap + 100 and got["err"] <= cap + 100
+    assert got["grew"] < 2 * 3 * cap, f"{got['grew'] / 2**20:.0f} MiB for two capped streams of 16 MiB"
