@@ -15,6 +15,10 @@ Each case ends in one of:
 * ``over memory``: peak RSS over the limit, or killed by the rlimit / a MemoryError.
 
 The last three must be 0; the script exits 1 otherwise. Run: ``python bench/robustness.py [--only SUBSTR]``.
+
+The hostile HTTP requests (lone surrogates, JSON nested 100,000 deep, ``1e309``, NUL in raw outputs, 100 MB
+bodies with and without a length, gzip bombs, clients gone mid-body) run against one real ``fleetdx serve`` in
+``bench/robustness_http.py``, which prints the same tally.
 """
 
 from __future__ import annotations
