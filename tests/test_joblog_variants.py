@@ -492,3 +492,29 @@ def test_past_the_event_budget_each_rank_keeps_its_first_event(monkeypatch: pyte
     # rank 0 filled the budget with 10 of its 20; every later rank keeps its first line only
     assert [e.rank for e in log.events] == [0] * 10 + list(range(1, 40))
     assert log.events_dropped == len(lines) - len(log.events)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[rank3]: RuntimeError: NCCL error",
+        "[rank3]:[rank4]: x",
+        "0: [rank5]: x",
+        "7:\tx",
+        "123456: x",
+        "1234567: x",  # seven digits: no srun -l task prefix
+        "12:30: x",
+        "[rank\u0663]: x",  # a digit of another script
+        "\u0663: x",
+        "[rank00]:  >  quoted",
+        "[rank1]: node1: [rank3]: x",
+        "3: 2024-01-01 10:00:00 node1: x",
+        "[rank2]:" + " [rank1]:" * 12 + " x",  # more prefixes than are read
+        "[rank9]:" + "y" * 2000,  # longer than the memo takes
+    ],
+)
+def test_rank_prefix_fast_path_reads_as_the_full_reader(line: str) -> None:
+    # the [rankN]: / N: prefix is split off by hand and the rest memoised: the result must be the full reader's
+    from fleetdx.probes.parsers import joblog
+
+    assert joblog._strip_prefixes(line) == joblog._strip_all(line, joblog._MAX_PREFIXES)

@@ -311,13 +311,40 @@ def _is_host_word(word: str) -> bool:
     return not _NOT_HOST_RE.match(word) and not word.endswith(("Error", "Exception", "Warning"))
 
 
+#: longest text whose reading is memoised (longer lines are read afresh each time: the memos stay a few MiB)
+MEMO_MAX_CHARS = 1_024
+
+
 def _strip_prefixes(text: str) -> LogLine:
+    """``text`` without its prefixes, and what they said. The launchers' rank prefixes (torchrun's ``[rankN]:``,
+    ``srun -l``'s ``N: ``) say only a rank or a task: what follows them is read once however many ranks print it
+    (the same traceback on every rank), with the outer rank or task filled in where the rest names none."""
+    if text.startswith("[rank"):
+        j = text.find("]:", 5, 14)
+        if j > 5 and text[5:j].isdecimal() and len(text) - j <= MEMO_MAX_CHARS:
+            inner = _strip_rest(text[j + 2 :])
+            return inner if inner.rank is not None else inner._replace(rank=int(text[5:j]))
+    elif text[:1].isdecimal():
+        j = text.find(":", 1, 7)  # the task prefix is 1 to 6 digits
+        if j > 0 and text[:j].isdecimal() and text[j + 1 : j + 2] in (" ", "\t") and len(text) - j <= MEMO_MAX_CHARS:
+            inner = _strip_rest(text[j + 2 :])
+            return inner if inner.task is not None else inner._replace(task=int(text[:j]))
+    return _strip_all(text, _MAX_PREFIXES)
+
+
+@lru_cache(maxsize=8_192)
+def _strip_rest(rest: str) -> LogLine:
+    """What follows one rank or task prefix (see :func:`_strip_prefixes`), read with one prefix fewer to go."""
+    return _strip_all(rest, _MAX_PREFIXES - 1)
+
+
+def _strip_all(text: str, limit: int) -> LogLine:
     rank = local_rank = task = pid = None
     host: str | None = None
     redacted = False
     stamps: list[str] = []
     uptime = None
-    for _ in range(_MAX_PREFIXES):
+    for _ in range(limit):
         m = _QUOTE_RE.match(text) if text[:1] in (" ", "\t", ">") else None  # a quote starts with one of these
         if m and m.end() > 0 and ">" in m.group(0):
             text = text[m.end() :]
@@ -780,11 +807,66 @@ def _nccl_events(body: str) -> list[_Found]:
 EVENTS_MEMO_SIZE = 4096
 
 
-@lru_cache(maxsize=EVENTS_MEMO_SIZE)
 def _events_of(body: str) -> tuple[_Found, ...]:
-    """The events one normalised body says, at most one per kind (a pure function of ``body``, memoised: callers
-    copy a ``_Found``'s details before changing them)."""
+    """The events one normalised body says, at most one per kind (a pure function of ``body``, memoised up to
+    :data:`MEMO_MAX_CHARS`: callers copy a ``_Found``'s details before changing them)."""
+    return _events_memo(body) if len(body) <= MEMO_MAX_CHARS else tuple(_read_events(body))
+
+
+@lru_cache(maxsize=EVENTS_MEMO_SIZE)
+def _events_memo(body: str) -> tuple[_Found, ...]:
     return tuple(_read_events(body))
+
+
+class _BodyFacts(NamedTuple):
+    """What a triggered body says beyond its prefixes (:func:`_body_facts`)."""
+
+    found: tuple[_Found, ...]
+    glog_stamp: str | None  #: the process's own glog stamp
+    pg: int | None  #: the process group a ProcessGroupNCCL message names
+    pg_guid: str | None
+    pg_desc: str | None
+    msg_rank: int | None  #: the rank the message names ([PG ... Rank N], [Rank N])
+    nccl_host: str | None  #: an NCCL line's ``host:pid:tid [dev]``
+    nccl_pid: int | None
+    nccl_dev: int | None
+
+
+def _body_facts(body: str) -> _BodyFacts | None:
+    """The events of ``body`` and what else it names, ``None`` when it says no event (a pure function of
+    ``body``, memoised up to :data:`MEMO_MAX_CHARS`)."""
+    return _facts_memo(body) if len(body) <= MEMO_MAX_CHARS else _read_facts(body)
+
+
+@lru_cache(maxsize=EVENTS_MEMO_SIZE)
+def _facts_memo(body: str) -> _BodyFacts | None:
+    return _read_facts(body)
+
+
+def _read_facts(body: str) -> _BodyFacts | None:
+    if not _triggered(body):
+        return None
+    found = _events_of(body)
+    if not found:
+        return None
+    glog = _GLOG_RE.search(body, 0, 120) if "]" in body[:120] else None
+    pg_m = _PG_RE.search(body) if "[PG " in body else None
+    msg_rank = int(pg_m.group("r")) if pg_m else None
+    if msg_rank is None and "[Rank " in body:
+        r = _RANK_RE.search(body)
+        msg_rank = int(r.group(1)) if r else None
+    nccl = _NCCL_LINE_RE.search(body) if "NCCL" in body else None
+    return _BodyFacts(
+        found=found,
+        glog_stamp=glog.group("stamp") if glog is not None else None,
+        pg=int(pg_m.group("pg")) if pg_m is not None else None,
+        pg_guid=pg_m.group("guid") if pg_m is not None else None,
+        pg_desc=pg_m.group("desc") if pg_m is not None else None,
+        msg_rank=msg_rank,
+        nccl_host=nccl.group("host") if nccl is not None else None,
+        nccl_pid=int(nccl.group("pid")) if nccl is not None else None,
+        nccl_dev=int(nccl.group("dev")) if nccl is not None else None,
+    )
 
 
 def _read_events(body: str) -> list[_Found]:
@@ -1327,42 +1409,34 @@ class JobLogScanner:
             self._keep(ev)
 
     def _emit(self, n: int, raw: str, ll: LogLine, body: str) -> None:
-        if not _triggered(body):
+        facts = _body_facts(body)
+        if facts is None:
             return
-        found = _events_of(body)
-        if not found:
-            return
-        glog = _GLOG_RE.search(body, 0, 120) if "]" in body[:120] else None
-        if glog is not None:  # the process's own glog stamp is the innermost
-            ll = ll._replace(time=glog.group("stamp"), outer_time=ll.outer_time or ll.time)
+        if facts.glog_stamp is not None:  # the process's own glog stamp is the innermost
+            ll = ll._replace(time=facts.glog_stamp, outer_time=ll.outer_time or ll.time)
         time, ts = self._time(ll)
         rank = ll.rank
-        pg_m = _PG_RE.search(body) if "[PG " in body else None
-        msg_rank = int(pg_m.group("r")) if pg_m else None
-        if msg_rank is None and "[Rank " in body:
-            r = _RANK_RE.search(body)
-            msg_rank = int(r.group(1)) if r else None
-        nccl = _NCCL_LINE_RE.search(body) if "NCCL" in body else None
+        msg_rank = facts.msg_rank
         host = ll.host
         red = ll.host_redacted
-        if nccl is not None:
-            h, r2 = _host(nccl.group("host"))
+        if facts.nccl_host is not None:
+            h, r2 = _host(facts.nccl_host)
             host = host or h
             red = red or r2
         text = raw[: MAX_TEXT * 2] if "\n" in raw else raw[:MAX_TEXT]
-        for f in found:
+        for f in facts.found:
             det = dict(f.details)
-            if pg_m is not None:
-                det["pg"] = int(pg_m.group("pg"))
-                if pg_m.group("guid"):
-                    det["pg_guid"] = pg_m.group("guid")
-                if pg_m.group("desc"):
-                    det["pg_desc"] = pg_m.group("desc")
+            if facts.pg is not None:
+                det["pg"] = facts.pg
+                if facts.pg_guid:
+                    det["pg_guid"] = facts.pg_guid
+                if facts.pg_desc:
+                    det["pg_desc"] = facts.pg_desc
             if msg_rank is not None:
                 det["pg_rank"] = msg_rank
-            if nccl is not None:
-                det["cuda_device"] = int(nccl.group("dev"))
-                det["pid"] = int(nccl.group("pid"))
+            if facts.nccl_dev is not None:
+                det["cuda_device"] = facts.nccl_dev
+                det["pid"] = facts.nccl_pid
             elif ll.pid is not None:
                 det["pid"] = ll.pid
             if ll.task is not None:
