@@ -308,10 +308,16 @@ def preflight(
     )
     push = _pusher(report_to, token_file, db, not save)  # before the run: a bad token file wastes no pre-flight
     with _progress(not as_json) as progress:
-        result = run(request, progress=progress, say=lambda line: err_console.print(line, style="dim", highlight=False))
+        result = run(request, progress=progress, say=_say)
     # a simulated run is not history: it goes to a database only when one is named
     store = save and (db is not None or not simulate)
     _finish(result, as_json, exclude_file, push or (functools.partial(save_report, db) if store else None))
+
+
+def _say(line: str) -> None:
+    """A phase line of the pre-flight (starting Ray, probing N nodes): one line on stderr, at once, also with
+    ``--json`` (stdout carries only the report)."""
+    err_console.print(line, style="dim", highlight=False, markup=False, soft_wrap=True)
 
 
 def _pusher(

@@ -96,15 +96,22 @@ def run(
     say: Say | None = None,
 ) -> PreflightResult:
     """Pre-flight what ``request`` names (see the module doc) and return the result; a live run's report
-    carries the job it runs in (``env``: default ``os.environ``).
+    carries the job it runs in (``env``: default ``os.environ``). ``say`` hears one line as each phase that can
+    take long begins (starting or joining Ray, probing the nodes), before it starts, so the person at the
+    terminal is never left with tens of silent seconds; and how long Ray took on an allocation.
 
     Raises:
         ConfigError: targets that cannot be resolved (a bad hostlist, no node), Ray that cannot be reached.
     """
     env = os.environ if env is None else env
+    say = say or _silent
     if request.simulate:
-        return _simulated(request, progress)
+        return _simulated(request, progress, say)
     return _with_job(_live(request, env, progress, say), env)
+
+
+def _silent(line: str) -> None:
+    """The ``say`` of a caller that wants no phase lines."""
 
 
 def _with_job(result: PreflightResult, env: Mapping[str, str]) -> PreflightResult:
@@ -138,12 +145,12 @@ def only_this_host(
     return None
 
 
-def _live(
-    request: PreflightRequest, env: Mapping[str, str], progress: Progress | None, say: Say | None
-) -> PreflightResult:
+def _live(request: PreflightRequest, env: Mapping[str, str], progress: Progress | None, say: Say) -> PreflightResult:
     targets = resolve_targets(request.nodes, request.gpus_per_node, env)
     here = only_this_host(targets.hosts, request.level, request.ray_address, env)
     if here is not None:  # the local fast path: no Ray to start for one node
+        if request.level is not Level.QUICK:  # micro-benchmarks and nccl-tests: tens of seconds
+            say(f"fleetdx: probing {here} at level {request.level.value}...")
         return run_local_preflight(
             request.node_job(here),
             run_timeout_s=request.run_timeout_s,
@@ -162,10 +169,12 @@ def _live(
     from fleetdx.orchestrator.cluster.connect import connect
     from fleetdx.orchestrator.cluster.fanout import gpu_nodes_if_any, match_hosts, ray_node_hosts
 
+    say(f"fleetdx: connecting to Ray ({request.ray_address or env.get('RAY_ADDRESS') or 'a local Ray'})...")
     connect(request.ray_address)
     try:
         alive = ray_node_hosts(include_simulated=False)
         hosts = targets.hosts if targets.hosts is not None else sorted(gpu_nodes_if_any(alive))
+        say(f"fleetdx: probing {_count(len(hosts), 'node')} at level {request.level.value}...")
         return run_preflight(
             {h: request.node_job(h) for h in hosts},
             match_hosts(hosts, alive),
@@ -178,7 +187,11 @@ def _live(
         ray.shutdown()
 
 
-def _on_allocation(request: PreflightRequest, hosts: list[str], targets: Targets, say: Say | None) -> PreflightResult:
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def _on_allocation(request: PreflightRequest, hosts: list[str], targets: Targets, say: Say) -> PreflightResult:
     """Inside a Slurm allocation with no Ray given: fleetdx starts Ray on it, runs, and stops what it started
     (:func:`fleetdx.orchestrator.cluster.allocation.ray_on_allocation`); ``say`` hears how long the nodes took to
     join and the verdict took after that."""
@@ -188,9 +201,14 @@ def _on_allocation(request: PreflightRequest, hosts: list[str], targets: Targets
     from fleetdx.orchestrator.cluster.allocation import JOIN_TIMEOUT_S, ray_on_allocation
 
     join = request.join_timeout_s or JOIN_TIMEOUT_S
+    say(f"fleetdx: starting Ray on {_count(len(hosts), 'node')} of the allocation (join timeout {join:g} s)...")
     # Ray's driver prints what it hears from the cluster ("(raylet) Raylet is terminated ...") on stdout: the
     # report (--json) must be alone there
     with redirect_stdout(sys.stderr), ray_on_allocation(hosts, join_timeout_s=join) as up:
+        say(
+            f"fleetdx: probing {_count(len(up.joined), 'node')} at level {request.level.value} "
+            f"({len(up.joined)}/{len(hosts)} joined Ray in {up.join_s:.1f} s)..."
+        )
         result = run_preflight(
             {h: request.node_job(h) for h in hosts},
             up.nodes,
@@ -200,22 +218,23 @@ def _on_allocation(request: PreflightRequest, hosts: list[str], targets: Targets
             lost=up.lost,
         )
         verdict_s = time.monotonic() - up.joined_at
-    if say is not None:
-        say(
-            f"Ray on the allocation ({up.address}): {len(up.joined)}/{len(hosts)} nodes joined in {up.join_s:.1f} s; "
-            f"verdict {verdict_s:.1f} s after that; Ray stopped"
-        )
+    say(
+        f"Ray on the allocation ({up.address}): {len(up.joined)}/{len(hosts)} nodes joined in {up.join_s:.1f} s; "
+        f"verdict {verdict_s:.1f} s after that; Ray stopped"
+    )
     return result
 
 
-def _simulated(request: PreflightRequest, progress: Progress | None) -> PreflightResult:
+def _simulated(request: PreflightRequest, progress: Progress | None, say: Say) -> PreflightResult:
     from fleetdx.orchestrator.cluster.fanout import match_hosts, ray_node_hosts
     from fleetdx.orchestrator.cluster.simulate import sim_nodes, simulated_cluster
 
     sims = sim_nodes(request.simulate)
     jobs = {n.host: request.node_job(n.host, bundle_dir=n.bundle_dir, delay_s=n.delay_s) for n in sims}
+    say(f"fleetdx: starting a local Ray with {_count(len(sims), 'simulated node')}...")
     with simulated_cluster(sims):
         alive = ray_node_hosts(include_real=False)
+        say(f"fleetdx: probing {_count(len(jobs), 'simulated node')} at level {request.level.value}...")
         return run_preflight(
             jobs,
             match_hosts(list(jobs), alive),
