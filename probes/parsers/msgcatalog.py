@@ -48,6 +48,7 @@ CATALOG_PATH = Path(__file__).with_name("messages.yaml")
 #: the named groups a pattern may use, and what each holds (the event detail of the same name)
 GROUPS: dict[str, str] = {
     "rank": "the printing process's global rank as the message states it",
+    "local_rank": "the printing or failed process's rank on its node (a launcher's child index), never a global rank",
     "culprit_rank": "the rank the message blames (Flight Recorder's 'from rank N': the rank that timed out)",
     "seq": "a collective's sequence number (SeqNum)",
     "op": "a collective's op type (ALLREDUCE, ...)",
@@ -80,6 +81,7 @@ GROUPS: dict[str, str] = {
 _INT_GROUPS = frozenset(
     {
         "rank",
+        "local_rank",
         "culprit_rank",
         "seq",
         "numel",
