@@ -250,3 +250,76 @@ def test_parallel_importers_store_every_run_once_and_all_succeed(migrated_url: s
     assert list(spool_dir.iterdir()) == []
     with Store.open(migrated_url) as store:
         assert sorted(r.run_id for r in store.list_runs(limit=100)) == ids
+
+
+# -- issue 21, item 3: limits on what `db import` reads; item 12: `db current` on a missing SQLite file -------
+
+
+def test_a_gzip_bomb_named_as_a_spool_file_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    import tracemalloc
+
+    bomb = tmp_path / f"bomb{SPOOL_SUFFIX}"
+    bomb.write_bytes(gzip.compress(b"\0" * (64 << 20), 9))  # 64 MiB of zeros in about 64 KB
+    limit = 1 << 20
+    tracemalloc.start()
+    try:
+        with pytest.raises(SpoolError, match="decompresses to over 1048576 bytes"):
+            read_spool(bomb, max_bytes=limit)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * limit, f"{peak} bytes held to refuse a bomb (before: the whole 64 MiB)"
+
+
+def test_a_spool_file_over_the_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    big = tmp_path / f"big{SPOOL_SUFFIX}"
+    big.write_bytes(os.urandom(4096))
+    with pytest.raises(SpoolError, match="4096 bytes, over the 1000 byte limit"):
+        read_spool(big, max_bytes=1000)
+
+
+def test_cli_import_refuses_devices_and_fifos_without_reading_or_renaming_them(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/i.db"
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir()
+    os.mkfifo(spool_dir / f"pipe{SPOOL_SUFFIX}")
+    result = CliRunner().invoke(cli(), ["db", "import", "/dev/zero", str(spool_dir), "--db", url])
+    assert result.exit_code == 3, result.output
+    assert "/dev/zero: a character device, not a regular file" in result.output
+    assert "a FIFO (named pipe), not a regular file" in result.output
+    assert "2 spool files could not be imported" in result.output and "Traceback" not in result.output
+    assert os.path.exists("/dev/zero") and (spool_dir / f"pipe{SPOOL_SUFFIX}").exists()
+
+
+def test_cli_import_max_bytes_is_the_limit(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/i.db"
+    (path,) = spool_while_down(tmp_path / "spool")[:1]
+    small = CliRunner().invoke(cli(), ["db", "import", str(path), "--db", url, "--max-bytes", "100"])
+    assert small.exit_code == 3 and "raise the limit with --max-bytes" in small.output and path.exists()
+    default = CliRunner().invoke(cli(), ["db", "import", str(path), "--db", url])
+    assert default.exit_code == 0, default.output
+
+
+def test_cli_import_default_limit_is_the_spool_limit() -> None:
+    import inspect
+
+    from fleetdx.orchestrator.store.spool import MAX_SPOOL_BYTES
+
+    assert inspect.signature(db_cmd.import_).parameters["max_bytes"].default == MAX_SPOOL_BYTES
+
+
+def test_cli_import_of_a_missing_path_exits_3(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli(), ["db", "import", str(tmp_path / "nope"), "--db", f"sqlite:///{tmp_path}/i.db"])
+    assert result.exit_code == 3 and "no such file or directory" in result.output
+
+
+def test_db_current_on_a_missing_sqlite_file_exits_3_and_creates_nothing(tmp_path: Path) -> None:
+    where = tmp_path / "nonexistent" / "dir"
+    result = CliRunner().invoke(cli(), ["db", "current", "--db", f"sqlite:///{where}/x.db"])
+    assert result.exit_code == 3, result.output
+    assert "no such file" in result.output and "fleetdx db upgrade" in result.output
+    assert not (tmp_path / "nonexistent").exists()
+    up = CliRunner().invoke(cli(), ["db", "upgrade", "--db", f"sqlite:///{where}/x.db"])
+    assert up.exit_code == 0
+    now = CliRunner().invoke(cli(), ["db", "current", "--db", f"sqlite:///{where}/x.db"])
+    assert now.exit_code == 0 and "up to date" in now.output

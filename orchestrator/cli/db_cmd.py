@@ -50,15 +50,37 @@ def upgrade(db: DbOption = None) -> None:
 @db_app.command("current")
 @handle_errors
 def current(db: DbOption = None) -> None:
-    """Print the database's schema revision and the newest one this fleetdx knows."""
+    """Print the database's schema revision and the newest one this fleetdx knows.
+
+    Only reads: an SQLite file that does not exist is an error (exit 3), not created (`fleetdx db upgrade`
+    creates a database).
+    """
     from fleetdx.orchestrator.store import Store
     from fleetdx.orchestrator.store.migrate import head_revision
 
+    _require_existing_sqlite(db)
     with Store.open(db, check_schema=False) as store:
         rev = store.revision()
         head = head_revision()
         state = "up to date" if rev == head else "run `fleetdx db upgrade`"
         typer.echo(f"{store.url}: revision {rev or 'none'} (head {head}; {state})")
+
+
+def _require_existing_sqlite(db: str | None) -> None:
+    """Exit 3 with one line when ``db`` (or the default) is an SQLite file that does not exist."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from fleetdx.orchestrator.store.engine import display_url, is_sqlite, parse_url, sqlite_path
+    from fleetdx.orchestrator.store.settings import resolve_db_url
+
+    try:
+        url = parse_url(resolve_db_url(db))
+    except (SQLAlchemyError, ValueError):
+        return  # Store.open names the bad URL
+    path = sqlite_path(url) if is_sqlite(url) else None
+    if path is not None and not path.is_file():
+        what = "no such file" if not path.exists() else "not a regular file"
+        raise fail(f"{display_url(url)}: {what} {path} (`fleetdx db upgrade` creates a database)")
 
 
 @db_app.command("import")
@@ -68,6 +90,15 @@ def import_(
     db: DbOption = None,
     keep: Annotated[bool, typer.Option("--keep", help="Keep each file once its run is stored.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the import results as JSON.")] = False,
+    max_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-bytes",
+            min=1,
+            help="Largest spool file read, bytes, compressed and once decompressed (64 MiB: the largest report "
+            "fleetdx serve takes).",
+        ),
+    ] = 64 * 1024 * 1024,
 ) -> None:
     """Load spool files (reports written while the database was unreachable) into the database.
 
@@ -88,7 +119,7 @@ def import_(
     with Store.open(db) as store:
         for path in paths:
             try:
-                result = import_spool_file(store, path, keep=keep)
+                result = import_spool_file(store, path, keep=keep, max_bytes=max_bytes)
             except (SpoolError, IsADirectoryError) as e:
                 failed += 1
                 typer.echo(f"error: {e}", err=True)

@@ -14,12 +14,14 @@ comma-joined in the subject (as migration 0002 does for the rows of an old datab
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import os
 import re
 import tempfile
 import time
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -33,8 +35,13 @@ from fleetdx.orchestrator.store.records import ImportResult
 from fleetdx.orchestrator.store.settings import resolve_spool_dir
 from fleetdx.orchestrator.store.store import Store
 from fleetdx.probes.contracts import Contract
+from fleetdx.probes.rawfile import RawFileError, check_regular
 
 SPOOL_SUFFIX = ".fleetdx-spool.json.gz"
+#: the most bytes of one spool file read, compressed and once decompressed: the same limit as a report pushed
+#: to ``fleetdx serve`` (orchestrator.service.ingest.MAX_UPLOAD_BYTES, a pre-flight of a few hundred nodes with
+#: their raw outputs); ``fleetdx db import --max-bytes`` raises it
+MAX_SPOOL_BYTES = 64 * 1024 * 1024
 SPOOL_VERSION = 1
 #: codes whose findings the version-1 bandwidth screen wrote with ``node`` null and the hosts comma-joined in
 #: ``subject`` (the same list as migration 0002's ``GROUP_CODES``)
@@ -143,15 +150,42 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def read_spool(path: Path) -> SpoolFile:
-    """Read one spool file. Raises :class:`SpoolError` (naming the file) when it is not a readable fleetdx
-    spool file, and ``FileNotFoundError`` when it does not exist."""
+def check_spool_path(path: Path) -> None:
+    """Raise :class:`SpoolError` unless ``path`` is a regular file (symlinks followed): a device
+    (``/dev/zero``), a FIFO, a socket, a directory or a symlink loop is never opened, claimed nor read.
+    ``FileNotFoundError`` when it does not exist."""
     try:
-        data = gzip.decompress(path.read_bytes())
-    except (gzip.BadGzipFile, EOFError, OSError) as e:
+        check_regular(path)
+    except RawFileError as e:
+        if not path.exists() and not path.is_symlink():
+            raise FileNotFoundError(errno.ENOENT, "no such file", str(path)) from None
+        raise SpoolError(f"{e}: not a spool file") from None
+
+
+def read_spool(path: Path, max_bytes: int = MAX_SPOOL_BYTES) -> SpoolFile:
+    """Read one spool file, in bounded memory: at most ``max_bytes`` of it, decompressed as a stream that stops
+    past ``max_bytes`` (a gzip bomb costs no more than that).
+
+    Raises:
+        SpoolError: (naming the file) not a regular file, over ``max_bytes`` compressed or decompressed, or not
+            a readable fleetdx spool file.
+        FileNotFoundError: it does not exist.
+    """
+    check_spool_path(path)
+    hint = "raise the limit with --max-bytes if the file is genuine"
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > max_bytes:
+                raise SpoolError(f"{path}: {size} bytes, over the {max_bytes} byte limit of a spool file ({hint})")
+            with gzip.GzipFile(fileobj=f, mode="rb") as unzipped:
+                data = unzipped.read(max_bytes + 1)
+    except (gzip.BadGzipFile, EOFError, OSError, zlib.error) as e:
         if isinstance(e, FileNotFoundError | IsADirectoryError):
             raise
         raise SpoolError(f"{path}: not a gzip-compressed spool file ({e})") from None
+    if len(data) > max_bytes:
+        raise SpoolError(f"{path}: decompresses to over {max_bytes} bytes, the limit of a spool file ({hint})")
     try:
         doc = json.loads(data)
     except ValueError as e:  # not UTF-8, not JSON
@@ -208,19 +242,27 @@ def _claim(path: Path) -> Path | None:
     return claimed
 
 
-def import_spool_file(store: Store, path: Path, keep: bool = False) -> ImportResult | None:
+def import_spool_file(
+    store: Store, path: Path, keep: bool = False, max_bytes: int = MAX_SPOOL_BYTES
+) -> ImportResult | None:
     """Load one spool file into ``store`` and, unless ``keep``, delete it after the commit.
 
     The file is first claimed by an atomic rename, so importers running at once never load or fail on the
     same file: ``None`` means another importer had already taken it (not an error). Idempotent: a run already
     stored is not stored again (``inserted`` false) and its file is still removed. Raises :class:`SpoolError`
-    for a bad file and :class:`StoreError` for a database failure; the file is then given back its name.
+    for a bad file (not a regular file: before it is claimed, so ``/dev/zero`` is never renamed; over
+    ``max_bytes`` compressed or decompressed) and :class:`StoreError` for a database failure; the file is then
+    given back its name.
     """
+    try:
+        check_spool_path(path)
+    except FileNotFoundError:
+        return None  # another importer claimed it first (as _claim says)
     claimed = _claim(path)
     if claimed is None:
         return None
     try:
-        content = read_spool(claimed)
+        content = read_spool(claimed, max_bytes)
         inserted = store.save_report(content.report, content.raw)
     except SpoolError as e:
         os.rename(claimed, path)
