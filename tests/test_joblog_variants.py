@@ -518,3 +518,9 @@ def test_rank_prefix_fast_path_reads_as_the_full_reader(line: str) -> None:
     from fleetdx.probes.parsers import joblog
 
     assert joblog._strip_prefixes(line) == joblog._strip_all(line, joblog._MAX_PREFIXES)
+
+
+def test_kernel_lowercase_link_down_is_read() -> None:
+    # _LINK_RE reads "[Ll]ink"; the kernel gate once asked for "Link" and never let a lowercase line through
+    log = parse_kernel_log("[Tue Mar  5 10:00:00 2024] mlx5_core 0000:3b:00.0 ib0: link down\n", "k", host="h")
+    assert [(e.kind, e.details["device"]) for e in log.events] == [(EventKind.IB_LINK_DOWN, "ib0")]

@@ -74,7 +74,22 @@ _OOM_RE = re.compile(
     r"|oom-kill:.*?task=(?P<task>[^,]+)"
 )
 #: substrings a line must hold to be read further (an AER error-bit line is read only after its AER line)
-_TRIGGER_KEYS = ("NVRM", "Link", "ort ", "ort:", "AER", "PCIe Bus Error", "ut of memory", "oom-kill")
+#: (each a substring its patterns require: ``[Ll]ink (is )?(down|up)`` of _LINK_RE, ``state `` or ``module event``
+#: of _PORT_RE; narrower than "Link"/"ort ", which a job log's "report", "abort" and "import" lines all held)
+_TRIGGER_KEYS = (
+    "NVRM",
+    "ink is ",
+    "ink down",
+    "ink Down",
+    "ink up",
+    "ink Up",
+    "state ",
+    "module event",
+    "AER",
+    "PCIe Bus Error",
+    "ut of memory",
+    "oom-kill",
+)
 #: the keys as one trie-shaped pattern: one pass over a line (a job log's lines all meet it, most miss it)
 _TRIGGER_GATE = re.compile(trie_pattern({k: [] for k in _TRIGGER_KEYS}))
 
