@@ -27,6 +27,11 @@ CASES = {
     "08_ray_ip": (F.OOM_GPU, 2, "10.0.3.17", "out of memory"),
     "09_node_failure": (F.NODE_FAILURE, None, "gpu-c03", "gpu-c03"),  # not gpu-c01, whose slurmstepd printed it
     "10_nccl_internal": (F.NCCL_INTERNAL_ERROR, 9, None, "internal error"),
+    # launcher summaries and messages catalogued later (messages.yaml): the launcher's line names the host
+    "11_deepspeed_pdsh_sigkill": (F.OOM_HOST, None, "node2", "SIGKILL"),  # pdsh's "node2: " before launch.py's line
+    "12_ray_memory_monitor": (F.OOM_HOST, None, "10.0.3.18", "10.0.3.18"),  # not 10.0.3.17, whose task was aborted
+    "13_roce_modify_qp": (F.NCCL_NETWORK_ERROR, 13, "gpu-b03", "queue pair"),  # not rank 2, refused by it
+    "15_rocm_memory_fault": (F.CUDA_ERROR, 3, "mi300-n01", "Memory access fault by GPU node-4"),
 }
 
 
@@ -40,6 +45,11 @@ def test_first_cause_names_class_rank_and_host(stem: str) -> None:
     assert report.verdict is Verdict.CRITICAL and report.exit_code == 2
     if stem == "09_node_failure":  # the node that printed the cancellation is blamed nowhere
         assert all("gpu-c01" not in f.nodes for f in report.findings)
+    if stem == "11_deepspeed_pdsh_sigkill":  # the launcher's own -9 line, not a crash of node1
+        assert [f.code for f in report.findings] == [F.OOM_HOST]
+    if stem == "13_roce_modify_qp":  # the timeout blames the rank whose queue pair never came up
+        (timeout,) = [f for f in report.findings if f.code is F.NCCL_TIMEOUT]
+        assert (timeout.rank, timeout.host) == (13, "gpu-b03")
 
 
 def test_the_aborts_of_ranks_that_timed_out_are_the_timeout_s_evidence() -> None:

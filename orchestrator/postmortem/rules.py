@@ -209,6 +209,12 @@ def _nccl_oom(e: JobEvent) -> bool:
     return "out of memory" in _d(e, "error")
 
 
+def _from(*ids: str) -> Callable[[JobEvent], bool]:
+    """A ``when`` test: the event was read by one of these message-catalog rows (``details["catalog"]``)."""
+    wanted = frozenset(ids)
+    return lambda e: e.details.get("catalog") in wanted
+
+
 _WHERE = ("host", "rank")
 _INTERNAL = frozenset({FindingCode.NCCL_INTERNAL_ERROR})
 _F = FindingCode
@@ -236,9 +242,32 @@ RULES: tuple[Rule, ...] = (
     Rule(EventKind.IB_PORT_STATE, None, role="context", when=_link_context),
     Rule(EventKind.IB_LINK_DOWN, _F.NCCL_NETWORK_ERROR, W, 40, "observer", ("flap", "host", "device"), when=_flap),
     Rule(EventKind.IB_PORT_STATE, _F.NCCL_NETWORK_ERROR, W, 40, "observer", ("flap", "host", "device"), when=_flap),
+    Rule(
+        EventKind.IB_LINK_DOWN,
+        _F.NCCL_NETWORK_ERROR,
+        priority=90,
+        key=("hca", "host", "bus_id"),
+        when=_from("linux.mlx5.health_compromised", "linux.mlx5.cmd_timeout"),
+        message="the HCA {d[bus_id]} {where} stopped answering its driver (mlx5): every RDMA connection through it "
+        "fails ({text})",
+        action="drain {host}: the adapter's firmware is hung or the card failed; reboot to reset it, check its "
+        "firmware (mlxfwmanager) and the kernel log for a health syndrome, RMA if it repeats; resubmit with "
+        "--exclude={host}",
+    ),
     Rule(EventKind.IB_LINK_DOWN, _F.NCCL_NETWORK_ERROR, priority=90, key=("link", "host", "device")),
     Rule(EventKind.IB_PORT_STATE, _F.NCCL_NETWORK_ERROR, priority=90, key=("link", "host", "device")),
     Rule(EventKind.NCCL_IB_ASYNC, _F.NCCL_NETWORK_ERROR, priority=84, key=("hca", "host")),
+    Rule(
+        EventKind.NCCL_IB_COMPLETION,
+        _F.NCCL_NETWORK_ERROR,
+        priority=83,
+        key=("ib", "host"),
+        when=_from("nccl.ib.modify_qp_failed"),
+        message="NCCL could not bring an InfiniBand/RoCE queue pair up {where} ({text})",
+        action="a RoCE/IB setting or path: check NCCL_IB_GID_INDEX (the same RoCE v2 GID on every node), NCCL_IB_HCA "
+        "and that the remote GID is routable from {host}; if only {host} fails, check its link and resubmit with "
+        "--exclude={host}",
+    ),
     Rule(EventKind.NCCL_IB_COMPLETION, _F.NCCL_NETWORK_ERROR, priority=83, key=("ib", "host")),
     # the bus errors of a too small /dev/shm (SIGBUS: srun's "Bus error", UCX's "Caught signal 7")
     Rule(
@@ -263,6 +292,16 @@ RULES: tuple[Rule, ...] = (
     Rule(EventKind.SIGNAL, _F.PROCESS_CRASH, C, 25, "observer", ("signal", *_WHERE)),
     # Python exceptions (the summary block, the NCCL or OOM event on the same line say more for some)
     Rule(EventKind.PYTHON_EXCEPTION, None, role="context", when=_summarised_exc),
+    Rule(
+        EventKind.PYTHON_EXCEPTION,
+        _F.PROCESS_CRASH,
+        priority=55,
+        key=("exception", *_WHERE),
+        when=_from("ray.task_error.wrapped"),
+        message="a Ray worker {where} failed with {d[error]} (Ray's RayTaskError: {text})",
+        action="read that worker's own lines (prefixed with its pid and ip) for its first error; an ActorDiedError "
+        "means the worker process itself died (an OOM kill, a crash): look for it on {host}",
+    ),
     Rule(EventKind.PYTHON_EXCEPTION, _F.CONFIG_ERROR, priority=62, key=("config", *_WHERE), when=_config_exc),
     Rule(EventKind.PYTHON_EXCEPTION, _F.PROCESS_CRASH, priority=55, key=("exception", *_WHERE)),
     # configuration errors NCCL or torch detects (above the "internal error" NCCL wraps some of them in)
