@@ -7,14 +7,20 @@ runaway cannot take the machine down.
 
 Each case ends in one of:
 
-* ``ok``: the command did its job (exit 0-2 with the expected output: an odd but valid input);
+* ``ok``: the command did its job (exit 0-2 with the expected output: an odd but valid input; or a pre-flight
+  whose verdict is UNKNOWN, exit 3, when the stand-in tools answer nothing usable);
 * ``clear error``: exit 3 (UNKNOWN: usage, input or environment error) or 4 (report not stored), with a short
   message on stderr and no traceback;
 * ``traceback``: a Python traceback reached stderr;
 * ``hang``: still running at the time limit (killed);
-* ``over memory``: peak RSS over the limit, or killed by the rlimit / a MemoryError.
+* ``over memory``: peak RSS over the limit (a case may set a lower one), or killed by the rlimit / a MemoryError;
+* ``orphans``: a process a stand-in tool started (marked by a unique ``sleep`` duration) still runs after
+  fleetdx returned.
 
-The last three must be 0; the script exits 1 otherwise. Run: ``python bench/robustness.py [--only SUBSTR]``.
+Cases that need a misbehaving tool put a stand-in script first on ``PATH`` (``nvidia-smi`` that floods its
+output with ``yes``, or leaves a ``setsid`` grandchild behind and returns).
+
+The last four must be 0; the script exits 1 otherwise. Run: ``python bench/robustness.py [--only SUBSTR]``.
 
 The hostile HTTP requests (lone surrogates, JSON nested 100,000 deep, ``1e309``, NUL in raw outputs, 100 MB
 bodies with and without a length, gzip bombs, clients gone mid-body) run against one real ``fleetdx serve`` in
@@ -37,6 +43,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
 AS_LIMIT = 4 << 30
@@ -47,6 +55,9 @@ class Case:
     name: str
     args: Callable[[Path], list[str]]  #: CLI arguments, given the scratch directory
     expect: str = "clear error"  #: "clear error" or "ok"
+    bin_dir: Callable[[Path], Path] | None = None  #: a directory of stand-in tools put first on PATH
+    max_rss_mb: float | None = None  #: a lower memory limit than --max-rss-mb for this case
+    orphan_mark: str | None = None  #: a string in the command line of processes that must not outlive fleetdx
 
 
 def _write(path: Path, data: bytes | str, times: int = 1) -> Path:
@@ -87,6 +98,67 @@ XML_BOMB = (
     + "".join(f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">' for i in range(1, 10))
     + "]><nvidia_smi_log>&lol9;</nvidia_smi_log>"
 )
+
+
+def _standin_bin(d: Path, name: str, body: str) -> Path:
+    """``d/<name>/`` holding one stand-in ``nvidia-smi`` shell script."""
+    b = d / name
+    b.mkdir(exist_ok=True)
+    tool = b / "nvidia-smi"
+    tool.write_text("#!/bin/sh\n" + body)
+    tool.chmod(0o755)
+    return b
+
+
+#: the ``sleep`` a leaky stand-in leaves behind: a duration no other process uses
+ORPHAN_MARK = "3599.17"
+
+
+def _flooding_smi(d: Path) -> Path:
+    return _standin_bin(d, "flood-bin", "exec yes\n")
+
+
+def _leaky_smi(d: Path) -> Path:
+    return _standin_bin(d, "leak-bin", f"setsid sleep {ORPHAN_MARK} >/dev/null 2>&1 </dev/null &\nexit 0\n")
+
+
+def _restarted_sweep(d: Path, n_bytes: int) -> Path:
+    """nccl-tests rows without their header, the 8 B..512 MiB sweep restarted until ``n_bytes``."""
+    p = d / "restarted.txt"
+    if not p.exists():
+        src = (ROOT / "tests/fixtures/nccl/all_reduce_perf_-b8_-e512M_-f2_-g1.txt").read_text().splitlines()
+        rows = "\n".join(line for line in src if line.strip()[:1].isdigit()) + "\n"
+        _write(p, rows, n_bytes // len(rows) + 1)
+    return p
+
+
+def _bundle_with_long_nccl_line(d: Path) -> Path:
+    b = d / "longline-bundle"
+    if not b.exists():
+        shutil.copytree(BUNDLES / "h100-idle", b)
+        with open(b / "all_reduce_perf_-b8_-e512M_-f2_-g1.txt", "a") as f:
+            f.write("(" * 200_000 + " [0x\n" + "x" * 200_000 + "\n")
+    return b
+
+
+def _gzip_bomb(d: Path) -> Path:
+    import gzip
+
+    p = d / "bomb.fleetdx-spool.json.gz"
+    if not p.exists():
+        with gzip.open(p, "wb", compresslevel=9) as f:
+            for _ in range(1024):
+                f.write(b"\0" * (4 << 20))  # 4 GiB of zeros in about 4 MB
+    return p
+
+
+def _fifo_spool_dir(d: Path) -> Path:
+    sd = d / "fifo-spool"
+    sd.mkdir(exist_ok=True)
+    if not (sd / "x.fleetdx-spool.json.gz").exists():
+        os.mkfifo(sd / "x.fleetdx-spool.json.gz")
+    return sd
+
 
 CASES = [
     Case("parse topo /dev/zero", lambda d: ["parse", "topo", "/dev/zero"]),
@@ -135,6 +207,65 @@ CASES = [
     ),
     Case("topo advise on a FIFO", lambda d: ["topo", "advise", str(_fifo(d)), "--gpus", "2"]),
     Case("topo advise --gpus 0", lambda d: ["topo", "advise", str(BUNDLES / "topo-03"), "--gpus", "0"]),
+    # issue 21, item 1: super-linear parsing (patterns on one long line; open tables scanned per row)
+    Case(
+        "parse nccl-tests 1 MB line of '('",
+        lambda d: ["parse", "nccl-tests", str(_write(d / "paren.txt", "(" * 1_000_000 + "\n"))],
+    ),
+    Case(
+        "parse nccl-tests 1 MB frame-like line",
+        lambda d: ["parse", "nccl-tests", str(_write(d / "frame.txt", "a" * 1_000_000 + " [0x\n"))],
+    ),
+    Case(
+        "parse nccl-tests 4 MiB headerless restarted sweep",
+        lambda d: ["parse", "nccl-tests", str(_restarted_sweep(d, 4 << 20)), "--json"],
+        "ok",
+    ),
+    Case(
+        "analyze bundle with 200 KB nccl-tests lines", lambda d: ["analyze", str(_bundle_with_long_nccl_line(d))], "ok"
+    ),
+    # item 2: a tool that leaves a setsid grandchild behind
+    Case(
+        "collect with nvidia-smi leaving a setsid child",
+        lambda d: ["collect", "--out", str(d / "leak-out"), "--replace"],
+        "ok",
+        bin_dir=_leaky_smi,
+        orphan_mark=ORPHAN_MARK,
+    ),
+    Case(
+        "preflight with nvidia-smi leaving a setsid child",
+        lambda d: ["preflight", "--no-save", "--timeout", "20"],
+        "ok",
+        bin_dir=_leaky_smi,
+        orphan_mark=ORPHAN_MARK,
+    ),
+    # item 3: db import without limits
+    Case("db import /dev/zero", lambda d: ["db", "import", "/dev/zero", "--db", f"sqlite:///{d}/i.db"]),
+    Case(
+        "db import 4 GiB gzip bomb (4 MB)",
+        lambda d: ["db", "import", str(_gzip_bomb(d)), "--db", f"sqlite:///{d}/i.db"],
+    ),
+    Case(
+        "db import a FIFO spool file",
+        lambda d: ["db", "import", str(_fifo_spool_dir(d)), "--db", f"sqlite:///{d}/i.db"],
+    ),
+    Case("db import /nonexistent", lambda d: ["db", "import", "/nonexistent", "--db", f"sqlite:///{d}/i.db"]),
+    Case("db current on a missing SQLite file", lambda d: ["db", "current", "--db", f"sqlite:///{d}/no/dir/x.db"]),
+    # item 4: a tool flooding its output; 7 nvidia-smi commands of 16 MiB kept each (was 465 MB for collect)
+    Case(
+        "collect with nvidia-smi flooding (yes)",
+        lambda d: ["collect", "--out", str(d / "flood-out"), "--replace"],
+        "ok",
+        bin_dir=_flooding_smi,
+        max_rss_mb=400,
+    ),
+    Case(
+        "preflight with nvidia-smi flooding (yes)",
+        lambda d: ["preflight", "--no-save", "--timeout", "20"],
+        "ok",
+        bin_dir=_flooding_smi,
+        max_rss_mb=400,
+    ),
 ]
 
 
@@ -146,6 +277,9 @@ def _limits() -> None:
 def run_case(case: Case, scratch: Path, timeout_s: float, max_rss_mb: float) -> tuple[str, str]:
     argv = [sys.executable, "-m", "fleetdx", *case.args(scratch)]
     env = {**os.environ, "FLEETDX_DB_URL": f"sqlite:///{scratch}/bench.db", "FLEETDX_SPOOL_DIR": str(scratch / "spool")}
+    if case.bin_dir is not None:
+        env["PATH"] = f"{case.bin_dir(scratch)}{os.pathsep}{env.get('PATH', '')}"
+    max_rss_mb = case.max_rss_mb if case.max_rss_mb is not None else max_rss_mb
     t0 = time.monotonic()
     with open(scratch / "out", "wb") as out, open(scratch / "err", "wb") as err:
         proc = subprocess.Popen(
@@ -162,13 +296,22 @@ def run_case(case: Case, scratch: Path, timeout_s: float, max_rss_mb: float) -> 
                 pid, status, usage = os.wait4(proc.pid, 0)
                 break
             time.sleep(0.05)
-    stderr = (scratch / "err").read_text(errors="replace")
     rss_mb = usage.ru_maxrss / 1024
     code = os.waitstatus_to_exitcode(status)
     detail = f"exit {code}, {time.monotonic() - t0:.1f} s, {rss_mb:.0f} MB"
     if hung:
         return "hang", detail
-    if rss_mb > max_rss_mb or "MemoryError" in stderr or code in (-signal.SIGKILL, -signal.SIGSEGV):
+    left = _orphans(case.orphan_mark) if case.orphan_mark is not None else []
+    if left:
+        return "orphans", detail + f": {len(left)} processes outlived it (killed now)"
+    if rss_mb > max_rss_mb:
+        return "over memory", detail
+    stdout = (scratch / "out").read_text(errors="replace")
+    return _outcome(stdout, (scratch / "err").read_text(errors="replace"), code, detail)
+
+
+def _outcome(stdout: str, stderr: str, code: int, detail: str) -> tuple[str, str]:
+    if "MemoryError" in stderr or code in (-signal.SIGKILL, -signal.SIGSEGV):
         return "over memory", detail
     if "Traceback" in stderr:
         return "traceback", detail + ": " + stderr.strip().splitlines()[-1][:120]
@@ -176,7 +319,24 @@ def run_case(case: Case, scratch: Path, timeout_s: float, max_rss_mb: float) -> 
         return "clear error", detail + ": " + stderr.strip().splitlines()[0][:120]
     if code in (0, 1, 2):
         return "ok", detail
+    if code == 3 and "verdict: UNKNOWN (exit 3)" in stdout:  # a run judged UNKNOWN: a verdict, not an error
+        return "ok", detail + ": verdict UNKNOWN"
     return "unclear", detail + ": " + (stderr.strip().splitlines() or ["(no message)"])[0][:120]
+
+
+def _orphans(mark: str) -> list[int]:
+    """Kill the processes whose command line holds ``mark``; their pids."""
+    time.sleep(0.2)  # a stand-in's detached child may still be starting when the command returns
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if mark in " ".join(p.info["cmdline"] or []) and p.pid != os.getpid():
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    p.kill()
+                    found.append(p.pid)
+            except psutil.Error:
+                continue
+    return found
 
 
 def main() -> None:
@@ -200,10 +360,11 @@ def main() -> None:
     tried = sum(counts.values())
     print(
         f"\ntried {tried} / clear error {counts['clear error']} / ok {counts['ok']} / unclear {counts['unclear']} / "
-        f"traceback {counts['traceback']} / hang {counts['hang']} / over memory {counts['over memory']}"
+        f"traceback {counts['traceback']} / hang {counts['hang']} / over memory {counts['over memory']} / "
+        f"orphans {counts['orphans']}"
         f"   (limits: {args.timeout:g} s, {args.max_rss_mb:g} MB RSS each)"
     )
-    bad = counts["traceback"] + counts["hang"] + counts["over memory"]
+    bad = counts["traceback"] + counts["hang"] + counts["over memory"] + counts["orphans"]
     sys.exit(1 if bad or unexpected else 0)
 
 
