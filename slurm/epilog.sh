@@ -1,7 +1,7 @@
 #!/bin/bash
 # Slurm Epilog: keep this node's evidence from the moment the job ended, for a postmortem.
 #
-#   slurm.conf:  Epilog=/etc/slurm/epilog.d/fleetdx.sh
+#   slurm.conf:  Epilog=/etc/slurm/fleetdx/epilog.sh
 #   settings:    fleetdx-slurm.conf beside this script, or /etc/fleetdx/slurm.conf: FLEETDX,
 #                FLEETDX_BUNDLE_DIR, FLEETDX_EPILOG_BUDGET_S, FLEETDX_LOG_DIR
 #

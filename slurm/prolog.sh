@@ -1,7 +1,7 @@
 #!/bin/bash
 # Slurm Prolog: a quick fleetdx pre-flight of this node before a job starts on it.
 #
-#   slurm.conf:  Prolog=/etc/slurm/prolog.d/fleetdx.sh   PrologFlags=Alloc   PrologEpilogTimeout=120
+#   slurm.conf:  Prolog=/etc/slurm/fleetdx/prolog.sh   PrologFlags=Alloc   PrologEpilogTimeout=120
 #                SchedulerParameters=nohold_on_prolog_fail   (so the requeued job is not held)
 #   settings:    fleetdx-slurm.conf installed beside this script (or /etc/fleetdx/slurm.conf); the file
 #                documents each line: FLEETDX, FLEETDX_PROLOG_BUDGET_S, FLEETDX_PROLOG_ON_ERROR, ...

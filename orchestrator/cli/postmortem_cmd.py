@@ -79,6 +79,20 @@ def _render_history(report: PostmortemReport) -> None:
             console.print(f"   {when} {e.kind.value}{sim} {e.verdict.name}: {codes}", highlight=False)
 
 
+#: the most characters of an evidence line the human output shows (``--json`` has them all)
+EVIDENCE_CHARS = 220
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, with an ellipsis when cut (an evidence
+    line ended mid-word, "...make_dumps.py" as "mak", with nothing to say it went on)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;") + "…"
+
+
 def render(report: PostmortemReport, evidence_lines: int = 3) -> None:
     """The causes, most likely first: what, where, the action, the first ``evidence_lines`` evidence lines; then
     what evidence was missing, and the verdict."""
@@ -94,7 +108,7 @@ def render(report: PostmortemReport, evidence_lines: int = 3) -> None:
         console.print(f"   {escape(c.message)}", highlight=False, soft_wrap=True)
         console.print(f"   [bold]action:[/] {escape(c.action)}", highlight=False, soft_wrap=True)
         for ev in c.evidence[:evidence_lines]:
-            text = ev.text.splitlines()[0][:220] if ev.text else ""
+            text = clip(ev.text.splitlines()[0], EVIDENCE_CHARS) if ev.text else ""
             console.print(f"   [dim]{escape(ev.file)}:{ev.line}: {escape(text)}[/]", highlight=False, soft_wrap=True)
         if len(c.evidence) > evidence_lines:
             console.print(f"   [dim](+{len(c.evidence) - evidence_lines} more evidence lines: --json)[/]")

@@ -15,7 +15,7 @@ import shutil
 import socket
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -197,6 +197,7 @@ def serve(
             workers=workers,
             log_level="info",
             access_log=access_log,
+            log_config=stderr_logging(),
             ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
             ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
         )
@@ -205,6 +206,18 @@ def serve(
             listener.close()
         if own_dir is not None:
             shutil.rmtree(own_dir, ignore_errors=True)
+
+
+def stderr_logging() -> dict[str, Any]:
+    """uvicorn's logging configuration with its access log on stderr, beside its other lines (uvicorn writes the
+    access log to stdout): stdout stays free for output a script reads, and the README's promise holds."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["handlers"]["access"]["stream"] = "ext://sys.stderr"
+    return config
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:

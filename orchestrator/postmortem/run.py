@@ -21,7 +21,7 @@ from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.judgement.envelope import judge
 from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, PostmortemReport, TimelineEntry, cause
 from fleetdx.orchestrator.postmortem.correlate import DECISIVE, Correlation, correlate
-from fleetdx.orchestrator.postmortem.sources import Context, Evidence, EvidenceSource
+from fleetdx.orchestrator.postmortem.sources import Context, Evidence, EvidenceSource, LogFiles
 from fleetdx.probes.contracts import Job, Severity
 from fleetdx.probes.parsers.joblog import EventKind, GpuFact, JobEvent
 
@@ -169,7 +169,11 @@ def run_postmortem(
             f"{out_of_window} kernel events outside the job's window (more than "
             f"{WINDOW_MARGIN_S:.0f} s before or after it) or on other nodes were left out"
         )
-    if not events and not any("not read" in m for m in missing):
+    if not any(isinstance(src, LogFiles) and src.paths for src in sources):
+        missing.append(
+            "no job log given (--logs): the ranks' own errors, and which host each rank ran on, were not read"
+        )
+    elif not events and not any("not read" in m for m in missing):
         missing.append("none of the logs given tells of a failure (give every rank's output with --logs)")
     completed = job is not None and (job.state or "").upper() == "COMPLETED" and job.exit_code == 0
     if not causes and not completed:
