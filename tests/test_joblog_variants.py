@@ -524,3 +524,41 @@ def test_kernel_lowercase_link_down_is_read() -> None:
     # _LINK_RE reads "[Ll]ink"; the kernel gate once asked for "Link" and never let a lowercase line through
     log = parse_kernel_log("[Tue Mar  5 10:00:00 2024] mlx5_core 0000:3b:00.0 ib0: link down\n", "k", host="h")
     assert [(e.kind, e.details["device"]) for e in log.events] == [(EventKind.IB_LINK_DOWN, "ib0")]
+
+
+def test_torch_24_timeout_at_nccl_work_cut_after_a_blank_is_joined_with_it() -> None:
+    # real lines (mila-iqia/milabench PR #269, a public log): a hard wrap cut torch >= 2.4's "Timeout at NCCL work"
+    # line after "last enqueued "; joined without the blank the words ran together and no event was read
+    log = parse_joblog(
+        "n1.nolog [stderr] [rank3]:[E909 09:55:46.996672294 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 3] "
+        "Timeout at NCCL work: 2070, last enqueued \n"
+        "NCCL work: 2082, last completed NCCL work: 2069.\n"
+    )
+    (e,) = log.events
+    assert e.kind is EventKind.WORK_PROGRESS and e.rank == 3
+    assert (e.details["at_work"], e.details["last_enqueued"], e.details["last_completed"]) == (2070, 2082, 2069)
+
+
+def test_a_wrap_cut_mid_word_is_joined_without_a_blank() -> None:
+    log = parse_joblog(
+        "[rank2]:[E ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=112, NumelOut=112, Timeout(ms)=1800000) ran f\n"
+        "or 1800010 milliseconds before timing out.\n"
+    )
+    (e,) = log.events
+    assert e.kind is EventKind.WATCHDOG_TIMEOUT and e.details["ran_for_ms"] == 1800010
+
+
+def test_watchdog_exception_cut_after_its_rank_tag_keeps_the_rank() -> None:
+    # real lines (huggingface/open-r1 issue #620, a public log): the what() of the watchdog's exception was cut
+    # after "[Rank 2]" and again mid-word; the timeout is rank 2's, in the default group
+    log = parse_joblog(
+        "  what():    what():    what():  [PG ID 0 PG GUID 0(default_pg) Rank 2] Process group watchdog thread "
+        "terminated with exception: [Rank 2]\n"
+        " Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=112, "
+        "NumelOut=112, Timeout(ms)=1800000) ran f\n"
+        "or 1800010 milliseconds before timing out.\n"
+    )
+    (e,) = log.events
+    assert e.kind is EventKind.WATCHDOG_TIMEOUT and e.rank == 2
+    assert (e.details["seq"], e.details["ran_for_ms"]) == (4, 1800010)

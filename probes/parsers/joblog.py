@@ -713,7 +713,15 @@ _TRIGGER_KEYS = (
 
 #: what a physical line must hold to be read at all, beyond the trigger keys: the ChildFailedError summary's
 #: headers and fields (its ``time``/``host`` fields are read once an entry has opened)
-_RAW_KEYS = (*_TRIGGER_KEYS, "Root Cause", "Failures:", "exitcode", "local_rank", "error_file")
+_RAW_KEYS = (
+    *_TRIGGER_KEYS,
+    "Root Cause",
+    "Failures:",
+    "exitcode",
+    "local_rank",
+    "error_file",
+    "thread terminated with exception",  # may start a wrapped watchdog timeout (see _WRAPPED)
+)
 
 
 #: the message catalog (messages.yaml), compiled once; every row's kind an EventKind (ValueError at import if not)
@@ -744,6 +752,10 @@ _WRAPPED: list[tuple[str, re.Pattern[str]]] = [
     ("Got completion from peer", re.compile(r"vendor err \d+|\((?:Send|Recv)\)")),
     (" CANCELLED AT ", re.compile(r"\*\*\*\s*$")),
 ]
+    ("Timeout at NCCL work", re.compile(r"last completed NCCL work\s*:\s*-?\d+")),  # torch >= 2.4's wording
+    # the watchdog's exception, cut after its [Rank N]: whole once the exception's text is there (a timeout's
+    # up to its "milliseconds")
+    ("watchdog thread terminated with exception", re.compile(r"exception: (?:\[Rank \d+\] ?)?[^W\[\s]|milliseconds")),
 
 
 def _int(v: str | None) -> int | None:
@@ -1346,8 +1358,12 @@ class JobLogScanner:
         bodies = [p[2].body for p in self._pending]
         first = bodies[0]
         whole = next(w for s, w in _WRAPPED if s in first)
-        for sep in ("", " "):
-            text = sep.join(bodies)
+        # a line that ended in a blank, or one that starts with one, was cut between words; else mid-word, or either
+        said = bodies[0] + "".join(
+            (" " if prev[1].rstrip("\r\n").endswith((" ", "\t")) or nxt[1][:1] in (" ", "\t") else "") + nxt[2].body
+            for prev, nxt in zip(self._pending, self._pending[1:], strict=False)
+        )
+        for text in (said, "".join(bodies), " ".join(bodies)):
             if whole.search(text):
                 return text
         return None
