@@ -236,3 +236,14 @@ def test_serve_access_log_is_on_stderr_as_the_readme_says(tmp_path: Path) -> Non
         out, err = proc.communicate(timeout=30)
     assert '"GET /healthz HTTP/1.1" 200' in err, err
     assert "GET /healthz" not in out, out
+
+
+def test_a_cut_evidence_line_ends_at_a_word_with_an_ellipsis() -> None:
+    """The Flight Recorder example's evidence ended mid-word ("flight_recorder/mak") with nothing to say so."""
+    from fleetdx.orchestrator.cli.postmortem_cmd import EVIDENCE_CHARS, clip
+
+    line = "rank 3: entry 4 " + "word " * 100
+    cut = clip(line, EVIDENCE_CHARS)
+    assert len(cut) <= EVIDENCE_CHARS and cut.endswith("word…") and line.startswith(cut[:-1])
+    assert clip("short line", EVIDENCE_CHARS) == "short line"
+    assert clip("x" * 500, EVIDENCE_CHARS) == "x" * (EVIDENCE_CHARS - 1) + "…"  # no space to cut at: cut anyway
