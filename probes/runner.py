@@ -14,14 +14,15 @@ Bounded time and memory, whatever the command does:
   text), not what it wrote.
 * Every descendant is owned: nothing a command started outlives it. A process that left the process group
   (``setsid``, a double fork, a daemon) is still found when the command exits or times out, and killed
-  (``left_behind`` names it). Where the machine has a writable cgroup v2 hierarchy, each command runs in a
-  cgroup of its own (created under fleetdx's own cgroup, removed after) and whatever is in it then is
-  killed: nothing can escape. Elsewhere each command gets a token in its environment
-  (:data:`RUN_TOKEN_ENV`), inherited by all it starts, and the processes carrying it are killed; only a
-  descendant that clears its environment escapes that sweep. ``PR_SET_CHILD_SUBREAPER`` was not chosen: it is
-  process-wide, so orphans of code that is not a probe (Ray's daemons in a driver, ``fleetdx serve``'s other
-  work) would become fleetdx's unreaped children, and it still does not say which command an orphan came from
-  when several run at once on threads.
+  (``left_behind`` names it). Where the machine has a writable cgroup v2 hierarchy that is fleetdx's to
+  divide (no systemd, or a cgroup systemd delegated), each command runs in a cgroup of its own (created under
+  fleetdx's own cgroup, removed after) and whatever is in it then is killed: nothing can escape. Elsewhere
+  each command gets a token in its environment (:data:`RUN_TOKEN_ENV`), inherited by all it starts, and the
+  processes carrying it are killed; only a descendant that clears its environment escapes that sweep (one
+  still holding the output pipes is then killed at the deadline, below). ``PR_SET_CHILD_SUBREAPER`` was not
+  chosen: it is process-wide, so orphans of code that is not a probe (Ray's daemons in a driver, ``fleetdx
+  serve``'s other work) would become fleetdx's unreaped children, and it still does not say which command an
+  orphan came from when several run at once on threads.
 * The call returns by its deadline plus :data:`KILL_GRACE_S` plus twice :data:`PIPE_GRACE_S`. A process that
   left the group (``setsid``) but still holds the output pipes open is found through ``/proc`` (the processes
   holding the pipe), killed, and named in the result (``escaped``); the run is then ``timeout``: its output
@@ -306,8 +307,24 @@ def _cgroup2_home() -> Path | None:
         parts = fields.split()
         if fs.split()[:1] == ["cgroup2"] and len(parts) >= 5 and parts[3] == "/":
             home = Path(parts[4]) / own.lstrip("/")
-            return home if (home / "cgroup.procs").exists() else None
+            return home if (home / "cgroup.procs").exists() and _ours_to_divide(home) else None
     return None
+
+
+def _ours_to_divide(home: Path) -> bool:
+    """Whether fleetdx may make cgroups under ``home``: where systemd manages the hierarchy, only in a cgroup it
+    delegated (the ``trusted.delegate``/``user.delegate`` mark systemd 251+ sets; a Slurm step's cgroup, a
+    ``systemd-run -p Delegate=yes`` scope); systemd's own units are not to be divided by others. Without
+    systemd (a container, a plain init) the cgroup is ours."""
+    if not os.path.isdir("/run/systemd/system"):
+        return True
+    for name in ("trusted.delegate", "user.delegate"):
+        try:
+            if os.getxattr(home, name) == b"1":
+                return True
+        except OSError:
+            continue
+    return False
 
 
 class _Cgroup:

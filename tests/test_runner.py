@@ -318,3 +318,22 @@ def test_a_flooding_standin_on_both_streams_is_capped_in_memory(tmp_path: Path) 
     assert got["status"] == "timeout" and got["truncated"] and got["drop"] > 0
     assert got["out"] <= cap + 100 and got["err"] <= cap + 100
     assert got["grew"] < 2 * 3 * cap, f"{got['grew'] / 2**20:.0f} MiB for two capped streams of 16 MiB"
+
+
+def test_cgroups_are_made_under_systemd_only_in_a_delegated_cgroup(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_isdir = os.path.isdir
+    monkeypatch.setattr(os.path, "isdir", lambda p: True if p == "/run/systemd/system" else real_isdir(p))
+    marks: dict[str, bytes] = {}
+
+    def getxattr(path: object, name: str) -> bytes:
+        if name in marks:
+            return marks[name]
+        raise OSError(61, "No data available")
+
+    monkeypatch.setattr(os, "getxattr", getxattr)
+    assert not runner_mod._ours_to_divide(Path("/sys/fs/cgroup/system.slice/slurmd.service"))
+    marks["trusted.delegate"] = b"1"
+    assert runner_mod._ours_to_divide(Path("/sys/fs/cgroup/system.slice/slurmstepd.scope"))
+    monkeypatch.setattr(os.path, "isdir", lambda p: False if p == "/run/systemd/system" else real_isdir(p))
+    marks.clear()
+    assert runner_mod._ours_to_divide(Path("/sys/fs/cgroup"))
