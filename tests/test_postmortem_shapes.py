@@ -31,6 +31,7 @@ CASES = {
     "11_deepspeed_pdsh_sigkill": (F.OOM_HOST, None, "node2", "SIGKILL"),  # pdsh's "node2: " before launch.py's line
     "12_ray_memory_monitor": (F.OOM_HOST, None, "10.0.3.18", "10.0.3.18"),  # not 10.0.3.17, whose task was aborted
     "13_roce_modify_qp": (F.NCCL_NETWORK_ERROR, 13, "gpu-b03", "queue pair"),  # not rank 2, refused by it
+    "14_c10d_port_in_use": (F.CONFIG_ERROR, 0, "node1", "port is taken"),  # node2's refusals only observe it
     "15_rocm_memory_fault": (F.CUDA_ERROR, 3, "mi300-n01", "Memory access fault by GPU node-4"),
 }
 
@@ -47,6 +48,9 @@ def test_first_cause_names_class_rank_and_host(stem: str) -> None:
         assert all("gpu-c01" not in f.nodes for f in report.findings)
     if stem == "11_deepspeed_pdsh_sigkill":  # the launcher's own -9 line, not a crash of node1
         assert [f.code for f in report.findings] == [F.OOM_HOST]
+    if stem == "14_c10d_port_in_use":  # the DistNetworkError is the rendezvous error, not a crash of rank 0
+        assert F.PROCESS_CRASH not in {f.code for f in report.findings}
+        assert [f.host for f in report.findings if f.code is F.NCCL_NETWORK_ERROR] == ["node2"]
     if stem == "13_roce_modify_qp":  # the timeout blames the rank whose queue pair never came up
         (timeout,) = [f for f in report.findings if f.code is F.NCCL_TIMEOUT]
         assert (timeout.rank, timeout.host) == (13, "gpu-b03")
@@ -64,3 +68,17 @@ def test_the_aborts_of_ranks_that_timed_out_are_the_timeout_s_evidence() -> None
     (timeout,) = [f for f in report.findings if f.code is F.NCCL_TIMEOUT]
     assert timeout.rank == 2 and "never reached" in timeout.message
     assert any("task 0: Aborted" in e.text for e in timeout.evidence)
+
+
+def test_a_store_that_saw_too_few_clients_observes_a_launch_that_started_too_few(tmp_path: Path) -> None:
+    """TCPStore's ``M/N clients joined`` is the store's host speaking: a configuration error it only observes (the
+    missing processes' own failure, when a log has it, ranks above it)."""
+    log = tmp_path / "store.log"
+    log.write_text(
+        "node1: [rank0]: torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. "
+        "7/8 clients joined.\n",
+        encoding="utf-8",
+    )
+    (only,) = run_postmortem([LogFiles([log])]).findings
+    assert (only.code, only.rank, only.host) == (F.CONFIG_ERROR, 0, "node1")
+    assert "only 7 of 8 processes join within 1801.0 s" in only.message and "--ntasks" in only.action

@@ -335,6 +335,43 @@ RULES: tuple[Rule, ...] = (
         absorbs=_INTERNAL,
     ),
     Rule(EventKind.NCCL_INVALID_USAGE, _F.CONFIG_ERROR, priority=62, key=("config", *_WHERE)),
+    # torch's c10d store (the rendezvous of init_process_group / torchrun): its host could not listen, or fewer
+    # processes reached it than the world size, or a client could not reach it
+    Rule(
+        EventKind.RENDEZVOUS_ERROR,
+        _F.CONFIG_ERROR,
+        priority=61,
+        key=("config", *_WHERE),
+        when=_from("pytorch.c10d.server_bind_failed"),
+        message="the rendezvous store could not listen {where}: its port is taken ({text})",
+        action="another job or a leftover process of an earlier run holds MASTER_PORT on {host}: choose a free port "
+        "(MASTER_PORT, torchrun --master-port / --rdzv-endpoint) or end the leftover processes, then resubmit",
+    ),
+    Rule(
+        EventKind.RENDEZVOUS_ERROR,
+        _F.CONFIG_ERROR,
+        C,
+        40,
+        "observer",
+        ("rendezvous-join",),
+        when=_from("pytorch.c10d.clients_not_joined"),
+        message="the rendezvous store {where} saw only {d[count]} of {d[world_size]} processes join within "
+        "{d[seconds]} s ({text})",
+        action="the missing processes never started or could not reach MASTER_ADDR: check that the launch starts the "
+        "world size (srun --ntasks, torchrun --nnodes/--nproc-per-node on every node) and read the other nodes' logs "
+        "for an earlier failure",
+    ),
+    Rule(
+        EventKind.RENDEZVOUS_ERROR,
+        _F.NCCL_NETWORK_ERROR,
+        C,
+        44,
+        "observer",
+        ("rendezvous",),
+        message="a process {where} could not reach, or lost, the rendezvous store ({text})",
+        action="the store's host (MASTER_ADDR, rank 0's node) had not started, had exited or is unreachable: read its "
+        "log for the first failure; check MASTER_ADDR/MASTER_PORT and that the port is open between the nodes",
+    ),
     Rule(EventKind.NCCL_INTERNAL_ERROR, _F.NCCL_INTERNAL_ERROR, priority=54, key=("nccl-internal", *_WHERE)),
     Rule(EventKind.NCCL_SYSTEM_ERROR, _F.NCCL_INTERNAL_ERROR, priority=54, key=("nccl-internal", *_WHERE)),
     Rule(EventKind.SLURM_TIME_LIMIT, _F.SLURM_TIME_LIMIT, priority=52, key=("time-limit",)),

@@ -149,6 +149,9 @@ class EventKind(str, Enum):
     BUS_ERROR = "bus-error"  #: SIGBUS: Bus error (core dumped), UCX Caught signal 7, DataLoader's bus error (shm)
     GLOO_ERROR = "gloo-error"  #: Gloo: Connection closed by peer, Timed out waiting ...ms for recv
     UCX_ERROR = "ucx-error"  #: UCX completion errors (Transport retry count exceeded, Remote access error)
+    #: torch's c10d store / rendezvous could not start or be reached: its port in use (the store's host), a
+    #: client's connect refused or timed out, fewer clients joined than the world size, the store's link lost
+    RENDEZVOUS_ERROR = "rendezvous-error"
 
 
 class JobEvent(Contract):

@@ -75,6 +75,7 @@ GROUPS: dict[str, str] = {
     "bytes": "a size as printed with its unit (2.00 GiB): read as bytes",
     "iface": "a network interface name (NCCL_SOCKET_IFNAME)",
     "count": "how many events the message counts",
+    "world_size": "how many processes the job or store expects (the N of 'M/N clients joined')",
     "error": "the error text the message carries",
     "time": "a time stamp the message carries",
 }
@@ -97,6 +98,7 @@ _INT_GROUPS = frozenset(
         "exit_code",
         "task",
         "count",
+        "world_size",
     }
 )
 #: the failure classes rows are sorted into (the correlation's cause rules read them)
