@@ -96,3 +96,18 @@ def test_help_keeps_a_wide_help_column_at_80_columns(width_80: None, path: tuple
         first_word = p.help.split()[0].strip("`")
         at = row.find(first_word, row.find(name) + len(name))
         assert 0 < at <= 45, (name, row)
+
+
+def test_codes_meanings_are_readable_at_80_columns(width_80: None) -> None:
+    """``fleetdx codes`` squeezed each meaning to two words a line; at 80 columns each code is now a block."""
+    from fleetdx.orchestrator.cli import codes_cmd
+    from fleetdx.orchestrator.judgement.catalog import catalog
+
+    res = runner.invoke(cli_app(codes_cmd), ["codes"])
+    assert res.exit_code == 0, res.output
+    lines = [" ".join(x.split()) for x in res.stdout.splitlines()]
+    assert all(len(x) <= 80 for x in res.stdout.splitlines()) and "…" not in res.stdout
+    for spec in catalog().codes:
+        assert any(x.startswith(spec.code.value) for x in lines), spec.code
+        first_words = " ".join(spec.description.split()[:3])
+        assert any(first_words in x for x in lines), (spec.code, first_words)

@@ -8,10 +8,11 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 
-from fleetdx.orchestrator.cli.common import console, err_console, handle_errors, print_json
-from fleetdx.orchestrator.judgement.catalog import JobKind
+from fleetdx.orchestrator.cli.common import console, err_console, fits, handle_errors, print_json
+from fleetdx.orchestrator.judgement.catalog import CodeSpec, JobKind
 
 
 def register(app: typer.Typer) -> None:
@@ -56,16 +57,35 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(CodeCatalog(codes=rows).model_dump(mode="json"))
             return
-        t = Table(show_lines=False)
-        for col in ("code", "job", "scope", "severity", "placement", "meaning"):
-            t.add_column(col, overflow="fold")
-        for r in rows:
-            t.add_row(
-                r.code.value,
-                r.job.value,
-                r.scope.value,
-                "/".join(s.value for s in r.severities),
-                r.placement.value,
-                escape(r.description),
-            )
-        console.print(t)
+        _render(rows)
+
+
+#: the narrowest the meaning column of the table may be; below it each code is a block of its own
+MEANING_MIN = 40
+
+
+def _table(rows: list[CodeSpec], meaning: bool = True) -> Table:
+    t = Table(show_lines=False)
+    for col in ("code", "job", "scope", "severity", "placement", *(("meaning",) if meaning else ())):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        cells = [r.code.value, r.job.value, r.scope.value, "/".join(s.value for s in r.severities), r.placement.value]
+        t.add_row(*cells, *((escape(r.description),) if meaning else ()))
+    return t
+
+
+def _render(rows: list[CodeSpec]) -> None:
+    """A table of the codes when its meaning column gets :data:`MEANING_MIN` columns; else (the meaning went to
+    two words a line at 80 columns) one block per code: its name and attributes on a line, its meaning below."""
+    attributes = _table(rows, meaning=False)
+    attributes.add_column("meaning", width=MEANING_MIN)
+    if fits(attributes):
+        console.print(_table(rows))
+        return
+    for r in rows:
+        severities = "/".join(s.value for s in r.severities)
+        console.print(
+            f"[bold]{r.code.value}[/]  {r.job.value}, {r.scope.value}, {severities}, placement {r.placement.value}",
+            highlight=False,
+        )
+        console.print(Padding(escape(r.description), (0, 0, 0, 2), expand=False), highlight=False)
