@@ -86,6 +86,7 @@ def test_help_keeps_a_wide_help_column_at_80_columns(width_80: None, path: tuple
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert "…" not in res.stdout and all(len(x) <= 80 for x in lines)
+    assert not any(re.match(r"│ (\* +)?, ", x) for x in lines)  # an argument's row starts with its name
     for p in command.params:
         if not isinstance(p, TyperOption) or p.hidden or not p.help:
             continue

@@ -153,7 +153,7 @@ def _metavar(param: Any) -> str | None:
         return str(param.metavar)
     if getattr(param, "is_flag", False):
         return ""
-    if _is_choice(param):  # typer writes a repeatable one as <list[a | b]>
+    if _is_choice(param) and option_name(param):  # typer writes a repeatable one as <list[a | b]>
         values = [getattr(c, "value", c) for c in param.type_descriptor.choices]
         return "<" + "|".join(str(v) for v in values) + ">"
     if option_name(param):
@@ -209,7 +209,8 @@ def _option_cell(longs: Any, shorts: Any, negative_longs: Any, negative_shorts: 
     cell = _rejoin(longs, ",", ", ")
     for sep, part in (("/", negative_longs), (", ", shorts), ("/", negative_shorts)):
         if _rejoin(part, ",", ", ").plain:
-            cell.append(sep)
+            if cell.plain:  # an argument has no long name: its name is the "short" one
+                cell.append(sep)
             cell.append_text(_rejoin(part, ",", ", "))
     kind = _rejoin(types, "|", " | ")
     if kind.plain:
