@@ -262,3 +262,23 @@ def test_the_literals_a_line_holds_are_found_by_the_gate_alone() -> None:
     lines += [lit[: len(lit) // 2] + lit for lit in lits]  # a prefix before the literal itself
     for line in lines:
         assert cat._literals_in(line) == {lit for lit in lits if lit in line}, line
+
+
+def test_a_kernel_log_gives_the_catalogued_mlx5_lines_with_the_adapter_s_pci_address() -> None:
+    """The catalog's ``linux`` rows its scan reads (mlx5's health and command timeouts) come from a node's kernel
+    log too, not only from a job log that quotes them: keyed by the HCA's PCI address, its host the syslog's."""
+    rows = [r for r in ROWS if r.source.project == "linux" and r.extractor == "catalog"]
+    assert {r.id for r in rows} >= {"linux.mlx5.health_compromised", "linux.mlx5.cmd_timeout"}
+    lines = [
+        "Nov 20 01:02:03 gpu-b07 kernel: mlx5_core 0000:41:00.0: poll_health:852:(pid 0): device's health "
+        "compromised - reached miss count",
+        "Nov 20 01:02:09 gpu-b07 kernel: mlx5_core 0000:41:00.0: wait_func:964:(pid 112): ENABLE_HCA(0x104) timeout. "
+        "Will cause a leak of a command resource",
+        "Nov 20 01:02:10 gpu-b07 kernel: mlx5_core 0000:41:00.0: poll_health: all good",
+    ]
+    events = parse_kernel_log(lines, "k.log", year=2026).events
+    assert [(e.kind, e.host, e.details["pci"], e.details["catalog"]) for e in events] == [
+        (EventKind.IB_LINK_DOWN, "gpu-b07", "0000:41:00.0", "linux.mlx5.health_compromised"),
+        (EventKind.IB_LINK_DOWN, "gpu-b07", "0000:41:00.0", "linux.mlx5.cmd_timeout"),
+    ]
+    assert events[1].details["error"] == "ENABLE_HCA" and events[0].ts is not None

@@ -15,7 +15,10 @@ Read, line by line in bounded memory:
   received``, ``PCIe Bus Error: severity=..., type=...`` and the error bits that follow (``[ 5] Surprise Down
   Error``);
 * the host OOM killer: ``Out of memory: Killed process 1234 (python)``, ``oom-kill:``, ``Memory cgroup out of
-  memory``.
+  memory``;
+* the message catalog's ``linux`` rows that its scan reads (``probes/parsers/messages.yaml``: mlx5's ``device's
+  health compromised``, a firmware command's ``timeout. Will cause a leak of a command resource``), with the
+  row's ``catalog`` id, ``failure_class`` and ``role`` and the adapter's PCI address as ``pci``.
 
 Times: ``dmesg``'s ``[  74785.660366]`` is seconds since boot (``details["uptime_s"]``, no ``ts``); ``dmesg
 -T``, ``journalctl -k`` / syslog (``Nov 22 10:58:12 host kernel:``, the host read from it) and ISO stamps give
@@ -43,7 +46,7 @@ from fleetdx.probes.parsers.joblog import (
     normalise_line,
     stamp_ts,
 )
-from fleetdx.probes.parsers.msgcatalog import trie_pattern
+from fleetdx.probes.parsers.msgcatalog import Catalog, catalog, trie_pattern
 from fleetdx.probes.parsers.xid import parse_xid
 
 FMT = "kernel-log"
@@ -90,8 +93,12 @@ _TRIGGER_KEYS = (
     "ut of memory",
     "oom-kill",
 )
-#: the keys as one trie-shaped pattern: one pass over a line (a job log's lines all meet it, most miss it)
-_TRIGGER_GATE = re.compile(trie_pattern({k: [] for k in _TRIGGER_KEYS}))
+#: the message catalog's kernel rows that its scan reads (``linux`` rows of the ``catalog`` extractor: mlx5's health
+#: and firmware-command timeouts): a kernel log gives their events too, the PCI address as ``pci`` and ``bus_id``
+_KERNEL_ROWS = Catalog([r for r in catalog().rows if r.extractor == "catalog" and r.source.project == "linux"])
+#: the keys and those rows' literals as one trie-shaped pattern: one pass over a line (a job log's lines all meet
+#: it, most miss it)
+_TRIGGER_GATE = re.compile(trie_pattern({k: [] for k in (*_TRIGGER_KEYS, *_KERNEL_ROWS.literals)}))
 
 
 def _event(kind: EventKind, file: str, n: int, raw: str, ll: LogLine, year: int | None, **det: JsonScalar) -> JobEvent:
@@ -224,6 +231,12 @@ class KernelLogScanner:
                 ),
                 self._aer_dev,
             )
+            return
+        for cm in _KERNEL_ROWS.scan(body):
+            det = dict(cm.details)
+            pci = det.get("bus_id")
+            det.update({"pci": pci, "catalog": cm.row.id, "failure_class": cm.row.failure_class, "role": cm.row.role})
+            self._keep(_event(EventKind(cm.row.kind), self.file, n, raw, ll, self.year, **det), str(pci))
             return
         m = _OOM_RE.search(body)
         if m is not None:
