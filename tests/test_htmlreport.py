@@ -15,16 +15,20 @@ import pytest
 from markupsafe import escape
 
 from fleetdx.orchestrator.htmlreport import Limits, render_postmortem, render_steps, write_html
-from fleetdx.orchestrator.htmlreport.page import CSP, plotly_js
+from fleetdx.orchestrator.htmlreport.charts import integer_dtick
+from fleetdx.orchestrator.htmlreport.page import CSP, fmt_hosts, plotly_js
 from fleetdx.orchestrator.htmlreport.postmortem import bandwidth_figures, timeline_figure
-from fleetdx.orchestrator.htmlreport.steps import straggler_ranks
+from fleetdx.orchestrator.htmlreport.steps import readable, straggler_ranks
 from fleetdx.orchestrator.judgement import EvidenceLine, Finding, FindingCode
+from fleetdx.orchestrator.postmortem.bandwidth import run_curve
 from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, GpuRef, TimelineEntry, gpu_details
+from fleetdx.orchestrator.report import BusbwCurve
 from fleetdx.orchestrator.steps.contracts import RankSummary, StepSample, StepsReport, StepTimeMs
 from fleetdx.orchestrator.steps.run import analyse, load_ranks
 from fleetdx.probes.contracts import Job, SchedulerKind, Severity, Verdict
 from fleetdx.probes.errors import ConfigError
 from fleetdx.probes.parsers.joblog import GpuSource
+from fleetdx.probes.parsers.nccl_tests import parse_nccl_tests
 from fleetdx.topology.binding import cpu_list as fmt_ranks
 from tests.htmlreport_samples import (
     HOSTILE,
@@ -411,3 +415,95 @@ def test_the_gpu_detail_is_shown_with_its_source() -> None:
     page = render_postmortem(rep.model_copy(update={"findings": [c.model_copy(update={"details": gpu_details(gpu)})]}))
     card = page[page.index('id="cause-1"') : page.index("</h3>", page.index('id="cause-1"'))]
     assert "cuda:0 (physical GPU 4, bus 0000:4c:00.0), from NCCL&#39;s init line" in card
+
+
+# issue 21, item 15
+
+
+def test_a_timeline_of_positions_has_ticks_on_whole_numbers_only() -> None:
+    """x is the position on the merged timeline (1..4 here): plotly's own 0.5 spacing printed ``0 1 1 2 2``
+    under the integer format."""
+    fig = timeline_figure(load_postmortem(PM_TIMEOUT).timeline, Limits())
+    assert fig is not None
+    xaxis = json.loads(str(fig.json))["layout"]["xaxis"]
+    assert xaxis["tickformat"] == "d" and xaxis["tick0"] == 0 and xaxis["dtick"] == 1
+    assert [integer_dtick(0, n) for n in (4, 10, 11, 25, 99, 180, 5000)] == [1, 1, 2, 5, 10, 20, 500]
+
+
+def _single_gpu_curve() -> BusbwCurve:
+    """The real one-GPU all_reduce of tests/fixtures/bundles/h100-idle (nGpus 1: busbw 0.00 on every row)."""
+    text = (REPO / "tests/fixtures/bundles/h100-idle/all_reduce_perf_-b8_-e512M_-f2_-g1.txt").read_text()
+    curve = run_curve(parse_nccl_tests(text).runs[0], "h100-vm-idle")
+    assert curve is not None and curve.nranks == 1 and {p.busbw_gbps for p in curve.points} == {0.0}
+    return curve
+
+
+def test_single_gpu_curves_are_left_out_with_a_note() -> None:
+    pair = nccl_curves()[0]
+    figs = bandwidth_figures([_single_gpu_curve(), pair], Limits())
+    curves = next(f for f in figs if f.id == "curves")
+    drawn = json.loads(str(curves.json))["data"]
+    assert [t["name"] for t in drawn] == [f"all_reduce {fmt_hosts(pair.nodes)} (nccl-tests, {pair.nranks} ranks)"]
+    assert any("1 single-GPU curve(s) left out (h100-vm-idle)" in n and "0 by definition" in n for n in curves.notes)
+    # only single-GPU curves: no chart, the note alone, and the page says it
+    alone = bandwidth_figures([_single_gpu_curve()], Limits())
+    assert [(f.id, str(f.json)) for f in alone] == [("curves-none", "")]
+    page = render_postmortem(load_postmortem(PM_IB), curves=[_single_gpu_curve()])
+    assert "single-GPU curve(s) left out" in page and 'data-figure="curves-none"' not in page
+
+
+def test_curves_of_hosts_outside_the_job_are_dotted_and_named() -> None:
+    pair = nccl_curves()[0]  # nid005471 and nid005487
+    inside, outside = pair.nodes
+    figs = {f.id: f for f in bandwidth_figures([pair], Limits(), job_hosts=[inside])}
+    line = json.loads(str(figs["curves"].json))["data"][0]
+    assert line["line"]["dash"] == "dot" and f"{outside} outside the job" in line["name"]
+    assert any("dotted" in n and outside in n for n in figs["curves"].notes)
+    heat = json.loads(str(figs["heatmap-0"].json))["data"][0]
+    assert heat["x"] == [inside, f"{outside} *"]
+    assert any("outside the job" in n for n in figs["heatmap-0"].notes)
+    # every host in the job (or no job known): nothing is marked
+    for hosts in ([inside, outside], []):
+        figs = {f.id: f for f in bandwidth_figures([pair], Limits(), job_hosts=hosts)}
+        assert "dash" not in json.loads(str(figs["curves"].json))["data"][0]["line"]
+        assert figs["curves"].notes == [] and figs["heatmap-0"].notes == []
+
+
+def test_steps_page_charts_come_before_the_collapsed_readable_evidence() -> None:
+    """The straggler's evidence was a raw key/value dump (``peers_median_ms 0.018``), open, above the charts."""
+    loaded = load_ranks([STEP_TRACES])
+    rep = analyse(loaded)
+    page = render_steps(rep, ranks=loaded.ranks)
+    card = page.index('id="finding-1"')
+    bars, series, evidence = (page.index(f'id="{x}"') for x in ("stage-bars", "step-series", "evidence-1"))
+    assert card < bars < series < evidence
+    assert 'href="#evidence-1">the straggler&#39;s evidence</a>' in page[card:bars]
+    assert "<details" not in page[:bars] and not re.search(r"<details[^>]* open", page)
+    table = page[evidence : page.index("</table>", evidence)]
+    assert "<th>this rank, median per step</th><td>60.29 ms</td>" in table
+    assert "<th>its peers, median per step</th><td>0.018 ms</td>" in table
+    assert "<th>excess per step</th><td>+60.27 ms</td>" in table and "peers_median_ms" not in table
+    assert table.index("slow stage") < table.index("this rank, median per step") < table.index("read from")
+
+
+def test_readable_evidence_values() -> None:
+    assert readable("stage_ms", 60.287) == ("this rank, median per step", "60.29 ms")
+    assert readable("excess_ms", 0.5) == ("excess per step", "+0.5 ms")
+    assert readable("gpu_idle_pct", 69.0) == ("gpu idle", "69.00 %")
+    assert readable("cpu_op_median_us", 12) == ("cpu op median", "12 µs")
+    assert readable("ranks", [1, 2]) == ("ranks", "1, 2")
+    assert readable("spike_steps", {"1": "4,9"}) == ("spike steps", "1: 4,9")
+    assert readable("peers_wait_stage", None) == ("where the peers wait for it", "-")
+
+
+def test_steps_page_says_when_job_medians_hide_a_one_rank_change() -> None:
+    clean = STEP_TRACES.parent / "cpu-gloo-clean"
+    rep = analyse(load_ranks([STEP_TRACES]), load_ranks([clean]), str(clean))
+    page = render_steps(rep)
+    section = page[page.index('id="baseline"') :]
+    assert "goodput (steps per second, from the job's median step)" in section
+    note = section[section.index('id="hidden-by-medians"') : section.index("</p>", section.index("hidden-by-med"))]
+    assert "rank 2's data 0.02 → 60.29 ms" in note
+    first = section[section.index('<table class="rank-changes">') :]
+    first = first[first.index("<tr", first.index("<tbody>")) : first.index("</tr>", first.index("<tbody>"))]
+    assert 'class="flag"' in first and "<td>data</td>" in first and "(×3,349)" in first

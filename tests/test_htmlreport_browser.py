@@ -210,3 +210,35 @@ def test_postmortem_with_its_own_bandwidth_and_first_failure_in_chromium(
     assert seen.page.locator("#bandwidth ul.sources li").count() == len(bw)
     screenshot(seen, shots, "postmortem-bandwidth-first-failure")
     seen.page.close()
+
+
+def test_timeline_ticks_of_positions_are_whole_numbers_in_chromium(browser: Any, tmp_path: Path) -> None:
+    """Issue 21, item 15: the glog timeline (x = position 1..4) read ``0 1 1 2 2 ...`` under its ticks."""
+    out = tmp_path / "timeline.html"
+    write_html(out, render_postmortem(load_postmortem(POSTMORTEMS[0])))
+    seen = open_report(browser, out, charts=1)
+    check_clean(seen, out)
+    ticks = [t.strip() for t in seen.page.locator("#timeline-chart .xtick text").all_text_contents()]
+    assert ticks and all(t.isdigit() for t in ticks), ticks
+    assert len(ticks) == len(set(ticks)) and [int(t) for t in ticks] == sorted(int(t) for t in ticks), ticks
+    seen.page.close()
+
+
+def test_steps_charts_are_above_the_fold_and_the_evidence_collapsed_in_chromium(
+    browser: Any, shots: Path, tmp_path: Path
+) -> None:
+    """Issue 21, item 15: the straggler's open key/value dump pushed the charts below the first screen."""
+    loaded = load_ranks([STEP_TRACES])
+    out = tmp_path / "steps.html"
+    write_html(out, render_steps(analyse(loaded), ranks=loaded.ranks, sources=[str(STEP_TRACES)]))
+    seen = open_report(browser, out, charts=2)
+    check_clean(seen, out)
+    above_the_fold(seen, "#finding-1 h3")
+    above_the_fold(seen, "#stage-bars")
+    assert not seen.page.locator("#evidence-1 table").is_visible()
+    seen.page.locator("#finding-1 a[href='#evidence-1']").click()
+    seen.page.locator("#evidence-1 summary").click()
+    assert seen.page.locator("#evidence-1 table").is_visible()
+    assert "60.29 ms" in seen.page.locator("#evidence-1 table").inner_text()
+    screenshot(seen, shots, "steps-evidence-opened")
+    seen.page.close()

@@ -258,6 +258,44 @@ def test_baseline_change_and_noise_band() -> None:
     assert data.change_ms == 0 and not data.significant  # 1 ms in both runs
 
 
+def test_a_one_rank_change_shows_per_rank_where_job_medians_hide_it() -> None:
+    """Issue 21, item 15: rank 2's data stage 1 -> 40 ms while ranks 0, 1 and 3 stay at 1 ms: the job median
+    of the data stage does not move (within noise), rank 2's own median does (``rank_changes``)."""
+    from fleetdx.orchestrator.steps.run import compare
+
+    wobble = [100.0, 102.0, 98.0, 101.0, 99.0, 100.5, 99.5, 100.0, 101.5, 98.5]
+    base = [_synthetic(r, wobble) for r in range(4)]
+    now = [_synthetic(r, wobble, data_ms=40.0 if r == 2 else 1.0) for r in range(4)]
+    cmp = compare(now, base, "base")
+    data = next(c for c in cmp.stages if c.stage == "data")
+    assert data.change_ms == 0 and not data.significant  # the job's median: 3 of 4 ranks unchanged
+    (rank2,) = [c for c in cmp.rank_changes if c.stage == "data"]
+    assert (rank2.rank, rank2.baseline_ms, rank2.current_ms, rank2.significant) == (2, 1.0, 40.0, True)
+    assert rank2.change_ms == 39.0 and rank2.noise_ms == 0.0
+    # rank 2's "other" stage shrank by the same 39 ms (t/3 - data): listed too, smaller first only by order
+    assert {(c.rank, c.stage) for c in cmp.rank_changes} == {(2, "data"), (2, "other")}
+    assert cmp.rank_changes[0].stage == "data"  # +39.0 before -39.0: ties by rank, then stage name
+    assert compare(base, base, "base").rank_changes == []
+    # a change under 5% of the rank's step (1 -> 4 ms of ~100 ms) is not listed, however steady
+    small = [_synthetic(r, wobble, data_ms=4.0 if r == 2 else 1.0) for r in range(4)]
+    assert compare(small, base, "base").rank_changes == []
+    # ranks matched by number: a rank only in one run is not compared
+    assert compare([_synthetic(7, wobble, data_ms=40.0)], base, "base").rank_changes == []
+
+
+def test_the_injected_straggler_is_the_largest_rank_change_against_the_clean_run() -> None:
+    """The real traces: cpu-gloo-slow-data-rank2 (rank 2 sleeps 60 ms in its loader) against cpu-gloo-clean.
+    The job's goodput went up and its data stage is within noise; rank 2's data stage is the top change."""
+    from fleetdx.orchestrator.steps.run import analyse, load_ranks
+
+    rep = analyse(load_ranks([FIX / "cpu-gloo-slow-data-rank2"]), load_ranks([FIX / "cpu-gloo-clean"]), "clean")
+    b = rep.baseline
+    assert b is not None and b.goodput_change_pct is not None and b.goodput_change_pct > 0
+    assert not next(c for c in b.stages if c.stage == "data").significant
+    top = b.rank_changes[0]
+    assert (top.rank, top.stage) == (2, "data") and top.current_ms > 50 > 1 > top.baseline_ms
+
+
 @pytest.mark.parametrize("load", [_traces, _logs], ids=["trace", "steptimer"])
 def test_slow_link_on_rank_1_is_named_as_global_exposed_comm_never_as_a_rank(load: object) -> None:
     """cpu-gloo-slow-link-rank1 (its README): rank 1's link shaped to 25 Mbit/s; every rank waits 315-337 ms per

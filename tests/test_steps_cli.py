@@ -104,8 +104,13 @@ def test_baseline_reports_stage_changes_with_noise() -> None:
         "significant",
     }
     assert b["goodput_change_pct"] is not None
+    # ... but not rank 2's own: the per-rank comparison names it (issue 21, item 15)
+    top = b["rank_changes"][0]
+    assert (top["rank"], top["stage"]) == (2, "data") and top["current_ms"] > 50 and top["significant"]
     human = _run(str(FIX / "cpu-gloo-slow-data-rank2"), "--baseline", str(FIX / "cpu-gloo-clean"))
     assert "against the baseline" in human.stdout and "goodput" in human.stdout
+    assert "job medians hide changes on single ranks (rank 2 data)" in " ".join(human.stdout.split())
+    assert "changed on single ranks" in human.stdout
 
 
 def test_history_ties_the_straggler_to_its_host_findings(tmp_path: Path) -> None:

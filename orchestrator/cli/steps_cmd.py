@@ -111,7 +111,52 @@ def _render(rep: Any) -> None:
             )
         console.print(bt)
         if b.goodput_change_pct is not None:
-            console.print(f"goodput (steps per second): {b.goodput_change_pct:+.1f}% against the baseline")
+            console.print(
+                f"goodput (steps per second, from the job's median step): {b.goodput_change_pct:+.1f}% against "
+                "the baseline"
+            )
+        _render_rank_changes(b)
+
+
+#: rank changes printed (the largest; --json has them all)
+RANK_CHANGES_SHOWN = 10
+
+
+def _pct(change_pct: float | None, before: float, now: float) -> str:
+    """`` (+72%)``, or `` (x3350)`` past a tenfold change, where a percentage stops reading as one."""
+    if change_pct is None:
+        return ""
+    return f" ({change_pct:+.0f}%)" if abs(change_pct) < 900 else f" (x{now / before:,.0f})"
+
+
+def _render_rank_changes(b: Any) -> None:
+    """The ranks whose own stage changed: a one-rank straggler that the job medians above hide."""
+    if not b.rank_changes:
+        console.print("no rank's own step or stage changed beyond its noise (each rank's medians compared)")
+        return
+    quiet = {c.stage for c in [b.step, *b.stages] if not c.significant}
+    hidden = sorted({f"rank {c.rank} {escape(c.stage)}" for c in b.rank_changes if c.stage in quiet})
+    if hidden:
+        console.print(
+            f"job medians hide changes on single ranks ({', '.join(hidden[:5])}{', ...' if len(hidden) > 5 else ''}"
+            "): a stage within noise for the job changed on those ranks"
+        )
+    rt = Table(title="changed on single ranks (each rank's own medians, ms)", header_style="bold")
+    for col in ("rank", "stage", "baseline", "now", "change", "noise (95%)"):
+        rt.add_column(col, justify="left" if col == "stage" else "right")
+    for c in b.rank_changes[:RANK_CHANGES_SHOWN]:
+        pct = _pct(c.change_pct, c.baseline_ms, c.current_ms)
+        rt.add_row(
+            str(c.rank),
+            escape(c.stage),
+            _fmt(c.baseline_ms, 2),
+            _fmt(c.current_ms, 2),
+            f"{c.change_ms:+.2f}{pct}",
+            f"±{c.noise_ms:.2f}" if c.noise_ms is not None else "-",
+        )
+    console.print(rt)
+    if len(b.rank_changes) > RANK_CHANGES_SHOWN:
+        console.print(f"{len(b.rank_changes) - RANK_CHANGES_SHOWN} more rank changes in --json")
 
 
 def register(app: typer.Typer) -> None:

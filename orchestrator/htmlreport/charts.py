@@ -3,7 +3,6 @@ data: this module decides how a chart looks, not what is in it."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +35,19 @@ def _layout(fig: go.Figure, title: str, height: int, **kw: Any) -> go.Figure:
         **kw,
     )
     return fig
+
+
+def integer_dtick(lo: float, hi: float, most: int = 10) -> int:
+    """The spacing of ticks on whole numbers between ``lo`` and ``hi``: 1, 2 or 5 times a power of ten, the
+    smallest that gives at most ``most`` intervals. Plotly's own choice on a short range is 0.5 or 0.2, which an
+    integer tick format then prints as ``0 1 1 2 2``."""
+    span = max(hi - lo, 1.0)
+    power = 1
+    while True:
+        for m in (1, 2, 5):
+            if span / (m * power) <= most:
+                return m * power
+        power *= 10
 
 
 @dataclass
@@ -87,8 +99,9 @@ def timeline(
         type="category", categoryorder="array", categoryarray=list(reversed(rows)), title=None, automargin=True
     )
     fig.update_xaxes(title=x_title, type="date" if x_is_time else "linear", automargin=True)
-    if not x_is_time:
-        fig.update_xaxes(tickformat="d", rangemode="tozero")
+    xs = [x for s in series for x in s.x]
+    if not x_is_time and xs:  # positions 1, 2, 3...: ticks on whole numbers only
+        fig.update_xaxes(tickformat="d", rangemode="tozero", tick0=0, dtick=integer_dtick(0, max(xs)))
     if highlight is not None:
         s = series[highlight[0]]
         fig.add_annotation(
@@ -181,7 +194,7 @@ def lines(
     fig.update_xaxes(title=x_title, type="log" if log_x else "linear", automargin=True)
     xs = [x for s in series for x in s.x]
     if integer_x and xs:
-        fig.update_xaxes(tick0=0, dtick=max(1, math.ceil((max(xs) - min(xs)) / 10)))
+        fig.update_xaxes(tick0=0, dtick=integer_dtick(min(xs), max(xs)), tickformat="d")
     fig.update_yaxes(title=y_title, rangemode="tozero", automargin=True)
     return _layout(fig, title, height)
 

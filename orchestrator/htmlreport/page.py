@@ -80,7 +80,8 @@ def chart_label(text: str, limit: int) -> str:
 
 @dataclass
 class Figure:
-    """A chart to draw: its element id and its JSON, with notes on what it leaves out."""
+    """A chart to draw: its element id and its JSON, with notes on what it leaves out (an empty ``json``: no
+    chart, only the notes, when everything was left out)."""
 
     id: str
     json: Markup

@@ -4,9 +4,11 @@ curves when there are any."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+
+from markupsafe import Markup
 
 from fleetdx.orchestrator.htmlreport import charts
 from fleetdx.orchestrator.htmlreport.page import (
@@ -193,12 +195,23 @@ def _row_key(label: str) -> tuple[str, int, str]:
     return (host, int(rest) if rest.isdigit() else -1, label)
 
 
-def bandwidth_figures(curves: Sequence[BusbwCurve], lim: Limits, sources: Sequence[str] | None = None) -> list[Figure]:
+def bandwidth_figures(
+    curves: Sequence[BusbwCurve],
+    lim: Limits,
+    sources: Sequence[str] | None = None,
+    job_hosts: Collection[str] = (),
+) -> list[Figure]:
     """The pair heat map of each collective (busbw at each two-node curve's largest message size, the last
     measurement of a pair winning) and the busbw-vs-size curves (one line per curve: per host for a bundle's
     single-node nccl-tests run); ``sources`` (one per curve) says in each line's legend and label where the
-    curve was read."""
+    curve was read.
+
+    A one-rank curve (a single GPU) is left out of the curves, with a note: its busbw is 0 by definition
+    (nccl-tests' bus bandwidth factor is 0 with one rank, doc/PERFORMANCE.md). When ``job_hosts`` is given, a
+    curve or heat-map host outside it (the other end of a blamed host's stored pair curve) is drawn dotted and
+    named "outside the job", with a note."""
     out: list[Figure] = []
+    outside = sorted({h for c in curves for h in c.nodes if job_hosts and h not in job_hosts})
     pairs: dict[str, dict[tuple[str, str], tuple[float, int, str]]] = {}
     for c in curves:
         if len(c.nodes) == 2 and c.points:
@@ -211,6 +224,12 @@ def bandwidth_figures(curves: Sequence[BusbwCurve], lim: Limits, sources: Sequen
         if len(hosts) > lim.heatmap_hosts:
             notes.append(f"{len(hosts) - lim.heatmap_hosts} hosts left out (the first {lim.heatmap_hosts} by name)")
             hosts = hosts[: lim.heatmap_hosts]
+        not_ours = [h for h in hosts if h in outside]
+        if not_ours:
+            notes.append(
+                f"marked *: {len(not_ours)} host(s) outside the job ({fmt_hosts(not_ours)}), measured with one of "
+                "its nodes"
+            )
         z: list[list[float | None]] = []
         labels: list[list[str]] = []
         for a in hosts:
@@ -224,36 +243,54 @@ def bandwidth_figures(curves: Sequence[BusbwCurve], lim: Limits, sources: Sequen
             labels.append(lr)
         m = charts.Matrix(
             f"{chart_label(coll, 40)}: pair busbw at the largest size (GB/s)",
-            [chart_label(h, ROW_CHARS) for h in hosts],
+            [chart_label(h, ROW_CHARS) + (" *" if h in outside else "") for h in hosts],
             z,
             labels,
         )
         out.append(Figure(f"heatmap-{n}", figure_json(charts.heat_map(m)), notes))
     where = list(sources) if sources is not None and len(sources) == len(curves) else ["" for _ in curves]
-    drawn = [(c, w) for c, w in zip(curves, where, strict=True) if c.points][: lim.curves]
+    measured = [(c, w) for c, w in zip(curves, where, strict=True) if c.points]
+    single = [c for c, _ in measured if c.nranks <= 1]
+    drawable = [(c, w) for c, w in measured if c.nranks > 1]
+    drawn = drawable[: lim.curves]
+    notes = []
+    if single:
+        notes.append(
+            f"{len(single)} single-GPU curve(s) left out ({fmt_hosts(sorted({h for c in single for h in c.nodes}))}):"
+            " with one rank busbw is 0 by definition (nccl-tests' bus bandwidth factor, doc/PERFORMANCE.md);"
+            " their algbw is in --json"
+        )
     if drawn:
-        lines = []
-        for c, w in drawn:
-            name = chart_label(f"{c.collective.value} {fmt_hosts(c.nodes)} ({c.backend.value}, {c.nranks} ranks)", 80)
-            src = chart_label(f" · {w}", 160) if w else ""
-            pts = sorted(c.points, key=lambda p: p.size)
-            lines.append(
-                charts.Line(
-                    name=name,
-                    x=[float(p.size) for p in pts],
-                    y=[p.busbw_gbps for p in pts],
-                    labels=[
-                        f"{p.size} B: busbw {p.busbw_gbps:.3g} GB/s, algbw {p.algbw_gbps:.3g} GB/s{src}" for p in pts
-                    ],
-                )
+        lines = [_curve_line(c, w, [h for h in c.nodes if h in outside]) for c, w in drawn]
+        if len(drawable) > len(drawn):
+            notes.append(f"{len(drawable) - len(drawn)} curves left out (the first {len(drawn)} are drawn)")
+        far = sorted({h for c, _ in drawn for h in c.nodes if h in outside})
+        if far:
+            notes.append(
+                f"dotted: curves naming host(s) outside the job ({fmt_hosts(far)}), stored pair runs of a blamed "
+                "host with a node the job did not use"
             )
-        notes = []
-        with_points = sum(1 for c in curves if c.points)
-        if with_points > len(drawn):
-            notes.append(f"{with_points - len(drawn)} curves left out (the first {len(drawn)} are drawn)")
         fig = charts.lines("busbw vs message size", lines, "message size (bytes)", "busbw (GB/s)", log_x=True)
         out.append(Figure("curves", figure_json(fig), notes))
+    elif notes:
+        out.append(Figure("curves-none", Markup(""), notes))
     return out
+
+
+def _curve_line(c: BusbwCurve, where: str, outside: Sequence[str]) -> charts.Line:
+    """One busbw-vs-size line: its name says the collective, hosts, backend and ranks, and the hosts outside
+    the job (drawn dotted); its labels say each point and where the curve was read."""
+    off = f", {fmt_hosts(outside)} outside the job" if outside else ""
+    name = chart_label(f"{c.collective.value} {fmt_hosts(c.nodes)} ({c.backend.value}, {c.nranks} ranks{off})", 120)
+    src = chart_label(f" · {where}", 160) if where else ""
+    pts = sorted(c.points, key=lambda p: p.size)
+    return charts.Line(
+        name=name,
+        x=[float(p.size) for p in pts],
+        y=[p.busbw_gbps for p in pts],
+        labels=[f"{p.size} B: busbw {p.busbw_gbps:.3g} GB/s, algbw {p.algbw_gbps:.3g} GB/s{src}" for p in pts],
+        dash="dot" if outside else None,
+    )
 
 
 def _history(history: Sequence[NodeHistory], lim: Limits) -> tuple[list[tuple[str, list[HistoryRow], int]], int]:
@@ -336,10 +373,12 @@ def render_postmortem(
     rows = report.timeline[: lim.timeline_rows]
     timeline = timeline_figure(report.timeline, lim, report.findings[0] if report.findings else None)
     first_row = first_failure(rows, report.findings[0] if report.findings else None)
+    ours = report.job.nodes if report.job is not None else ()
     if curves:
-        bandwidth = bandwidth_figures(curves, lim)
+        bandwidth = bandwidth_figures(curves, lim, job_hosts=ours)
     else:
-        bandwidth = bandwidth_figures([b.curve for b in report.bandwidth], lim, [_source(b) for b in report.bandwidth])
+        where = [_source(b) for b in report.bandwidth]
+        bandwidth = bandwidth_figures([b.curve for b in report.bandwidth], lim, where, job_hosts=ours)
     return render(
         "postmortem.html.j2",
         title="fleetdx postmortem" + (f" of job {report.job.job_id}" if report.job and report.job.job_id else ""),

@@ -1,5 +1,7 @@
-"""The step-time page (``fleetdx steps --html OUT``): the findings first (the straggler's evidence with
-them), then stacked stage bars per rank, the step-time series, the rank table and the baseline comparison."""
+"""The step-time page (``fleetdx steps --html OUT``): the findings first (what each says, in a line or two),
+then the charts (stacked stage bars per rank, the step-time series), then each finding's evidence (collapsed,
+in words and units: "this rank, median per step: 60.29 ms"), the rank table and the baseline comparison (job
+medians, and the ranks whose own stage changed)."""
 
 from __future__ import annotations
 
@@ -31,9 +33,62 @@ class FindingView:
     finding: Finding
     nodes: str
     message: Clipped
-    evidence: list[tuple[str, Clipped]]
+    evidence: list[tuple[str, Clipped]]  #: (what, value in words and units), in :data:`EVIDENCE_LABELS` order
     evidence_left_out: int
     straggler: bool
+
+
+#: the words for the step findings' detail keys (``Finding.details``), in the order they read best; a key not
+#: here reads as itself with spaces, and its unit from its suffix (``_ms``, ``_us``, ``_pct``)
+EVIDENCE_LABELS = {
+    "rank": "rank",
+    "stage": "slow stage",
+    "stage_ms": "this rank, median per step",
+    "peers_median_ms": "its peers, median per step",
+    "excess_ms": "excess per step",
+    "z": "robust z-score (median/MAD of the peers)",
+    "slow_steps": "steps where it was slow",
+    "normal_steps": "steps where it was not",
+    "job_step_median_ms": "job's median step time",
+    "peers_wait_stage": "where the peers wait for it",
+    "peers_wait_median_ms": "the peers' wait, median per step",
+    "peers_grad_sync_median_ms": "the peers' grad_sync, median per step",
+    "rank_grad_sync_median_ms": "this rank's grad_sync, median per step",
+    "source": "read from",
+}
+_UNITS = {"_ms": " ms", "_us": " µs", "_pct": " %", "_gbps": " GB/s"}
+
+
+def readable(key: str, value: object) -> tuple[str, str]:
+    """A finding's detail as (what it is in words, the value with its unit): ``("stage_ms", 60.287)`` ->
+    ``("this rank, median per step", "60.29 ms")``; lists joined with commas, objects as ``key: value``."""
+    unit = next((u for suffix, u in _UNITS.items() if key.endswith(suffix)), "")
+    label = EVIDENCE_LABELS.get(key)
+    if label is None:
+        bare = key
+        for suffix in _UNITS:
+            bare = bare.removesuffix(suffix)
+        label = bare.replace("_", " ")
+    sign = "+" if key == "excess_ms" and isinstance(value, int | float) and value > 0 else ""
+    return label, sign + _value(value, unit)
+
+
+def _value(value: object, unit: str) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        a = abs(value)
+        text = f"{value:.1f}" if a >= 100 else f"{value:.2f}" if a >= 1 else f"{value:.3g}"
+        return text + unit
+    if isinstance(value, int):
+        return f"{value}{unit}"
+    if isinstance(value, list | tuple):
+        return ", ".join(_value(v, unit) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_value(v, unit)}" for k, v in value.items())
+    return str(value)
 
 
 def straggler_ranks(findings: Sequence[Finding]) -> list[int]:
@@ -47,13 +102,14 @@ def straggler_ranks(findings: Sequence[Finding]) -> list[int]:
 
 
 def _finding_view(f: Finding, lim: Limits) -> FindingView:
-    items = list(f.details.items())
-    shown = items[: lim.evidence_items]
+    order = list(EVIDENCE_LABELS)
+    items = sorted(f.details.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+    shown = [readable(k, v) for k, v in items[: lim.evidence_items]]
     return FindingView(
         finding=f,
         nodes=fmt_hosts(f.nodes),
         message=clip(f.message, lim.text_chars),
-        evidence=[(k, clip(str(v), lim.text_chars)) for k, v in shown],
+        evidence=[(k, clip(v, lim.text_chars)) for k, v in shown],
         evidence_left_out=len(items) - len(shown),
         straggler=f.code is FindingCode.STEP_STRAGGLER_RANK,
     )

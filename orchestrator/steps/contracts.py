@@ -155,13 +155,30 @@ class StageChange(Contract):
     significant: bool  #: |change| above the noise band
 
 
+class RankStageChange(StageChange):
+    """One rank's own stage (or ``step``) from the baseline run to this one: that rank's medians (ms), matched
+    by rank number, with the same noise band as :class:`StageChange`."""
+
+    rank: int
+
+
 class BaselineComparison(Contract):
-    """``fleetdx steps --baseline DIR``: stage-by-stage change in step time, and in goodput (steps per second)."""
+    """``fleetdx steps --baseline DIR``: stage-by-stage change in step time, and in goodput (steps per second).
+
+    ``step``, ``stages`` and ``goodput_change_pct`` compare job medians: a stage that slowed on one rank of many
+    (a one-rank straggler) barely moves them, so ``rank_changes`` lists the ranks whose *own* stage or step
+    changed beyond its noise band and by at least 5% of that rank's baseline step, largest change first (at most
+    :data:`MAX_RANK_CHANGES`)."""
 
     baseline: str  #: the baseline's path as given
     step: StageChange
     stages: list[StageChange]
     goodput_change_pct: float | None
+    rank_changes: list[RankStageChange] = Field(default_factory=list)
+
+
+#: rank changes kept in a comparison (the largest)
+MAX_RANK_CHANGES = 50
 
 
 class StepsReport(Report):

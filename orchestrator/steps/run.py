@@ -22,8 +22,10 @@ from pydantic import Field
 from fleetdx.orchestrator.judgement import Finding
 from fleetdx.orchestrator.steps.analyze import StepPolicy, report
 from fleetdx.orchestrator.steps.contracts import (
+    MAX_RANK_CHANGES,
     STAGE_ORDER,
     BaselineComparison,
+    RankStageChange,
     RankSteps,
     StageChange,
     StepsError,
@@ -153,10 +155,38 @@ def _change(name: str, base: Sequence[float], cur: Sequence[float]) -> StageChan
     )
 
 
+#: a rank's own change is listed when it is also at least this share of the rank's baseline step (a stage of a
+#: few microseconds that moved by a few more is not news), as a straggler's excess must be of the job's step
+RANK_CHANGE_MIN_SHARE = 0.05
+
+
+def _rank_changes(
+    current: Sequence[RankSteps], baseline: Sequence[RankSteps], names: Sequence[str]
+) -> list[RankStageChange]:
+    """Each rank in both runs (by rank number): its step and stages, its own medians compared; the significant
+    changes of at least :data:`RANK_CHANGE_MIN_SHARE` of its baseline step, largest first."""
+    before = {r.rank: r for r in baseline if r.steps}
+    out: list[RankStageChange] = []
+    for r in current:
+        b = before.get(r.rank)
+        if b is None or not r.steps:
+            continue
+        floor = RANK_CHANGE_MIN_SHARE * statistics.median(s.step_ms for s in b.steps)
+        for name in ("step", *names):
+            stage = None if name == "step" else name
+            c = _change(name, _job_series([b], stage), _job_series([r], stage))
+            if c.significant and abs(c.change_ms) >= floor:
+                out.append(RankStageChange(rank=r.rank, **c.model_dump()))
+    out.sort(key=lambda c: (-abs(c.change_ms), c.rank, c.stage))
+    return out[:MAX_RANK_CHANGES]
+
+
 def compare(current: Sequence[RankSteps], baseline: Sequence[RankSteps], baseline_source: str) -> BaselineComparison:
     """Stage-by-stage change from ``baseline`` to ``current`` (job medians per step position), each with a 95%
     noise band: ``1.96 x sqrt(se_b^2 + se_c^2)``, ``se`` the standard error of each median from its MAD. A change
     inside the band is not ``significant``. Goodput change = steps per second, current over baseline, minus 1.
+    The same for each rank's own medians (matched by rank number): ``rank_changes``, where a one-rank
+    straggler shows although the job medians hide it.
 
     Raises:
         StepsError: either run has no rank.
@@ -172,6 +202,7 @@ def compare(current: Sequence[RankSteps], baseline: Sequence[RankSteps], baselin
         step=step,
         stages=stages,
         goodput_change_pct=round(100 * (step.baseline_ms / step.current_ms - 1), 2) if step.current_ms > 0 else None,
+        rank_changes=_rank_changes(current, baseline, names + extra),
     )
 
 
