@@ -755,10 +755,10 @@ def correlate(
             else:
                 nodes, host = ev_hosts, lead.host
             if len(evs) > 1:  # a burst folded into one cause: how many lines, ranks and GPUs it stands for
-                ranks = {e.rank for e in evs if e.rank is not None}
-                gpus = {e.details.get("pci") for e in evs if e.kind is EventKind.XID}
+                n_ranks = len({e.rank for e in evs if e.rank is not None})
+                n_gpus = len({e.details.get("pci") for e in evs if e.kind is EventKind.XID})
                 details = {**(details or {}), "count": len(evs)}
-                details.update({k: n for k, n in (("ranks", len(ranks)), ("gpus", len(gpus))) if n > 1})
+                details.update({k: n for k, n in (("ranks", n_ranks), ("gpus", n_gpus)) if n > 1})
             cause = cause_of(
                 code=code,
                 severity=best_j.severity,
