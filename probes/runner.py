@@ -393,17 +393,21 @@ class _Cgroup:
         named: list[str] = []
         deadline = time.monotonic() + CGROUP_DRAIN_S
         while (pids := self._pids()) and time.monotonic() < deadline:
-            procs = []
-            for pid in pids:
-                try:
-                    procs.append(psutil.Process(pid))
-                except psutil.Error:
-                    continue
+            procs = [p for p in map(_process, pids) if p is not None and _alive(p)]
+            if not procs:
+                break  # only zombies left, waiting for their reaper: dead already
             named += [n for n in _kill_all(procs) if n not in named]
             time.sleep(0.01)
         os.close(self._procs_fd)
         _rmdir(self.path)
         return named
+
+
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None
 
 
 def _rmdir(path: Path) -> None:
