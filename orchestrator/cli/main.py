@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 import typer
+import typer.main
 from typer.core import TyperGroup
 
 from fleetdx import __version__
@@ -23,6 +24,27 @@ class NagiosGroup(TyperGroup):
     to every command; whatever goes wrong before or outside a verdict exits 3 (UNKNOWN), never 2
     (click's usage-error code, which a batch script would read as CRITICAL): bad options and arguments,
     click's own errors, and an unexpected exception (a bug; ``FLEETDX_DEBUG=1`` shows its traceback)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """Every command, in :data:`~fleetdx.orchestrator.cli.commands.COMMANDS` order (none imported here)."""
+        from fleetdx.orchestrator.cli.commands import COMMANDS
+
+        return [*COMMANDS, *sorted(set(self.commands) - set(COMMANDS))]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """Command ``cmd_name``, its module imported and registered the first time it is asked for."""
+        if cmd_name not in self.commands:
+            from fleetdx.orchestrator.cli.commands import COMMANDS, module_of
+
+            if cmd_name not in COMMANDS:
+                return None
+            sub = typer.Typer()
+            sub.callback()(_noop)  # a group, even for a module of one command
+            module_of(cmd_name).register(sub)
+            for name, cmd in getattr(typer.main.get_command(sub), "commands", {}).items():
+                conventions.apply(cmd)
+                self.add_command(cmd, name)
+        return self.commands.get(cmd_name)
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         conventions.apply(self)
@@ -88,19 +110,23 @@ _registered = False
 
 
 def _register() -> None:
-    """Add every command module's commands to ``app``, once per process (tests call it from several modules)."""
+    """Add every command module's commands to ``app`` now, once per process (tests call it from several
+    modules; ``fleetdx`` itself loads a command only when it runs it, :meth:`NagiosGroup.get_command`)."""
     global _registered
     if _registered:
         return
     from fleetdx.orchestrator.cli import commands
 
-    for module in commands.MODULES:
+    for module in commands.modules():
         module.register(app)
     _registered = True
 
 
+def _noop() -> None:
+    """The callback that makes a command module's commands a group (:meth:`NagiosGroup.get_command`)."""
+
+
 def main() -> None:
-    _register()
     app()
 
 

@@ -1,0 +1,70 @@
+"""The CLI loads a command's module only when that command runs (issue 22: start-up). Real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import typer
+import typer.main
+
+from fleetdx.orchestrator.cli import commands
+
+_LOADED = """
+import json, sys
+from fleetdx.orchestrator.cli.main import main
+sys.argv = ["fleetdx", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+with open(sys.stdout.fileno(), "w", closefd=False) as out:
+    out.write("\\nLOADED " + json.dumps(sorted(sys.modules)) + "\\n")
+"""
+
+
+def _loaded(*argv: str) -> set[str]:
+    proc = subprocess.run([sys.executable, "-c", _LOADED, *argv], capture_output=True, text=True, timeout=120)
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("LOADED "))
+    return set(json.loads(line.removeprefix("LOADED ")))
+
+
+def test_the_table_names_every_command_its_modules_register() -> None:
+    seen: dict[str, str] = {}
+    for module in commands.modules():
+        sub = typer.Typer()
+        sub.callback()(lambda: None)
+        module.register(sub)
+        for name in getattr(typer.main.get_command(sub), "commands", {}):
+            seen[name] = module.__name__.rsplit(".", 1)[1]
+    assert seen == commands.COMMANDS
+
+
+def test_a_command_loads_its_own_module_only() -> None:
+    cli = {m for m in _loaded("codes", "--json") if m.startswith("fleetdx.orchestrator.cli.") and m.endswith("_cmd")}
+    assert cli == {"fleetdx.orchestrator.cli.codes_cmd"}
+
+
+def test_version_loads_no_command_and_no_heavy_library() -> None:
+    loaded = _loaded("--version")
+    assert not {m for m in loaded if m.endswith("_cmd")}
+    assert not loaded & {"sqlalchemy", "ray", "fastapi", "plotly", "kubernetes", "jinja2", "networkx"}
+
+
+def test_help_lists_every_command_in_table_order() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "fleetdx", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
+    rows = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("│ ") and len(line.split()) > 2]
+    listed = [r for r in rows if r in commands.COMMANDS]
+    assert listed == list(commands.COMMANDS)
+
+
+def test_an_unknown_command_is_a_usage_error() -> None:
+    proc = subprocess.run([sys.executable, "-m", "fleetdx", "nosuch"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3 and "No such command 'nosuch'" in proc.stderr
