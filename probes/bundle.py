@@ -71,6 +71,8 @@ class CommandMeta(Contract):
     reason: str | None = None
     stderr_tail: str | None = None
     stdout_dropped_bytes: int = 0  #: stdout bytes the runner dropped between the kept head and tail
+    #: "pid N (name)" of the processes the command left running when it returned, killed by the runner
+    left_behind: list[str] = Field(default_factory=list)
 
 
 class BundleData(Contract):
@@ -138,6 +140,7 @@ def _record(cmd: ProbeSpec, res: RunResult) -> tuple[CommandMeta, str | None]:
         reason=reason,
         stderr_tail=res.stderr[-STDERR_TAIL_CHARS:] or None,
         stdout_dropped_bytes=res.stdout_dropped_bytes,
+        left_behind=res.left_behind,
     )
     return meta, text
 
