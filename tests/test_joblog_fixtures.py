@@ -148,7 +148,7 @@ def test_19_broken_pipe_then_connection_closed_on_p4d_22() -> None:
     log = _log("19")
     assert [(e.kind, e.line) for e in log.events] == [
         (K.NCCL_SOCKET_ERROR, 1),
-        (K.NCCL_WARN, 7),
+        (K.NCCL_REMOTE_ERROR, 7),  # [Proxy Service 9] Failed to execute operation Connect (messages.yaml)
         (K.NCCL_CONNECTION_CLOSED, 8),
     ]
     assert {e.host for e in log.events} == {"a100-st-p4d24xlarge-22"}

@@ -282,3 +282,16 @@ def test_a_kernel_log_gives_the_catalogued_mlx5_lines_with_the_adapter_s_pci_add
         (EventKind.IB_LINK_DOWN, "gpu-b07", "0000:41:00.0", "linux.mlx5.cmd_timeout"),
     ]
     assert events[1].details["error"] == "ENABLE_HCA" and events[0].ts is not None
+
+
+def test_a_python_logger_name_before_a_message_is_not_a_host() -> None:
+    """torch elastic's ``[TIME] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: 1) ...``
+    (torch 2.1-2.3) starts as ``host: `` would: the logger is no host; a real host prefix before it still is."""
+    t = "[2024-05-01 10:00:00,000] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) "
+    tail = "local_rank: 3 (pid: 1234) of binary: /usr/bin/python"
+    (ev,) = parse_joblog([t + tail]).events
+    assert (ev.kind, ev.host, ev.details["exit_code"]) == (EventKind.CHILD_FAILED, None, -9)
+    (ev,) = parse_joblog(["node3: " + t + tail]).events
+    assert ev.host == "node3"
+    (ev,) = parse_joblog(["deepspeed.launcher.runner: [ERROR] x exits with return code = -11"]).events
+    assert ev.host is None and ev.details["exit_code"] == -11

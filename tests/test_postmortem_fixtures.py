@@ -31,7 +31,7 @@ EXPECTED: dict[str, tuple[F, int | None, str | None, list[int]]] = {
     "10": (F.NCCL_TIMEOUT, None, None, [2, 3, 4, 5, 6]),
     "13": (F.NCCL_TIMEOUT, None, None, [1, 2, 3, 4]),
     "17": (F.NCCL_TIMEOUT, None, None, [1, 5, 2]),
-    "19": (F.NCCL_NETWORK_ERROR, None, "a100-st-p4d24xlarge-22", [1, 8]),
+    "19": (F.NCCL_NETWORK_ERROR, None, "a100-st-p4d24xlarge-22", [1, 7, 8]),
     "22": (F.NCCL_NETWORK_ERROR, 12, "container-e275-1553839402050-12124-01-000057", [1, 5, 9]),
     "25": (F.OOM_GPU, None, "ng30903", [14]),
     "27": (F.PROCESS_CRASH, 0, None, [1]),

@@ -308,8 +308,15 @@ def _host(word: str) -> tuple[str | None, bool]:
     return word.removeprefix("slurmstepd-"), False
 
 
+#: the Python loggers whose name starts a line as a host would (``torch.distributed.elastic.multiprocessing.api:
+#: [ERROR] failed (exitcode: 1) ...``, ``deepspeed.launcher.runner: ...``): never a host
+_LOGGER_ROOTS = ("torch.", "deepspeed.", "accelerate.", "lightning.", "pytorch_lightning.", "ray.", "transformers.")
+
+
 def _is_host_word(word: str) -> bool:
     if word[:3] == "GPU" and word[3:].isdigit() and len(word) <= 5:  # "GPU3: ..." names a device, not a host
+        return False
+    if word.startswith(_LOGGER_ROOTS):
         return False
     return not _NOT_HOST_RE.match(word) and not word.endswith(("Error", "Exception", "Warning"))
 
