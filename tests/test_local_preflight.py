@@ -89,3 +89,46 @@ def test_the_readme_command_does_not_start_ray(tmp_path: Path) -> None:
     report = json.loads(proc.stdout)
     assert report["nodes"][0]["host"] == socket.gethostname() and report["exit_code"] == 3
     assert proc.stderr.strip().splitlines()[-1] == "NORAY 3"
+
+
+_SPOOL_RUN = """
+import json, sys
+from fleetdx.orchestrator.cli.main import main
+sys.argv = ["fleetdx", "preflight", "--json", "--spool"]
+try:
+    main()
+except SystemExit as e:
+    code = e.code
+with open(sys.stderr.fileno(), "w", closefd=False) as err:
+    err.write("\\nEXIT %s SQLALCHEMY %s\\n" % (code, "sqlalchemy" in sys.modules))
+"""
+
+
+def test_spool_delivers_a_prolog_report_without_a_database_library(tmp_path: Path) -> None:
+    # issue 22: a prolog's pre-flight loads no database library; the spool file it leaves loads later
+    env = {**os.environ, "FLEETDX_SPOOL_DIR": str(tmp_path / "spool"), "HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", _SPOOL_RUN], capture_output=True, text=True, env=env, timeout=300)
+    tail = proc.stderr.strip().splitlines()[-1]
+    assert tail.split()[0] == "EXIT" and tail.endswith("SQLALCHEMY False"), proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    (spooled,) = (tmp_path / "spool").iterdir()
+    assert "report spooled to" in proc.stderr and report["run_id"] in spooled.name
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    load = subprocess.run(
+        [sys.executable, "-m", "fleetdx", "db", "import", str(spooled), "--db", db],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert load.returncode == 0, load.stderr
+    hist = subprocess.run(
+        [sys.executable, "-m", "fleetdx", "history", socket.gethostname(), "--db", db, "--json"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert report["run_id"] in hist.stdout
+
+
+def test_spool_excludes_the_other_deliveries() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "fleetdx", "preflight", "--spool", "--no-save"], capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 3 and "--spool excludes" in proc.stderr

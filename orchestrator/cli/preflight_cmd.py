@@ -284,6 +284,14 @@ def preflight(
         Path | None,
         typer.Option("--token-file", help="File holding a write token for --report-to (fleetdx token create)."),
     ] = None,
+    spool: Annotated[
+        bool,
+        typer.Option(
+            "--spool",
+            help="Write the report to a spool file ($FLEETDX_SPOOL_DIR) instead of a database: the lightest "
+            "delivery, for a Slurm prolog (no database library is loaded); fleetdx db import loads them later.",
+        ),
+    ] = False,
 ) -> None:
     """Probe every node of the allocation and print a verdict.
 
@@ -291,6 +299,7 @@ def preflight(
     """
     from fleetdx.orchestrator.preflight.job import PreflightRequest, run
     from fleetdx.orchestrator.preflight.run import save as save_report
+    from fleetdx.orchestrator.preflight.run import spool as spool_report
 
     if simulate != bool(bundles):
         raise fail("--simulate takes one or more BUNDLE_DIR arguments, and BUNDLE_DIR needs --simulate")
@@ -306,12 +315,15 @@ def preflight(
         nccl_tests_dir=nccl_tests_dir,
         simulate=list(bundles or []),
     )
+    if spool and (db is not None or report_to is not None or not save):
+        raise fail("--spool excludes --db, --report-to and --no-save (it is where the report goes)")
     push = _pusher(report_to, token_file, db, not save)  # before the run: a bad token file wastes no pre-flight
     with _progress(not as_json) as progress:
         result = run(request, progress=progress, say=_say)
     # a simulated run is not history: it goes to a database only when one is named
     store = save and (db is not None or not simulate)
-    _finish(result, as_json, exclude_file, push or (functools.partial(save_report, db) if store else None))
+    deliver = spool_report if spool else push or (functools.partial(save_report, db) if store else None)
+    _finish(result, as_json, exclude_file, deliver)
 
 
 def _say(line: str) -> None:

@@ -447,6 +447,15 @@ def analyze_bundles(bundle_dirs: Sequence[Path], expected_gpus: int | None = Non
     return PreflightResult(report=report, bundles={b.host: b for b in bundles})
 
 
+def spool(result: PreflightResult) -> SaveOutcome:
+    """Write the report and its raw bundles to a spool file, no database
+    (:func:`fleetdx.orchestrator.store.spool.spool_report`); the outcome says where. Never raises for a disk
+    failure."""
+    from fleetdx.orchestrator.store.spool import spool_report
+
+    return spool_report(result.report, result.raw())
+
+
 def save(url: str | None, result: PreflightResult) -> SaveOutcome:
     """Save the report and its raw bundles (``fleetdx.orchestrator.store.save_or_spool``: the database at
     ``url``, else ``FLEETDX_DB_URL``, else SQLite; a spool file when the database cannot be reached); the

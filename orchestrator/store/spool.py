@@ -24,18 +24,19 @@ import time
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, ValidationError
-from sqlalchemy.exc import SQLAlchemyError
 
 from fleetdx.orchestrator.report import RunReport
 from fleetdx.orchestrator.store.errors import SpoolError, StoreError
 from fleetdx.orchestrator.store.records import ImportResult
 from fleetdx.orchestrator.store.settings import resolve_spool_dir
-from fleetdx.orchestrator.store.store import Store
 from fleetdx.probes.contracts import Contract
 from fleetdx.probes.rawfile import RawFileError, check_regular
+
+if TYPE_CHECKING:
+    from fleetdx.orchestrator.store.store import Store
 
 SPOOL_SUFFIX = ".fleetdx-spool.json.gz"
 #: the most bytes of one spool file read, compressed and once decompressed: the same limit as a report pushed
@@ -77,6 +78,8 @@ class SaveOutcome(Contract):
         """One line for the user: what happened and, for a spooled report, the command that loads it."""
         if self.saved:
             return f"report saved to {self.database or 'the database'}"
+        if self.spool_path is not None and self.error is None:
+            return f"report spooled to {self.spool_path}; load it with: fleetdx db import {self.spool_path}"
         if self.spool_path is not None:
             return (
                 f"report not saved to the database ({self.error}); spooled to {self.spool_path}; "
@@ -95,6 +98,10 @@ def save_or_spool(
     reason (unreachable, schema missing, locked past every retry), write it to a spool file in ``spool_dir``
     (None: ``$FLEETDX_SPOOL_DIR``, else ``<user data dir>/spool``). Never raises for a database or disk
     failure: the outcome says what happened."""
+    from sqlalchemy.exc import SQLAlchemyError  # the database path only: the spool writer stays light
+
+    from fleetdx.orchestrator.store.store import Store
+
     try:
         with Store.open(url) as store:
             store.save_report(report, raw)
@@ -107,6 +114,19 @@ def save_or_spool(
     except OSError as e:
         return SaveOutcome(saved=False, error=f"{db_error}; writing the spool file failed too: {e}")
     return SaveOutcome(saved=False, spool_path=path, error=db_error)
+
+
+def spool_report(
+    report: RunReport, raw: Mapping[str, Mapping[str, str]] | None = None, spool_dir: Path | str | None = None
+) -> SaveOutcome:
+    """Write ``report`` to a spool file in ``spool_dir`` (None: ``$FLEETDX_SPOOL_DIR``, else ``<user data
+    dir>/spool``) without touching a database: the delivery of ``fleetdx preflight --spool`` (a Slurm prolog's:
+    no SQLAlchemy is imported). Never raises for a disk failure: the outcome says what happened."""
+    try:
+        path = write_spool(report, raw, resolve_spool_dir(spool_dir))
+    except OSError as e:
+        return SaveOutcome(saved=False, error=f"writing the spool file failed: {e}")
+    return SaveOutcome(saved=False, spool_path=path)
 
 
 def spool_name(run_id: str) -> str:
