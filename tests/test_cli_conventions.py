@@ -147,18 +147,10 @@ def test_measured_collectives_are_the_probes() -> None:
     assert {c.value for c in MeasuredCollective} == {c.value for c in TORCH_COLLECTIVES}
 
 
-#: db_cmd.py's commands: that file was being changed by another hand in the same round (issue 21 item 12's
-#: ``db current``); its DB_HELP still says "(default: ...)". TODO(lead): DB_HELP = "Database URL." +
-#: computed_default(...) there, then drop this set.
-_DB_CMD = {"history", "db upgrade", "db current", "db import"}
-
-
 def test_defaults_are_shown_one_way() -> None:
     """A default is ``[default: X]`` at the end of the help: typer's for a static default, computed_default's
     for one found at run time; never "(default 7)", "default: yes unless", "; default FLEETDX_DB_URL"."""
     for where, p in _options():
-        if where in _DB_CMD:
-            continue
         text = p.help or ""
         mentions = re.findall(r"(?i)\bdefaults?\b", text)
         if not mentions:

@@ -88,6 +88,10 @@ def computed_default(text: str) -> str:
     return f" \\[default: {text}]"
 
 
+#: the help of every ``--db`` option that reads or writes the run database
+DB_HELP = "Database URL." + computed_default("$FLEETDX_DB_URL, else an SQLite file in the user's data directory")
+
+
 def node_count(count: int | None, old_nodes: str | None, hostlist_hint: str) -> int:
     """The node count of ``place`` / ``topo cluster``: ``--node-count N`` (``-N``), or the old spelling
     ``--nodes N`` with a deprecation note on stderr.

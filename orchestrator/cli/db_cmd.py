@@ -17,11 +17,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, fail, handle_errors, print_json
+from fleetdx.orchestrator.cli.conventions import DB_HELP
 
 if TYPE_CHECKING:
     from fleetdx.orchestrator.store import PostmortemRecord, RunSummary
 
-DB_HELP = "Database URL (default: $FLEETDX_DB_URL, else an SQLite file in the user's data directory)."
 DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 
 db_app = typer.Typer(help="Manage the run database: migrate it, show its schema, import spool files.")

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, err_console, finite_positive, handle_errors, print_json
-from fleetdx.orchestrator.cli.conventions import computed_default
+from fleetdx.orchestrator.cli.conventions import DB_HELP, computed_default
 from fleetdx.orchestrator.cli.conventions import node_count as node_count_of
 
 if TYPE_CHECKING:
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from fleetdx.probes.parsers.slurm_nodes import SlurmNode
     from fleetdx.topology.cluster import ClusterTopology
 
-DB_HELP = "Database URL." + computed_default("$FLEETDX_DB_URL, else the user's SQLite file")
 
 
 def _candidates(

@@ -20,14 +20,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fleetdx.orchestrator.cli.common import err_console, fail, handle_errors
-from fleetdx.orchestrator.cli.conventions import computed_default
+from fleetdx.orchestrator.cli.conventions import DB_HELP
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from fleetdx.probes.parsers.slurm_nodes import SlurmNode
 
-DB_HELP = "Database URL." + computed_default("$FLEETDX_DB_URL, else an SQLite file in the user's data directory")
 AUTH_READS_ENV = "FLEETDX_API_AUTH_READS"
 TOPOLOGY_ENV = "FLEETDX_API_TOPOLOGY_CONF"
 SLURM_ENV = "FLEETDX_API_SLURM"
