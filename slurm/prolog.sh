@@ -8,11 +8,12 @@
 #
 # Verdicts (the exit codes of `fleetdx preflight`):
 #   0 OK, 1 WARNING    the job starts (a WARNING is logged)
-#   2 CRITICAL         the node is drained with Reason="fleetdx: CODE subject" (its first critical finding,
-#                      e.g. "fleetdx: GPU_FOREIGN_PROCESS GPU0") and the prolog fails: Slurm requeues the job
-#                      on other nodes (slurm.conf(5), Prolog)
+#   2 CRITICAL         the node is drained with its first critical finding as the reason, e.g.
+#                      Reason="fleetdx preflight: GPU_COUNT_MISMATCH (7 GPUs visible, 8 expected); report
+#                      /var/log/fleetdx/prolog-JOB-NODE.json", and the prolog fails: Slurm requeues the job on
+#                      other nodes (slurm.conf(5), Prolog)
 #   anything else      no verdict (UNKNOWN, over the time budget, fleetdx missing): FLEETDX_PROLOG_ON_ERROR
-#                      decides, open (start the job) or closed (drain "fleetdx: no verdict (...)" and fail);
+#                      decides, open (start the job) or closed (drain "fleetdx preflight: no verdict (...)");
 #                      logged either way
 # The pre-flight targets this host only, so fleetdx runs it in-process without Ray (1.2-3.2 s measured in CI).
 set -uo pipefail
@@ -59,34 +60,50 @@ else
 fi
 took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 
-# the first critical finding naming this host, as "CODE subject", read with fleetdx's own Python
+# the drain reason of a CRITICAL verdict, read from the report with fleetdx's own Python: its first critical
+# finding naming this host, "fleetdx preflight: CODE[ subject] (message); report PATH", at most 255 bytes
+# (what Slurm's accounting keeps of a node event's reason), the message shortened first
 reason_of() {
     local py
     py=$(sed -n '1s/^#!//p' "$FLEETDX" 2>/dev/null)
     [[ -x "${py%% *}" ]] || py=python3
     $py - "$report" "$host" <<'EOF' 2>/dev/null
-import json, sys
-report, host = json.load(open(sys.argv[1])), sys.argv[2]
-for f in report.get("findings", []):
+import json, re, sys
+path, host = sys.argv[1], sys.argv[2]
+for f in json.load(open(path)).get("findings", []):
     if f.get("severity") == "critical" and host in f.get("nodes", []):
-        print(f"{f['code']} {f.get('subject', '')}".strip()); break
+        subject = f.get("subject") or ""
+        head = "fleetdx preflight: " + f["code"] + (f" {subject}" if subject not in ("", "node") else "")
+        message = re.sub(r" \([^()]*\)$", "", " ".join(str(f.get("message", "")).split()))  # its basis: in the report
+        tail = f"; report {path}"
+        room = 255 - len((head + " ()" + tail).encode())
+        if len(message.encode()) > room:
+            message = message.encode()[: max(room - 3, 0)].decode(errors="ignore").rstrip() + "..."
+        print(f"{head} ({message}){tail}" if message else head + tail)
+        break
 EOF
 }
 
+# the report, named only when it was written (fleetdx missing or killed leaves none, or an empty file)
+[[ -s "$report" ]] || { rm -f "$report"; report=; }
+seen=${report:+ (report $report)}
+
 case "$verdict" in
     0) say "OK in ${took} s"; exit 0 ;;
-    1) say "WARNING in ${took} s, job starts (report $report)"; exit 0 ;;
+    1) say "WARNING in ${took} s, job starts$seen"; exit 0 ;;
     2)
-        reason=$(reason_of)
-        say "CRITICAL in ${took} s: ${reason:-see $report}; draining, the job is requeued"
-        drain "fleetdx: ${reason:-CRITICAL, see $report}"
+        reason=
+        [[ -n "$report" ]] && reason=$(reason_of)
+        reason=${reason:-fleetdx preflight: CRITICAL${report:+; report $report}}
+        say "CRITICAL in ${took} s: ${reason#fleetdx preflight: }; draining, the job is requeued"
+        drain "$reason"
         exit 1 ;;
     *)
         if [[ "$FLEETDX_PROLOG_ON_ERROR" == closed ]]; then
-            say "no verdict ($why, ${took} s): fail-closed, draining (report $report)"
-            drain "fleetdx: no verdict ($why)"
+            say "no verdict ($why, ${took} s): fail-closed, draining$seen"
+            drain "fleetdx preflight: no verdict ($why)"
             exit 1
         fi
-        say "no verdict ($why, ${took} s): fail-open, job starts (report $report)"
+        say "no verdict ($why, ${took} s): fail-open, job starts$seen"
         exit 0 ;;
 esac
