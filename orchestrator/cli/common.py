@@ -89,6 +89,30 @@ def fail(message: str, code: int = EXIT_UNKNOWN) -> typer.Exit:
     return typer.Exit(code)
 
 
+#: top-level module -> the extra that installs it (pyproject.toml's [project.optional-dependencies])
+EXTRAS = {
+    "ray": "ray",
+    "fastapi": "server",
+    "starlette": "server",
+    "uvicorn": "server",
+    "prometheus_client": "server",
+    "kubernetes": "k8s",
+    "plotly": "html",
+    "jinja2": "html",
+    "torch": "collective",
+}
+
+
+def missing_extra(e: ModuleNotFoundError) -> str | None:
+    """The one line for a command that needs an extra this install lacks, or None when the missing module is
+    none of the extras' (then it is a bug)."""
+    top = (e.name or "").split(".", 1)[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        return None
+    return f"this command needs fleetdx's {extra} extra ({top} is not installed): pip install 'fleetdx[{extra}]'"
+
+
 def handle_errors(func: F) -> F:
     """Turn a :class:`FleetdxError` or a missing file into one stderr line and exit code 3 (UNKNOWN)."""
 

@@ -12,11 +12,12 @@ from typing import Any
 
 import typer
 import typer.main
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from fleetdx import __version__
 from fleetdx.orchestrator.cli import conventions
-from fleetdx.orchestrator.cli.common import EXIT_UNKNOWN, err_console
+from fleetdx.orchestrator.cli.common import EXIT_UNKNOWN, err_console, missing_extra
 
 
 class NagiosGroup(TyperGroup):
@@ -59,6 +60,16 @@ class NagiosGroup(TyperGroup):
         except typer.Abort:
             err_console.print("aborted", highlight=False)
             rv = 130
+        except ModuleNotFoundError as e:  # a command of an extra this install lacks, else a bug
+            if os.environ.get("FLEETDX_DEBUG"):
+                raise
+            line = missing_extra(e)
+            err_console.print(
+                f"[bold red]error:[/] {escape(line)}" if line else f"[bold red]internal error:[/] {escape(str(e))}",
+                highlight=False,
+                soft_wrap=True,
+            )
+            rv = EXIT_UNKNOWN
         except Exception as e:  # noqa: BLE001 - the edge: a bug must still end as UNKNOWN with one line
             if os.environ.get("FLEETDX_DEBUG"):
                 raise
