@@ -82,3 +82,27 @@ def test_a_store_that_saw_too_few_clients_observes_a_launch_that_started_too_few
     (only,) = run_postmortem([LogFiles([log])]).findings
     assert (only.code, only.rank, only.host) == (F.CONFIG_ERROR, 0, "node1")
     assert "only 7 of 8 processes join within 1801.0 s" in only.message and "--ntasks" in only.action
+
+
+def test_lightning_s_sigterm_echo_after_a_time_limit_is_no_crash(tmp_path: Path) -> None:
+    """Lightning's ``[rank: 0] Received SIGTERM: 15`` echoes Slurm's cancellation: the time limit is the one cause."""
+    log = tmp_path / "tl.log"
+    log.write_text(
+        "slurmstepd: error: *** STEP 4242.0 ON gpu-a03 CANCELLED AT 2026-01-10T15:27:25 DUE TO TIME LIMIT ***\n"
+        "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n"
+        "[rank: 0] Received SIGTERM: 15\n",
+        encoding="utf-8",
+    )
+    assert [f.code for f in run_postmortem([LogFiles([log])]).findings] == [F.SLURM_TIME_LIMIT]
+
+
+def test_a_store_barrier_counting_more_workers_than_the_world_is_a_configuration_error(tmp_path: Path) -> None:
+    log = tmp_path / "barrier.log"
+    log.write_text(
+        "[rank0]: RuntimeError: Timed out initializing process group in store based barrier on rank: 0, for key: "
+        "store_based_barrier_key:1 (world_size=8, worker_count=16, timeout=0:30:00)\n",
+        encoding="utf-8",
+    )
+    (only,) = run_postmortem([LogFiles([log])]).findings
+    assert (only.code, only.rank) == (F.CONFIG_ERROR, 0)
+    assert "counted 16 processes for a world of 8" in only.message and "its own port" in only.action

@@ -363,6 +363,20 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         EventKind.RENDEZVOUS_ERROR,
+        _F.CONFIG_ERROR,
+        C,
+        40,
+        "observer",
+        ("rendezvous-join",),
+        when=_from("pytorch.c10d.store_based_barrier_timeout"),
+        message="the process group's store barrier {where} counted {d[count]} processes for a world of "
+        "{d[world_size]} ({text})",
+        action="more than the world size: processes of an earlier run (a requeue or restart) still use the same "
+        "MASTER_ADDR:MASTER_PORT, give each run its own port; fewer: some processes never started, read their "
+        "nodes' logs",
+    ),
+    Rule(
+        EventKind.RENDEZVOUS_ERROR,
         _F.NCCL_NETWORK_ERROR,
         C,
         44,
