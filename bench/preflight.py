@@ -27,11 +27,22 @@ This measures the orchestration on this machine (2 cores shared by every simulat
 node's probe time (quick-level commands take about 0.3 s on an H100 node, bench/MEASUREMENTS.md).
 
 Run: ``.venv/bin/python bench/preflight.py [--repeat 3] [--sizes 1,2,4,8] [--no-whole]``.
+
+Part 3, Ray on a Slurm allocation (``--allocation``, run inside one: ``sbatch -N4 --wrap
+".venv/bin/python bench/preflight.py --allocation --repeat 3"``, e.g. on the throwaway cluster of
+``bash .ci/slurm-cluster.sh start DIR``): the time for every node of the allocation to join Ray, fleetdx's way
+(:func:`fleetdx.orchestrator.cluster.allocation.ray_on_allocation`: head, ``srun --overlap`` workers, polling,
+retries, its output to a log) beside a bare join on the same allocation (``ray start --head --block`` here and
+one ``srun --overlap ... ray start --address=HEAD --block`` per other node, ``ray.init`` and ``ray.nodes()``
+polled until all are alive), alternated, each stopped before the next. Printed: median wall seconds of each,
+the ratio fleetdx / bare, and this process's CPU seconds (itself and its children: the head's processes; the
+workers run under slurmd, not counted).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import shutil
 import statistics
 import subprocess
@@ -113,12 +124,105 @@ def whole_command(tmp: Path, repeat: int) -> None:
         print(f"{name:<48} {ws:>14.2f} {wn:>14.2f} {ws - wn:>9.2f}   [{saved[0][1]}]")
 
 
+def _bare_join(hosts: list[str], tmp: Path) -> float:
+    """Seconds for a bare ``ray start`` head here plus one ``srun --overlap ... ray start`` per other host until
+    ``ray.nodes()`` shows every host alive (Part 3); everything started is stopped before returning."""
+    import os
+    import socket
+
+    import ray
+
+    from fleetdx.orchestrator.cluster.allocation import ray_executable
+    from fleetdx.probes.runner import Background, stop_background
+
+    here = socket.gethostname().split(".", 1)[0]
+    ip = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        port = int(sock.getsockname()[1])
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+    env.setdefault("RAY_AUTH_MODE", "token")
+    os.environ.setdefault("RAY_AUTH_MODE", env["RAY_AUTH_MODE"])
+    temp = Path(tempfile.mkdtemp(prefix="fdx-bare-", dir="/tmp"))
+    ray_bin, common = ray_executable(), ["--block", "--disable-usage-stats"]
+    procs = []
+    t0 = time.perf_counter()
+    try:
+        head = [ray_bin, "start", "--head", f"--port={port}", f"--node-ip-address={ip}", f"--temp-dir={temp}"]
+        procs.append(Background([*head, "--include-dashboard=false", *common], env, open(tmp / "bare-head.log", "w+b")))  # noqa: SIM115
+        for h in hosts:
+            if h.split(".", 1)[0] != here:
+                argv = ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={h}", ray_bin, "start"]
+                log = open(tmp / f"bare-{h}.log", "w+b")  # noqa: SIM115
+                procs.append(Background([*argv, f"--address={ip}:{port}", *common], env, log))
+        while True:
+            try:
+                ray.init(address=f"{ip}:{port}", log_to_driver=False, logging_level=logging.ERROR)
+                break
+            except Exception:  # noqa: BLE001 - the head is still starting: a bare loop, as a user's script would
+                ray.shutdown()
+                time.sleep(0.5)
+        want = {h.split(".", 1)[0] for h in hosts}
+        while {str(n["NodeManagerHostname"]).split(".", 1)[0] for n in ray.nodes() if n["Alive"]} < want:
+            time.sleep(0.25)
+        return time.perf_counter() - t0
+    finally:
+        ray.shutdown()
+        stop_background(list(reversed(procs)), 15.0)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _fleetdx_join(hosts: list[str]) -> float:
+    """Seconds fleetdx's :func:`ray_on_allocation` took until every host joined (its ``join_s``)."""
+    from fleetdx.orchestrator.cluster.allocation import ray_on_allocation
+
+    with ray_on_allocation(hosts, join_timeout_s=600) as up:
+        if up.lost:
+            raise SystemExit(f"fleetdx: {sorted(up.lost)} did not join")
+        return up.join_s
+
+
+def allocation_join(repeat: int) -> None:
+    """Part 3 (see the module doc)."""
+    import os
+    import resource
+
+    from fleetdx.orchestrator.scheduler.targets import expand_hostlist
+
+    hosts = expand_hostlist(os.environ["SLURM_JOB_NODELIST"])
+    bare: list[float] = []
+    fdx: list[float] = []
+    cpu: dict[str, float] = {"bare": 0.0, "fleetdx": 0.0}
+
+    def cpu_now() -> float:
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+    with tempfile.TemporaryDirectory(prefix="fleetdx-bench-") as tmp:
+        for _ in range(repeat):
+            c0 = cpu_now()
+            bare.append(_bare_join(hosts, Path(tmp)))
+            c1 = cpu_now()
+            fdx.append(_fleetdx_join(hosts))
+            cpu["bare"] += c1 - c0
+            cpu["fleetdx"] += cpu_now() - c1
+    b, f = statistics.median(bare), statistics.median(fdx)
+    print(f"Ray join on the allocation {os.environ['SLURM_JOB_NODELIST']} ({len(hosts)} nodes), median of {repeat}")
+    print(f"  bare srun ray start: {b:7.1f} s wall  {cpu['bare'] / repeat:6.1f} s CPU here   runs {bare}")
+    print(f"  fleetdx            : {f:7.1f} s wall  {cpu['fleetdx'] / repeat:6.1f} s CPU here   runs {fdx}")
+    print(f"  fleetdx / bare     : {f / b:7.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sizes", default="1,2,4,8")
     ap.add_argument("--whole", action=argparse.BooleanOptionalAction, default=True, help="time the whole command")
+    ap.add_argument("--allocation", action="store_true", help="only Part 3: Ray joins on this Slurm allocation")
     args = ap.parse_args()
+    if args.allocation:
+        allocation_join(args.repeat)
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="fleetdx-bench-") as tmp:
         if args.whole:
@@ -139,10 +243,7 @@ def main() -> None:
             cols = ["wall_s", "fanout_s", "collect_s", "diagnose_s", "overhead_ms_per_node"]
             print(f"{'nodes':>5} " + " ".join(f"{c:>20}" for c in cols))
             for n in sizes:
-                jobs = {
-                    s.host: NodeJob(host=s.host, level=Level.QUICK, bundle_dir=s.bundle_dir)
-                    for s in nodes[:n]
-                }
+                jobs = {s.host: NodeJob(host=s.host, level=Level.QUICK, bundle_dir=s.bundle_dir) for s in nodes[:n]}
                 runs = [_one(jobs) for _ in range(args.repeat)]
                 med = {c: statistics.median(r[c] for r in runs) for c in cols}
                 print(

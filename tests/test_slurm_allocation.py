@@ -58,3 +58,83 @@ def test_a_failed_worker_step_says_why_not_srun_s_summary(tmp_path: Path) -> Non
         step = _Launched(host="sim4", run=Background(["true"], dict(os.environ), f))
         step.run.wait()
         assert step.last_line() == "Exception: The current node timed out during startup."
+
+
+RAYLET_BLOCK = "(raylet) Raylet is terminated. Termination is unexpected. Possible reasons include: ..."
+
+
+def _chatty_allocation(lost: list[str]):  # type: ignore[no-untyped-def]
+    """A STAND-IN ray_on_allocation that prints what Ray's driver threads print (the raylet block, on stdout
+    and stderr) while it is up; ``lost`` hosts did not join."""
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    from fleetdx.orchestrator.cluster.allocation import AllocationRay
+
+    @contextmanager
+    def ray_on_allocation(hosts: list[str], join_timeout_s: float) -> Iterator[AllocationRay]:
+        print(RAYLET_BLOCK)
+        print("(raylet) [stderr] last log line", file=sys.stderr)
+        outcomes = {
+            h: NodeOutcome(host=h, kind=OutcomeKind.UNREACHABLE, error="did not join Ray within 1 s") for h in lost
+        }
+        yield AllocationRay(address="10.0.0.1:6379", nodes=dict.fromkeys(hosts), lost=outcomes, join_s=1.0)
+        print("(raylet) stopping", file=sys.stderr)
+
+    return ray_on_allocation
+
+
+def _allocation_preflight(monkeypatch, tmp_path: Path, lost: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
+    import fleetdx.orchestrator.cluster.allocation as allocation
+    from fleetdx.orchestrator.preflight import job
+    from fleetdx.orchestrator.preflight.run import analyze_bundles
+    from fleetdx.orchestrator.scheduler.targets import Targets, TargetSource
+
+    monkeypatch.setenv("FLEETDX_RAY_LOG_DIR", str(tmp_path / "ray"))
+    monkeypatch.setattr(allocation, "ray_on_allocation", _chatty_allocation(lost))
+    bundle = Path(__file__).parent / "fixtures" / "bundles" / "h100-idle"
+    monkeypatch.setattr(job, "run_preflight", lambda *a, **k: analyze_bundles([bundle]))
+    said: list[str] = []
+    hosts = ["sim1", "sim2"]
+    job._on_allocation(job.PreflightRequest(), hosts, Targets(hosts=hosts, source=TargetSource.SLURM), said.append)
+    return said
+
+
+def test_ray_driver_output_goes_to_its_log_when_all_is_well(monkeypatch, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Issue 21 item 8: successful jobs' output carried 22-line '(raylet) Raylet is terminated' blocks."""
+    said = _allocation_preflight(monkeypatch, tmp_path, lost=[])
+    out, err = capsys.readouterr()
+    assert "raylet" not in out + err
+    assert not any("raylet" in line for line in said)
+    log = (tmp_path / "ray" / "driver.log").read_text()
+    assert RAYLET_BLOCK in log and "(raylet) [stderr] last log line" in log and "(raylet) stopping" in log
+    assert said[-1].endswith(f"Ray stopped; its output in {tmp_path / 'ray'}")
+
+
+def test_ray_driver_output_is_shown_when_a_node_did_not_join(monkeypatch, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    said = _allocation_preflight(monkeypatch, tmp_path, lost=["sim2"])
+    out, err = capsys.readouterr()
+    assert "raylet" not in out + err  # shown through say (stderr), never on stdout
+    tail = said[said.index(f"fleetdx: Ray's driver output (last 3 lines of {tmp_path / 'ray' / 'driver.log'}):") :]
+    assert tail[1:] == [RAYLET_BLOCK, "(raylet) [stderr] last log line", "(raylet) stopping"]
+
+
+def test_a_retry_waits_until_slurm_has_let_go_of_the_previous_step(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 21 item 8: two `ray start` steps ran on one node after a retry. A STAND-IN squeue lists the
+    previous step of sim2 for its first two answers."""
+    from fleetdx.orchestrator.cluster.allocation import step_gone
+
+    calls = tmp_path / "calls"
+    squeue = tmp_path / "bin" / "squeue"
+    squeue.parent.mkdir()
+    squeue.write_text(
+        "#!/bin/bash\n# STAND-IN squeue: the step is listed for the first two calls\n"
+        f'echo x >> {calls}; [ "$(wc -l < {calls})" -le 2 ] && echo fleetdx-ray-sim2; echo fleetdx-ray-sim3\n'
+    )
+    squeue.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{squeue.parent}:{os.environ['PATH']}")
+    env = dict(os.environ)
+    assert step_gone("42", "sim2", env, wait_s=60)
+    assert len(calls.read_text().split()) == 3
+    assert not step_gone("42", "sim3", env, wait_s=0)  # still listed when the wait is over: no retry
+    assert step_gone("nojob", "sim3", env)

@@ -12,7 +12,8 @@ Inside an allocation of N nodes (``sbatch``/``salloc``: ``SLURM_JOB_ID`` set) an
    training's;
 3. polls ``ray.nodes()`` every :data:`JOIN_POLL_S` until every expected host has an alive Ray node, or the
    join deadline passes, or every missing host's ``srun`` has ended for good (no fixed sleep; a ``ray start``
-   that gives up is launched again, at most :data:`WORKER_ATTEMPTS` times, while time is left). A host that
+   that gives up is launched again, at most :data:`WORKER_ATTEMPTS` times, while time is left, and only once
+   Slurm no longer lists its previous step: never two ``ray start`` steps on one node). A host that
    has not joined is handed back as an UNREACHABLE outcome "did not join Ray within S s" (with the ``srun``
    exit status and last stderr line when it ended early), which the pre-flight reports as
    ``NODE_UNREACHABLE``;
@@ -20,6 +21,10 @@ Inside an allocation of N nodes (``sbatch``/``salloc``: ``SLURM_JOB_ID`` set) an
    process in it) and to the head's ``ray start --block`` (which stops the Ray processes it started), SIGKILL
    after :data:`STOP_GRACE_S` to whatever of that process tree is left. Only what this module started is
    stopped; ``ray stop`` (every Ray process of the machine) is never used.
+
+What Ray prints (each ``ray start``'s output, and what this driver hears from the cluster: "(raylet) Raylet is
+terminated ..." blocks) goes to files in :func:`ray_log_dir` (``FLEETDX_RAY_LOG_DIR``, else
+``$TMPDIR/fleetdx-ray-JOBID``), kept after Ray is stopped; the caller shows them when something failed.
 
 Run it once per allocation (the batch script, or an ``salloc`` shell), not in each task of an ``srun`` step:
 every copy would start its own Ray. The ``ray`` executable is the one beside this Python (``sys.executable``'s
@@ -36,6 +41,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -62,6 +68,20 @@ WORKER_ATTEMPTS = 3
 RETRY_MIN_LEFT_S = 10.0
 #: seconds a stopped process gets between SIGTERM and SIGKILL
 STOP_GRACE_S = 15.0
+#: how long a worker's retry waits for Slurm to forget the step of its previous attempt, seconds
+STEP_GONE_S = 60.0
+#: the variable that names the folder of Ray's output (:func:`ray_log_dir`)
+LOG_DIR_VAR = "FLEETDX_RAY_LOG_DIR"
+
+
+def ray_log_dir(env: Mapping[str, str]) -> Path:
+    """The folder where Ray's output on the allocation goes: ``FLEETDX_RAY_LOG_DIR``, else
+    ``$TMPDIR/fleetdx-ray-JOBID`` (created). Files: ``HOST.ATTEMPT.log`` per ``ray start`` (the head's on the
+    batch host), ``driver.log`` what the pre-flight's Ray driver printed."""
+    named = env.get(LOG_DIR_VAR)
+    path = Path(named) if named else Path(tempfile.gettempdir()) / f"fleetdx-ray-{env.get('SLURM_JOB_ID', 'nojob')}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def in_allocation(env: Mapping[str, str]) -> bool:
@@ -111,13 +131,14 @@ class AllocationRay:
     """Ray on the allocation, up: ``address`` of the head (``IP:PORT``), ``nodes`` each expected host ->
     its Ray node (``None``: did not join), ``lost`` the UNREACHABLE outcome of each host that did not join,
     ``join_s`` seconds from starting the head to the end of the join wait, ``joined_at`` the
-    ``time.monotonic()`` of that moment."""
+    ``time.monotonic()`` of that moment, ``log_dir`` the folder of Ray's output (:func:`ray_log_dir`)."""
 
     address: str
     nodes: dict[str, RayNode | None]
     lost: dict[str, NodeOutcome[Any]] = field(default_factory=dict)
     join_s: float = 0.0
     joined_at: float = 0.0
+    log_dir: Path | None = None
 
     @property
     def joined(self) -> list[str]:
@@ -199,6 +220,7 @@ def ray_on_allocation(
     address = f"{ip}:{port}"
     job = env.get("SLURM_JOB_ID", "nojob")
     temp = Path(tempfile.mkdtemp(prefix=f"fdx-ray-{job}-", dir="/tmp"))  # short: Ray's socket paths are capped
+    logs = ray_log_dir(env)
     common = ["--block", "--disable-usage-stats"]
     launched: list[_Launched] = []
     connected = False
@@ -207,13 +229,13 @@ def ray_on_allocation(
     deadline = t0 + join_timeout_s
     try:
         head_argv = [ray_bin, "start", "--head", f"--port={port}", f"--node-ip-address={ip}", f"--temp-dir={temp}"]
-        head = _start([*head_argv, "--include-dashboard=false", *common], here, env, temp)
+        head = _start([*head_argv, "--include-dashboard=false", *common], here, env, logs)
         launched.append(head)
         _wait_head(head, address, deadline)
 
         def worker(h: str, attempt: int) -> _Launched:
-            argv = ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={h}", f"--job-name=fleetdx-ray-{h}"]
-            step = _start([*argv, ray_bin, "start", f"--address={address}", *common], h, env, temp, attempt)
+            argv = ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={h}", f"--job-name={step_name(h)}"]
+            step = _start([*argv, ray_bin, "start", f"--address={address}", *common], h, env, logs, attempt)
             launched.append(step)
             return step
 
@@ -228,7 +250,7 @@ def ray_on_allocation(
             ended = [h for h in missing if h in steps and steps[h].run.poll() is not None]
             left = deadline - time.monotonic()
             for h in list(ended):  # a `ray start` that gave up (its raylet slow to register) is tried again
-                if attempts[h] < WORKER_ATTEMPTS and left > RETRY_MIN_LEFT_S:
+                if attempts[h] < WORKER_ATTEMPTS and left > RETRY_MIN_LEFT_S and step_gone(job, h, env):
                     attempts[h] += 1
                     steps[h] = worker(h, attempts[h])
                     ended.remove(h)
@@ -250,13 +272,41 @@ def ray_on_allocation(
             lost[h] = NodeOutcome(
                 host=h, kind=OutcomeKind.UNREACHABLE, error=error, elapsed_s=joined_at - t0, ray_state="absent"
             )
-        yield AllocationRay(address=address, nodes=nodes, lost=lost, join_s=joined_at - t0, joined_at=joined_at)
+        yield AllocationRay(
+            address=address, nodes=nodes, lost=lost, join_s=joined_at - t0, joined_at=joined_at, log_dir=logs
+        )
     finally:
         if connected:
             ray.shutdown()
         stop_background([x.run for x in reversed(launched)], STOP_GRACE_S)  # workers first, the head last
         shutil.rmtree(temp, ignore_errors=True)
         restore()
+
+
+def step_name(host: str) -> str:
+    """The Slurm step name of the Ray worker on ``host``."""
+    return f"fleetdx-ray-{host}"
+
+
+def step_gone(job: str, host: str, env: Mapping[str, str], wait_s: float = STEP_GONE_S) -> bool:
+    """Whether Slurm no longer lists a step of ``job`` named :func:`step_name` (``squeue --steps``), waiting up
+    to ``wait_s`` for it to go: ``srun`` can end before slurmctld has let go of its step, and a retry started
+    then would make two ``ray start`` on one node. ``True`` when ``squeue`` cannot tell (no job id, no squeue:
+    nothing better to go by). Never raises."""
+    if job == "nojob" or not shutil.which("squeue"):
+        return True
+    deadline = time.monotonic() + wait_s
+    argv = ["squeue", "--noheader", "--steps", f"--jobs={job}", "--format=%j"]
+    while True:
+        try:
+            res = subprocess.run(argv, env=dict(env), capture_output=True, text=True, timeout=15, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return True
+        if res.returncode != 0 or step_name(host) not in res.stdout.split():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(JOIN_POLL_S * 4)
 
 
 def _exit_on_sigterm() -> Callable[[], None]:

@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import Field, model_validator
@@ -194,35 +195,79 @@ def _count(n: int, what: str) -> str:
 def _on_allocation(request: PreflightRequest, hosts: list[str], targets: Targets, say: Say) -> PreflightResult:
     """Inside a Slurm allocation with no Ray given: fleetdx starts Ray on it, runs, and stops what it started
     (:func:`fleetdx.orchestrator.cluster.allocation.ray_on_allocation`); ``say`` hears how long the nodes took to
-    join and the verdict took after that."""
+    join and the verdict took after that. What Ray's driver prints meanwhile ("(raylet) Raylet is terminated
+    ..." blocks, on stdout and stderr) goes to ``driver.log`` in Ray's log folder, shown on stderr only when
+    something failed (a node did not join, an error)."""
     import time
-    from contextlib import redirect_stdout
 
-    from fleetdx.orchestrator.cluster.allocation import JOIN_TIMEOUT_S, ray_on_allocation
+    from fleetdx.orchestrator.cluster.allocation import JOIN_TIMEOUT_S, ray_log_dir, ray_on_allocation
 
     join = request.join_timeout_s or JOIN_TIMEOUT_S
     say(f"fleetdx: starting Ray on {_count(len(hosts), 'node')} of the allocation (join timeout {join:g} s)...")
-    # Ray's driver prints what it hears from the cluster ("(raylet) Raylet is terminated ...") on stdout: the
-    # report (--json) must be alone there
-    with redirect_stdout(sys.stderr), ray_on_allocation(hosts, join_timeout_s=join) as up:
-        say(
-            f"fleetdx: probing {_count(len(up.joined), 'node')} at level {request.level.value} "
-            f"({len(up.joined)}/{len(hosts)} joined Ray in {up.join_s:.1f} s)..."
-        )
-        result = run_preflight(
-            {h: request.node_job(h) for h in hosts},
-            up.nodes,
-            run_timeout_s=request.run_timeout_s,
-            expected_gpus=targets.expected_gpus_per_node,
-            expected_gpus_source=targets.expected_gpus_source,
-            lost=up.lost,
-        )
-        verdict_s = time.monotonic() - up.joined_at
+    logs = ray_log_dir(os.environ)
+    failed = True
+    with _ray_output_to(logs / "driver.log", say) as tell:
+        with ray_on_allocation(hosts, join_timeout_s=join) as up:
+            tell(
+                f"fleetdx: probing {_count(len(up.joined), 'node')} at level {request.level.value} "
+                f"({len(up.joined)}/{len(hosts)} joined Ray in {up.join_s:.1f} s)..."
+            )
+            result = run_preflight(
+                {h: request.node_job(h) for h in hosts},
+                up.nodes,
+                run_timeout_s=request.run_timeout_s,
+                expected_gpus=targets.expected_gpus_per_node,
+                expected_gpus_source=targets.expected_gpus_source,
+                lost=up.lost,
+            )
+            verdict_s = time.monotonic() - up.joined_at
+        failed = bool(up.lost)
     say(
         f"Ray on the allocation ({up.address}): {len(up.joined)}/{len(hosts)} nodes joined in {up.join_s:.1f} s; "
-        f"verdict {verdict_s:.1f} s after that; Ray stopped"
+        f"verdict {verdict_s:.1f} s after that; Ray stopped; its output in {logs}"
     )
+    if failed:
+        _show_tail(logs / "driver.log", say)
     return result
+
+
+#: how many of the last lines of Ray's driver output are shown when something failed
+DRIVER_TAIL_LINES = 40
+
+
+@contextmanager
+def _ray_output_to(path: Path, say: Say) -> Iterator[Say]:
+    """Send what Python code prints to ``sys.stdout``/``sys.stderr`` (Ray's driver threads) to ``path`` while
+    inside; yield a ``say`` that still reaches the real stderr. On an error, the file's last lines follow on
+    stderr before the error goes on."""
+    from contextlib import redirect_stderr, redirect_stdout
+
+    real_err = sys.stderr
+
+    def tell(line: str) -> None:
+        with redirect_stderr(real_err):
+            say(line)
+
+    with open(path, "a", encoding="utf-8", errors="replace", buffering=1) as log:
+        try:
+            with redirect_stdout(log), redirect_stderr(log):
+                yield tell
+        except BaseException:
+            log.flush()
+            _show_tail(path, say)
+            raise
+
+
+def _show_tail(path: Path, say: Say) -> None:
+    """The last :data:`DRIVER_TAIL_LINES` lines of Ray's driver output, on stderr through ``say``."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return
+    if lines:
+        say(f"fleetdx: Ray's driver output (last {min(len(lines), DRIVER_TAIL_LINES)} lines of {path}):")
+        for line in lines[-DRIVER_TAIL_LINES:]:
+            say(line)
 
 
 def _simulated(request: PreflightRequest, progress: Progress | None, say: Say) -> PreflightResult:
