@@ -106,3 +106,16 @@ def test_a_store_barrier_counting_more_workers_than_the_world_is_a_configuration
     (only,) = run_postmortem([LogFiles([log])]).findings
     assert (only.code, only.rank) == (F.CONFIG_ERROR, 0)
     assert "counted 16 processes for a world of 8" in only.message and "its own port" in only.action
+
+
+def test_nvidia_smi_s_gpu_is_lost_in_a_job_log_drains_the_host_with_its_bus_id(tmp_path: Path) -> None:
+    log = tmp_path / "smi.log"
+    log.write_text(
+        "gpu-a05: [rank3]: step 88 loss 1.2\n"
+        "gpu-a05: Unable to determine the device handle for gpu 0000:01:00.0: GPU is lost. Reboot the system to "
+        "recover this GPU\n",
+        encoding="utf-8",
+    )
+    first = run_postmortem([LogFiles([log])]).findings[0]
+    assert (first.code, first.host) == (F.GPU_HW_FAULT, "gpu-a05")
+    assert "0000:01:00.0" in first.message and first.action.startswith("drain gpu-a05")

@@ -223,6 +223,16 @@ _F = FindingCode
 RULES: tuple[Rule, ...] = (
     # GPUs, PCIe, nodes
     Rule(EventKind.XID, _F.GPU_HW_FAULT, priority=100, key=("gpu", "host", "pci"), judge=_xid),
+    Rule(
+        EventKind.GPU_LOST,
+        _F.GPU_HW_FAULT,
+        priority=100,
+        key=("gpu", "host", "bus_id"),
+        when=_from("nvidia_smi.gpu_is_lost"),
+        message="nvidia-smi lost a GPU {where} ({d[bus_id]}): GPU is lost ({text})",
+        action="drain {host}: reboot it to recover the GPU, read its kernel log for the XID that lost it (79: fallen "
+        "off the bus, 48/94/95: ECC); reseat or RMA the GPU if it repeats; resubmit with --exclude={host}",
+    ),
     Rule(EventKind.GPU_LOST, _F.GPU_HW_FAULT, priority=100, key=("gpu", "host", "pci")),
     Rule(EventKind.AER, _F.GPU_HW_FAULT, C, 95, key=("pcie", "host", "pci"), when=_fatal_aer),
     Rule(EventKind.AER, _F.GPU_HW_FAULT, W, 15, "observer", ("pcie", "host", "pci")),
