@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -37,10 +38,12 @@ from fleetdx.orchestrator.steps.decompose import (
     decompose_trace,
 )
 from fleetdx.orchestrator.steps.load import expand, is_trainlog, load_steplog, load_steptime_log, load_trace
-from fleetdx.orchestrator.store.store import Store
 from fleetdx.probes.contracts import Contract, Job, SchedulerKind, Severity
 from fleetdx.probes.errors import FleetdxError
 from fleetdx.probes.parsers.kineto import DEFAULT_MAX_EVENTS
+
+if TYPE_CHECKING:
+    from fleetdx.orchestrator.store.store import Store
 
 #: 1.96: the two-sided 95% normal quantile; 1.2533 = sqrt(pi/2): the asymptotic standard error of a sample
 #: median is 1.2533 sigma / sqrt(n) for normal data (Kenney & Keeping, "Mathematics of Statistics", 1962)
@@ -279,6 +282,8 @@ def run(request: StepsRequest) -> StepsRun:
     hist: dict[str, list[Finding]] | None = None
     unread: list[str] = []
     if request.history:
+        from fleetdx.orchestrator.store.store import Store  # SQLAlchemy: only when the store is read
+
         hosts = sorted({r.host for r in loaded.ranks if r.host})
         try:
             with Store.open(request.db) as store:
