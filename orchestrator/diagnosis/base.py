@@ -12,6 +12,7 @@ for each node.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from functools import cached_property
 from typing import Any, TypeVar, cast
@@ -21,6 +22,7 @@ from pydantic import Field
 from fleetdx.orchestrator.judgement import Finding
 from fleetdx.probes.contracts import Contract
 from fleetdx.probes.facts import NodeFacts
+from fleetdx.probes.parsers.topo import TopoMatrix
 
 T = TypeVar("T")
 
@@ -61,3 +63,38 @@ class Fleet(Contract):
 
 
 Rule = Callable[[NodeFacts, Fleet], list[Finding]]
+
+#: the :class:`NodeFacts` fields a *peer rule* (one that reads the fleet: a majority, peer figures, peer
+#: matrices; each rules module lists its own in ``PEER_RULES``) may read, of its node and of ``fleet.nodes``.
+#: A streamed diagnosis (:func:`~fleetdx.orchestrator.diagnosis.engine.diagnose_stream`) keeps only these
+#: of each node (:func:`peer_view`, a few KiB) until every node has been seen; the other rules read only
+#: their node and run as each node arrives.
+PEER_FIELDS = ("host", "replayed", "gpus", "gpu_source", "gpu_processes", "microbench", "topo")
+
+
+class PeerViews:
+    """Makes the :func:`peer_view` of each node of one fleet, sharing equal ``topo -m`` matrices: a fleet's
+    nodes mostly have one layout, so the matrices (frozen models) of 4,096 such nodes are held once."""
+
+    def __init__(self) -> None:
+        self._topos: dict[bytes, TopoMatrix] = {}
+
+    def __call__(self, node: NodeFacts) -> NodeFacts:
+        """:func:`peer_view` of ``node`` with its matrix shared with an equal one seen before."""
+        topo = node.topo
+        if topo is not None:
+            key = hashlib.blake2b(topo.model_dump_json().encode(), digest_size=16).digest()
+            seen = self._topos.setdefault(key, topo)
+            if seen == topo:  # else a hash collision: the node keeps its own
+                topo = seen
+        return peer_view(node, topo)
+
+
+def peer_view(node: NodeFacts, topo: TopoMatrix | None = None) -> NodeFacts:
+    """``node`` with only :data:`PEER_FIELDS` (the others empty): what the peer rules read; ``topo`` (an
+    equal matrix) in place of the node's when given. Built without validation, so no GPU view is derived
+    again (``gpus``, ``gpu_processes`` are the node's own)."""
+    fields = {f: getattr(node, f) for f in PEER_FIELDS}
+    if topo is not None:
+        fields["topo"] = topo
+    return NodeFacts.model_construct(**fields)

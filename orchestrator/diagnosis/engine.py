@@ -7,16 +7,20 @@ each node's probe summaries, and why a node could not be judged) and the job tur
 A node whose probes produced nothing that could be judged (no probe ran and parsed, or no GPU inventory was
 obtained: ``nvidia-smi`` skipped, failed or unparseable) is *unjudged* (its verdict will be at least UNKNOWN);
 a node that never answered comes with its ``NODE_UNREACHABLE`` finding (critical) from the fan-out.
+
+:func:`diagnose` judges a fleet held in memory; :func:`diagnose_stream` gives the same diagnosis from nodes
+that arrive one by one (``fleetdx analyze`` of thousands of bundles) and keeps of each only its findings,
+probe summaries and the few KiB the peer rules read, so its memory hardly grows with the fleet.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pydantic import Field
 
 from fleetdx.orchestrator.diagnosis import rules_gpu, rules_nccl, rules_node, rules_topo
-from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
+from fleetdx.orchestrator.diagnosis.base import Fleet, PeerViews, Rule
 from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import ProbeSummary
 from fleetdx.probes.catalog import QUERY_GPU_FILE, SMI_XML_FILE
@@ -25,6 +29,9 @@ from fleetdx.probes.facts import NodeFacts, ProbeRecord
 
 #: every rule the engine runs, in this order; each rules module exports ``RULES``
 RULES: list[Rule] = [*rules_gpu.RULES, *rules_node.RULES, *rules_nccl.RULES, *rules_topo.RULES]
+
+#: the rules of ``RULES`` that read the fleet; they read only ``base.PEER_FIELDS`` (:func:`diagnose_stream`)
+PEER_RULES: list[Rule] = [*rules_gpu.PEER_RULES, *rules_topo.PEER_RULES]
 
 #: bundle files holding the GPU inventory; a node with none of them parsed cannot be judged (UNKNOWN)
 GPU_INVENTORY_FILES = (SMI_XML_FILE, QUERY_GPU_FILE)
@@ -144,10 +151,58 @@ def diagnose(fleet: Fleet, lost: Sequence[Finding] = (), rules: Sequence[Rule] =
         probes[node.host] = _summaries(node)
         if reason is not None:
             unjudged[node.host] = reason
-    known = {n.host for n in fleet.nodes}
+    return _with_lost(findings, probes, unjudged, {n.host for n in fleet.nodes}, lost)
+
+
+def _with_lost(
+    findings: list[Finding],
+    probes: dict[str, list[ProbeSummary]],
+    unjudged: dict[str, str],
+    known: set[str],
+    lost: Sequence[Finding],
+) -> Diagnosis:
     for f in lost:
         for host in f.nodes:
             if host not in known:
                 unjudged.setdefault(host, "no facts: node lost")
         findings.append(f)
     return Diagnosis(hosts=sorted(known | set(unjudged)), findings=findings, probes=probes, unjudged=unjudged)
+
+
+def diagnose_stream(
+    nodes: Iterable[NodeFacts],
+    *,
+    expected_gpus_per_node: int | None = None,
+    expected_gpus_source: str | None = None,
+    lost: Sequence[Finding] = (),
+) -> Diagnosis:
+    """:func:`diagnose` of the fleet of ``nodes`` (with :data:`RULES`), equal to it, without holding the
+    fleet: ``nodes`` is read once, in order, and each node is dropped once judged.
+
+    As a node arrives its probe findings and the rules that read only their node run on it (they are given
+    a fleet without nodes); of the node only :func:`~fleetdx.orchestrator.diagnosis.base.peer_view` is kept,
+    a few KiB. Once all have arrived the :data:`PEER_RULES` run on those views (their majorities and peer
+    figures built once). Findings come in :func:`diagnose`'s order.
+    """
+    peer_rules = {id(r) for r in PEER_RULES}
+    empty = Fleet(nodes=[], expected_gpus_per_node=expected_gpus_per_node, expected_gpus_source=expected_gpus_source)
+    views: list[NodeFacts] = []
+    # per node: its probe findings, and each rule's findings (None for a peer rule: it runs at the end)
+    slots: list[tuple[list[Finding], list[list[Finding] | None]]] = []
+    probes: dict[str, list[ProbeSummary]] = {}
+    unjudged: dict[str, str] = {}
+    view_of = PeerViews()
+    for node in nodes:
+        reason = unjudged_reason(node)
+        slots.append((probe_findings(node), [None if id(r) in peer_rules else r(node, empty) for r in RULES]))
+        probes[node.host] = _summaries(node)
+        if reason is not None:
+            unjudged[node.host] = reason
+        views.append(view_of(node))
+    fleet = Fleet(nodes=views, expected_gpus_per_node=expected_gpus_per_node, expected_gpus_source=expected_gpus_source)
+    findings: list[Finding] = []
+    for view, (first, parts) in zip(views, slots, strict=True):
+        findings += first
+        for rule, got in zip(RULES, parts, strict=True):
+            findings += rule(view, fleet) if got is None else got
+    return _with_lost(findings, probes, unjudged, {v.host for v in views}, lost)

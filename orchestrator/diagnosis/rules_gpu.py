@@ -31,6 +31,7 @@ from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.probes.catalog import (
     DMESG_FILE,
     MICROBENCH_FILE,
+    SMI_XML_FILE,
     TOPO_FILE,
 )
 from fleetdx.probes.contracts import EvidenceValue, Severity
@@ -555,11 +556,12 @@ def _peer_median(node: NodeFacts, fleet: Fleet, name: str | None, metric: ref.Me
 
 
 def _bench_subject(node: NodeFacts, m: Microbench) -> str:
-    """``GPU<index>``; the flat one-GPU JSON names no index: then the node's only GPU, if it has one."""
+    """``GPU<index>``; the flat one-GPU JSON names no index: then the node's only GPU (``nvidia-smi -q -x``'s,
+    read from its GPU view), if it has one."""
     if m.gpu_index is not None:
         return _subject(m.gpu_index)
-    if node.smi is not None and len(node.smi.gpus) == 1 and len(node.microbench) == 1:
-        return _subject(node.smi.gpus[0].index)
+    if node.gpu_source == SMI_XML_FILE and len(node.gpus) == 1 and len(node.microbench) == 1:
+        return _subject(node.gpus[0].index)
     return "GPU"
 
 
@@ -642,3 +644,6 @@ RULES: list[Rule] = [
     xid_rule,
     microbench_rule,
 ]
+
+#: the rules of ``RULES`` that read the fleet (:data:`~fleetdx.orchestrator.diagnosis.base.PEER_FIELDS` only)
+PEER_RULES: list[Rule] = [gpu_count_rule, microbench_rule]

@@ -16,6 +16,7 @@ from functools import cached_property
 from fleetdx.orchestrator.diagnosis.base import Fleet, Rule
 from fleetdx.orchestrator.diagnosis.topo_findings import comparison_findings, node_findings
 from fleetdx.orchestrator.judgement import Finding
+from fleetdx.probes.catalog import SMI_XML_FILE
 from fleetdx.probes.facts import NodeFacts
 from fleetdx.probes.parsers.topo import TopoMatrix
 from fleetdx.topology.fleet import MIN_PEERS, CellCounts, LayoutKey, compare_to_majority, layout_key
@@ -30,10 +31,13 @@ def topo_node_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
 
 
 def gpu_model(node: NodeFacts) -> str | None:
-    """The GPU product name of ``node`` (``nvidia-smi -q -x``) when all its GPUs share one, else ``None``."""
-    if node.smi is None:
+    """The GPU product name of ``node`` (``nvidia-smi -q -x``) when all its GPUs share one, else ``None``.
+
+    Read from the GPU views (``node.gpus``) that came from the XML, the same names as ``node.smi``'s: a peer
+    rule reads only :data:`~fleetdx.orchestrator.diagnosis.base.PEER_FIELDS`."""
+    if node.gpu_source != SMI_XML_FILE:
         return None
-    names = {g.name for g in node.smi.gpus if g.name}
+    names = {g.name for g in node.gpus if g.name}
     return names.pop() if len(names) == 1 else None
 
 
@@ -91,3 +95,6 @@ def topo_peers_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
 
 
 RULES: list[Rule] = [topo_node_rule, topo_peers_rule]
+
+#: the rules of ``RULES`` that read the fleet (:data:`~fleetdx.orchestrator.diagnosis.base.PEER_FIELDS` only)
+PEER_RULES: list[Rule] = [topo_peers_rule]

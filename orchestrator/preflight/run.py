@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ from pydantic import Field
 
 from fleetdx.orchestrator.cluster.fanout import NodeOutcome, OutcomeKind, RayNode, fan_out
 from fleetdx.orchestrator.diagnosis.base import Fleet
-from fleetdx.orchestrator.diagnosis.engine import Diagnosis, diagnose
+from fleetdx.orchestrator.diagnosis.engine import Diagnosis, diagnose, diagnose_stream
 from fleetdx.orchestrator.diagnosis.robust import DetectionPolicy
 from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import ProbeSummary, RunKind, RunReport, Schedule, assemble_report
@@ -142,15 +142,45 @@ def lost_finding(outcome: NodeOutcome[Any], run_timeout_s: float) -> Finding:
     )
 
 
+class RawBundles(Mapping[str, Mapping[str, str]]):
+    """host -> file name -> raw text of bundles in memory (``bundles``) and of bundle directories (``dirs``),
+    the latter read again from disk each time a host's entry is read, so that going through the hosts one
+    by one holds one directory's text at a time.
+
+    Reading a directory's entry raises :class:`~fleetdx.probes.bundle.BundleError` when it is no longer a
+    bundle."""
+
+    def __init__(self, bundles: Mapping[str, BundleData], dirs: Mapping[str, Path]) -> None:
+        self._bundles = bundles
+        self._dirs = dirs
+
+    def __getitem__(self, host: str) -> Mapping[str, str]:
+        if host in self._dirs:
+            return read_bundle(self._dirs[host]).files
+        return self._bundles[host].files
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._bundles
+        yield from (h for h in self._dirs if h not in self._bundles)
+
+    def __len__(self) -> int:
+        return len(self._bundles) + sum(h not in self._bundles for h in self._dirs)
+
+
 class PreflightResult(Contract):
-    """A run's report plus the raw bundles it rests on (host -> bundle), for the store."""
+    """A run's report plus the raw bundles it rests on (host -> bundle), for the store; ``bundle_dirs``
+    (host -> bundle directory) names those of ``fleetdx analyze``, whose text is not held in memory."""
 
     report: RunReport
     bundles: dict[str, BundleData]
+    bundle_dirs: dict[str, Path] = Field(default_factory=dict)
 
-    def raw(self) -> dict[str, dict[str, str]]:
-        """host -> file name -> raw text, the shape ``store.save_report(raw=...)`` takes."""
-        return {h: dict(b.files) for h, b in self.bundles.items()}
+    def raw(self) -> Mapping[str, Mapping[str, str]]:
+        """host -> file name -> raw text, the shape ``store.save_report(raw=...)`` takes; the hosts of
+        ``bundle_dirs`` read from their directory when their entry is read (:class:`RawBundles`)."""
+        if not self.bundle_dirs:
+            return {h: dict(b.files) for h, b in self.bundles.items()}
+        return RawBundles(self.bundles, self.bundle_dirs)
 
 
 def report_of(
@@ -435,16 +465,26 @@ def run_local_preflight(
 def analyze_bundles(bundle_dirs: Sequence[Path], expected_gpus: int | None = None) -> PreflightResult:
     """The pre-flight diagnosis, offline, on bundle directories (with or without ``meta.json``).
 
+    Streamed (:func:`~fleetdx.orchestrator.diagnosis.engine.diagnose_stream`): one bundle's text and facts
+    in memory at a time, so memory hardly grows with the number of bundles; the result's raw outputs are
+    read again from the directories when the store asks (:meth:`PreflightResult.raw`).
+
     Raises:
         BundleError: a directory is not a bundle.
     """
     started = time.time()
-    bundles = [read_bundle(Path(d)) for d in bundle_dirs]
-    facts = [node_facts(b) for b in bundles]
+    dirs: dict[str, Path] = {}
+
+    def facts() -> Iterator[NodeFacts]:
+        for d in bundle_dirs:
+            bundle = read_bundle(Path(d))
+            dirs[bundle.host] = Path(d)
+            yield node_facts(bundle)
+
     gpus_source = "--gpus-per-node" if expected_gpus is not None else None
-    diagnosis = diagnose(_fleet(facts, expected_gpus, gpus_source))
+    diagnosis = diagnose_stream(facts(), expected_gpus_per_node=expected_gpus, expected_gpus_source=gpus_source)
     report = report_of(RunKind.ANALYZE, diagnosis, started_at=started, level=None, simulated=False)
-    return PreflightResult(report=report, bundles={b.host: b for b in bundles})
+    return PreflightResult(report=report, bundles={}, bundle_dirs=dirs)
 
 
 def spool(result: PreflightResult) -> SaveOutcome:

@@ -458,7 +458,8 @@ def _insert_run(session: Session, report: RunReport, raw: Mapping[str, Mapping[s
     )
     run.nodes = [_node_row(i, n) for i, n in enumerate(report.nodes)]
     run.raw_outputs = [
-        _raw_row(host, name, text) for host, files in sorted(raw.items()) for name, text in sorted(files.items())
+        # host by host: a lazy ``raw`` (PreflightResult.raw of analyze) holds one host's text at a time
+        _raw_row(host, name, text) for host in sorted(raw) for name, text in sorted(raw[host].items())
     ]
     run.findings = [_finding_row(i, f) for i, f in enumerate(report.findings)]
     run.recommendations = [_recommendation_row(i, r) for i, r in enumerate(report.recommendations)]
