@@ -263,3 +263,61 @@ def test_snapshot_keeper_advances_on_new_runs_and_renews_by_age_off_the_request_
     after = keeper.get(store, gen)
     assert after is not third and keeper.made == 3
     assert SnapshotKeeper(0).get(store, gen) is None  # --placement-cache 0: no snapshot
+
+
+def test_an_answer_carries_its_etag_and_a_client_holding_it_gets_304(client: TestClient) -> None:
+    """Issue 22 item 6: an answer is sent as the bytes encoded once (the cached answer is not serialised again)
+    with a strong ETag; ``If-None-Match`` naming it (or ``*``, or a weak form of it in a list) is a 304 without
+    a body, for GET and POST alike; a pushed report that changes the answer changes the tag."""
+    q = {"nodes": 1, "gpus_per_node": 1}
+    first = client.get("/placement", params=q)
+    tag = first.headers["etag"]
+    assert first.status_code == 200 and first.headers["content-type"] == "application/json"
+    assert tag.startswith('"') and tag.endswith('"') and first.headers["cache-control"] == "no-cache"
+    again = client.get("/placement", params=q, headers={"If-None-Match": tag})
+    assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == tag
+    assert client.get("/placement", params=q, headers={"If-None-Match": '"other"'}).json() == first.json()
+    assert client.get("/placement", params=q, headers={"If-None-Match": "*"}).status_code == 304
+    body = client.post("/placement", json=q, headers={"If-None-Match": f'"other", W/{tag}'})
+    assert body.status_code == 304 and body.headers["etag"] == tag
+    assert client.post("/reports", json=upload(time.time() - 60, busy_findings("gpu01"), ["gpu01"])).status_code == 201
+    changed = client.get("/placement", params=q, headers={"If-None-Match": tag})
+    assert changed.status_code == 200 and changed.json() != first.json() and changed.headers["etag"] != tag
+
+
+def test_concurrent_generation_reads_are_shared_and_never_older_than_the_request() -> None:
+    """placement_cache.Coalesced: the store generation read while queries wait is shared by them (11 callers,
+    2 reads), and a caller that arrived after a read began waits for the next one (a run stored meanwhile is
+    seen: it never gets the older value)."""
+    import asyncio
+    import threading
+
+    from fleetdx.orchestrator.service.placement_cache import Coalesced
+
+    stored = [0]
+    reads: list[int] = []
+    gate = threading.Event()
+
+    def read() -> int:
+        value = stored[0]  # what the database holds when the query starts
+        reads.append(value)
+        gate.wait(30)
+        return value
+
+    shared = Coalesced(read)
+
+    async def main() -> tuple[int, list[int]]:
+        first = asyncio.ensure_future(shared.get())
+        for _ in range(3000):  # until the first read has begun (in the thread pool)
+            if reads:
+                break
+            await asyncio.sleep(0.01)
+        stored[0] = 1  # a run stored after the first read began
+        later = [asyncio.ensure_future(shared.get()) for _ in range(10)]
+        await asyncio.sleep(0)
+        gate.set()
+        return await first, list(await asyncio.gather(*later))
+
+    first, later = asyncio.run(main())
+    assert first == 0 and later == [1] * 10
+    assert reads == [0, 1] and shared.reads == 2

@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -69,7 +69,13 @@ from fleetdx.orchestrator.service.ingest import (
     parse_upload,
 )
 from fleetdx.orchestrator.service.metrics import CONTENT_TYPE, RequestMetrics, exposition
-from fleetdx.orchestrator.service.placement_cache import DEFAULT_TTL_S, PlacementCache, SnapshotKeeper
+from fleetdx.orchestrator.service.placement_cache import (
+    DEFAULT_TTL_S,
+    Coalesced,
+    EncodedAnswer,
+    PlacementCache,
+    SnapshotKeeper,
+)
 from fleetdx.orchestrator.store import (
     FindingRecord,
     NodeHistory,
@@ -219,6 +225,7 @@ class Service:
         self.scheduler_nodes = scheduler_nodes
         self.answers = PlacementCache(placement_cache_s)
         self.snapshots = SnapshotKeeper(placement_cache_s)
+        self.generations = Coalesced(store.newest_run_pk)
         self.requests = requests
 
     def public(self, exc: Exception) -> str:
@@ -226,34 +233,61 @@ class Service:
         log.warning("%s", exc)
         return str(exc).replace(self.store.url, "the run database")
 
-    def place(self, request: PlacementRequest) -> PlacementAnswer:
-        """The placement answer (cached while the store and the scheduler's nodes are unchanged).
+    async def placement(self, request: PlacementRequest, if_none_match: str | None = None) -> Response:
+        """The placement answer as JSON with its ``ETag`` (a 304 without a body when ``if_none_match`` names
+        it), cached while the store and the scheduler's nodes are unchanged (:mod:`.placement_cache`). Only the
+        work that may block (the scheduler, the store generation, a computed answer) goes to the thread pool; a
+        cached answer is sent as its kept bytes.
 
         Raises:
             HTTPException: 503 when the scheduler does not answer, 422 for a request that cannot be answered
                 (one whose text no database or JSON answer can hold included: a control character or a lone
                 surrogate in ``partition``, ``hostlist`` or ``exclude``).
+            StoreError: the database does not answer (the app's handler makes it a 503).
         """
         problem = _placement_text_problem(request)
         if problem is not None:
             raise HTTPException(status_code=422, detail=problem)
-        try:
-            candidates = self.scheduler_nodes() if self.scheduler_nodes is not None else None
-        except ConfigError as e:  # Slurm missing, failing or timing out: the service's trouble, not the client's
-            raise HTTPException(status_code=503, detail=self.public(e)) from None
-        try:
-            generation = self.store.newest_run_pk()
-            snapshot = self.snapshots.get(self.store, generation)
-            return self.answers.answer(
-                request,
-                candidates,
-                generation,
-                lambda: place(
-                    request, store=self.store, candidates=candidates, cluster=self.cluster, snapshot=snapshot
-                ),
-            )
-        except PlacementInputError as e:
-            raise HTTPException(status_code=422, detail=str(e)) from None
+        candidates = None
+        if self.scheduler_nodes is not None:
+            try:
+                candidates = await run_in_threadpool(self.scheduler_nodes)
+            except ConfigError as e:  # Slurm missing, failing or timing out: the service's trouble, not the client's
+                raise HTTPException(status_code=503, detail=self.public(e)) from None
+        generation = await self.generations.get()
+        key = PlacementCache.key(request, candidates, generation)
+        encoded = self.answers.cached(key)
+        if encoded is None:
+            try:
+                encoded = await run_in_threadpool(self._compute, request, candidates, generation, key)
+            except PlacementInputError as e:
+                raise HTTPException(status_code=422, detail=str(e)) from None
+        headers = {"ETag": encoded.etag, "Cache-Control": "no-cache"}
+        if if_none_match is not None and _etag_matches(if_none_match, encoded.etag):
+            return Response(status_code=304, headers=headers)
+        return Response(encoded.body, media_type="application/json", headers=headers)
+
+    def _compute(
+        self,
+        request: PlacementRequest,
+        candidates: Sequence[SlurmNode] | None,
+        generation: int | None,
+        key: tuple[str, str, int | None],
+    ) -> EncodedAnswer:
+        """:func:`place` over the kept snapshot (blocking: it may read the store), encoded and kept."""
+        started = time.monotonic()
+        snapshot = self.snapshots.get(self.store, generation)
+        answer = place(request, store=self.store, candidates=candidates, cluster=self.cluster, snapshot=snapshot)
+        encoded = EncodedAnswer.of(answer)
+        self.answers.keep(key, encoded, started)
+        return encoded
+
+
+def _etag_matches(if_none_match: str, etag: str) -> bool:
+    """Whether an ``If-None-Match`` value (``*`` or a list of tags) names ``etag`` (weak comparison, RFC 9110)."""
+    if if_none_match.strip() == "*":
+        return True
+    return any(tag.strip().removeprefix("W/") == etag for tag in if_none_match.split(","))
 
 
 def _placement_text_problem(request: PlacementRequest) -> str | None:
@@ -267,8 +301,9 @@ def _placement_text_problem(request: PlacementRequest) -> str | None:
     return None
 
 
-def service(request: Request) -> Service:
-    """FastAPI dependency: the app's :class:`Service`."""
+async def service(request: Request) -> Service:
+    """FastAPI dependency: the app's :class:`Service` (a coroutine: FastAPI runs a plain function's dependency
+    in the thread pool, a hop per request for a lookup)."""
     svc = getattr(request.app.state, "service", None)
     if not isinstance(svc, Service):
         raise RuntimeError("the app has no Service in app.state.service (build it with create_app)")
@@ -332,7 +367,7 @@ def metrics(svc: ServiceDep) -> Response:
     return Response(exposition(fleet_state(svc.store), svc.requests), media_type=CONTENT_TYPE)
 
 
-def placement_query(
+async def placement_query(
     svc: ServiceDep,
     nodes: int = Query(ge=1, le=100_000),
     gpus_per_node: int = Query(ge=1, le=1024),
@@ -340,13 +375,16 @@ def placement_query(
     hostlist: str | None = Query(None, max_length=65536, pattern=r"^[^\x00-\x1f\x7f]+$"),
     exclude: list[str] = Query(default_factory=list),  # noqa: B008
     ib_port: int = Query(1, ge=1, le=255),
-) -> PlacementAnswer:
-    """Where a job of ``nodes`` x ``gpus_per_node`` GPUs should go (each ``exclude`` a Slurm hostlist)."""
+    if_none_match: str | None = Header(None),
+) -> Response:
+    """Where a job of ``nodes`` x ``gpus_per_node`` GPUs should go (each ``exclude`` a Slurm hostlist): a
+    ``PlacementAnswer`` with its ``ETag``, 304 when ``If-None-Match`` names it."""
     bad = [h for h in exclude if not re.match(SAFE_TEXT, h)]
     if bad:
         raise HTTPException(status_code=422, detail=f"exclude: {bad[0][:40]!r} is not a host name")
-    try:  # each value a Slurm hostlist, as `fleetdx place --exclude` takes it
-        ruled_out = [h for text in exclude for h in expand_hostlist(text)]
+    try:  # each value a Slurm hostlist, as `fleetdx place --exclude` takes it; a range may be long: not on the loop
+        plain = not any(c in text for text in exclude for c in "[],")  # one host name each: itself
+        ruled_out = list(exclude) if plain else await run_in_threadpool(_expand, exclude)
     except BadHostlist as e:
         raise HTTPException(status_code=422, detail=f"exclude: bad hostlist: {e}") from None
     request = PlacementRequest(
@@ -357,12 +395,19 @@ def placement_query(
         exclude=ruled_out,
         ib_port=ib_port,
     )
-    return svc.place(request)
+    return await svc.placement(request, if_none_match)
 
 
-def placement_body(svc: ServiceDep, request: PlacementRequest) -> PlacementAnswer:
+def _expand(hostlists: list[str]) -> list[str]:
+    """Every host of the Slurm hostlists, in order (raises :class:`BadHostlist`)."""
+    return [h for text in hostlists for h in expand_hostlist(text)]
+
+
+async def placement_body(
+    svc: ServiceDep, request: PlacementRequest, if_none_match: str | None = Header(None)
+) -> Response:
     """Where a job should go, asked with a ``PlacementRequest`` body (a read: it changes nothing)."""
-    return svc.place(request)
+    return await svc.placement(request, if_none_match)
 
 
 async def post_report(svc: ServiceDep, request: Request) -> JSONResponse:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from fleetdx.orchestrator.store import Store
 from fleetdx.orchestrator.store.tokens import TokenInfo, TokenScope, check_token
@@ -58,6 +59,15 @@ class Auth:
             )
         return info
 
+    async def check_async(
+        self, scope: TokenScope, credentials: HTTPAuthorizationCredentials | None
+    ) -> TokenInfo | None:
+        """:meth:`check` from a coroutine: a request without a token is decided at once, a token is looked up
+        in the thread pool (a database query)."""
+        if credentials is None:
+            return self.check(scope, None)
+        return await run_in_threadpool(self.check, scope, credentials)
+
 
 def _auth_of(request: Request) -> Auth:
     auth = getattr(request.app.state, "auth", None)
@@ -66,17 +76,18 @@ def _auth_of(request: Request) -> Auth:
     return auth
 
 
-def require_read(
+async def require_read(
     request: Request,
     credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
 ) -> TokenInfo | None:
-    """FastAPI dependency of a read endpoint (the app's :class:`Auth` in ``app.state.auth``)."""
-    return _auth_of(request).check(TokenScope.READ, credentials)
+    """FastAPI dependency of a read endpoint (the app's :class:`Auth` in ``app.state.auth``). A coroutine: an
+    open read without a token takes no hop to the thread pool."""
+    return await _auth_of(request).check_async(TokenScope.READ, credentials)
 
 
-def require_write(
+async def require_write(
     request: Request,
     credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
 ) -> TokenInfo | None:
     """FastAPI dependency of a write endpoint (the app's :class:`Auth` in ``app.state.auth``)."""
-    return _auth_of(request).check(TokenScope.WRITE, credentials)
+    return await _auth_of(request).check_async(TokenScope.WRITE, credentials)

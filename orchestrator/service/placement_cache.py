@@ -7,7 +7,13 @@ submission wrapper asking the same question many times a second would saturate t
 reused only when the request and the candidates are equal, the store's newest run is the same
 (:meth:`~fleetdx.orchestrator.store.Store.newest_run_pk`, one indexed query: a report pushed to the service
 is seen by the next query), and it is at most ``ttl_s`` seconds old (so the clock drifts by at most that much
-against a week-long validity). Thread-safe: FastAPI runs sync endpoints in a thread pool.
+against a week-long validity). An answer is kept with its JSON body and ETag (:class:`EncodedAnswer`), encoded
+once: a cached answer is sent as those bytes, not validated and serialised again per request. Thread-safe: the
+answers are computed in the thread pool.
+
+The store generation itself is one query per request; :class:`Coalesced` shares one read among the requests
+that wait at the same time (each still gets a read that started after it arrived, so a report stored before a
+query is always seen by it), so 16 concurrent queries cost one or two database round trips, not 16.
 
 Distinct questions (other node counts, exclude lists, hostlists) cannot reuse an answer, but they rest on the
 same store state: :class:`SnapshotKeeper` keeps one
@@ -19,11 +25,17 @@ off the request path when ``ttl_s`` old, so such a query only filters and ranks 
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from starlette.concurrency import run_in_threadpool
 
 from fleetdx.orchestrator.placement.contracts import PlacementAnswer, PlacementRequest
 from fleetdx.orchestrator.placement.policy import DEFAULT_POLICY, HealthPolicy
@@ -39,28 +51,44 @@ DEFAULT_TTL_S = 5.0
 #: answers kept per worker (least recently used dropped first)
 MAX_ENTRIES = 128
 
+T = TypeVar("T")
+_Key = tuple[str, str, int | None]
+
+
+@dataclass(frozen=True)
+class EncodedAnswer:
+    """A placement answer with its JSON ``body`` (UTF-8 bytes, pydantic's encoding of ``answer``) and its
+    ``etag`` (a quoted strong validator of the body: equal bodies, equal tags)."""
+
+    answer: PlacementAnswer
+    body: bytes
+    etag: str
+
+    @classmethod
+    def of(cls, answer: PlacementAnswer) -> EncodedAnswer:
+        body = answer.model_dump_json().encode("utf-8")
+        return cls(answer, body, '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"')
+
 
 class PlacementCache:
     """See the module doc. ``ttl_s`` 0 disables it (every query computes)."""
 
     def __init__(self, ttl_s: float = DEFAULT_TTL_S, max_entries: int = MAX_ENTRIES) -> None:
         self.ttl_s, self.max_entries = ttl_s, max_entries
-        self._entries: OrderedDict[tuple[str, str, int | None], tuple[float, PlacementAnswer]] = OrderedDict()
+        self._entries: OrderedDict[_Key, tuple[float, EncodedAnswer]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def answer(
-        self,
-        request: PlacementRequest,
-        candidates: Sequence[SlurmNode] | None,
-        generation: int | None,
-        compute: Callable[[], PlacementAnswer],
-    ) -> PlacementAnswer:
-        """The cached answer for this request, candidates and store generation, else ``compute()``'s (kept)."""
-        if self.ttl_s <= 0:
-            return compute()
+    @staticmethod
+    def key(request: PlacementRequest, candidates: Sequence[SlurmNode] | None, generation: int | None) -> _Key:
+        """What an answer depends on besides the clock (see the module doc)."""
         cands = "" if candidates is None else "\n".join(c.model_dump_json() for c in candidates)
-        key = (request.model_dump_json(), cands, generation)
+        return (request.model_dump_json(), cands, generation)
+
+    def cached(self, key: _Key) -> EncodedAnswer | None:
+        """The answer kept for ``key`` while at most ``ttl_s`` old, else ``None`` (counted as a miss)."""
+        if self.ttl_s <= 0:
+            return None
         now = time.monotonic()
         with self._lock:
             hit = self._entries.get(key)
@@ -69,13 +97,69 @@ class PlacementCache:
                 self.hits += 1
                 return hit[1]
             self.misses += 1
-        answer = compute()  # outside the lock: two workers' threads may compute the same answer once each
+        return None
+
+    def keep(self, key: _Key, answer: EncodedAnswer, computed_at: float) -> None:
+        """Keep ``answer`` for ``key`` (``computed_at``: :func:`time.monotonic` when its computation began)."""
+        if self.ttl_s <= 0:
+            return
         with self._lock:
-            self._entries[key] = (now, answer)
+            self._entries[key] = (computed_at, answer)
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
+
+    def answer(
+        self,
+        request: PlacementRequest,
+        candidates: Sequence[SlurmNode] | None,
+        generation: int | None,
+        compute: Callable[[], PlacementAnswer],
+    ) -> EncodedAnswer:
+        """The cached answer for this request, candidates and store generation, else ``compute()``'s (kept)."""
+        key = self.key(request, candidates, generation)
+        hit = self.cached(key)
+        if hit is not None:
+            return hit
+        now = time.monotonic()
+        answer = EncodedAnswer.of(compute())  # outside the lock: two threads may compute the same answer once each
+        self.keep(key, answer, now)
         return answer
+
+
+class Coalesced(Generic[T]):
+    """``read()`` (a blocking call, run in the thread pool) shared by the coroutines that ask at the same time.
+
+    :meth:`get` returns the value of a read that *started after* the call: while one read runs, every caller
+    arriving meanwhile waits for it to end, then the first of them starts the next read for all of them. So no
+    caller gets a value older than its own arrival (a run stored before a query is seen by that query), and a
+    burst of N concurrent callers costs two reads, not N. A failed read raises in the callers it was for that
+    find no newer value; the next caller reads again. One event loop at a time (a uvicorn worker's); a new loop
+    (a test client's) starts afresh."""
+
+    def __init__(self, read: Callable[[], T]) -> None:
+        self.read = read
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = asyncio.Lock()
+        self._asked = 0  # arrivals so far
+        self._covers = 0  # the arrivals the last good read started after
+        self._value: T | None = None
+        self.reads = 0
+
+    async def get(self) -> T:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop, self._lock, self._covers = loop, asyncio.Lock(), 0
+        self._asked += 1
+        ticket = self._asked
+        async with self._lock:
+            if self._covers >= ticket:
+                return self._value  # type: ignore[return-value]  # set with _covers
+            covers = self._asked  # every caller so far arrived before this read starts
+            value = await run_in_threadpool(self.read)
+            self.reads += 1
+            self._value, self._covers = value, covers
+            return value
 
 
 def _pk(generation: int | None) -> int:
