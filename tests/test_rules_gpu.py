@@ -446,3 +446,35 @@ def test_slow_microbench_on_an_idle_gpu_is_a_warning() -> None:
     got = {f.code: f for f in R.microbench_rule(alone, Fleet(nodes=[IDLE, alone]))}
     assert {f.severity for f in got.values()} == {Severity.WARNING} and FindingCode.HBM_SLOW in got
     assert "shared_with_pid" not in got[FindingCode.HBM_SLOW].details
+
+
+def test_modified_xid45_teardowns_after_a_root_xid_are_one_finding() -> None:
+    """Modified dmesg (issue 23): XID 79 on the fixture GPU, then XID 45 teardowns on 7 other GPUs of the node
+    (made-up bus ids). Before: 1 critical and 7 XID 45 findings; now the root's one finding carries them."""
+    lines = ["[ 100.0] NVRM: Xid (PCI:0000:00:06): 79, pid=7, name=python3, GPU has fallen off the bus."]
+    lines += [
+        f"[ {101 + i}.0] NVRM: Xid (PCI:0000:{0x10 + i:02x}:00): 45, pid=7, name=python3, Ch 00000010"
+        for i in range(7)
+    ]
+    node = facts("h100-vm-idle", "idle", xids=parse_xid("\n".join(lines)))
+    found = R.xid_rule(node, Fleet(nodes=[node]))
+    (f,) = found
+    assert (f.severity, f.details["xid"], f.subject) == (Severity.CRITICAL, 79, "GPU0")
+    assert len(f.details["consequences"]) == 7 and "XID 45 on 7 other GPU(s)" in f.message
+
+
+def test_xid45_without_a_root_stays_an_application_teardown() -> None:
+    lines = [f"[ {100 + i}.0] NVRM: Xid (PCI:0000:{0x10 + i:02x}:00): 45, pid=7, name=python3, Ch 10" for i in range(3)]
+    node = facts("h100-vm-idle", "idle", xids=parse_xid("\n".join(lines)))
+    found = R.xid_rule(node, Fleet(nodes=[node]))
+    assert len(found) == 3 and all(f.severity is not Severity.CRITICAL for f in found)
+    assert all("consequences" not in f.details for f in found)
+
+
+def test_a_teardown_before_the_root_is_not_its_consequence() -> None:
+    lines = [
+        "[ 90.0] NVRM: Xid (PCI:0000:00:10): 45, pid=7, name=python3, Ch 10",
+        "[ 100.0] NVRM: Xid (PCI:0000:00:06): 79, pid=7, name=python3, GPU has fallen off the bus.",
+    ]
+    node = facts("h100-vm-idle", "idle", xids=parse_xid("\n".join(lines)))
+    assert sorted(f.details["xid"] for f in R.xid_rule(node, Fleet(nodes=[node]))) == [45, 79]

@@ -361,23 +361,47 @@ def pcie_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
 # --- XIDs -----------------------------------------------------------------------------------------------
 
 _MAX_LINES = 10
+#: XIDs that a fault before them causes (NVIDIA's XID catalog: 45 "preemptive cleanup, due to previous errors",
+#: 43 "GPU stopped processing": the kernels of every GPU of the job end when one GPU is lost); ../shared/xid.md
+CONSEQUENCE_XIDS = frozenset({43, 45})
+#: consequence groups listed in the root finding's details
+_MAX_CONSEQUENCES = 16
+
+
+def _consequences(
+    groups: dict[tuple[str, int], list[XidEvent]], judged: dict[tuple[str, int], xid_table.XidJudgement]
+) -> tuple[tuple[str, int] | None, list[tuple[str, int]]]:
+    """(root, its consequences): the node's first critical XID group (by line), and the XID 43/45 groups of any
+    GPU of the node that start after it. A root fault then reads as one finding, not one per GPU it took down;
+    XID 45 without a root stays what it is (an application teardown)."""
+    roots = [k for k in groups if judged[k].xid_class.severity is Severity.CRITICAL]
+    if not roots:
+        return None, []
+    root = min(roots, key=lambda k: groups[k][0].line)
+    start = groups[root][0].line
+    return root, [k for k in groups if k != root and k[1] in CONSEQUENCE_XIDS and groups[k][0].line > start]
 
 
 def xid_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     """GPU_XID: one finding per (GPU, XID code), severity from the class in :mod:`xid_table` (application XIDs
     such as 13, 31, 43 are INFO and never condemn the node; repeated "escalates if repeats" codes, XID
     154's recovery action and the NVLink XIDs' own fatal / non-fatal word are honoured). Events are grouped so a
-    storm of one code is one finding with a count. Then GPU_LOST for the driver events without an XID
-    (:func:`gpu_lost_findings`)."""
+    storm of one code is one finding with a count; the XID 43/45 teardowns that follow a critical XID on any GPU of
+    the node join that root's finding (``details["consequences"]``, :func:`_consequences`). Then GPU_LOST for the
+    driver events without an XID (:func:`gpu_lost_findings`)."""
     if node.xids is None:
         return []
     groups: dict[tuple[str, int], list[XidEvent]] = defaultdict(list)
     for e in node.xids.events:
         groups[(e.pci, e.code)].append(e)
+    judgements = {k: xid_table.judge_xid(k[1], [e.message for e in events]) for k, events in groups.items()}
+    root, folded = _consequences(groups, judgements)
     out = []
     by_bus = gpu_index_by_bus(node.gpus)  # once per node, not per XID group
     for (pci, code), events in groups.items():
-        judged = xid_table.judge_xid(code, [e.message for e in events])
+        if (pci, code) in folded:
+            continue
+        judged = judgements[(pci, code)]
         cls = judged.xid_class
         info = xid_table.lookup(code)
         idx = by_bus.get(events[0].pci_key) if events[0].pci_key is not None else None
@@ -405,6 +429,16 @@ def xid_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                     f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}, non-fatal by the driver's own "
                     "message: watch the link (nvidia-smi nvlink -e); a fatal one needs a reset"
                 )
+        if (pci, code) == root and folded:
+            after = [groups[k] for k in folded]
+            gpus = len({k[0] for k in folded} - {pci})
+            codes = "/".join(str(c) for c in sorted({k[1] for k in folded}))
+            message += (
+                f"; then XID {codes} on {gpus} other GPU(s) of this node ({sum(map(len, after))} lines): "
+                "teardowns this fault caused, not faults of their own"
+            )
+            # "<pci> XID <code>" -> lines, at most _MAX_CONSEQUENCES (evidence values are flat)
+            evidence["consequences"] = {f"{k[0]} XID {k[1]}": len(groups[k]) for k in folded[:_MAX_CONSEQUENCES]}
         out.append(_finding(node, FindingCode.GPU_XID, cls.severity, subject, message, evidence))
     return out + gpu_lost_findings(node)
 
