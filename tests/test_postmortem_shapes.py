@@ -46,8 +46,9 @@ def test_first_cause_names_class_rank_and_host(stem: str) -> None:
     assert report.verdict is Verdict.CRITICAL and report.exit_code == 2
     if stem == "09_node_failure":  # the node that printed the cancellation is blamed nowhere
         assert all("gpu-c01" not in f.nodes for f in report.findings)
-    if stem == "11_deepspeed_pdsh_sigkill":  # the launcher's own -9 line, not a crash of node1
-        assert [f.code for f in report.findings] == [F.OOM_HOST]
+    if stem == "11_deepspeed_pdsh_sigkill":  # the launcher's own -9 line; pdsh's exit code 247 only observes node2
+        assert [(f.code, f.host) for f in report.findings] == [(F.OOM_HOST, "node2"), (F.PROCESS_CRASH, "node2")]
+        assert "exit code 247" in report.findings[1].message
     if stem == "14_c10d_port_in_use":  # the DistNetworkError is the rendezvous error, not a crash of rank 0
         assert F.PROCESS_CRASH not in {f.code for f in report.findings}
         assert [f.host for f in report.findings if f.code is F.NCCL_NETWORK_ERROR] == ["node2"]
