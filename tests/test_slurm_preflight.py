@@ -7,6 +7,7 @@ machine, each node its own hostname sim1..sim5, one STAND-IN GPU each through gr
   without training and resubmits itself without sim3, with the options given on the sbatch command line; the
   resubmitted job's pre-flight passes and its training step (a real gloo all-reduce over the 4 nodes) runs.
 * The epilog (slurm/epilog.sh) leaves one bundle per node under the job id.
+* Ray's output goes to FLEETDX_RAY_LOG_DIR (the script's ``fleetdx-JOBID/ray``), not the job's output.
 * A node whose slurmd hangs (SIGSTOP) never joins Ray: NODE_UNREACHABLE "did not join Ray within 20 s".
 
 Deadlines are generous (a loaded 2-core machine); nothing here asserts a duration.
@@ -105,6 +106,12 @@ def test_busy_node_excluded_resubmitted_with_original_options_and_trains(cluster
     assert c.job_field(second, "NodeList") == "sim[1-2,4-5]"
     report2 = json.loads((out / f"fleetdx-{second}" / "preflight.json").read_text())
     assert _critical(report2) == [] and report2["exit_code"] in (0, 1)
+    # Ray's output went to the job's Ray log folder, not the job's output (issue 21 item 8)
+    assert "(raylet)" not in log2 and "Raylet is terminated" not in log2
+    ray_logs = out / f"fleetdx-{second}" / "ray"
+    assert f"its output in {ray_logs}" in log2
+    assert (ray_logs / "driver.log").is_file()
+    assert {p.name.split(".")[0] for p in ray_logs.glob("sim*.log")} == {"sim1", "sim2", "sim4", "sim5"}
     ranks = sorted(re.findall(r"train: rank (\d)/4 on (sim\d): all_reduce sum 10 \(want 10\)", log2))
     assert ranks == [("0", "sim1"), ("1", "sim2"), ("2", "sim4"), ("3", "sim5")]
 
