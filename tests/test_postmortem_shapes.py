@@ -120,3 +120,16 @@ def test_nvidia_smi_s_gpu_is_lost_in_a_job_log_drains_the_host_with_its_bus_id(t
     first = run_postmortem([LogFiles([log])]).findings[0]
     assert (first.code, first.host) == (F.GPU_HW_FAULT, "gpu-a05")
     assert "0000:01:00.0" in first.message and first.action.startswith("drain gpu-a05")
+
+
+def test_system_not_yet_initialized_drains_the_node_for_its_fabric_manager(tmp_path: Path) -> None:
+    """cudaErrorSystemNotReady (torch's CUDA error, NCCL's Cuda failure) is the node's NVSwitch fabric manager."""
+    log = tmp_path / "fm.log"
+    log.write_text(
+        "gpu-h07: [rank3]: RuntimeError: CUDA error: system not yet initialized\n"
+        "gpu-h07:4411:4490 [2] NCCL WARN Cuda failure 'system not yet initialized'\n",
+        encoding="utf-8",
+    )
+    first = run_postmortem([LogFiles([log])]).findings[0]
+    assert (first.code, first.host) == (F.GPU_HW_FAULT, "gpu-h07")
+    assert "Fabric Manager" in first.message and first.action.startswith("drain gpu-h07")

@@ -209,6 +209,18 @@ def _nccl_oom(e: JobEvent) -> bool:
     return "out of memory" in _d(e, "error")
 
 
+def _system_not_ready(e: JobEvent) -> bool:
+    return _d(e, "error") == "system not yet initialized"
+
+
+#: CUDA's cudaErrorSystemNotReady on an NVSwitch node: its fabric manager, not the program
+_NOT_READY_MSG = "CUDA says the GPUs of {host} are not ready ({text}): the node's NVIDIA Fabric Manager is not running"
+_NOT_READY_ACT = (
+    "drain {host}: start or repair nvidia-fabricmanager (its version must equal the driver's; `systemctl status "
+    "nvidia-fabricmanager`, its log), then resubmit with --exclude={host} until it is fixed"
+)
+
+
 def _from(*ids: str) -> Callable[[JobEvent], bool]:
     """A ``when`` test: the event was read by one of these message-catalog rows (``details["catalog"]``)."""
     wanted = frozenset(ids)
@@ -244,6 +256,24 @@ RULES: tuple[Rule, ...] = (
     Rule(EventKind.SRUN_TASK_EXIT, _F.PROCESS_CRASH, C, 35, "observer", ("exit", "host", "task")),
     # GPU memory and CUDA
     Rule(EventKind.OOM_GPU, _F.OOM_GPU, priority=88, key=("oom-gpu", *_WHERE)),
+    Rule(
+        EventKind.CUDA_ERROR,
+        _F.GPU_HW_FAULT,
+        priority=96,
+        key=("fabric", "host"),
+        when=_system_not_ready,
+        message=_NOT_READY_MSG,
+        action=_NOT_READY_ACT,
+    ),
+    Rule(
+        EventKind.NCCL_CUDA_FAILURE,
+        _F.GPU_HW_FAULT,
+        priority=96,
+        key=("fabric", "host"),
+        when=_system_not_ready,
+        message=_NOT_READY_MSG,
+        action=_NOT_READY_ACT,
+    ),
     Rule(EventKind.CUDA_ERROR, _F.GPU_HW_FAULT, priority=97, key=("gpu", "host", "rank"), when=_ecc),
     Rule(EventKind.CUDA_ERROR, _F.CUDA_ERROR, priority=87, key=("cuda", *_WHERE)),
     Rule(EventKind.NCCL_CUDA_FAILURE, _F.OOM_GPU, priority=88, key=("oom-gpu", *_WHERE), when=_nccl_oom),
