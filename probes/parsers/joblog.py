@@ -64,7 +64,8 @@ Memory is bounded: input is streamed line by line, a line is read up to :data:`M
 message holds at most :data:`MAX_WRAP` lines, and at most :data:`MAX_EVENTS_PER_KEY` events are kept per (kind,
 rank, host) (the rest are counted in ``events_dropped``); once :data:`EVENT_BUDGET` events are kept, only the
 first of each new (kind, rank, host) is (what says which rank failed first and which ranks timed out), so the
-events of a log of any length fit in memory bounded by its ranks, not its lines.
+events of a log of any length fit in memory bounded by its ranks, not its lines; :data:`MAX_EVENTS` bounds them
+whatever the log names.
 
 Errors: :class:`~fleetdx.probes.errors.ParseError` (format ``"joblog"``) for binary input (a NUL byte); any
 text, however damaged, is read.
@@ -98,6 +99,8 @@ MAX_EVENTS_PER_KEY = 16
 #: events kept before the per-key cap falls to 1 (about 1 KiB each: a few MiB; a 1,024-rank log with every
 #: line an event kept 66,000 events, 200 MiB, at 256 MB without it)
 EVENT_BUDGET = 8_192
+#: events kept at most, first-of-key ones included (a log naming ever new hosts and ranks: bounded all the same)
+MAX_EVENTS = 65_536
 #: distinct hosts / rank->host pairs remembered
 MAX_HOSTS = 65_536
 
@@ -759,13 +762,13 @@ _WRAPPED: list[tuple[str, re.Pattern[str]]] = [
     ("last enqueued NCCL work", re.compile(r"last completed NCCL work\s*:\s*-?\d+")),
     ("last enqueued work", re.compile(r"last completed work\s*:\s*-?\d+")),
     ("Exception (either an error or timeout) detected", re.compile(r"last completed NCCL work\s*:\s*-?\d+")),
-    ("Got completion from peer", re.compile(r"vendor err \d+|\((?:Send|Recv)\)")),
-    (" CANCELLED AT ", re.compile(r"\*\*\*\s*$")),
-]
     ("Timeout at NCCL work", re.compile(r"last completed NCCL work\s*:\s*-?\d+")),  # torch >= 2.4's wording
     # the watchdog's exception, cut after its [Rank N]: whole once the exception's text is there (a timeout's
     # up to its "milliseconds")
     ("watchdog thread terminated with exception", re.compile(r"exception: (?:\[Rank \d+\] ?)?[^W\[\s]|milliseconds")),
+    ("Got completion from peer", re.compile(r"vendor err \d+|\((?:Send|Recv)\)")),
+    (" CANCELLED AT ", re.compile(r"\*\*\*\s*$")),
+]
 
 
 def _int(v: str | None) -> int | None:
@@ -1171,7 +1174,8 @@ class JobLogScanner:
     # ---- bookkeeping
     def _full(self, key: tuple[EventKind, int | None, str | None]) -> bool:
         """Whether an event of ``key`` (kind, rank, host) is over its cap (see the module doc)."""
-        return self._per_key.get(key, 0) >= (MAX_EVENTS_PER_KEY if len(self.events) < EVENT_BUDGET else 1)
+        kept = len(self.events)
+        return kept >= MAX_EVENTS or self._per_key.get(key, 0) >= (MAX_EVENTS_PER_KEY if kept < EVENT_BUDGET else 1)
 
     def _keep(self, ev: JobEvent) -> None:
         key = (ev.kind, ev.rank, ev.host)
