@@ -44,6 +44,7 @@ import io
 import json
 import os
 import pstats
+import re
 import subprocess
 import sys
 import tempfile
@@ -198,10 +199,22 @@ def fixture_lines() -> list[str]:
     return out
 
 
-def write_event_dense_log(path: Path, target_bytes: int, lines: list[str], ranks: int = DENSE_RANKS) -> int:
+_DIGITS = re.compile(r"\d+")
+
+
+def _varied(line: str, r: int) -> str:
+    """``line`` with every run of digits shifted by ``r`` (same length: ranks, pids, sequence numbers, times)."""
+    return _DIGITS.sub(lambda m: str((int(m.group()) + r) % 10 ** len(m.group())).zfill(len(m.group())), line)
+
+
+def write_event_dense_log(
+    path: Path, target_bytes: int, lines: list[str], ranks: int = DENSE_RANKS, vary: bool = False
+) -> int:
     """The synthesised event-dense log: fixture lines in turn, each behind the prefix of the next rank (rank i
     mod ``ranks``, stepping by a prime so a rank's lines are far apart); stops at the first line past
-    ``target_bytes``. Returns the line count. Written in blocks (no whole file in memory)."""
+    ``target_bytes``. ``vary``: every number in a line shifted by its rank and turn, so no two ranks print the
+    same words (what defeats fleetdx's per-message memo, as real logs' pids and hosts partly do). Returns the line
+    count. Written in blocks (no whole file in memory)."""
     n = 0
     size = 0
     step = 389  # prime, coprime to 1,024: every rank in turn, neighbours far apart
@@ -210,7 +223,8 @@ def write_event_dense_log(path: Path, target_bytes: int, lines: list[str], ranks
             block = []
             for line in lines:
                 r = (n * step) % ranks
-                block.append(f"[rank{r}]:{line}\n" if r % 2 == 0 else f"{r}: {line}\n")
+                text = _varied(line, n) if vary else line
+                block.append(f"[rank{r}]:{text}\n" if r % 2 == 0 else f"{r}: {text}\n")
                 n += 1
             text = "".join(block)
             f.write(text)
@@ -372,6 +386,16 @@ def event_dense(sizes_mb: list[float], goal_mbps: float, rss_ceiling_mib: float,
                 f"    goal {goal_mbps:g} MB/s of CPU: {'met' if rate >= goal_mbps else 'MISSED'}; memory at most "
                 f"{rss_ceiling_mib:g} MiB: {'met' if fx.rss_mib <= rss_ceiling_mib else 'MISSED'}"
             )
+            varied = root / f"synth-eventdense-{mb:g}mb-varied.log"
+            write_event_dense_log(varied, int(mb * MB), lines, vary=True)
+            vx = measure(_postmortem_argv(varied, db), root / f"out-{mb:g}-varied.json")
+            vsize = varied.stat().st_size
+            print(
+                f"    the same with every number varied (no two lines alike; for scale, not the goal's log): "
+                f"cpu {vx.cpu_s:.2f} s = {vsize / MB / vx.cpu_s:.2f} MB/s of CPU, peak RSS {vx.rss_mib:.0f} MiB, "
+                f"exit {vx.exit}"
+            )
+            varied.unlink()
         if len(rss) > 1:
             print(f"  peak RSS largest/smallest size: {rss[-1] / rss[0]:.2f} ({sizes_mb[-1] / sizes_mb[0]:g}x the log)")
         if profile_mb > 0:
