@@ -21,6 +21,8 @@ Endpoints (JSON bodies are the store's contracts):
 - ``POST /reports`` (write token): ingest one run's report and raw outputs
   (:mod:`fleetdx.orchestrator.service.ingest`): 201 ``IngestResult`` when stored, 200 with ``inserted``
   false when a run with that ``run_id`` is already stored (idempotent: a retried push never duplicates).
+  Concurrent uploads are committed together (:mod:`fleetdx.orchestrator.service.writer`); each is answered
+  after its own run was committed.
 
 Authentication (:mod:`fleetdx.orchestrator.service.auth`): every write needs a ``write`` bearer token; reads
 (``/runs``, ``/nodes``, ``/findings``, ``/metrics``, ``/placement``) need a ``read`` or ``write`` token only when
@@ -76,6 +78,7 @@ from fleetdx.orchestrator.service.placement_cache import (
     PlacementCache,
     SnapshotKeeper,
 )
+from fleetdx.orchestrator.service.writer import ReportWriter
 from fleetdx.orchestrator.store import (
     FindingRecord,
     NodeHistory,
@@ -226,6 +229,7 @@ class Service:
         self.answers = PlacementCache(placement_cache_s)
         self.snapshots = SnapshotKeeper(placement_cache_s)
         self.generations = Coalesced(store.newest_run_pk)
+        self.writer = ReportWriter(store)
         self.requests = requests
 
     def public(self, exc: Exception) -> str:
@@ -373,7 +377,7 @@ async def placement_query(
     gpus_per_node: int = Query(ge=1, le=1024),
     partition: str | None = Query(None, pattern=SAFE_TEXT),
     hostlist: str | None = Query(None, max_length=65536, pattern=r"^[^\x00-\x1f\x7f]+$"),
-    exclude: list[str] = Query(default_factory=list),  # noqa: B008
+    exclude: list[str] = Query([]),  # noqa: B008  (not default_factory: pydantic inspects the factory per request)
     ib_port: int = Query(1, ge=1, le=255),
     if_none_match: str | None = Header(None),
 ) -> Response:
@@ -428,7 +432,7 @@ async def post_report(svc: ServiceDep, request: Request) -> JSONResponse:
         upload = await run_in_threadpool(parse_upload, data)
     except UploadRejected as e:
         raise HTTPException(status_code=e.status, detail=e.reason) from None
-    inserted = await run_in_threadpool(svc.store.save_report, upload.report, upload.raw)
+    inserted = await svc.writer.save(upload.report, upload.raw)  # with the uploads waiting beside it
     result = IngestResult(run_id=upload.report.run_id, inserted=inserted)
     return JSONResponse(status_code=201 if inserted else 200, content=result.model_dump(mode="json"))
 

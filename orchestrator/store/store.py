@@ -18,7 +18,7 @@ import hashlib
 import random
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from typing import Any, TypeVar
@@ -175,6 +175,26 @@ class Store:
             if self._run_exists(report.run_id):
                 return False
             raise StoreError(f"run {report.run_id}: rejected by a constraint of {self.url}") from None
+
+    def save_reports(self, items: Sequence[tuple[RunReport, Mapping[str, Mapping[str, str]] | None]]) -> list[bool]:
+        """Store several runs, each with its raw outputs (as :meth:`save_report`), in one transaction: one
+        commit, and the rows of all of them inserted together (a batch of the service's concurrent uploads).
+        Returns, per item in order, whether it was stored: False for a ``run_id`` already stored or earlier in
+        ``items``. Nothing is stored when it raises.
+
+        Raises:
+            StoreError: a host appears twice in a report's nodes, or the batch broke a constraint (another
+                writer stored one of its runs meanwhile): save the items one by one to tell which.
+            DatabaseUnreachable: the database went away.
+        """
+        for report, _raw in items:
+            hosts = [n.host for n in report.nodes]
+            if len(set(hosts)) != len(hosts):
+                raise StoreError(f"run {report.run_id}: a host appears twice in its nodes")
+        try:
+            return self._write(lambda session: _insert_runs(session, items))
+        except _Conflict as e:
+            raise StoreError(f"a batch of {len(items)} runs was refused by a constraint: {e}") from None
 
     def save_postmortem(self, record: PostmortemRecord, report: Report | Mapping[str, Any]) -> bool:
         """Store one postmortem (``report``: its model, or the model's JSON data) apart from node history,
@@ -441,6 +461,30 @@ def _reason(e: SQLAlchemyError) -> str:
 def _insert_run(session: Session, report: RunReport, raw: Mapping[str, Mapping[str, str]]) -> bool:
     if session.scalar(select(RunRow.id).where(RunRow.run_id == report.run_id)) is not None:
         return False
+    session.add(_run_row(report, raw))
+    session.flush()
+    return True
+
+
+def _insert_runs(
+    session: Session, items: Sequence[tuple[RunReport, Mapping[str, Mapping[str, str]] | None]]
+) -> list[bool]:
+    """Add every run of ``items`` not stored yet (one query for which are), then one flush for all."""
+    ids = [report.run_id for report, _raw in items]
+    seen = set(session.scalars(select(RunRow.run_id).where(RunRow.run_id.in_(ids))))
+    inserted = []
+    for report, raw in items:
+        inserted.append(report.run_id not in seen)
+        if report.run_id in seen:
+            continue
+        seen.add(report.run_id)
+        session.add(_run_row(report, raw or {}))
+    session.flush()
+    return inserted
+
+
+def _run_row(report: RunReport, raw: Mapping[str, Mapping[str, str]]) -> RunRow:
+    """The rows of one run, to add to a session (the children with it)."""
     run = RunRow(
         run_id=report.run_id,
         schema_version=report.schema_version,
@@ -464,9 +508,7 @@ def _insert_run(session: Session, report: RunReport, raw: Mapping[str, Mapping[s
     run.findings = [_finding_row(i, f) for i, f in enumerate(report.findings)]
     run.recommendations = [_recommendation_row(i, r) for i, r in enumerate(report.recommendations)]
     run.curves = [_curve_row(i, c) for i, c in enumerate(report.curves)]
-    session.add(run)
-    session.flush()
-    return True
+    return run
 
 
 def _node_row(position: int, node: NodeReport) -> NodeRow:
