@@ -91,10 +91,18 @@ class PeerViews:
 
 
 def peer_view(node: NodeFacts, topo: TopoMatrix | None = None) -> NodeFacts:
-    """``node`` with only :data:`PEER_FIELDS` (the others empty): what the peer rules read; ``topo`` (an
-    equal matrix) in place of the node's when given. Built without validation, so no GPU view is derived
-    again (``gpus``, ``gpu_processes`` are the node's own)."""
-    fields = {f: getattr(node, f) for f in PEER_FIELDS}
+    """``node`` with only :data:`PEER_FIELDS` (the others empty: ``None``, ``[]``, ``{}``): what the peer
+    rules read; ``topo`` (an equal matrix) in place of the node's when given. A copy without validation, so
+    no GPU view is derived again (``gpus``, ``gpu_processes`` are the node's own)."""
+    update: dict[str, Any] = {name: _emptied(getattr(node, name)) for name in _DROPPED}
     if topo is not None:
-        fields["topo"] = topo
-    return NodeFacts.model_construct(**fields)
+        update["topo"] = topo
+    return node.model_copy(update=update)
+
+
+#: the NodeFacts fields a peer view leaves empty
+_DROPPED = tuple(name for name in NodeFacts.model_fields if name not in PEER_FIELDS)
+
+
+def _emptied(value: object) -> object:
+    return type(value)() if isinstance(value, list | dict) else None

@@ -187,22 +187,35 @@ def diagnose_stream(
     peer_rules = {id(r) for r in PEER_RULES}
     empty = Fleet(nodes=[], expected_gpus_per_node=expected_gpus_per_node, expected_gpus_source=expected_gpus_source)
     views: list[NodeFacts] = []
-    # per node: its probe findings, and each rule's findings (None for a peer rule: it runs at the end)
-    slots: list[tuple[list[Finding], list[list[Finding] | None]]] = []
+    # per node: its findings so far, cut where a peer rule's go (they come at the end): a tuple of tuples,
+    # the empty ones the one empty tuple (most rules find nothing on most nodes)
+    held: list[tuple[tuple[Finding, ...], ...]] = []
     probes: dict[str, list[ProbeSummary]] = {}
     unjudged: dict[str, str] = {}
     view_of = PeerViews()
     for node in nodes:
         reason = unjudged_reason(node)
-        slots.append((probe_findings(node), [None if id(r) in peer_rules else r(node, empty) for r in RULES]))
+        parts: list[tuple[Finding, ...]] = []
+        found = probe_findings(node)
+        for rule in RULES:
+            if id(rule) in peer_rules:
+                parts.append(tuple(found))
+                found = []
+            else:
+                found += rule(node, empty)
+        parts.append(tuple(found))
+        held.append(tuple(parts))
         probes[node.host] = _summaries(node)
         if reason is not None:
             unjudged[node.host] = reason
         views.append(view_of(node))
     fleet = Fleet(nodes=views, expected_gpus_per_node=expected_gpus_per_node, expected_gpus_source=expected_gpus_source)
     findings: list[Finding] = []
-    for view, (first, parts) in zip(views, slots, strict=True):
-        findings += first
-        for rule, got in zip(RULES, parts, strict=True):
-            findings += rule(view, fleet) if got is None else got
+    for view, cut in zip(views, held, strict=True):
+        rest = iter(cut)
+        findings += next(rest)
+        for rule in RULES:
+            if id(rule) in peer_rules:
+                findings += rule(view, fleet)
+                findings += next(rest)
     return _with_lost(findings, probes, unjudged, {v.host for v in views}, lost)
