@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from fleetdx.probes.errors import ParseError
-from fleetdx.probes.parsers.joblog import EventKind, normalise_line, parse_joblog, stamp_ts
+from fleetdx.probes.parsers.joblog import EventKind, parse_joblog
 from fleetdx.probes.parsers.joblog_kernel import parse_kernel_log
+from fleetdx.probes.parsers.logline import normalise_line, stamp_ts
 
 WD = (
     "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 5] Watchdog caught collective operation timeout: "
@@ -515,9 +516,9 @@ def test_past_the_event_budget_each_rank_keeps_its_first_event(monkeypatch: pyte
 )
 def test_rank_prefix_fast_path_reads_as_the_full_reader(line: str) -> None:
     # the [rankN]: / N: prefix is split off by hand and the rest memoised: the result must be the full reader's
-    from fleetdx.probes.parsers import joblog
+    from fleetdx.probes.parsers import logline
 
-    assert joblog._strip_prefixes(line) == joblog._strip_all(line, joblog._MAX_PREFIXES)
+    assert logline._strip_prefixes(line) == logline._strip_all(line, logline._MAX_PREFIXES)
 
 
 def test_kernel_lowercase_link_down_is_read() -> None:

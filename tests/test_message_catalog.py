@@ -12,8 +12,9 @@ import pytest
 
 from fleetdx.probes.errors import ConfigError
 from fleetdx.probes.parsers import msgcatalog
-from fleetdx.probes.parsers.joblog import EventKind, normalise_line, parse_joblog
+from fleetdx.probes.parsers.joblog import EventKind, parse_joblog
 from fleetdx.probes.parsers.joblog_kernel import parse_kernel_log
+from fleetdx.probes.parsers.logline import normalise_line
 from fleetdx.probes.parsers.msgcatalog import (
     GROUPS,
     Catalog,

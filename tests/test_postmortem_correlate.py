@@ -14,7 +14,8 @@ from fleetdx.orchestrator.postmortem.run import Window, run_postmortem
 from fleetdx.orchestrator.postmortem.sources import Bundles, Evidence, LogFiles
 from fleetdx.probes.contracts import Job, RankPlacement, SchedulerKind, Severity, Verdict
 from fleetdx.probes.parsers.joblog import EventKind as K
-from fleetdx.probes.parsers.joblog import JobEvent, parse_joblog, stamp_ts
+from fleetdx.probes.parsers.joblog import JobEvent, parse_joblog
+from fleetdx.probes.parsers.logline import stamp_ts
 
 
 def _wd(rank: int, seq: int, pg: int = 0) -> str:

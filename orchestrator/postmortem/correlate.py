@@ -43,7 +43,8 @@ from fleetdx.orchestrator.postmortem.rules import DECISIVE, Judged, judge, rende
 
 __all__ = ["DECISIVE", "Judged", "judge"]
 from fleetdx.probes.contracts import EvidenceValue, Job, Severity
-from fleetdx.probes.parsers.joblog import EventKind, GpuFact, JobEvent, iso
+from fleetdx.probes.parsers.joblog import EventKind, GpuFact, JobEvent
+from fleetdx.probes.parsers.logline import iso
 from fleetdx.topology.binding import cpu_list
 
 #: seconds within which events of different sources are treated as simultaneous (clock skew, see module doc)

@@ -65,7 +65,7 @@ from fleetdx.orchestrator.postmortem.sources import Context, Evidence
 from fleetdx.probes.contracts import Contract, Severity
 from fleetdx.probes.errors import ConfigError, ParseError
 from fleetdx.probes.parsers.flight_recorder import FrDump, FrEntry, parse_flight_recorder
-from fleetdx.probes.parsers.joblog import iso
+from fleetdx.probes.parsers.logline import iso
 from fleetdx.probes.rawfile import DEFAULT_MAX_BYTES, RawFileError, check_regular
 
 #: a dump file is ``<prefix><rank>`` (PyTorch's ``TORCH_FR_DUMP_TEMP_FILE`` + rank; ``fr_trace``'s loader reads

@@ -32,8 +32,9 @@ from fleetdx.probes.bundle import BundleData, read_bundle
 from fleetdx.probes.contracts import Severity
 from fleetdx.probes.errors import BundleError, ParseError
 from fleetdx.probes.facts import node_facts
-from fleetdx.probes.parsers.joblog import MAX_LINE, JobLog, JobLogScanner
+from fleetdx.probes.parsers.joblog import JobLog, JobLogScanner
 from fleetdx.probes.parsers.joblog_kernel import KernelLogScanner, parse_kernel_log
+from fleetdx.probes.parsers.logline import MAX_LINE
 from fleetdx.probes.rawfile import RawFileError, check_regular
 
 #: bundle files read as kernel logs

@@ -35,17 +35,8 @@ from collections.abc import Iterable
 
 from fleetdx.probes.contracts import JsonScalar
 from fleetdx.probes.errors import ParseError
-from fleetdx.probes.parsers.joblog import (
-    MAX_EVENTS_PER_KEY,
-    MAX_LINE,
-    MAX_TEXT,
-    EventKind,
-    JobEvent,
-    JobLog,
-    LogLine,
-    normalise_line,
-    stamp_ts,
-)
+from fleetdx.probes.parsers.joblog import MAX_EVENTS_PER_KEY, MAX_TEXT, EventKind, JobEvent, JobLog
+from fleetdx.probes.parsers.logline import MAX_LINE, LogLine, normalise_line, stamp_ts
 from fleetdx.probes.parsers.msgcatalog import Catalog, catalog, trie_pattern
 from fleetdx.probes.parsers.xid import parse_xid
 

@@ -60,7 +60,7 @@ from pydantic import Field
 
 from fleetdx.probes.contracts import Contract
 from fleetdx.probes.errors import ParseError
-from fleetdx.probes.parsers.joblog import LogLine, normalise_line, stamp_ts
+from fleetdx.probes.parsers.logline import LogLine, normalise_line, stamp_ts
 
 FMT = "steptime_log"
 #: step lines kept per series (Megatron logging every 10 iterations: a million iterations)

@@ -1,0 +1,321 @@
+"""One line normaliser for every log and tool output fleetdx reads (job logs, kernel logs, step-time logs):
+what launchers, collectors, terminals and pasting put before and inside a line is removed, and what it says is
+kept (:class:`LogLine`); and the time stamps those lines carry, read as Unix seconds.
+
+**Line normalisation** (:func:`normalise_line`). Launchers, collectors, terminals and pasting put things
+before and inside the lines a process prints; each is removed, and what it says is kept:
+
+* rank prefixes of every launcher: PyTorch's ``[rank3]:`` (the *global* rank, ``torch._logging`` and the c10d
+  excepthook); torchrun's ``[default3]:`` (``[${role_name}${local_rank}]:``: the *local* rank,
+  torch/distributed/elastic/agent/server/local_elastic_agent.py); Open MPI ``--tag-output``'s
+  ``[1,3]<stdout>:`` (the MPI rank, taken as the rank); ``srun -l``'s ``3: `` (a Slurm **task id**, kept as
+  ``task`` and never read as a torch rank: the mapping needs the job's layout); Ray's ``(RayWorkerWrapper
+  pid=4009)`` and ``(pid=123, ip=10.0.0.2)`` (the ip is the host; ``rank=N`` when a launcher prints one). A
+  bare ``[12] `` (MPICH ``-prepend-rank``, but also pid or line counters pasted before lines) is removed and not
+  read: it is ambiguous;
+* timestamps of several formats, stacked (a collector's before the process's own): ISO 8601 with or without
+  seconds, zone and fraction (``2019-06-02T16:13:44.884Z:``, ``2025-02-18 12:54``, ``2024-10-18
+  20:47:35,180``), torchrun's ``2025-05-21_15:43:03``, glog's ``E0321 02:07:08.408`` / ``[E321 02:07:08.408
+  file.cpp:607]``, syslog's ``Nov 22 10:58:12 host ident[pid]:``, ``dmesg -T``'s ``[Sun Nov 22 10:58:12
+  2026]`` and dmesg's ``[ 1234.567890]`` (seconds since boot, kept in ``details``). The event's ``time`` is the
+  innermost (the process's own) stamp; ``ts`` its Unix seconds when the date is complete (a stamp without a
+  year borrows it from an outer stamp on the line, the last full date seen in the file, or the ``year``
+  given); stamps without a zone are read as UTC;
+* the damage terminals and pasting do: a line glued to the end of a tqdm/Lightning progress bar (``Epoch 0:
+  6%|██ | 32040/500150 [6:28:43<94:39:17, 1.37it/s, ...][E ProcessGroupNCCL.cpp:458] ...``) or after a
+  carriage return; markdown quote prefixes (``> ``, ``> > ``) and indents; ANSI colour codes, with or without
+  their ESC byte (``[36m``); a collector's ``host [stderr] `` tag; a ``hostname: `` prefix repeated mid-line
+  where outputs of several hosts interleave (the line is split there); Ray's ``[repeated 7x across cluster]``;
+  hard wraps that split one message over up to ``MAX_WRAP`` lines, even inside a word (joined for the
+  messages of ``_WRAPPED``). Redacted hosts and
+  addresses (``xxx``, ``***``, ``<redacted>``, ``<hostname>``) are never read as a host.
+The hard wraps themselves are joined by the job-log parser (:mod:`fleetdx.probes.parsers.joblog`), which knows
+which messages may be wrapped.
+
+Pure functions of their input, never raising; patterns linear in the line (tests run them on 1 MB hostile
+lines). Memoised where many ranks print the same words (bounded caches, :data:`MEMO_MAX_CHARS`).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from typing import NamedTuple
+
+#: characters of one physical line read (longer lines are cut: a progress bar redrawn a million times)
+MAX_LINE = 16_384
+
+
+class LogLine(NamedTuple):
+    """One logical line: its body without prefixes, and what the prefixes said."""
+
+    body: str
+    rank: int | None = None
+    local_rank: int | None = None
+    task: int | None = None
+    host: str | None = None
+    time: str | None = None  #: the innermost (the process's own) time stamp
+    outer_time: str | None = None  #: the outermost (collector's) one, when two are stacked
+    uptime_s: float | None = None
+    pid: int | None = None
+    host_redacted: bool = False
+
+
+# ---------------------------------------------------------------------------------------------- normalisation
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\[(?:\d{1,3};)*\d{1,3}m")
+_QUOTE_RE = re.compile(r"^[ \t]{0,8}(?:>[ \t]?)+")
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
+_ISO = r"(\d{4})[-/](\d\d)[-/](\d\d)[T _](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d{1,9}))?)?(Z|[+-]\d\d:?\d\d)?"
+_PREFIX_RE = re.compile(
+    r"^(?:"
+    r"\[(?P<ompi_job>\d+),(?P<ompi_rank>\d+)\]<(?:stdout|stderr)>:[ \t]?"
+    r"|\[rank(?P<trank>\d+)\]:[ \t]?"
+    r"|\[(?P<role>[A-Za-z_][A-Za-z_\-]*?)(?P<lrank>\d+)\]:[ \t]?"
+    r"|(?P<task>\d{1,6}):[ \t]"
+    r"|\[?(?P<iso>" + _ISO + r")\]?:?[ \t]"
+    r"|\[(?P<dmesg_t>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\][ \t]?"
+    r"|\[[ \t]*(?P<uptime>\d+\.\d+)\][ \t]?"
+    r"|(?P<syslog>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)[ \t]+(?P<sys_host>[^\s:\[]+)[ \t]+"
+    r"(?P<sys_ident>[\w.\-/@]+)(?:\[\d+\])?:[ \t]"
+    r"|(?P<jhost>[A-Za-z0-9][\w.\-]*)[ \t]+(?:kernel|[\w.\-/@]+\[\d+\]):[ \t]"
+    r"|(?P<thost>[A-Za-z0-9][\w.\-]*)[ \t]+\[(?:stdout|stderr|out|err)\][ \t]"
+    r"|\((?:(?P<ray_name>[A-Za-z_][\w.\-]*)(?:,[ \t]*|[ \t]+))?"
+    r"(?P<ray_kv>\w+=[^\s,()]*(?:,[ \t]*\w+=[^\s,()]*)*)\)[ \t]?"
+    r"|\((?P<ray_only>[A-Za-z_][\w.\-]*)\)[ \t]"
+    r"|\[\d{1,7}\][ \t]"
+    r"|(?P<host>[A-Za-z][A-Za-z0-9_\-]*\d[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9\-]+)*|[A-Za-z0-9][\w\-]*(?:\.[\w\-]+)+"
+    r"|<[\w\-. ]+>|x{3,}|X{3,}|\*{3,}):[ \t]"
+    r")"
+)
+#: a word before ``: `` that is not a host even though it holds a digit
+_NOT_HOST_RE = re.compile(
+    r"^(?:cuda|rank|local_?rank|epoch|step|iter(?:ation)?|layer|frame|thread|process|device|task|line|batch|"
+    r"worker_?id|node_?rank|e\d{3,4}|[wief]\d{3,4}|h100|a100|v100|b200|gb200|sm\d+|py(?:thon)?\d.*|\d+)\d*$",
+    re.I,
+)
+_REDACTED_RE = re.compile(r"x{3,}|\*{2,}|redact|^<.*>$|hidden|masked|anonymi[sz]ed|^host(?:name)?$", re.I)
+_RAY_KV_RE = re.compile(r"(\w+)=([^\s,()]*)")
+_RAY_REPEAT_RE = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+#: a tqdm / Lightning progress bar (``  6%|██   | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6]``)
+_PBAR_RE = re.compile(r"\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,80}\[[^\]\n]{0,600}?(?:it/s|s/it|\?it/s)[^\]\n]*\]")
+_GLOG_STAMP_RE = re.compile(r"^[EWIF](\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?$")
+#: torchrun's ``time : 2025-05-21_15:43:03`` and Slurm's ``CANCELLED AT 2021-05-11T12:06:17``
+_ISO_RE = re.compile(_ISO)
+_SYSLOG_RE = re.compile(r"([A-Z][a-z]{2}) ([ \d]\d) (\d\d):(\d\d):(\d\d)")
+_DMESG_T_RE = re.compile(r"[A-Z][a-z]{2} ([A-Z][a-z]{2}) ([ \d]\d) (\d\d):(\d\d):(\d\d) (\d{4})")
+_MAX_PREFIXES = 12
+
+
+def host_of(word: str) -> tuple[str | None, bool]:
+    """(host, redacted) of a word read as a host name (Slurm's ``slurmstepd-sim1: `` names node ``sim1``)."""
+    if _REDACTED_RE.search(word):
+        return None, True
+    return word.removeprefix("slurmstepd-"), False
+
+
+#: the Python loggers whose name starts a line as a host would (``torch.distributed.elastic.multiprocessing.api:
+#: [ERROR] failed (exitcode: 1) ...``, ``deepspeed.launcher.runner: ...``): never a host
+_LOGGER_ROOTS = ("torch.", "deepspeed.", "accelerate.", "lightning.", "pytorch_lightning.", "ray.", "transformers.")
+
+
+def _is_host_word(word: str) -> bool:
+    if word[:3] == "GPU" and word[3:].isdigit() and len(word) <= 5:  # "GPU3: ..." names a device, not a host
+        return False
+    if word.startswith(_LOGGER_ROOTS):
+        return False
+    return not _NOT_HOST_RE.match(word) and not word.endswith(("Error", "Exception", "Warning"))
+
+
+#: longest text whose reading is memoised (longer lines are read afresh each time: the memos stay a few MiB)
+MEMO_MAX_CHARS = 1_024
+
+
+def _strip_prefixes(text: str) -> LogLine:
+    """``text`` without its prefixes, and what they said. The launchers' rank prefixes (torchrun's ``[rankN]:``,
+    ``srun -l``'s ``N: ``) say only a rank or a task: what follows them is read once however many ranks print it
+    (the same traceback on every rank), with the outer rank or task filled in where the rest names none."""
+    if text.startswith("[rank"):
+        j = text.find("]:", 5, 14)
+        if j > 5 and text[5:j].isdecimal() and len(text) - j <= MEMO_MAX_CHARS:
+            inner = _strip_rest(text[j + 2 :])
+            return inner if inner.rank is not None else inner._replace(rank=int(text[5:j]))
+    elif text[:1].isdecimal():
+        j = text.find(":", 1, 7)  # the task prefix is 1 to 6 digits
+        if j > 0 and text[:j].isdecimal() and text[j + 1 : j + 2] in (" ", "\t") and len(text) - j <= MEMO_MAX_CHARS:
+            inner = _strip_rest(text[j + 2 :])
+            return inner if inner.task is not None else inner._replace(task=int(text[:j]))
+    return _strip_all(text, _MAX_PREFIXES)
+
+
+@lru_cache(maxsize=8_192)
+def _strip_rest(rest: str) -> LogLine:
+    """What follows one rank or task prefix (see :func:`_strip_prefixes`), read with one prefix fewer to go."""
+    return _strip_all(rest, _MAX_PREFIXES - 1)
+
+
+def _strip_all(text: str, limit: int) -> LogLine:
+    rank = local_rank = task = pid = None
+    host: str | None = None
+    redacted = False
+    stamps: list[str] = []
+    uptime = None
+    for _ in range(limit):
+        m = _QUOTE_RE.match(text) if text[:1] in (" ", "\t", ">") else None  # a quote starts with one of these
+        if m and m.end() > 0 and ">" in m.group(0):
+            text = text[m.end() :]
+            continue
+        text = text.lstrip(" \t")
+        m = _PREFIX_RE.match(text)
+        if m is None:
+            break
+        kind = m.lastgroup  # the outer group of the alternative that matched closes last
+        if kind == "host":
+            word = m.group("host")
+            if not _is_host_word(word):
+                break
+            h, red = host_of(word)
+            host, redacted = h or host, redacted or red
+        elif kind == "ompi_rank":
+            rank = int(m.group("ompi_rank"))
+        elif kind == "trank":
+            rank = int(m.group("trank"))
+        elif kind == "lrank":
+            local_rank = int(m.group("lrank"))
+        elif kind == "task":
+            task = int(m.group("task"))
+        elif kind in ("iso", "dmesg_t"):
+            stamps.append(m.group(kind))
+        elif kind == "uptime":
+            uptime = float(m.group("uptime"))
+        elif kind == "sys_ident":
+            stamps.append(m.group("syslog"))
+            h, red = host_of(m.group("sys_host"))
+            host, redacted = h or host, redacted or red
+        elif kind in ("jhost", "thost"):
+            h, red = host_of(m.group(kind))
+            host, redacted = h or host, redacted or red
+        elif kind == "ray_kv":
+            for k, v in _RAY_KV_RE.findall(m.group("ray_kv")):
+                if k == "ip" and v:
+                    h, red = host_of(v)
+                    host, redacted = h or host, redacted or red
+                elif k == "pid" and v.isdigit():
+                    pid = int(v)
+                elif k == "rank" and v.isdigit():
+                    rank = int(v)
+                elif k in ("local_rank", "local-rank") and v.isdigit():
+                    local_rank = int(v)
+        text = text[m.end() :]
+    body = " ".join(text.split()) if ("  " in text or "\t" in text) else text.strip()
+    return LogLine(
+        body=_RAY_REPEAT_RE.sub("", body) if "repeated" in body else body,
+        rank=rank,
+        local_rank=local_rank,
+        task=task,
+        host=host,
+        time=stamps[-1] if stamps else None,
+        outer_time=stamps[0] if len(stamps) > 1 else None,
+        uptime_s=uptime,
+        pid=pid,
+        host_redacted=redacted,
+    )
+
+
+def _segments(raw: str) -> list[str]:
+    """A physical line cut into the logical lines a terminal drew on it: carriage returns, progress bars."""
+    parts = raw.split("\r") if "\r" in raw else [raw]
+    out: list[str] = []
+    for part in parts:
+        if "%|" in part:
+            ends = [m.end() for m in _PBAR_RE.finditer(part)]
+            if ends:
+                part = part[ends[-1] :]
+        if part.strip():
+            out.append(part)
+    return out
+
+
+def normalise_line(raw: str) -> list[LogLine]:
+    """The logical lines of one physical line ``raw``: ANSI codes removed, cut after progress bars and carriage
+    returns, split where the host of the line's ``host: `` prefix starts a line again mid-line, each without its
+    prefixes (see the module doc). Never raises."""
+    raw = raw[:MAX_LINE].rstrip("\n")
+    if "[" in raw or "\x1b" in raw:
+        raw = _ANSI_RE.sub("", raw)
+    out: list[LogLine] = []
+    for seg in _segments(raw):
+        first = _strip_prefixes(seg)
+        if first.host is not None and f" {first.host}: " in first.body:
+            pieces = first.body.split(f" {first.host}: ")
+            out.append(first._replace(body=pieces[0]))
+            out += [_strip_prefixes(f"{first.host}: {p}") for p in pieces[1:] if p.strip()]
+        else:
+            out.append(first)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- times
+
+
+def _utc(y: int, mo: int, d: int, h: int, mi: int, s: int, frac: str | None) -> float | None:
+    try:
+        dt = datetime(y, mo, d, h, mi, s, tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    return dt.timestamp() + (int(frac[:6].ljust(6, "0")) / 1e6 if frac else 0.0)
+
+
+def stamp_ts(stamp: str, year: int | None = None) -> float | None:
+    """Unix seconds of a printed time stamp (see the module doc for the formats), ``None`` when it has no date
+    or no year and ``year`` is not given. Zone-less stamps are UTC; an ISO offset is applied."""
+    m = _ISO_RE.search(stamp)
+    if m:
+        y, mo, d, h, mi, s, frac, zone = m.groups()
+        ts = _utc(int(y), int(mo), int(d), int(h), int(mi), int(s or 0), frac)
+        if ts is not None and zone and zone != "Z":
+            sign = -1 if zone[0] == "-" else 1
+            hh, mm = int(zone[1:3]), int(zone[-2:])
+            ts -= sign * (hh * 3600 + mm * 60)
+        return ts
+    m = _DMESG_T_RE.search(stamp)
+    if m:
+        mon, d, h, mi, s, y = m.groups()
+        return _utc(int(y), _MONTHS.get(mon, 0), int(d), int(h), int(mi), int(s), None)
+    if year is None:
+        return None
+    m = _GLOG_STAMP_RE.match(stamp)
+    if m:
+        md, h, mi, s, frac = m.groups()
+        mo, d = (int(md[:-2]), int(md[-2:]))
+        return _utc(year, mo, d, int(h), int(mi), int(s), frac)
+    m = _SYSLOG_RE.search(stamp)
+    if m:
+        mon, d, h, mi, s = m.groups()
+        return _utc(year, _MONTHS.get(mon, 0), int(d), int(h), int(mi), int(s), None)
+    return None
+
+
+def year_of(stamp: str | None) -> int | None:
+    if stamp is None:
+        return None
+    m = _ISO_RE.search(stamp) or _DMESG_T_RE.search(stamp)
+    if m is None:
+        return None
+    return int(m.group(1)) if m.re is _ISO_RE else int(m.group(6))
+
+
+def iso(ts: float | None) -> str | None:
+    """``ts`` as ISO 8601 UTC with milliseconds, or ``None``."""
+    if ts is None:
+        return None
+    dt = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=ts)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def is_host_prefix(raw: str, word: str) -> bool:
+    """Whether ``word``, the text before the first ``": "`` of ``raw``, is a ``host: `` prefix that names a host
+    (not a redacted one, not a word like ``epoch3``): a cheap look for lines not normalised."""
+    m = _PREFIX_RE.match(raw)
+    return m is not None and m.lastgroup == "host" and _is_host_word(word) and host_of(word)[0] is not None
