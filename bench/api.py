@@ -320,11 +320,14 @@ def main() -> None:
                     if r.status_code != 201:
                         failures.append(f"{r.status_code} {r.text[:200]}")
 
+                cpu = service_cpu_s(pid)
                 times, wall = timed(len(batch), args.ingest_concurrency, ingest)
                 rate = len(batch) / wall
+                cpu_ms = (service_cpu_s(pid) - cpu) / len(batch) * 1e3
                 print(f"ingestion of {label} reports: {len(batch)} in {wall:.1f} s = {rate:.0f} reports/s "
                       f"({rate * per:.0f} node entries/s) at concurrency {args.ingest_concurrency}; "
                       f"p50 {pct(times, 50) * 1e3:.1f} ms, p99 {pct(times, 99) * 1e3:.1f} ms per report; "
+                      f"service CPU {cpu_ms:.2f} ms/report; "
                       f"goal >= {INGEST_GOAL:.0f}/s: {rate / INGEST_GOAL:.2f}x; failures {len(failures)}")  # fmt: skip
                 if failures:
                     print("  first failure:", failures[0])
