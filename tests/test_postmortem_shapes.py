@@ -133,3 +133,13 @@ def test_system_not_yet_initialized_drains_the_node_for_its_fabric_manager(tmp_p
     first = run_postmortem([LogFiles([log])]).findings[0]
     assert (first.code, first.host) == (F.GPU_HW_FAULT, "gpu-h07")
     assert "Fabric Manager" in first.message and first.action.startswith("drain gpu-h07")
+
+
+def test_nccl_s_nvml_gpu_is_lost_drains_the_host_of_that_cuda_device(tmp_path: Path) -> None:
+    log = tmp_path / "nvml.log"
+    log.write_text(
+        "gpu-b11:51230:51230 [3] NCCL WARN nvmlDeviceGetHandleByPciBusId() failed: GPU is lost\n", encoding="utf-8"
+    )
+    (only,) = run_postmortem([LogFiles([log])]).findings
+    assert (only.code, only.host) == (F.GPU_HW_FAULT, "gpu-b11")
+    assert "CUDA device 3" in only.message and only.action.startswith("drain gpu-b11")

@@ -245,6 +245,16 @@ RULES: tuple[Rule, ...] = (
         action="drain {host}: reboot it to recover the GPU, read its kernel log for the XID that lost it (79: fallen "
         "off the bus, 48/94/95: ECC); reseat or RMA the GPU if it repeats; resubmit with --exclude={host}",
     ),
+    Rule(
+        EventKind.GPU_LOST,
+        _F.GPU_HW_FAULT,
+        priority=100,
+        key=("gpu", "host", "cuda_device"),
+        when=_from("nccl.nvml.gpu_is_lost"),
+        message="NVML lost a GPU {where} (CUDA device {d[cuda_device]}; NCCL: {text})",
+        action="drain {host}: reboot it to recover the GPU, read its kernel log for the XID that lost it; reseat or "
+        "RMA the GPU if it repeats; resubmit with --exclude={host}",
+    ),
     Rule(EventKind.GPU_LOST, _F.GPU_HW_FAULT, priority=100, key=("gpu", "host", "pci")),
     Rule(EventKind.AER, _F.GPU_HW_FAULT, C, 95, key=("pcie", "host", "pci"), when=_fatal_aer),
     Rule(EventKind.AER, _F.GPU_HW_FAULT, W, 15, "observer", ("pcie", "host", "pci")),
