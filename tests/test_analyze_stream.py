@@ -162,3 +162,22 @@ def test_the_heap_does_not_grow_with_each_bundle(tmp_path: Path) -> None:
     small, large = _heap_peak(dirs[:20]), _heap_peak(dirs)
     per_bundle = (large - small) / 100
     assert per_bundle < 40 * 1024, f"{per_bundle / 1024:.1f} KiB more heap per bundle"
+
+
+def test_the_report_json_is_written_in_pieces_with_the_same_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fleetdx.orchestrator.cli.common import model_json, print_json
+
+    reports = [analyze_bundles(d).report for d in (FIXTURES, FIXTURES[:1], _fleet(tmp_path, 40))]
+    assert len(reports[0].nodes) > 1 and len(reports[0].findings) > 1 and len(reports[1].nodes) == 1
+    for report in reports:
+        whole = report.model_dump_json(indent=2).encode()
+        pieces = list(model_json(report, ("nodes", "findings")))
+        assert b"".join(pieces) == whole
+        if len(report.nodes) > 1:
+            assert len(pieces) > len(report.nodes) and max(map(len, pieces)) < len(whole) / 4
+        print_json(report, stream=("nodes", "findings"))
+        assert capsys.readouterr().out == whole.decode() + "\n"
+    # a field that is not a list of models, or not a field, is written whole
+    assert b"".join(model_json(reports[0], ("verdict", "nope"))) == reports[0].model_dump_json(indent=2).encode()

@@ -17,8 +17,8 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar, get_args, get_origin
 
 import typer
 from pydantic import BaseModel
@@ -73,22 +73,70 @@ def exit_code_after_save(verdict_code: int, stored: bool) -> int:
     return EXIT_NOT_STORED if not stored and verdict_code in (0, 1) else verdict_code
 
 
-def print_json(model: BaseModel | dict[str, Any] | list[Any]) -> None:
-    """Print a contract (or plain JSON data) to stdout as JSON, nothing else on stdout."""
-    if isinstance(model, BaseModel):
-        # model_dump_json's bytes, written as they are: a report of 4,096 nodes is some 16 MB of JSON, and
-        # each str copy of it (decode, + "\n", encode) added that much to the command's peak memory
-        data = model.__pydantic_serializer__.to_json(model, indent=2)
-        sys.stdout.flush()
-        out = getattr(sys.stdout, "buffer", None)
-        if out is None:  # a text-only stream (a test's StringIO)
-            sys.stdout.write(data.decode() + "\n")
-        else:
-            out.write(data)
-            out.write(b"\n")
-    else:
+def print_json(model: BaseModel | dict[str, Any] | list[Any], stream: Sequence[str] = ()) -> None:
+    """Print a contract (or plain JSON data) to stdout as JSON, nothing else on stdout.
+
+    ``stream`` names top-level list fields of ``model`` written one element at a time (:func:`model_json`),
+    so that the JSON of a report of thousands of nodes is never held whole; the bytes are the same.
+    """
+    if not isinstance(model, BaseModel):
         sys.stdout.write(json.dumps(model, indent=2, default=str) + "\n")
+        sys.stdout.flush()
+        return
     sys.stdout.flush()
+    pieces = model_json(model, stream)
+    out = getattr(sys.stdout, "buffer", None)
+    if out is None:  # a text-only stream (a test's StringIO)
+        sys.stdout.write("".join(p.decode() for p in pieces) + "\n")
+    else:
+        for piece in pieces:
+            out.write(piece)
+        out.write(b"\n")
+    sys.stdout.flush()
+
+
+def model_json(model: BaseModel, stream: Sequence[str] = ()) -> Iterator[bytes]:
+    """``model.model_dump_json(indent=2)``'s bytes, in pieces: each top-level field of ``stream`` that is a
+    list of two or more models of its declared element type is written element by element (each element's
+    own JSON, indented into place); any other shape is written whole. Nothing but a few elements' JSON is
+    held at once: a report of 4,096 nodes is some 16 MB of JSON, and each whole copy of it added that much
+    to a command's peak memory."""
+    names = [n for n in stream if _streams(model, n)]
+    if not names:
+        yield model.__pydantic_serializer__.to_json(model, indent=2)
+        return
+    head = model.__pydantic_serializer__.to_json(model.model_copy(update=dict.fromkeys(names, [])), indent=2)
+    marks = sorted((head.find(b'\n  "%s": []' % n.encode()), n) for n in names)
+    if any(head.count(b'\n  "%s": []' % n.encode()) != 1 for n in names):  # not where expected: whole
+        yield model.__pydantic_serializer__.to_json(model, indent=2)
+        return
+    at = 0
+    for pos, name in marks:
+        key = b'\n  "%s": [' % name.encode()
+        yield head[at:pos] + key
+        for i, item in enumerate(getattr(model, name)):
+            text = item.__pydantic_serializer__.to_json(item, indent=2)
+            yield (b",\n    " if i else b"\n    ") + text.replace(b"\n", b"\n    ")
+        yield b"\n  ]"
+        at = pos + len(key) + 1  # past the "]" of the emptied list
+    yield head[at:]
+
+
+def _streams(model: BaseModel, name: str) -> bool:
+    """Whether field ``name`` of ``model`` can be written element by element with the same bytes: a plain
+    ``list[M]`` field (no alias, not excluded, no serializer on the model) of 2+ instances of exactly ``M``."""
+    cls = type(model)
+    field = cls.model_fields.get(name)
+    decorators = cls.__pydantic_decorators__
+    if field is None or field.exclude or field.alias or field.serialization_alias:
+        return False
+    if decorators.field_serializers or decorators.model_serializers:
+        return False
+    args = get_args(field.annotation)
+    if get_origin(field.annotation) is not list or len(args) != 1 or not isinstance(args[0], type):
+        return False
+    value = getattr(model, name)
+    return issubclass(args[0], BaseModel) and len(value) > 1 and all(type(v) is args[0] for v in value)
 
 
 def fail(message: str, code: int = EXIT_UNKNOWN) -> typer.Exit:

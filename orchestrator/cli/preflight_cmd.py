@@ -155,7 +155,7 @@ def _finish(
     if exclude_file is not None:
         exclude_file.write_text(report.exclude + "\n" if report.exclude else "", encoding="utf-8")
     if as_json:
-        print_json(report)
+        print_json(report, stream=("nodes", "findings"))  # thousands of nodes: never the whole JSON at once
     else:
         _print_report(report, None)
         console.file.flush()
