@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetdx.orchestrator.judgement import FindingCode
+from fleetdx.orchestrator.postmortem import flight
 from fleetdx.orchestrator.postmortem.flight import (
     analyze,
     analyze_dir,
@@ -183,6 +184,42 @@ def _loaded(folder: Path) -> dict[int, tuple[str, Any]]:
 def test_in_memory_analysis_equals_streamed() -> None:
     for folder in (SKIP / "pickle", DTYPE / "json"):
         assert analyze(_loaded(folder), str(folder)) == analyze_dir(folder)
+
+
+@pytest.mark.parametrize("folder", sorted({p.parent for p in FIX.glob("*/*/nccl_trace_rank_*")}), ids=str)
+def test_parallel_analysis_equals_serial_on_real_dumps(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker processes (forced even for a few dumps) give the very result of reading the dumps here."""
+    serial = analyze_dir(folder, jobs=1)
+    monkeypatch.setattr(flight, "PARALLEL_MIN", 1)
+    assert analyze_dir(folder, jobs=2) == serial
+
+
+def test_parallel_analysis_equals_serial_on_synth_dumps(tmp_path: Path) -> None:
+    """A synthesised job of PARALLEL_MIN + 6 ranks from the real dumps: ranks cycle through the four ranks of the
+    dtype-mismatch job (so the ranks' signature tables differ and are renumbered when merged), every fifth rank
+    reads the JSON dump, one file is cut (unreadable), the last rank's last default_pg entry is dropped."""
+    folder = tmp_path / "synth_fr_parallel"
+    folder.mkdir()
+    n = flight.PARALLEL_MIN + 6
+    for r in range(n):
+        src = DTYPE / ("json" if r % 5 == 0 else "pickle") / f"nccl_trace_rank_{r % 4}"
+        data = src.read_bytes()
+        if r == n - 1:
+            doc = pickle.loads(DTYPE.joinpath("pickle", "nccl_trace_rank_1").read_bytes())  # noqa: S301 - our fixture
+            last = max(i for i, e in enumerate(doc["entries"]) if e["process_group"][1] == "default_pg")
+            del doc["entries"][last]
+            doc["pg_status"] = {}
+            data = pickle.dumps(doc)
+        if r == 7:
+            data = data[: len(data) // 2]
+        (folder / f"nccl_trace_rank_{r}").write_bytes(data)
+    serial = analyze_dir(folder, jobs=1)
+    assert list(serial.unreadable) == ["nccl_trace_rank_7"] and len(serial.ranks) == n - 1
+    first = serial.first
+    assert first is not None and (first.kind, first.seq_id) == ("mismatch", 4)
+    assert first.culprit_ranks == [r for r in range(2, n, 4) if r != 7]
+    assert {g.desc: g.last_seq for g in serial.groups}["default_pg"][n - 1] == 5
+    assert analyze_dir(folder, jobs=2) == serial
 
 
 def test_synth_group_left_ring_buffer_is_read_from_pg_status() -> None:

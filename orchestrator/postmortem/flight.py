@@ -49,11 +49,15 @@ there is inside the collective (network, NCCL), or the dumps were taken after a 
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
 from array import array
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Literal
 
@@ -64,7 +68,16 @@ from fleetdx.orchestrator.postmortem.contracts import TimelineEntry, cause
 from fleetdx.orchestrator.postmortem.sources import Context, Evidence
 from fleetdx.probes.contracts import Contract, Severity
 from fleetdx.probes.errors import ConfigError, ParseError
-from fleetdx.probes.parsers.flight_recorder import FrDump, FrEntry, parse_flight_recorder
+from fleetdx.probes.parsers.flight_recorder import (
+    FrDump,
+    FrEntry,
+    FrGroup,
+    FrGroupStatus,
+    FrRow,
+    FrScan,
+    parse_flight_recorder,
+    scan_flight_recorder,
+)
 from fleetdx.probes.parsers.logline import iso
 from fleetdx.probes.rawfile import DEFAULT_MAX_BYTES, RawFileError, check_regular
 
@@ -83,6 +96,9 @@ _OUTPUT_MAY_DIFFER = _ALLTOALL | _VARIABLE | {"gather"}
 _P2P = {"send", "recv", "_send", "_recv"}
 #: the most dump files read from one folder (a 16k-rank job fits)
 MAX_FILES = 65_536
+#: from this many dumps on, :func:`analyze_dir` reads them in worker processes (below, starting the workers costs
+#: more than it saves: about 25 ms of CPU per 2000-entry dump against about half a second to start a pool)
+PARALLEL_MIN = 64
 
 
 class FrRankOp(Contract):
@@ -150,9 +166,7 @@ class FrAnalysis(Contract):
         return self.divergences[0] if self.divergences else None
 
 
-def read_dump(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> FrDump:
-    """One dump file, read under a size limit and parsed. Raises :class:`RawFileError` (missing, not a regular
-    file, over ``max_bytes``) or :class:`ParseError` (its contents)."""
+def _read_bytes(path: Path, max_bytes: int) -> bytes:
     st = check_regular(path)
     if st.st_size > max_bytes:
         raise RawFileError(f"{path}: {st.st_size} bytes, over the {max_bytes} byte limit (raise it with --max-bytes)")
@@ -163,7 +177,13 @@ def read_dump(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> FrDump:
         raise RawFileError(f"{path}: cannot be read: {e.strerror}") from None
     if len(data) > max_bytes:
         raise RawFileError(f"{path}: over the {max_bytes} byte limit (raise it with --max-bytes)")
-    return parse_flight_recorder(data)
+    return data
+
+
+def read_dump(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> FrDump:
+    """One dump file, read under a size limit and parsed. Raises :class:`RawFileError` (missing, not a regular
+    file, over ``max_bytes``) or :class:`ParseError` (its contents)."""
+    return parse_flight_recorder(_read_bytes(path, max_bytes))
 
 
 def find_dumps(folder: Path, prefix: str | None = None) -> list[tuple[int, Path]]:
@@ -201,18 +221,43 @@ def find_dumps(folder: Path, prefix: str | None = None) -> list[tuple[int, Path]
     return files
 
 
-def _signature(entries: list[FrEntry]) -> tuple[object, ...]:
+@dataclass(frozen=True)
+class _OpKind:
+    """What a profiling name tells, worked out once per name."""
+
+    backend: str | None  #: ``nccl`` of ``nccl:all_reduce``
+    p2p: bool  #: a point-to-point op (matched by peer, not by the group's sequence id)
+    same_input: bool  #: input sizes must agree across ranks
+    same_output: bool
+
+
+def _op_kind(profiling_name: str) -> _OpKind:
+    op = profiling_name.split(":", 1)[-1]
+    return _OpKind(
+        profiling_name.split(":", 1)[0] if ":" in profiling_name else None,
+        op in _P2P,
+        op not in _INPUT_MAY_DIFFER,
+        op not in _OUTPUT_MAY_DIFFER,
+    )
+
+
+def _signature(entries: list[FrRow], kinds: dict[str, _OpKind]) -> tuple[object, ...]:
     """What must agree across ranks at one (group, sequence id): ops, sizes (not for the ops whose sizes differ
     legitimately), dtypes; coalesced ops in ``op_id`` order."""
-    return tuple(
-        (
-            e.profiling_name,
-            () if e.op in _INPUT_MAY_DIFFER else tuple(map(tuple, e.input_sizes)),
-            () if e.op in _OUTPUT_MAY_DIFFER else tuple(map(tuple, e.output_sizes)),
-            tuple(e.input_dtypes),
+    if len(entries) > 1:
+        entries = sorted(entries, key=lambda e: (e.op_id or 0, e.record_id))
+    out = []
+    for e in entries:
+        k = kinds[e.profiling_name]
+        out.append(
+            (
+                e.profiling_name,
+                e.input_sizes if k.same_input else (),
+                e.output_sizes if k.same_output else (),
+                e.input_dtypes,
+            )
         )
-        for e in sorted(entries, key=lambda e: (e.op_id or 0, e.record_id))
-    )
+    return tuple(out)
 
 
 def _rank_op(rank: int, file: str, e: FrEntry, index: int) -> FrRankOp:
@@ -254,6 +299,13 @@ class _RankGroup:
             self.sparse = sigs
         self.reach = max(self.hi, status or 0)
 
+    def renumber(self, ids: list[int]) -> None:
+        """Signature index ``i`` becomes ``ids[i]``."""
+        if self.dense is not None:
+            self.dense = array("l", [ids[i] if i >= 0 else -1 for i in self.dense])
+        if self.sparse is not None:
+            self.sparse = {s: ids[i] for s, i in self.sparse.items()}
+
     def get(self, seq: int) -> int | None:
         if self.dense is not None:
             if self.lo <= seq <= self.hi and (i := self.dense[seq - self.lo]) >= 0:
@@ -267,16 +319,122 @@ class _RankGroup:
         return sorted(self.sparse or {})
 
 
+@dataclass
+class _RankSummary:
+    """One rank's dump reduced to what matching needs (:func:`_reduce`: pure, so it runs in a worker process and
+    comes back pickled, about 20 KB for 2000 entries); :meth:`_Matcher.merge` folds these in rank order."""
+
+    version: str
+    backends: set[str]
+    pg_ids: dict[str, str]  #: the entries' pg_id -> group name
+    desc: dict[str, str]  #: group name -> description, first seen first
+    first_time: dict[str, dict[int, int]]  #: group name -> sequence id -> earliest time_created_ns on this rank
+    sigs: list[tuple[object, ...]]  #: this rank's signatures; the groups' records hold indexes into it
+    groups: dict[str, _RankGroup]
+    pending: dict[str, int]  #: pg_id -> last enqueued, for pg_status keys no entry names
+    wrapped: bool  #: the ring buffer dropped entries (oldest record_id > 0)
+    tracks_start: bool  #: the dump records collectives' starts (module doc)
+    config: dict[str, list[int]]  #: pg_config's membership of the groups the entries name
+
+
+def _reduce(
+    version: str, groups: Sequence[FrGroup], status_rows: Sequence[FrGroupStatus], rows: Sequence[FrRow]
+) -> _RankSummary:
+    """Pass 1 for one rank: its entries by (group, sequence id), each collective as an index into this rank's
+    table of signatures."""
+    kinds: dict[str, _OpKind] = {}
+    pg_ids: dict[str, str] = {}
+    desc: dict[str, str] = {}
+    by_seq: dict[str, dict[int, list[FrRow]]] = {}
+    times: dict[str, dict[int, int]] = {}
+    for e in rows:
+        k = kinds.get(e.profiling_name)
+        if k is None:
+            k = kinds[e.profiling_name] = _op_kind(e.profiling_name)
+        if e.pg_id is not None:
+            pg_ids[str(e.pg_id)] = e.pg_name
+        if e.is_p2p or k.p2p:
+            continue  # point-to-point ops count in p2p_seq_id, matched by peer, not here
+        name, seq = e.pg_name, e.collective_seq_id
+        if name not in by_seq:
+            desc.setdefault(name, e.pg_desc)
+            by_seq[name], times[name] = {}, {}
+        at = by_seq[name].get(seq)
+        if at is None:
+            by_seq[name][seq] = [e]
+        else:
+            at.append(e)
+        t = e.time_created_ns
+        if t:
+            ts = times[name]
+            if seq not in ts or t < ts[seq]:
+                ts[seq] = t
+    # pg_status is keyed by the entries' pg_id (PyTorch's FlightRecorder::getPgStatus), pg_config by name
+    status = {pg_ids[s.key]: s.last_enqueued for s in status_rows if s.key in pg_ids}
+    sig_ids: dict[tuple[object, ...], int] = {}
+    records: dict[str, _RankGroup] = {}
+    for name in sorted(set(by_seq) | set(status)):
+        seqs = by_seq.get(name, {})
+        sigs = {s: sig_ids.setdefault(_signature(es, kinds), len(sig_ids)) for s, es in seqs.items()}
+        last = seqs.get(max(sigs), []) if sigs else []
+        state = "scheduled" if last and all(e.state == "scheduled" for e in last) else (last[-1].state if last else "")
+        records[name] = _RankGroup(sigs, status.get(name), state)
+    return _RankSummary(
+        version=version,
+        backends={k.backend for k in kinds.values() if k.backend is not None},
+        pg_ids=pg_ids,
+        desc=desc,
+        first_time=times,
+        sigs=list(sig_ids),
+        groups=records,
+        pending={s.key: s.last_enqueued for s in status_rows if s.key not in pg_ids and s.last_enqueued is not None},
+        wrapped=bool(rows) and min(e.record_id for e in rows) > 0,
+        tracks_start=any(e.time_started_ns is not None or e.state == "started" for e in rows),
+        config={cfg.key: cfg.ranks for cfg in groups if cfg.ranks and cfg.key in by_seq},
+    )
+
+
+def _reduce_scan(scan: FrScan) -> _RankSummary:
+    return _reduce(scan.version, scan.groups, scan.status, scan.rows)
+
+
+def _reduce_dump(dump: FrDump) -> _RankSummary:
+    """A parsed dump held in memory (:func:`analyze`), through its entries' lean form."""
+    rows = [
+        FrRow(
+            **{
+                **e.model_dump(),
+                "input_sizes": tuple(map(tuple, e.input_sizes)),
+                "output_sizes": tuple(map(tuple, e.output_sizes)),
+                "input_dtypes": tuple(e.input_dtypes),
+                "output_dtypes": tuple(e.output_dtypes),
+                "frames": tuple(e.frames),
+            }
+        )
+        for e in dump.entries
+    ]
+    return _reduce(dump.version, dump.groups, dump.status, rows)
+
+
+def _read_reduced(path: Path, max_bytes: int) -> _RankSummary | str:
+    """One dump file reduced, or why it cannot be read (picklable both ways: a worker process's task)."""
+    try:
+        return _reduce_scan(scan_flight_recorder(_read_bytes(path, max_bytes)))
+    except (ParseError, RawFileError) as e:
+        return str(e)
+
+
 class _Matcher:
-    """Pass 1 of the analysis: each rank's dump reduced to :class:`_RankGroup` s as it is read (then dropped), so
-    memory grows with ranks x entries x 8 bytes, not with the parsed dumps (about 9 MB per 2000-entry dump)."""
+    """Pass 1 of the analysis: each rank's dump reduced to :class:`_RankGroup` s (:func:`_reduce`), then dropped,
+    so memory grows with ranks x entries x 8 bytes, not with the parsed dumps (about 9 MB per 2000-entry dump).
+    Merging in rank order gives the same result whether the ranks were reduced here or in worker processes."""
 
     def __init__(self) -> None:
         self.sig_ids: dict[tuple[object, ...], int] = {}
         self.groups: dict[str, dict[int, _RankGroup]] = {}  # pg name -> rank -> record
         self.desc: dict[str, str] = {}
         self.config: dict[str, set[int]] = {}
-        self.first_time: dict[tuple[str, int], int] = {}  # (pg, seq) -> earliest time_created_ns of any rank
+        self.first_time: dict[str, dict[int, int]] = {}  # pg -> seq -> earliest time_created_ns of any rank
         self.files: dict[int, str] = {}
         self.versions: set[str] = set()
         self.backends: set[str] = set()
@@ -285,46 +443,36 @@ class _Matcher:
         self.wrapped: set[int] = set()  # ranks whose ring buffer dropped entries (oldest record_id > 0)
         self.tracks_start: set[int] = set()  # ranks whose dump records collectives' starts (module doc)
 
-    def add(self, rank: int, file: str, dump: FrDump) -> None:
+    def merge(self, rank: int, file: str, r: _RankSummary) -> None:
+        """Fold one rank's summary in (ranks in increasing order)."""
         self.files[rank] = file
-        self.versions.add(dump.version)
-        by_seq: dict[str, dict[int, list[FrEntry]]] = {}
-        pg_ids: dict[str, str] = {}
-        for e in dump.entries:
-            if ":" in e.profiling_name:
-                self.backends.add(e.profiling_name.split(":", 1)[0])
-            if e.pg_id is not None:
-                pg_ids[str(e.pg_id)] = e.pg_name
-            if e.is_p2p or e.op in _P2P:
-                continue  # point-to-point ops count in p2p_seq_id, matched by peer, not here
-            self.desc.setdefault(e.pg_name, e.pg_desc)
-            by_seq.setdefault(e.pg_name, {}).setdefault(e.collective_seq_id, []).append(e)
-            if e.time_created_ns:
-                key = (e.pg_name, e.collective_seq_id)
-                self.first_time[key] = min(self.first_time.get(key, e.time_created_ns), e.time_created_ns)
-        # pg_status is keyed by the entries' pg_id (PyTorch's FlightRecorder::getPgStatus), pg_config by name
-        status = {pg_ids[s.key]: s.last_enqueued for s in dump.status if s.key in pg_ids}
-        for k, v in pg_ids.items():
+        self.versions.add(r.version)
+        self.backends |= r.backends
+        for name, d in r.desc.items():
+            self.desc.setdefault(name, d)
+        for name, times in r.first_time.items():
+            into = self.first_time.get(name)
+            if into is None:
+                self.first_time[name] = dict(times)
+                continue
+            for seq, t in times.items():
+                if seq not in into or t < into[seq]:
+                    into[seq] = t
+        ids = [self.sig_ids.setdefault(sig, len(self.sig_ids)) for sig in r.sigs]
+        same = ids == list(range(len(ids)))  # usually: every rank issued the same collectives, in the same order
+        for name, rec in r.groups.items():
+            if not same:
+                rec.renumber(ids)
+            self.groups.setdefault(name, {})[rank] = rec
+        for k, v in r.pg_ids.items():
             self.id_names.setdefault(k, set()).add(v)
-        self.pending[rank] = {
-            s.key: s.last_enqueued for s in dump.status if s.key not in pg_ids and s.last_enqueued is not None
-        }
-        if dump.entries and min(e.record_id for e in dump.entries) > 0:
+        self.pending[rank] = r.pending
+        if r.wrapped:
             self.wrapped.add(rank)
-        if any(e.time_started_ns is not None or e.state == "started" for e in dump.entries):
+        if r.tracks_start:
             self.tracks_start.add(rank)
-        for name in set(by_seq) | set(status):
-            sigs = {
-                s: self.sig_ids.setdefault(_signature(es), len(self.sig_ids)) for s, es in by_seq.get(name, {}).items()
-            }
-            last = by_seq.get(name, {}).get(max(sigs), []) if sigs else []
-            state = (
-                "scheduled" if last and all(e.state == "scheduled" for e in last) else (last[-1].state if last else "")
-            )
-            self.groups.setdefault(name, {})[rank] = _RankGroup(sigs, status.get(name), state)
-        for cfg in dump.groups:
-            if cfg.ranks and cfg.key in by_seq:
-                self.config.setdefault(cfg.key, set()).update(cfg.ranks)
+        for key, ranks in r.config.items():
+            self.config.setdefault(key, set()).update(ranks)
 
     def resolve_pending(self) -> None:
         """A rank's ``pg_status`` for a group none of its own entries still name (they left its ring buffer): the
@@ -468,7 +616,7 @@ def _divergence(m: _Matcher, f: _Found, fetch: Callable[[int], FrDump]) -> FrDiv
         culprit_ranks=f.culprits,
         waiting_ranks=f.agreeing,
         detail=detail,
-        time_created_ns=m.first_time.get((f.pg, f.seq)),
+        time_created_ns=m.first_time.get(f.pg, {}).get(f.seq),
         evidence=evidence,
     )
 
@@ -541,19 +689,57 @@ def analyze(
     any set of parsed dumps."""
     m = _Matcher()
     for rank, (file, dump) in sorted(dumps.items()):
-        m.add(rank, file, dump)
+        m.merge(rank, file, _reduce_dump(dump))
     return _result(m, folder, dict(unreadable or {}), lambda r: dumps[r][1], world_size)
 
 
+def default_jobs() -> int:
+    """The CPUs this process may run on (``os.sched_getaffinity``: a Slurm step's or a container's share, not the
+    whole machine's), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _start_method() -> str:
+    """``forkserver`` where there is one: the workers fork from a fresh single-threaded server, never from this
+    process, which may hold threads (the HTTP service; a fork of a threaded process can inherit a lock held by
+    another thread and hang). The server imports this module once (preloaded), so each worker starts in
+    milliseconds, where ``spawn`` would import fleetdx again in every worker (about 0.5 s of CPU each). ``spawn``
+    elsewhere (Windows)."""
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def _reduced(files: list[tuple[int, Path]], max_bytes: int, jobs: int) -> Iterator[_RankSummary | str]:
+    """Every file's :func:`_read_reduced`, in the order of ``files``: here, or in ``jobs`` worker processes."""
+    if jobs <= 1 or len(files) < PARALLEL_MIN:
+        for _, path in files:
+            yield _read_reduced(path, max_bytes)
+        return
+    ctx = multiprocessing.get_context(_start_method())
+    if ctx.get_start_method() == "forkserver":
+        ctx.set_forkserver_preload(["fleetdx.orchestrator.postmortem.flight"])  # only before the server starts
+    workers = min(jobs, len(files))
+    chunk = max(1, min(16, len(files) // (workers * 8)))  # few round trips, yet an even share at the end
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        yield from pool.map(_read_reduced, [p for _, p in files], repeat(max_bytes), chunksize=chunk)
+
+
 def analyze_dir(
-    folder: Path, prefix: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES, world_size: int | None = None
+    folder: Path,
+    prefix: str | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    world_size: int | None = None,
+    jobs: int | None = None,
 ) -> FrAnalysis:
     """Every rank's dump in ``folder`` (:func:`find_dumps`), matched by (process group, sequence id): the first
     divergence of each group, earliest first (module doc).
 
-    Dumps are read one at a time and reduced to sequence ids and signature ids (pass 1); only the dumps a
-    divergence names are read again for its evidence (pass 2). A dump that cannot be read or parsed is listed in
-    ``unreadable`` and its rank is not judged.
+    Dumps are read and reduced to sequence ids and signature ids one at a time (pass 1): in ``jobs`` worker
+    processes (default :func:`default_jobs`) when there are :data:`PARALLEL_MIN` dumps or more, merged in rank
+    order, so the result is the same as read here; only the dumps a divergence names are read again for its
+    evidence (pass 2). A dump that cannot be read or parsed is listed in ``unreadable`` and its rank is not judged.
 
     ``world_size`` (the job's, when the job model or the logs tell it) makes the default group ranks
     0..world_size-1 where the dumps do not record its membership (gloo): a rank whose process ended without a dump
@@ -566,12 +752,12 @@ def analyze_dir(
     m = _Matcher()
     unreadable: dict[str, str] = {}
     paths: dict[int, Path] = {}
-    for rank, path in files:
-        try:
-            m.add(rank, path.name, read_dump(path, max_bytes))
+    for (rank, path), summary in zip(files, _reduced(files, max_bytes, jobs or default_jobs()), strict=True):
+        if isinstance(summary, str):
+            unreadable[path.name] = summary
+        else:
+            m.merge(rank, path.name, summary)
             paths[rank] = path
-        except (ParseError, RawFileError) as e:
-            unreadable[path.name] = str(e)
     if not paths:
         first = "; ".join(f"{k}: {v}" for k, v in list(unreadable.items())[:3])
         raise ConfigError(f"{folder}: no Flight Recorder dump could be read ({first})")
@@ -732,10 +918,11 @@ class FlightRecorderDumps:
     folder: Path
     world_size: int | None = None  #: the job's, when known (default-group membership of gloo dumps)
     prefix: str | None = None
+    jobs: int | None = None  #: worker processes reading the dumps (:func:`analyze_dir`; default: the CPUs)
 
     def collect(self, ctx: Context) -> Evidence:  # noqa: ARG002 - dumps carry their own Unix times
         try:
-            fr = analyze_dir(self.folder, self.prefix, world_size=self.world_size)
+            fr = analyze_dir(self.folder, self.prefix, world_size=self.world_size, jobs=self.jobs)
         except ConfigError as e:
             return Evidence(missing=[f"Flight Recorder dumps not read: {e}"])
         return Evidence(
