@@ -1,40 +1,83 @@
 """Benchmark of the Flight Recorder analysis (``fleetdx.orchestrator.postmortem.flight.analyze_dir``) on many
-ranks' full ring buffers: wall time, CPU time and peak memory, and how they grow with the rank count.
+ranks' full ring buffers: wall time, CPU time (the worker processes' included) and peak memory, read serially
+(``jobs=1``) and in worker processes (``--jobs``, default: the CPUs this process may use) in the same run, the
+ratio of the two, and how they grow with the rank count. Issue 22's goal: 1,024 ranks x 2,000 entries in at
+most 15 s of wall time on a 2-core machine.
 
-    .venv/bin/python bench/flight_recorder.py [--sizes 128,512] [--entries 2000]
+    .venv/bin/python bench/flight_recorder.py [--sizes 128,512] [--entries 2000] [--jobs N] [--baseline DIR]
+
+``--baseline DIR``: an earlier fleetdx source tree (``git archive <commit> | tar -x -C DIR``), run serially
+beside the others as the baseline (rows ``baseline``; ratios against it).
 
 The dumps are SYNTHESISED (folder ``synth_fr_<N>ranks``): every rank's dump is the real gloo dump
 ``tests/fixtures/flight_recorder/gloo_rank3_skips_allreduce/pickle/nccl_trace_rank_2`` with its entry repeated
 ``--entries`` times (PyTorch's default ``TORCH_FR_BUFFER_SIZE`` is 2000) as default-group all-reduces with
 sequence ids 1..E; the last rank stops one collective short (the hung rank), so the analysis must find it at
-seq E. Each size runs in a fresh process (``wait4`` gives its peak RSS and CPU time); it exits 1 if the hung
-rank is not named. Not a timed test: run it by hand.
+seq E. Each size and mode runs in a fresh process; ``wait4`` gives its CPU time and peak RSS, and, this process
+being a child subreaper (Linux ``prctl``), the CPU time of the forkserver and its workers too (they are reaped
+here when the analysis exits). Peak RSS is the analysing process's (each worker holds one dump at a time). The
+two modes must give the same answer; it exits 1 if they differ or the hung rank is not named. The machines are
+shared: compare CPU seconds and the ratios of one run, not wall times across runs. Not a timed test: run it by
+hand.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import pickle
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT / "tests/fixtures/flight_recorder/gloo_rank3_skips_allreduce/pickle/nccl_trace_rank_2"
 
 CHILD = """
-import sys, time
+import inspect, sys, time
 from pathlib import Path
 from fleetdx.orchestrator.postmortem.flight import analyze_dir
+kw = {"jobs": int(sys.argv[2])} if "jobs" in inspect.signature(analyze_dir).parameters else {}  # a baseline: none
 t = time.perf_counter()
-a = analyze_dir(Path(sys.argv[1]))
+a = analyze_dir(Path(sys.argv[1]), **kw)
 dt = time.perf_counter() - t
 f = a.first
 print(dt, f.seq_id if f else -1, ",".join(map(str, f.culprit_ranks)) if f else "")
 """
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Orphaned descendants (the forkserver and its workers) are re-parented here, so their CPU time is counted."""
+    try:
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def run_child(folder: Path, jobs: int, tree: Path | None = None) -> tuple[float, float, float, str, str]:
+    """(wall s, CPU s of the analysis and every process it started, peak RSS MiB, first seq, culprits); ``tree``:
+    another fleetdx source tree to import instead of this one (the baseline)."""
+    env = dict(os.environ, PYTHONPATH=str(tree)) if tree is not None else None
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(folder), str(jobs)], stdout=subprocess.PIPE, text=True, env=env, cwd=tree
+    )
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, ru = os.wait4(proc.pid, 0)
+    cpu = ru.ru_utime + ru.ru_stime
+    while True:  # the forkserver, re-parented here, exits once the analysis has
+        try:
+            _, _, more = os.wait4(-1, 0)
+        except ChildProcessError:
+            break
+        cpu += more.ru_utime + more.ru_stime
+    if status != 0:
+        raise SystemExit(f"{folder.name}, jobs={jobs}: analysis failed (status {status})")
+    dt, seq, *rest = out.split()
+    return float(dt), cpu, ru.ru_maxrss / 1024, seq, (rest or [""])[0]
 
 
 def synthesise(folder: Path, ranks: int, entries: int) -> None:
@@ -54,39 +97,55 @@ def synthesise(folder: Path, ranks: int, entries: int) -> None:
 
 
 def main() -> int:
+    from fleetdx.orchestrator.postmortem.flight import default_jobs
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="128,512")
     ap.add_argument("--entries", type=int, default=2000)
+    ap.add_argument("--jobs", type=int, default=default_jobs())
+    ap.add_argument("--baseline", type=Path, help="an earlier fleetdx source tree, run beside as the baseline")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    counted = become_subreaper()
     rows = []
     ok = True
     with tempfile.TemporaryDirectory(prefix="fleetdx-bench-fr-") as tmp:
         for n in sizes:
             folder = Path(tmp) / f"synth_fr_{n}ranks"
-            t = time.perf_counter()
             synthesise(folder, n, args.entries)
-            make_s = time.perf_counter() - t
             size_mib = sum(p.stat().st_size for p in folder.iterdir()) / 2**20
-            proc = subprocess.Popen(
-                [sys.executable, "-c", CHILD, str(folder)], stdout=subprocess.PIPE, text=True, cwd=ROOT
-            )
-            assert proc.stdout is not None
-            out = proc.stdout.read()
-            _, status, ru = os.wait4(proc.pid, 0)
-            if status != 0:
-                print(f"{n} ranks: analysis failed (status {status})")
-                return 1
-            dt_s, seq, culprits = out.split()[0], out.split()[1], (out.split() + [""])[2]
-            found = seq == str(args.entries) and culprits == str(n - 1)
+            base = run_child(folder, 1, args.baseline.resolve()) if args.baseline else None
+            serial = run_child(folder, 1)
+            parallel = run_child(folder, args.jobs)
+            found = serial[3:] == parallel[3:] == (base or serial)[3:] == (str(args.entries), str(n - 1))
             ok &= found
-            rows.append((n, float(dt_s), ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, size_mib, make_s, found))
-    print(f"synthesised dumps, {args.entries} entries a rank (real gloo entry shape); hung rank = last rank")
-    print(f"{'ranks':>6} {'analyze_s':>10} {'cpu_s':>7} {'rss_mib':>8} {'dumps_mib':>10} {'ms/rank':>8}  found")
-    for n, dt, cpu, rss, mib, _, found in rows:
-        print(f"{n:>6} {dt:>10.2f} {cpu:>7.2f} {rss:>8.0f} {mib:>10.1f} {1000 * dt / n:>8.1f}  {found}")
-    for (n1, d1, *_), (n2, d2, *_) in zip(rows, rows[1:], strict=False):
-        print(f"growth {n1}->{n2} ranks ({n2 / n1:.0f}x): analyze_s x{d2 / d1:.2f}")
+            rows.append((n, size_mib, base, serial, parallel, found))
+    print(
+        f"synthesised dumps, {args.entries} entries a rank (real gloo entry shape); hung rank = last rank; "
+        f"parallel: {args.jobs} workers" + ("" if counted else " (their CPU time NOT counted: no subreaper)")
+    )
+    print(
+        f"{'ranks':>6} {'dumps_mib':>10} {'mode':>9} {'wall_s':>7} {'cpu_s':>7} {'cpu_ms/rank':>12} "
+        f"{'wall_ms/rank':>13} {'rss_mib':>8}  found"
+    )
+    for n, mib, base, serial, parallel, found in rows:
+        modes = [("baseline", base)] if base else []
+        for mode, (dt, cpu, rss, *_) in [*modes, ("serial", serial), (f"jobs={args.jobs}", parallel)]:
+            print(
+                f"{n:>6} {mib:>10.1f} {mode:>9} {dt:>7.2f} {cpu:>7.2f} {1000 * cpu / n:>12.1f} "
+                f"{1000 * dt / n:>13.1f} {rss:>8.0f}  {found}"
+            )
+        print(f"{n:>6} parallel/serial: wall x{parallel[0] / serial[0]:.2f}, cpu x{parallel[1] / serial[1]:.2f}")
+        if base:
+            print(
+                f"{n:>6} against the baseline: serial cpu x{serial[1] / base[1]:.2f}, "
+                f"serial wall x{serial[0] / base[0]:.2f}, parallel wall x{parallel[0] / base[0]:.2f}"
+            )
+    for (n1, _, _, s1, p1, _), (n2, _, _, s2, p2, _) in zip(rows, rows[1:], strict=False):
+        print(
+            f"growth {n1}->{n2} ranks ({n2 / n1:.0f}x): serial cpu x{s2[1] / s1[1]:.2f}, "
+            f"parallel wall x{p2[0] / p1[0]:.2f}"
+        )
     return 0 if ok else 1
 
 
