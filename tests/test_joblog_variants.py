@@ -563,3 +563,21 @@ def test_watchdog_exception_cut_after_its_rank_tag_keeps_the_rank() -> None:
     (e,) = log.events
     assert e.kind is EventKind.WATCHDOG_TIMEOUT and e.rank == 2
     assert (e.details["seq"], e.details["ran_for_ms"]) == (4, 1800010)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "stdout: [rank3]: RuntimeError: NCCL error",
+        "2024-01-01T00:00:00.123Z stderr F [rank3]: RuntimeError: NCCL error",  # a container runtime's log line
+        "node1: stderr: [rank3]: RuntimeError: NCCL error",
+    ],
+)
+def test_a_stream_tag_keeps_the_rank_behind_it(line: str) -> None:
+    (ll,) = normalise_line(line)
+    assert (ll.body, ll.rank) == ("RuntimeError: NCCL error", 3)
+
+
+def test_an_nccl_host_printed_as_a_dash_is_no_host() -> None:
+    log = parse_joblog("-:1234:5678 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.1.1.3<4567>")
+    assert log.events and all(e.host is None for e in log.events) and "-" not in log.hosts

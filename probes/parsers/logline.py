@@ -24,11 +24,12 @@ before and inside the lines a process prints; each is removed, and what it says 
 * the damage terminals and pasting do: a line glued to the end of a tqdm/Lightning progress bar (``Epoch 0:
   6%|██ | 32040/500150 [6:28:43<94:39:17, 1.37it/s, ...][E ProcessGroupNCCL.cpp:458] ...``) or after a
   carriage return; markdown quote prefixes (``> ``, ``> > ``) and indents; ANSI colour codes, with or without
-  their ESC byte (``[36m``); a collector's ``host [stderr] `` tag; a ``hostname: `` prefix repeated mid-line
+  their ESC byte (``[36m``); a collector's ``host [stderr] `` tag; a stream tag (``stdout: ``, the container
+runtime's ``stderr F ``); a ``hostname: `` prefix repeated mid-line
   where outputs of several hosts interleave (the line is split there); Ray's ``[repeated 7x across cluster]``;
   hard wraps that split one message over up to ``MAX_WRAP`` lines, even inside a word (joined for the
   messages of ``_WRAPPED``). Redacted hosts and
-  addresses (``xxx``, ``***``, ``<redacted>``, ``<hostname>``) are never read as a host.
+  addresses (``xxx``, ``***``, ``<redacted>``, ``<hostname>``, NCCL's ``-``) are never read as a host.
 The hard wraps themselves are joined by the job-log parser (:mod:`fleetdx.probes.parsers.joblog`), which knows
 which messages may be wrapped.
 
@@ -85,6 +86,7 @@ _PREFIX_RE = re.compile(
     r"(?P<ray_kv>\w+=[^\s,()]*(?:,[ \t]*\w+=[^\s,()]*)*)\)[ \t]?"
     r"|\((?P<ray_only>[A-Za-z_][\w.\-]*)\)[ \t]"
     r"|\[\d{1,7}\][ \t]"
+    r"|(?:stdout|stderr)(?::| [FP])[ \t]"
     r"|(?P<host>[A-Za-z][A-Za-z0-9_\-]*\d[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9\-]+)*|[A-Za-z0-9][\w\-]*(?:\.[\w\-]+)+"
     r"|<[\w\-. ]+>|x{3,}|X{3,}|\*{3,}):[ \t]"
     r")"
@@ -95,7 +97,7 @@ _NOT_HOST_RE = re.compile(
     r"worker_?id|node_?rank|e\d{3,4}|[wief]\d{3,4}|h100|a100|v100|b200|gb200|sm\d+|py(?:thon)?\d.*|\d+)\d*$",
     re.I,
 )
-_REDACTED_RE = re.compile(r"x{3,}|\*{2,}|redact|^<.*>$|hidden|masked|anonymi[sz]ed|^host(?:name)?$", re.I)
+_REDACTED_RE = re.compile(r"x{3,}|\*{2,}|redact|^<.*>$|hidden|masked|anonymi[sz]ed|^host(?:name)?$|^[\W_]*$", re.I)
 _RAY_KV_RE = re.compile(r"(\w+)=([^\s,()]*)")
 _RAY_REPEAT_RE = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 #: a tqdm / Lightning progress bar (``  6%|██   | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6]``)
