@@ -250,7 +250,8 @@ def ray_on_allocation(
             ended = [h for h in missing if h in steps and steps[h].run.poll() is not None]
             left = deadline - time.monotonic()
             for h in list(ended):  # a `ray start` that gave up (its raylet slow to register) is tried again
-                if attempts[h] < WORKER_ATTEMPTS and left > RETRY_MIN_LEFT_S and step_gone(job, h, env):
+                wait = min(STEP_GONE_S, left - RETRY_MIN_LEFT_S)  # within the join deadline
+                if attempts[h] < WORKER_ATTEMPTS and left > RETRY_MIN_LEFT_S and step_gone(job, h, env, wait):
                     attempts[h] += 1
                     steps[h] = worker(h, attempts[h])
                     ended.remove(h)
