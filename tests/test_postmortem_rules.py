@@ -48,9 +48,10 @@ def test_every_rule_role_agrees_with_its_priority() -> None:
 
 
 def test_every_event_kind_has_a_rule_or_is_context_by_design() -> None:
-    """A kind with no row makes no cause: only the catch-alls and the link-up line may be such."""
+    """A kind with no row makes no cause: only the catch-alls and the link-up line may be such (a Slurm
+    cancellation has a row for preemption only: srun prints a plain one for every step it ends)."""
     ruled = {r.kind for r in RULES}
-    assert set(K) - ruled == {K.NCCL_WARN, K.IB_LINK_UP, K.SLURM_CANCELLED}
+    assert set(K) - ruled == {K.NCCL_WARN, K.IB_LINK_UP}
 
 
 def test_first_matching_row_decides() -> None:
@@ -179,3 +180,41 @@ def test_a_peer_named_by_its_ib_name_is_that_host() -> None:
     other = JobEvent(kind=K.WATCHDOG_TIMEOUT, file="y.log", line=1, text="t", host="gpu02", rank=1)
     (observed,) = [c for c in correlate([e, other]).causes if c.code is F.NCCL_NETWORK_ERROR]
     assert observed.nodes == ["gpu02"] and "gpu02-ib" not in observed.action
+
+
+# ---------------------------------------------------------------------------------- the scheduler's own kills
+
+_PREEMPTED = """[rank3]: step 100 loss 2.1
+slurmstepd: error: *** STEP 889123.0 ON gpu-a-07 CANCELLED AT 2025-01-14T03:12:09 DUE TO {why} ***
+[rank1]: RuntimeError: NCCL communicator was aborted on rank 1.
+srun: error: gpu-a-08: task 1: Terminated
+"""
+
+
+def test_a_preempted_job_is_preempted_and_the_ranks_dying_after_it_are_its_echoes(tmp_path: Path) -> None:
+    for why, said in (("PREEMPTION", "preempted"), ("JOB REQUEUE", "requeued")):
+        log = tmp_path / f"{said}.log"
+        log.write_text(_PREEMPTED.format(why=why))
+        (cause,) = _pm(log).causes
+        assert (cause.code, cause.severity, cause.nodes) == (F.SLURM_PREEMPTED, Severity.CRITICAL, [])
+        assert said in cause.message and [e.line for e in cause.evidence] == [2, 3, 4]
+
+
+def test_a_crash_before_the_preemption_stays_a_cause_of_its_own(tmp_path: Path) -> None:
+    log = tmp_path / "crash-first.log"
+    log.write_text(
+        "[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+        + _PREEMPTED.format(why="PREEMPTION")
+    )
+    codes = [c.code for c in _pm(log).causes]
+    assert F.OOM_GPU in codes and F.SLURM_PREEMPTED in codes
+
+
+def test_a_plain_cancellation_is_no_preemption(tmp_path: Path) -> None:
+    # srun cancels every step after a task failed: that line is not the scheduler taking the nodes
+    log = tmp_path / "cancel.log"
+    log.write_text(
+        "srun: error: node3: task 2: Exited with exit code 1\n"
+        "slurmstepd: error: *** STEP 12.0 ON node3 CANCELLED AT 2025-01-14T03:12:09 ***\n"
+    )
+    assert F.SLURM_PREEMPTED not in [c.code for c in _pm(log).causes]

@@ -554,6 +554,14 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
             f"Slurm cancelled job {d.get('job')} at {lead.time}: it reached its time limit",
             "raise --time, or checkpoint and resume; no node is at fault",
         )
+    if code is FindingCode.SLURM_PREEMPTED:
+        why = "preempted it" if d.get("reason") != "JOB REQUEUE" else "requeued it"
+        return (
+            f"Slurm {why} at {lead.time} (job {d.get('job')}): another job took its nodes; the errors of the ranks "
+            "after it are its echoes",
+            "nothing is broken: submit with --requeue and checkpoint often (save at SIGTERM with --signal) so the "
+            "job resumes, or use a partition or QOS that is not preemptible; no node is at fault",
+        )
     if code is FindingCode.NCCL_TRANSPORT_FALLBACK:
         return (
             f"NCCL uses TCP sockets ({d.get('device') or 'no IB device found'}) {where}",
@@ -713,6 +721,7 @@ def correlate(
             groups[(j.code,) + j.key].append((e, j))
     _fold(groups)
     _fold_teardowns(groups)
+    _fold_outside_kills(groups)
     first = first_decisive(ordered)
     # the decisive events naming a rank (OOM, crash, CUDA error): the rank that failed before the others timed out
     failed = [e for e, j in (p for m in groups.values() for p in m) if j.priority >= DECISIVE and e.rank is not None]
@@ -750,7 +759,7 @@ def correlate(
                 peer = peers[0] if peers and not nodes else None
                 lead = lead.model_copy(update={"details": {}})  # the observer's device is not the culprit's
                 subject, details = peer, ({"peer": peer} if peer else None)
-            elif code is FindingCode.SLURM_TIME_LIMIT:  # job-wide: no node is at fault; where it was printed
+            elif code in (FindingCode.SLURM_TIME_LIMIT, FindingCode.SLURM_PREEMPTED):  # job-wide: no node at fault
                 nodes, host = [], None
                 details = {"printed_on": lead.host} if lead.host else None
             else:
@@ -814,6 +823,29 @@ def _fold_teardowns(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged
         if members and all(e.rank in reporters and _is_abort(e) for e, _ in members):
             low = [(e, replace(j, code=FindingCode.NCCL_TIMEOUT, priority=min(j.priority, 10))) for e, j in members]
             groups[tkey].extend(low)
+            del groups[key]
+
+
+#: the scheduler's own kills of a job: what the ranks print after them is their echo
+_OUTSIDE_KILLS = (FindingCode.SLURM_PREEMPTED, FindingCode.SLURM_TIME_LIMIT)
+
+
+def _fold_outside_kills(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
+    """A job Slurm preempted or stopped at its time limit: the crashes (SIGTERM, ``Terminated``, a communicator
+    aborted) and the observers' lost connections that its logs print after the cancellation line join the
+    cancellation's evidence, below its own event, instead of standing as failures ranked above it. What a log
+    printed before the cancellation stays a cause of its own."""
+    kills = [k for k in groups if k[0] in _OUTSIDE_KILLS]
+    if len(kills) != 1:
+        return
+    code = kills[0][0]
+    assert isinstance(code, FindingCode)
+    kill = groups[kills[0]]
+    first = min(((e.file, e.line) for e, _ in kill), key=lambda p: p[1])
+    for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH or (len(k) > 1 and k[1] == "observed")]:
+        members = groups[key]
+        if members and all(e.file == first[0] and e.line > first[1] for e, _ in members):
+            kill.extend((e, replace(j, code=code, priority=min(j.priority, 10))) for e, j in members)
             del groups[key]
 
 

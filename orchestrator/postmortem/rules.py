@@ -439,6 +439,17 @@ RULES: tuple[Rule, ...] = (
     Rule(EventKind.NCCL_INTERNAL_ERROR, _F.NCCL_INTERNAL_ERROR, priority=54, key=("nccl-internal", *_WHERE)),
     Rule(EventKind.NCCL_SYSTEM_ERROR, _F.NCCL_INTERNAL_ERROR, priority=54, key=("nccl-internal", *_WHERE)),
     Rule(EventKind.SLURM_TIME_LIMIT, _F.SLURM_TIME_LIMIT, priority=52, key=("time-limit",)),
+    # the scheduler took the nodes: an outside kill like the time limit (a plain CANCELLED line is no cause: srun
+    # prints one for every step it ends after a task failed)
+    Rule(
+        EventKind.SLURM_CANCELLED,
+        _F.SLURM_PREEMPTED,
+        C,
+        52,
+        key=("preempted",),
+        when=lambda e: str(e.details.get("reason") or "") in ("PREEMPTION", "JOB REQUEUE")
+        or e.details.get("failure_class") == "preempted",
+    ),
     # observers of a failure elsewhere
     Rule(EventKind.NCCL_CONNECTION_CLOSED, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
     Rule(EventKind.NCCL_SOCKET_ERROR, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
