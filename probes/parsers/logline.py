@@ -25,13 +25,12 @@ before and inside the lines a process prints; each is removed, and what it says 
   6%|██ | 32040/500150 [6:28:43<94:39:17, 1.37it/s, ...][E ProcessGroupNCCL.cpp:458] ...``) or after a
   carriage return; markdown quote prefixes (``> ``, ``> > ``) and indents; ANSI colour codes, with or without
   their ESC byte (``[36m``); a collector's ``host [stderr] `` tag; a stream tag (``stdout: ``, the container
-runtime's ``stderr F ``); a ``hostname: `` prefix repeated mid-line
-  where outputs of several hosts interleave (the line is split there); Ray's ``[repeated 7x across cluster]``;
-  hard wraps that split one message over up to ``MAX_WRAP`` lines, even inside a word (joined for the
-  messages of ``_WRAPPED``). Redacted hosts and
-  addresses (``xxx``, ``***``, ``<redacted>``, ``<hostname>``, NCCL's ``-``) are never read as a host.
-The hard wraps themselves are joined by the job-log parser (:mod:`fleetdx.probes.parsers.joblog`), which knows
-which messages may be wrapped.
+  runtime's ``stderr F ``); a ``hostname: `` prefix repeated mid-line where outputs of several hosts interleave
+  (the line is split there); Ray's ``[repeated 7x across cluster]``. Redacted hosts and addresses (``xxx``,
+  ``***``, ``<redacted>``, ``<hostname>``, NCCL's ``-``) are never read as a host.
+
+Hard wraps that split one message over several lines, even inside a word, are joined by the job-log parser
+(:mod:`fleetdx.probes.parsers.joblog`), which knows which messages may be wrapped.
 
 Pure functions of their input, never raising; patterns linear in the line (tests run them on 1 MB hostile
 lines). Memoised where many ranks print the same words (bounded caches, :data:`MEMO_MAX_CHARS`).
@@ -300,6 +299,7 @@ def stamp_ts(stamp: str, year: int | None = None) -> float | None:
 
 
 def year_of(stamp: str | None) -> int | None:
+    """The year a stamp names (ISO 8601 or ``dmesg -T``), ``None`` when it names none."""
     if stamp is None:
         return None
     m = _ISO_RE.search(stamp) or _DMESG_T_RE.search(stamp)
