@@ -90,3 +90,23 @@ def test_job_model_gives_world_size_and_hosts(monkeypatch: pytest.MonkeyPatch) -
     assert any("members [3] left no dump" in m for m in doc["missing_evidence"])
     code, doc = _run("--job", "77", "--fr", str(FIX / "gloo_rank3_skips_allreduce" / "json"))
     assert code == 2 and (doc["causes"][0]["rank"], doc["findings"][0]["nodes"][0]) == (3, "sim4")
+
+
+def test_fr_jobs_reaches_the_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--fr-jobs N is the number of processes analyze_dir reads the dumps in; without it, None (the CPUs)."""
+    from fleetdx.orchestrator.postmortem import flight
+
+    seen: list[int | None] = []
+    real = flight.analyze_dir
+
+    def spy(folder: Path, prefix: str | None = None, **kw: Any) -> flight.FrAnalysis:
+        seen.append(kw.get("jobs"))
+        return real(folder, prefix, **kw)
+
+    monkeypatch.setattr(flight, "analyze_dir", spy)
+    folder = str(FIX / "gloo_rank3_skips_allreduce" / "pickle")
+    code, doc = _run("--fr", folder, "--fr-jobs", "3")
+    code_default, doc_default = _run("--fr", folder)
+    assert seen == [3, None] and code == code_default == 2
+    assert doc["causes"] == doc_default["causes"]
+    assert runner.invoke(app, ["postmortem", "--fr", folder, "--fr-jobs", "0"]).exit_code == 3

@@ -155,6 +155,15 @@ def register(app: typer.Typer) -> None:
                 "running any code): names the rank that never reached the collective the others waited in.",
             ),
         ] = None,
+        fr_jobs: Annotated[
+            int | None,
+            typer.Option(
+                "--fr-jobs",
+                min=1,
+                help="Processes reading the --fr dumps from 64 dumps on (1: none)."
+                + computed_default("the CPUs this process may use"),
+            ),
+        ] = None,
         job_id: Annotated[
             str | None,
             typer.Option("--job", help="Slurm job id: its nodes, time window, state and exit code (scontrol/sacct)."),
@@ -214,6 +223,7 @@ def register(app: typer.Typer) -> None:
                 logs=log_paths,
                 bundles=bundle_dirs,
                 fr=fr,
+                fr_jobs=fr_jobs,
                 job_id=job_id,
                 bundle_dir=bundle_dir,
                 nodes=nodes,

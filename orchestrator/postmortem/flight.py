@@ -75,6 +75,7 @@ from fleetdx.probes.parsers.flight_recorder import (
     FrGroupStatus,
     FrRow,
     FrScan,
+    gc_paused,
     parse_flight_recorder,
     scan_flight_recorder,
 )
@@ -419,7 +420,8 @@ def _reduce_dump(dump: FrDump) -> _RankSummary:
 def _read_reduced(path: Path, max_bytes: int) -> _RankSummary | str:
     """One dump file reduced, or why it cannot be read (picklable both ways: a worker process's task)."""
     try:
-        return _reduce_scan(scan_flight_recorder(_read_bytes(path, max_bytes)))
+        with gc_paused():  # the reduction allocates as much again as the read
+            return _reduce_scan(scan_flight_recorder(_read_bytes(path, max_bytes)))
     except (ParseError, RawFileError) as e:
         return str(e)
 

@@ -37,15 +37,17 @@ MAX_FOLDER_FILES = 4096
 
 class PostmortemRequest(Contract):
     """One postmortem's inputs. ``logs``: job logs (files, or folders whose files are read); ``bundles``: node
-    bundle folders; ``fr``: a folder of Flight Recorder dumps; ``job_id``: a Slurm job id (its record, its
-    epilog bundles under ``bundle_dir``); ``nodes``: a hostlist whose kernel events alone count; ``since`` /
-    ``until``: the job's window, Unix seconds; ``db``: the store's URL (``None``: ``FLEETDX_DB_URL``, else
-    SQLite); ``history``: read the blamed hosts' stored history; ``save``: keep the
+    bundle folders; ``fr``: a folder of Flight Recorder dumps, read in ``fr_jobs`` processes (``None``: the CPUs
+    this process may use; :func:`~fleetdx.orchestrator.postmortem.flight.analyze_dir`); ``job_id``: a Slurm job
+    id (its record, its epilog bundles under ``bundle_dir``); ``nodes``: a hostlist whose kernel events alone
+    count; ``since`` / ``until``: the job's window, Unix seconds; ``db``: the store's URL (``None``:
+    ``FLEETDX_DB_URL``, else SQLite); ``history``: read the blamed hosts' stored history; ``save``: keep the
     postmortem in the store."""
 
     logs: list[Path] = Field(default_factory=list)
     bundles: list[Path] = Field(default_factory=list)
     fr: Path | None = None
+    fr_jobs: int | None = Field(default=None, ge=1)
     job_id: str | None = None
     bundle_dir: Path | None = None
     nodes: str | None = None
@@ -127,7 +129,7 @@ def sources_of(req: PostmortemRequest, bundles: list[Path], world_size: int | No
     if req.fr is not None:
         from fleetdx.orchestrator.postmortem.flight import FlightRecorderDumps
 
-        sources.append(FlightRecorderDumps(req.fr, world_size))
+        sources.append(FlightRecorderDumps(req.fr, world_size, jobs=req.fr_jobs))
     return sources
 
 
