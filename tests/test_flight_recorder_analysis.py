@@ -222,6 +222,15 @@ def test_parallel_analysis_equals_serial_on_synth_dumps(tmp_path: Path) -> None:
     assert analyze_dir(folder, jobs=2) == serial
 
 
+def test_parallel_analysis_through_a_forkserver_equals_serial(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where threads run (the HTTP service) workers come from a forkserver, not a fork of this process."""
+    folder = DTYPE / "pickle"
+    serial = analyze_dir(folder, jobs=1)
+    monkeypatch.setattr(flight, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(flight, "_start_method", lambda: "forkserver")
+    assert analyze_dir(folder, jobs=2) == serial
+
+
 def test_synth_group_left_ring_buffer_is_read_from_pg_status() -> None:
     """Rank 0's pair01 entries removed (as if its ring buffer had dropped them), its pg_status kept: rank 0 is
     still a pair01 member that reached seq 4, not a rank that never got there."""
