@@ -45,6 +45,12 @@ When several groups diverge, the divergence whose collective was created earlies
 ranks' own wall clocks: skew between hosts of more than the gap between two collectives can reorder them) is
 first. When no group diverges, every member reached the same last collective: a rank is not missing; a hang
 there is inside the collective (network, NCCL), or the dumps were taken after a clean run.
+
+At scale (``bench/flight_recorder.py``): each rank's dump is read by the lean reader
+(:func:`~fleetdx.probes.parsers.flight_recorder.scan_flight_recorder`) and reduced on its own to sequence ids and
+signature indexes (:func:`_reduce`, pure), in worker processes from :data:`PARALLEL_MIN` dumps on; the
+reductions are merged in rank order, so the result is the one of a serial read. About 20 ms of CPU per
+2000-entry dump, where a whole dump parsed into contracts took about 110 ms.
 """
 
 from __future__ import annotations
@@ -455,13 +461,7 @@ class _Matcher:
         for name, d in r.desc.items():
             self.desc.setdefault(name, d)
         for name, times in r.first_time.items():
-            into = self.first_time.get(name)
-            if into is None:
-                self.first_time[name] = dict(times)
-                continue
-            for seq, t in times.items():
-                if seq not in into or t < into[seq]:
-                    into[seq] = t
+            self._earliest(name, times)
         ids = [self.sig_ids.setdefault(sig, len(self.sig_ids)) for sig in r.sigs]
         same = ids == list(range(len(ids)))  # usually: every rank issued the same collectives, in the same order
         for name, rec in r.groups.items():
@@ -477,6 +477,15 @@ class _Matcher:
             self.tracks_start.add(rank)
         for key, ranks in r.config.items():
             self.config.setdefault(key, set()).update(ranks)
+
+    def _earliest(self, name: str, times: dict[int, int]) -> None:
+        into = self.first_time.get(name)
+        if into is None:
+            self.first_time[name] = dict(times)
+            return
+        for seq, t in times.items():
+            if seq not in into or t < into[seq]:
+                into[seq] = t
 
     def resolve_pending(self) -> None:
         """A rank's ``pg_status`` for a group none of its own entries still name (they left its ring buffer): the
