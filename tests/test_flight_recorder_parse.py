@@ -9,6 +9,7 @@ import json
 import os
 import pickle
 import pickletools
+import random
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers import flight_recorder
 from fleetdx.probes.parsers.flight_recorder import MAX_FRAMES, FrDump, parse_flight_recorder
 
 FIX = Path(__file__).parent / "fixtures" / "flight_recorder"
@@ -249,3 +251,73 @@ def test_fuzz_structured_entries(entry: dict[str, Any], extra: dict[str, Any], e
     doc = {"version": "2.10", "entries": [entry], "pg_config": extra, "pg_status": extra}
     data = json.dumps(doc).encode() if enc == "json" else pickle.dumps(doc, protocol=4)
     _only_parse_error(data)
+
+
+def test_reference_cycle_refused() -> None:
+    x: list[Any] = []
+    x.append(x)  # pickle keeps the cycle through its memo
+    with pytest.raises(ParseError, match="nested"):
+        parse_flight_recorder(pickle.dumps({"version": "2.10", "entries": x}, protocol=2))
+
+
+def test_shared_containers_within_the_budget_are_read() -> None:
+    """torch's pickle shares frame dicts between entries; every entry still gets its own frames and sizes."""
+    frames = [{"name": "f", "filename": "a.py", "line": 3}] * 4
+    sizes = [[1024]]
+    entries = [
+        {"record_id": i, "process_group": ("0", "default_pg"), "collective_seq_id": i + 1,
+         "profiling_name": "nccl:all_reduce", "input_sizes": sizes, "frames": frames}
+        for i in range(300)
+    ]  # fmt: skip
+    d = parse_flight_recorder(pickle.dumps({"version": "2.10", "entries": entries}, protocol=4))
+    assert len(d.entries) == 300 and all(e.frames == ["f at a.py:3"] * 4 for e in d.entries)
+    assert d.entries[-1].input_sizes == [[1024]] and d.entries[0].input_sizes is not d.entries[1].input_sizes
+
+
+def _every_path_shape_ok(obj: Any, budget: int) -> bool:
+    """The reference: the walk of every path (exponential on shared containers), as the reader once did it."""
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    seen = 0
+    while stack:
+        o, d = stack.pop()
+        if d >= flight_recorder.MAX_DEPTH:
+            return False
+        items = [*o.keys(), *o.values()] if isinstance(o, dict) else o
+        seen += len(items) + 1
+        if seen > budget:
+            return False
+        stack.extend((v, d + 1) for v in items if isinstance(v, (dict, list, tuple)))
+    return True
+
+
+def _hashable(o: Any) -> bool:
+    try:
+        hash(o)
+    except TypeError:
+        return False
+    return True
+
+
+def test_shape_check_is_the_walk_of_every_path() -> None:
+    """Random object graphs with shared containers, deep chains and cycles: the linear-time check by container
+    identity answers as the walk of every path does."""
+    rng = random.Random(22)
+    answers = set()
+    for _ in range(3000):
+        pool: list[Any] = []
+        for _ in range(rng.randint(1, 25)):
+            kids = [
+                rng.choice(pool) if pool and rng.random() < 0.6 else rng.randrange(5) for _ in range(rng.randint(0, 5))
+            ]
+            kind = rng.randrange(4)
+            o: Any = list(kids) if kind == 0 else tuple(kids) if kind == 1 else {f"k{j}": c for j, c in enumerate(kids)}
+            if kind == 3 and kids and isinstance(kids[0], tuple) and _hashable(kids[0]):
+                o = {kids[0]: 1}  # a tuple key
+            if kind == 0 and rng.random() < 0.05:
+                o.append(o)
+            pool.append(o)
+        budget = rng.choice([5, 20, 100, 1000, 10**6])
+        want = _every_path_shape_ok(pool[-1], budget)
+        assert flight_recorder._shape_ok(pool[-1], budget) == want
+        answers.add(want)
+    assert answers == {True, False}
