@@ -732,8 +732,8 @@ def _start_method() -> str:
 
 def _reduced(files: list[tuple[int, Path]], max_bytes: int, jobs: int) -> Iterator[_RankSummary | str]:
     """Every file's :func:`_read_reduced`, in the order of ``files``: here, or in ``jobs`` worker processes."""
-    if jobs <= 1 or len(files) < PARALLEL_MIN:
-        for _, path in files:
+    if jobs <= 1 or len(files) < PARALLEL_MIN or multiprocessing.current_process().daemon:  # a pool's worker
+        for _, path in files:  # (a daemonic process may not start processes of its own)
             yield _read_reduced(path, max_bytes)
         return
     ctx = multiprocessing.get_context(_start_method())
@@ -759,6 +759,9 @@ def analyze_dir(
     processes (default :func:`default_jobs`) when there are :data:`PARALLEL_MIN` dumps or more, merged in rank
     order, so the result is the same as read here; only the dumps a divergence names are read again for its
     evidence (pass 2). A dump that cannot be read or parsed is listed in ``unreadable`` and its rank is not judged.
+    Where workers do not come from a fork (:func:`_start_method`: threads running, not Linux), a script calling
+    this must keep its top level under ``if __name__ == "__main__":`` (multiprocessing's rule), or pass
+    ``jobs=1``.
 
     ``world_size`` (the job's, when the job model or the logs tell it) makes the default group ranks
     0..world_size-1 where the dumps do not record its membership (gloo): a rank whose process ended without a dump
