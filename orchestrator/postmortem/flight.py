@@ -105,8 +105,8 @@ _OUTPUT_MAY_DIFFER = _ALLTOALL | _VARIABLE | {"gather"}
 _P2P = {"send", "recv", "_send", "_recv"}
 #: the most dump files read from one folder (a 16k-rank job fits)
 MAX_FILES = 65_536
-#: from this many dumps on, :func:`analyze_dir` reads them in worker processes (below, starting the workers costs
-#: more than it saves: about 25 ms of CPU per 2000-entry dump against about half a second to start a pool)
+#: from this many dumps on, :func:`analyze_dir` reads them in worker processes (about 20 ms of CPU per
+#: 2000-entry dump; a pool of forked workers starts in tens of ms, a forkserver's in about a second)
 PARALLEL_MIN = 64
 
 
