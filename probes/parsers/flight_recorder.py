@@ -182,9 +182,16 @@ class _NoGlobals(pickle.Unpickler):
 _CONTAINERS = frozenset((dict, list, tuple))  # what pickle and JSON build that holds other objects
 
 
-def _measure(o: Any, done: dict[int, tuple[int, int]]) -> tuple[int, int] | list[Any]:
-    """``o``'s (objects along every path below and itself, height) when its children are leaves or already
-    measured; else a frame to walk it: ``[o, its container children, next child, count so far, height so far]``."""
+#: how many levels of not yet measured containers :func:`_measure` descends into by itself (an entry's sizes and
+#: frames: dict > list > list or dict) before it leaves a container to the iterative walk
+_INLINE_LEVELS = 3
+
+
+def _measure(o: Any, done: dict[int, tuple[int, int]], levels: int = _INLINE_LEVELS) -> tuple[int, int] | list[Any]:
+    """``o``'s (objects along every path below and itself, height) when it can be measured descending at most
+    ``levels`` levels of containers not measured yet (each one measured is kept in ``done``: one that reaches
+    back to a container above it never is, so a cycle is left to the walk); else a frame for the iterative walk:
+    ``[o, its container children, next child, count so far, height so far]``."""
     if type(o) is dict:
         n = 2 * len(o) + 1
         kids = [v for v in o.values() if type(v) in _CONTAINERS]
@@ -197,7 +204,12 @@ def _measure(o: Any, done: dict[int, tuple[int, int]]) -> tuple[int, int] | list
     for v in kids:
         got = done.get(id(v))
         if got is None:
-            return [o, kids, 0, n, 0]
+            if levels == 0:
+                return [o, kids, 0, n, 0]
+            inner = _measure(v, done, levels - 1)
+            if isinstance(inner, list):
+                return [o, kids, 0, n, 0]
+            got = done[id(v)] = inner
         total += got[0]
         height = max(height, got[1] + 1)
     return total, height
