@@ -4,7 +4,8 @@ ranks' full ring buffers: wall time, CPU time (the worker processes' included) a
 ratio of the two, and how they grow with the rank count. Issue 22's goal: 1,024 ranks x 2,000 entries in at
 most 15 s of wall time on a 2-core machine.
 
-    .venv/bin/python bench/flight_recorder.py [--sizes 128,512] [--entries 2000] [--jobs N] [--baseline DIR]
+    .venv/bin/python bench/flight_recorder.py [--sizes 128,512] [--entries 2000] [--jobs N] [--own-lists]
+        [--baseline DIR]
 
 ``--baseline DIR``: an earlier fleetdx source tree (``git archive <commit> | tar -x -C DIR``), run serially
 beside the others as the baseline (rows ``baseline``; ratios against it).
@@ -12,7 +13,9 @@ beside the others as the baseline (rows ``baseline``; ratios against it).
 The dumps are SYNTHESISED (folder ``synth_fr_<N>ranks``): every rank's dump is the real gloo dump
 ``tests/fixtures/flight_recorder/gloo_rank3_skips_allreduce/pickle/nccl_trace_rank_2`` with its entry repeated
 ``--entries`` times (PyTorch's default ``TORCH_FR_BUFFER_SIZE`` is 2000) as default-group all-reduces with
-sequence ids 1..E; the last rank stops one collective short (the hung rank), so the analysis must find it at
+sequence ids 1..E, the entries sharing the template's lists (about 96 bytes and one new container an entry;
+``--own-lists``: each entry its own, as torch's pickle writes them: about 136 bytes and nine containers an
+entry); the last rank stops one collective short (the hung rank), so the analysis must find it at
 seq E. Each size and mode runs in a fresh process; ``wait4`` gives its CPU time and peak RSS, and, this process
 being a child subreaper (Linux ``prctl``), the CPU time of the forkserver and its workers too (they are reaped
 here when the analysis exits). Peak RSS is the analysing process's (each worker holds one dump at a time). The
@@ -80,17 +83,28 @@ def run_child(folder: Path, jobs: int, tree: Path | None = None) -> tuple[float,
     return float(dt), cpu, ru.ru_maxrss / 1024, seq, (rest or [""])[0]
 
 
-def synthesise(folder: Path, ranks: int, entries: int) -> None:
+def synthesise(folder: Path, ranks: int, entries: int, own_lists: bool = False) -> None:
+    """``own_lists``: each entry gets its own process_group, sizes, dtypes and frames containers (sharing the frame
+    dicts), as torch writes them; else the entries share the template's (a smaller pickle, fewer containers)."""
     base = pickle.loads(REAL.read_bytes())  # noqa: S301 - our own real fixture
     tmpl = base["entries"][0]
     t0 = int(tmpl["time_created_ns"])
     folder.mkdir(parents=True)
+
+    def entry(i: int) -> dict[str, object]:
+        e = dict(tmpl, record_id=i, collective_seq_id=i + 1, op_id=i + 1, time_created_ns=t0 + i * 1_000_000)
+        if own_lists:
+            e["process_group"] = tuple(tmpl["process_group"])
+            e["frames"] = list(tmpl["frames"])
+            for k in ("input_sizes", "output_sizes"):
+                e[k] = [list(s) for s in tmpl[k]]
+            for k in ("input_dtypes", "output_dtypes"):
+                e[k] = list(tmpl[k])
+        return e
+
     for r in range(ranks):
         n = entries - 1 if r == ranks - 1 else entries
-        ents = [
-            dict(tmpl, record_id=i, collective_seq_id=i + 1, op_id=i + 1, time_created_ns=t0 + i * 1_000_000)
-            for i in range(n)
-        ]
+        ents = [entry(i) for i in range(n)]
         doc = dict(base, entries=ents, pg_status={"0": {"last_enqueued_collective": n, "last_started_collective": -1,
                                                         "last_completed_collective": n}})  # fmt: skip
         (folder / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(doc))
@@ -103,6 +117,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="128,512")
     ap.add_argument("--entries", type=int, default=2000)
     ap.add_argument("--jobs", type=int, default=default_jobs())
+    ap.add_argument("--own-lists", action="store_true", help="entries own their lists, as torch writes them")
     ap.add_argument("--baseline", type=Path, help="an earlier fleetdx source tree, run beside as the baseline")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -112,7 +127,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fleetdx-bench-fr-") as tmp:
         for n in sizes:
             folder = Path(tmp) / f"synth_fr_{n}ranks"
-            synthesise(folder, n, args.entries)
+            synthesise(folder, n, args.entries, args.own_lists)
             size_mib = sum(p.stat().st_size for p in folder.iterdir()) / 2**20
             base = run_child(folder, 1, args.baseline.resolve()) if args.baseline else None
             serial = run_child(folder, 1)
@@ -121,7 +136,9 @@ def main() -> int:
             ok &= found
             rows.append((n, size_mib, base, serial, parallel, found))
     print(
-        f"synthesised dumps, {args.entries} entries a rank (real gloo entry shape); hung rank = last rank; "
+        f"synthesised dumps, {args.entries} entries a rank (real gloo entry shape"
+        + ("; entries own their lists" if args.own_lists else "; entries share their lists")
+        + "); hung rank = last rank; "
         f"parallel: {args.jobs} workers" + ("" if counted else " (their CPU time NOT counted: no subreaper)")
     )
     print(
