@@ -203,6 +203,12 @@ def _measure(o: Any, done: dict[int, tuple[int, int]], levels: int = _INLINE_LEV
     total, height = n, 0
     for v in kids:
         got = done.get(id(v))
+        if got is None and type(v) is not dict:  # a list or tuple of leaves, the most common, measured here
+            for x in v:
+                if type(x) in _CONTAINERS:
+                    break
+            else:
+                got = done[id(v)] = (len(v) + 1, 0)
         if got is None:
             if levels == 0:
                 return [o, kids, 0, n, 0]
