@@ -82,7 +82,7 @@ MAX_EVENTS_PER_KEY = 16
 #: line an event kept 66,000 events, 200 MiB, at 256 MB without it)
 EVENT_BUDGET = 8_192
 #: events kept at most, first-of-key ones included (a log naming ever new hosts and ranks: bounded all the same)
-MAX_EVENTS = 65_536
+MAX_EVENTS = 32_768
 #: distinct hosts / rank->host pairs remembered
 MAX_HOSTS = 65_536
 
