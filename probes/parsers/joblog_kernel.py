@@ -35,7 +35,15 @@ from collections.abc import Iterable
 
 from fleetdx.probes.contracts import JsonScalar
 from fleetdx.probes.errors import ParseError
-from fleetdx.probes.parsers.joblog import MAX_EVENTS_PER_KEY, MAX_TEXT, EventKind, JobEvent, JobLog
+from fleetdx.probes.parsers.joblog import (
+    EVENT_BUDGET,
+    MAX_EVENTS,
+    MAX_EVENTS_PER_KEY,
+    MAX_TEXT,
+    EventKind,
+    JobEvent,
+    JobLog,
+)
 from fleetdx.probes.parsers.logline import MAX_LINE, LogLine, normalise_line, stamp_ts
 from fleetdx.probes.parsers.msgcatalog import Catalog, catalog, trie_pattern
 from fleetdx.probes.parsers.xid import parse_xid
@@ -129,7 +137,9 @@ class KernelLogScanner:
             ev = ev.model_copy(update={"host": self.host})
         key = (ev.kind, ev.host, subject)
         n = self._per_key.get(key, 0)
-        if n >= MAX_EVENTS_PER_KEY:
+        kept = len(self.events)
+        # the job-log parser's bounds: past EVENT_BUDGET the first of each key only, never more than MAX_EVENTS
+        if kept >= MAX_EVENTS or n >= (MAX_EVENTS_PER_KEY if kept < EVENT_BUDGET else 1):
             self.dropped += 1
             return
         self._per_key[key] = n + 1
