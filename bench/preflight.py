@@ -34,7 +34,8 @@ Part 3, Ray on a Slurm allocation (``--allocation``, run inside one: ``sbatch -N
 (:func:`fleetdx.orchestrator.cluster.allocation.ray_on_allocation`: head, ``srun --overlap`` workers, polling,
 retries, its output to a log) beside a bare join on the same allocation (``ray start --head --block`` here and
 one ``srun --overlap ... ray start --address=HEAD --block`` per other node, ``ray.init`` and ``ray.nodes()``
-polled until all are alive), alternated, each stopped before the next. Printed: median wall seconds of each,
+polled until all are alive; the workers started once the head says it is up, as after a plain
+``ray start --head``), alternated, each stopped before the next. Printed: median wall seconds of each,
 the ratio fleetdx / bare, and this process's CPU seconds (itself and its children: the head's processes; the
 workers run under slurmd, not counted).
 """
@@ -150,13 +151,17 @@ def _bare_join(hosts: list[str], tmp: Path) -> tuple[float, list[str]]:
     try:
         head = [ray_bin, "start", "--head", f"--port={port}", f"--node-ip-address={ip}", f"--temp-dir={temp}"]
         procs.append(Background([*head, "--include-dashboard=false", *common], env, open(tmp / "bare-head.log", "w+b")))  # noqa: SIM115
+        deadline = time.monotonic() + 600
+        while b"Ray runtime started" not in (tmp / "bare-head.log").read_bytes():  # as `ray start --head` returns
+            if procs[0].poll() is not None or time.monotonic() > deadline:
+                return time.perf_counter() - t0, [f"{here} (the head)"]
+            time.sleep(0.25)
         for h in hosts:
             if h.split(".", 1)[0] != here:
                 argv = ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={h}", ray_bin, "start"]
                 log = open(tmp / f"bare-{h}.log", "w+b")  # noqa: SIM115
                 workers[h] = Background([*argv, f"--address={ip}:{port}", *common], env, log)
                 procs.append(workers[h])
-        deadline = time.monotonic() + 600
         while True:
             try:
                 ray.init(address=f"{ip}:{port}", log_to_driver=False, logging_level=logging.ERROR)
