@@ -35,6 +35,7 @@ METAVARS: dict[str, str] = {
     "--gpus": "N",
     "--iters": "N",
     "--jobs": "N",
+    "--fr-jobs": "N",
     "--limit": "N",
     "--workers": "N",
     "--ib-port": "N",
