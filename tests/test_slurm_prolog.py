@@ -91,8 +91,12 @@ def test_prolog_drains_the_busy_node_with_the_fleetdx_reason(cluster: SlurmClust
     assert c.job_field(job_id, "NodeList") == "sim[1-2,4]"
     assert c.job_field(job_id, "Restarts") == "1"  # requeued once, after sim3's verdict
     ran_lines = sorted(ran.read_text().splitlines())
-    # nothing of the job ran on the first allocation (restarts=0): DeferBatch held it until sim3's verdict
-    assert ran_lines == ["batch on sim1 restarts=1"] + [f"step on {n} restarts=1" for n in ("sim1", "sim2", "sim4")]
+    # no step of the first allocation ran (DeferBatch held the batch script until every prolog had ended). Once
+    # sim3's prolog has failed, slurmctld may still send the first allocation's batch script before the requeue
+    # takes it down (seen once in a clean-clone CI run at load): its first line may appear, never a step of it
+    first_batch = ["batch on sim1 restarts="] if "batch on sim1 restarts=" in ran_lines else []
+    steps = [f"step on {n} restarts=1" for n in ("sim1", "sim2", "sim4")]
+    assert ran_lines == first_batch + ["batch on sim1 restarts=1", *steps]
     lines = Path(str(out).replace("%j", job_id)).read_text().splitlines()
     assert sorted(line.split(": ", 1)[1] for line in lines) == ["sim1", "sim2", "sim4"]
     assert re.search(rf"job {job_id} on {BUSY}: CRITICAL in [\d.]+ s: GPU_FOREIGN_PROCESS GPU0 \(.*; draining", log)
