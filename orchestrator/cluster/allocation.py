@@ -41,7 +41,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -54,7 +53,7 @@ from typing import Any
 
 from fleetdx.orchestrator.cluster.connect import RayUnavailable, check_gcs, connect
 from fleetdx.orchestrator.cluster.fanout import NodeOutcome, OutcomeKind, RayNode, match_hosts, ray_node_hosts
-from fleetdx.probes.runner import Background, stop_background
+from fleetdx.probes.runner import Background, SubprocessRunner, stop_background
 
 #: default deadline for every node of the allocation to join Ray, seconds (``ray start`` takes 3-10 s a node;
 #: generous for a loaded machine)
@@ -299,11 +298,8 @@ def step_gone(job: str, host: str, env: Mapping[str, str], wait_s: float = STEP_
     deadline = time.monotonic() + wait_s
     argv = ["squeue", "--noheader", "--steps", f"--jobs={job}", "--format=%j"]
     while True:
-        try:
-            res = subprocess.run(argv, env=dict(env), capture_output=True, text=True, timeout=15, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return True
-        if res.returncode != 0 or step_name(host) not in res.stdout.split():
+        res = SubprocessRunner().run(argv, timeout_s=15, env=env)  # never raises: a failure is its status
+        if not res.ok or step_name(host) not in res.stdout.split():
             return True
         if time.monotonic() >= deadline:
             return False
