@@ -821,9 +821,7 @@ def _fold_teardowns(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged
     for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH]:
         members = groups[key]
         if members and all(e.rank in reporters and _is_abort(e) for e, _ in members):
-            low = [(e, replace(j, code=FindingCode.NCCL_TIMEOUT, priority=min(j.priority, 10))) for e, j in members]
-            groups[tkey].extend(low)
-            del groups[key]
+            _join_as_evidence(groups, key, tkey)
 
 
 #: the scheduler's own kills of a job: what the ranks print after them is their echo
@@ -838,15 +836,21 @@ def _fold_outside_kills(groups: dict[tuple[object, ...], list[tuple[JobEvent, Ju
     kills = [k for k in groups if k[0] in _OUTSIDE_KILLS]
     if len(kills) != 1:
         return
-    code = kills[0][0]
-    assert isinstance(code, FindingCode)
-    kill = groups[kills[0]]
-    first = min(((e.file, e.line) for e, _ in kill), key=lambda p: p[1])
+    first = min(((e.file, e.line) for e, _ in groups[kills[0]]), key=lambda p: p[1])
     for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH or (len(k) > 1 and k[1] == "observed")]:
         members = groups[key]
         if members and all(e.file == first[0] and e.line > first[1] for e, _ in members):
-            kill.extend((e, replace(j, code=code, priority=min(j.priority, 10))) for e, j in members)
-            del groups[key]
+            _join_as_evidence(groups, key, kills[0])
+
+
+def _join_as_evidence(
+    groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]], key: tuple[object, ...], into: tuple[object, ...]
+) -> None:
+    """Move group ``key``'s events into group ``into`` as its evidence: judged as ``into``'s code, below every
+    decisive event (an echo of that cause, not a cause of its own)."""
+    code = into[0]
+    assert isinstance(code, FindingCode)
+    groups[into].extend((e, replace(j, code=code, priority=min(j.priority, 10))) for e, j in groups.pop(key))
 
 
 def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
