@@ -47,6 +47,8 @@ METAVARS: dict[str, str] = {
     "--probe-timeout": "S",
     "--join-timeout": "S",
     "--placement-cache": "S",
+    "--interval": "S",
+    "--rounds": "N",
     "--max-body-mib": "MIB",
     "--finding-days": "DAYS",
     "--history-days": "DAYS",
