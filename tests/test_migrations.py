@@ -33,6 +33,8 @@ TABLES = {
     "api_tokens",
     "postmortems",
     "postmortem_hosts",
+    "node_states",
+    "node_transitions",
 }
 
 

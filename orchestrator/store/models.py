@@ -11,6 +11,9 @@ probe results)::
           ├─ recommendations                placement advice
           └─ busbw_curves ── busbw_curve_nodes   busbw-vs-size curves, indexed by the nodes they ran on
 
+    node_states                                 each node's current state (ok, suspect, quarantined, ...)
+    node_transitions                            every change of it: the history behind the lemon score
+
 Enums are stored as their names/values in VARCHAR columns without CHECK constraints, so adding a
 :class:`~fleetdx.orchestrator.judgement.FindingCode` never needs a migration. Times are Unix seconds (float), as in
 :class:`~fleetdx.orchestrator.report.RunReport`.
@@ -36,6 +39,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from fleetdx.orchestrator.diagnosis.node_states import Actor, NodeState, RetestResult
 from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.report import CurveBackend, RecommendationKind, RunKind, Schedule
 from fleetdx.probes.contracts import Collective, Level, RunStatus, Severity, Verdict
@@ -294,3 +298,41 @@ class PostmortemHostRow(Base):
     host: Mapped[str] = mapped_column(String(255), primary_key=True, index=True)
 
     postmortem: Mapped[PostmortemRow] = relationship(back_populates="hosts")
+
+
+class NodeStateRow(Base):
+    """A node's current state (:class:`~fleetdx.orchestrator.diagnosis.node_states.NodeStatus`): one row per host,
+    rewritten at each transition. ``since`` (Unix s) is the time of its last transition; ``code`` and ``level``
+    the critical finding and the level of the run that found it (what a retest must include); ``held``: flap
+    damping keeps it out until a person returns it."""
+
+    __tablename__ = "node_states"
+
+    host: Mapped[str] = mapped_column(String(255), primary_key=True)
+    state: Mapped[NodeState] = mapped_column(_str_enum(NodeState, 16), index=True)
+    since: Mapped[float] = mapped_column(Float)
+    reason: Mapped[str] = mapped_column(Text)
+    by: Mapped[Actor] = mapped_column(_str_enum(Actor, 16))
+    run_id: Mapped[str | None] = mapped_column(String(64))
+    code: Mapped[str | None] = mapped_column(String(64))
+    level: Mapped[Level | None] = mapped_column(_str_enum(Level, 16))
+    held: Mapped[bool] = mapped_column(Boolean)
+    returned_at: Mapped[float | None] = mapped_column(Float)
+
+
+class NodeTransitionRow(Base):
+    """One change of a node's state (:class:`~fleetdx.orchestrator.diagnosis.node_states.Transition`), kept for
+    its history and lemon score: from (NULL: the node's first), to, when (Unix s), why, by whom (fleetdx or an
+    administrator), after which run, and a retest's result (pass, fail; NULL otherwise)."""
+
+    __tablename__ = "node_transitions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host: Mapped[str] = mapped_column(String(255), index=True)
+    from_state: Mapped[NodeState | None] = mapped_column(_str_enum(NodeState, 16))
+    to_state: Mapped[NodeState] = mapped_column(_str_enum(NodeState, 16))
+    at: Mapped[float] = mapped_column(Float, index=True)
+    reason: Mapped[str] = mapped_column(Text)
+    by: Mapped[Actor] = mapped_column(_str_enum(Actor, 16))
+    run_id: Mapped[str | None] = mapped_column(String(64))
+    retest: Mapped[RetestResult | None] = mapped_column(_str_enum(RetestResult, 8))
