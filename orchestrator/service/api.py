@@ -10,6 +10,8 @@ Endpoints (JSON bodies are the store's contracts):
   pair or group finding is in the history of each host it names).
 - ``GET /findings?code=&severity=&host=&limit=100`` -> ``list[FindingRecord]``; ``host`` matches a finding
   whose ``nodes`` name it; an unknown code or severity is a 422 listing the valid values.
+- ``GET /docs`` (Swagger UI), ``GET /redoc`` (ReDoc), ``GET /openapi.json``: the API's documentation, its
+  scripts and stylesheets served by this service (:mod:`fleetdx.orchestrator.service.docs`: no CDN).
 - ``GET /metrics``: the Prometheus text format (:mod:`fleetdx.orchestrator.service.metrics`).
 - ``GET /placement?nodes=N&gpus_per_node=K[&partition=&hostlist=&exclude=HOSTLIST&ib_port=1]`` and
   ``POST /placement`` (a ``PlacementRequest`` body) -> ``PlacementAnswer``: where a job should go
@@ -63,6 +65,7 @@ from fleetdx.orchestrator.placement.contracts import PlacementAnswer, PlacementR
 from fleetdx.orchestrator.placement.job import PlacementInputError, place
 from fleetdx.orchestrator.report import RunReport
 from fleetdx.orchestrator.service.auth import Auth, require_read, require_write
+from fleetdx.orchestrator.service.docs import install_docs
 from fleetdx.orchestrator.service.ingest import (
     MAX_UPLOAD_BYTES,
     IngestResult,
@@ -528,7 +531,13 @@ def create_app(
         requests=requests,
         max_body_bytes=max_body_bytes,
     )
-    app = FastAPI(title="fleetdx", version=__version__, description="Run history, report ingestion and metrics.")
+    app = FastAPI(
+        title="fleetdx",
+        version=__version__,
+        description="Run history, report ingestion, placement advice and metrics of a GPU fleet.",
+        docs_url=None,  # /docs and /redoc are served with their own assets (docs.install_docs): no CDN
+        redoc_url=None,
+    )
     app.state.service = svc
     app.state.auth = Auth(store, reads_need_token=auth_reads)
     app.add_middleware(_BodyLimitMiddleware, limit=max_body_bytes)
@@ -546,4 +555,5 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, internal_error)
     app.include_router(_router())
+    install_docs(app)
     return app
