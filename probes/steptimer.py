@@ -41,7 +41,11 @@ kernels. ``sync`` chooses how stages are timed:
 One line per step (schema :data:`SCHEMA`), flushed every ``flush_every`` steps::
 
     {"schema": "fleetdx.steps/1", "rank": 0, "world_size": 4, "host": "gpu-01", "step": 7,
-     "start_unix_s": 1732470000.123, "step_ms": 101.3, "timing": "wall", "stages_ms": {"data": 3.1, ...}}
+     "start_unix_s": 1732470000.123, "step_ms": 101.3, "proc_start_unix_s": 1732469940.5, "timing": "wall",
+     "stages_ms": {"data": 3.1, ...}}
+
+``step`` counts from 0 in each process unless ``timer.step(number)`` gives the training step's own number (do,
+in a job that resumes from checkpoints); ``proc_start_unix_s`` is when the writing process started.
 
 Overhead: two ``time.perf_counter_ns`` calls per stage and one ``json.dumps`` + buffered write per step
 (``bench/steps.py`` measures it; the target is under 1% of a 100 ms step).
@@ -71,6 +75,20 @@ def _torch() -> Any | None:
     except ImportError:
         return None
     return torch
+
+
+def _process_start_unix_s() -> float:
+    """When this process started (Unix seconds): ``/proc/self/stat``'s ``starttime`` (clock ticks after boot,
+    proc(5)) plus ``/proc/stat``'s ``btime``; where /proc cannot say, the time now. Readers take the start-up of
+    a job's attempt (imports, rendezvous, checkpoint load) as the span from here to its first step."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/stat", encoding="ascii") as f:
+            btime = next(int(ln.split()[1]) for ln in f if ln.startswith("btime "))
+        return round(btime + int(fields[19]) / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError, StopIteration):
+        return round(time.time(), 3)
 
 
 def _rank_and_world(torch: Any | None) -> tuple[int, int | None]:
@@ -134,6 +152,7 @@ class StepTimer:
         self.path = p
         self._file: IO[str] | None = open(p, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
         self._flush_every = max(1, int(flush_every))
+        self._proc_start = _process_start_unix_s()
         self._step = 0
         self._in_step = False
         self._t0 = 0
@@ -142,10 +161,19 @@ class StepTimer:
         self._events: list[tuple[str | None, Any, Any]] = []  # (stage, start, end); None: the step
 
     @contextmanager
-    def step(self) -> Iterator[None]:
-        """One training step; writes its line when the block ends (also when it raises)."""
+    def step(self, number: int | None = None) -> Iterator[None]:
+        """One training step; writes its line when the block ends (also when it raises).
+
+        ``number``: the training step's own number (the optimizer step count, which a job resumed from a checkpoint
+        carries on from); without it the timer counts from 0 in each process. Readers such as ``fleetdx goodput``
+        need it to tell the work a restart lost (the steps run again after the resume point).
+        """
         if self._in_step:
             raise RuntimeError("StepTimer.step() inside a step")
+        if number is not None:
+            if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+                raise ValueError(f"step number must be an int >= 0, not {number!r}")
+            self._step = number
         self._in_step = True
         self._walls = {}
         self._events = []
@@ -211,6 +239,7 @@ class StepTimer:
             "step": self._step,
             "start_unix_s": round(self._start_unix, 6),
             "step_ms": round(step_ms, 4),
+            "proc_start_unix_s": self._proc_start,
             "timing": "wall" if self.sync == "none" else self.sync,
             "stages_ms": {k: round(v, 4) for k, v in stages.items()},
         }

@@ -2,7 +2,7 @@
 ``fleetdx.steps/1``), one file per rank.
 
 Each line is one step: ``{"schema", "rank", "world_size", "host", "step", "start_unix_s", "step_ms", "timing",
-"stages_ms": {name: ms}}``. Blank lines are skipped; a last line cut short (a job killed while writing) is
+"stages_ms": {name: ms}}`` and, from StepTimers that write it, ``"proc_start_unix_s"``. Blank lines are skipped; a last line cut short (a job killed while writing) is
 counted in ``truncated`` and otherwise ignored, any other unreadable line is an error.
 
 Errors: :class:`fleetdx.probes.errors.ParseError` (format ``"steplog"``): a line that is not a JSON object of
@@ -31,6 +31,8 @@ class StepRecord(Contract):
     start_unix_s: float
     step_ms: float
     stages_ms: dict[str, float] = Field(default_factory=dict)
+    #: when the process that wrote the line started (Unix seconds; absent from logs of older StepTimers)
+    proc_start_unix_s: float | None = None
 
 
 class StepLog(Contract):
@@ -99,6 +101,9 @@ def parse_steplog(text: str, source: str = "<text>") -> StepLog:
                 start_unix_s=_finite(d.get("start_unix_s"), lineno, "start_unix_s"),
                 step_ms=_finite(d.get("step_ms"), lineno, "step_ms"),
                 stages_ms={str(k): _finite(v, lineno, f"stages_ms.{k}") for k, v in stages.items()},
+                proc_start_unix_s=_finite(ps, lineno, "proc_start_unix_s")
+                if (ps := d.get("proc_start_unix_s")) is not None
+                else None,
             )
         )
     if rank is None or not records:
