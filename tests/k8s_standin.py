@@ -2,7 +2,8 @@
 implements only the three endpoints fleetdx's node writer calls, with the semantics the API documents:
 
 * ``GET /api/v1/nodes/{name}``;
-* ``PATCH /api/v1/nodes/{name}`` with ``application/strategic-merge-patch+json``: labels merged by key,
+* ``PATCH /api/v1/nodes/{name}`` with ``application/strategic-merge-patch+json``: labels and annotations merged
+  by key (a ``null`` value deletes the key),
   ``spec.taints`` replaced whole (the list has no merge key), ``metadata.resourceVersion`` in the patch is a
   precondition (409 Conflict when stale);
 * ``PATCH /api/v1/nodes/{name}/status`` (strategic merge): ``status.conditions`` merged by ``type``.
@@ -95,7 +96,9 @@ class StandInApiServer:
                             conds[c["type"]] = c
                         node["status"]["conditions"] = list(conds.values())
                     else:
-                        node["metadata"]["labels"].update(meta.get("labels", {}))
+                        for field in ("labels", "annotations"):  # maps merge by key; null deletes a key
+                            merged = {**node["metadata"].get(field, {}), **meta.get(field, {})}
+                            node["metadata"][field] = {k: v for k, v in merged.items() if v is not None}
                         if "taints" in patch.get("spec", {}):
                             node["spec"]["taints"] = patch["spec"]["taints"]
                     node["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)

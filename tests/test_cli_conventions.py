@@ -122,6 +122,7 @@ _CHOICE_CASES = {
     ("bandwidth", "--backend"): ["bandwidth", "--backend", "mpi"],
     ("codes", "--kind"): ["codes", "--kind", "bogus"],
     ("token create", "--scope"): ["token", "create", "n", "--scope", "admin"],
+    ("k8s watch", "--level"): ["k8s", "watch", "--level", "bogus"],
 }
 
 

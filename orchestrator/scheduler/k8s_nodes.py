@@ -9,20 +9,30 @@ What is written on each node a report names (through the official ``kubernetes``
   UNKNOWN; ``reason`` is the first critical finding's code in UpperCamelCase (``GpuForeignProcess``), as
   Kubernetes API conventions ask of reasons; ``message`` lists the findings (at most 1,000 characters);
   ``lastTransitionTime`` changes only when the status does (kubernetes.io/docs/reference/node/node-status);
-* with ``taint_critical``: taint ``fleetdx.io/critical=<CODE>:NoSchedule`` on a CRITICAL node, removed from a
-  node that is no longer CRITICAL. Only fleetdx's own taint is touched: every other taint is kept.
+* with ``taint_critical``: taint ``fleetdx.io/critical=<CODE>:NoSchedule`` on a CRITICAL node, removed after a
+  clean retest (a judged OK or WARNING verdict) at the level that put it or a higher one (quick < standard <
+  full: a retest must include the check that failed). fleetdx records each taint it puts in two annotations,
+  ``fleetdx.io/taint-code`` (the taint's value) and ``fleetdx.io/taint-level``, written in the same patch, and
+  removes only a taint that they match: a ``fleetdx.io/critical`` taint put by someone else (an administrator
+  holding a node out under fleetdx's key) is never changed or removed, nor is any other taint. An UNKNOWN
+  verdict (the node could not be judged) leaves taints as they are. The same rule as Slurm's NHC, which undoes
+  only the drains it made.
 
 Labels go in a strategic-merge patch of the node; the condition in a strategic-merge patch of its ``status``
 subresource (conditions merge by ``type``, so the kubelet's own conditions are untouched); the taint list has no
 merge key, so it is read, changed and written back whole with the node's ``resourceVersion`` (a concurrent
 change makes the write fail with 409 rather than lose the other writer's taint).
 
+:func:`watch` repeats a check and the marking at an interval: what ``fleetdx k8s watch`` runs in the DaemonSet of
+k8s/healthcheck-daemonset.yaml.
+
 RBAC: ``get`` and ``patch`` on ``nodes`` and ``patch`` on ``nodes/status`` (k8s/fleetdx-node-writer-rbac.yaml).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -34,6 +44,11 @@ LABEL_VERDICT = "fleetdx.io/verdict"
 LABEL_RUN = "fleetdx.io/run"
 CONDITION_TYPE = "FleetdxCritical"
 TAINT_KEY = "fleetdx.io/critical"
+#: the value of the taint fleetdx put, and the level of the run that put it: fleetdx's proof of ownership
+ANNOTATION_TAINT_CODE = "fleetdx.io/taint-code"
+ANNOTATION_TAINT_LEVEL = "fleetdx.io/taint-level"
+#: a retest at a level removes a taint put at that level or a lower one
+_LEVEL_RANK = {"quick": 0, "standard": 1, "full": 2}
 #: Kubernetes caps a label value at 63 characters
 _LABEL_MAX = 63
 _MESSAGE_MAX = 1000
@@ -42,7 +57,9 @@ STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 
 class NodeMark(Contract):
     """What fleetdx writes on one Kubernetes node. ``taint`` is the taint's value (the first critical code) to
-    set, ``None`` to remove fleetdx's taint, and ``manage_taint`` false when taints are left alone."""
+    set, ``None`` to remove fleetdx's own taint, and ``manage_taint`` false when taints are left alone (not
+    asked for, or an UNKNOWN verdict); ``level`` is the run's level (``quick`` | ``standard`` | ``full``; empty
+    for a report without one), which a removal must reach."""
 
     node: str
     verdict: str
@@ -52,15 +69,18 @@ class NodeMark(Contract):
     message: str
     manage_taint: bool = False
     taint: str | None = None
+    level: str = ""
 
 
 class MarkResult(Contract):
-    """How writing one node went: ``error`` is ``None`` when every write succeeded."""
+    """How writing one node went: ``error`` is ``None`` when every write succeeded; ``note`` says why a
+    ``fleetdx.io/critical`` taint was kept (put by someone else, or by a run of a higher level)."""
 
     node: str
     verdict: str
-    tainted: bool | None = None  #: whether fleetdx's taint is on the node now (None: taints not managed)
+    tainted: bool | None = None  #: whether a fleetdx.io/critical taint is on the node now (None: not managed)
     error: str | None = None
+    note: str | None = None
 
 
 def _camel(code: str) -> str:
@@ -95,8 +115,9 @@ def marks_of(report: RunReport, taint_critical: bool = False) -> list[NodeMark]:
                 condition_status=status[node.verdict],
                 reason=reason,
                 message=message,
-                manage_taint=taint_critical,
+                manage_taint=taint_critical and node.verdict is not Verdict.UNKNOWN,
                 taint=critical[0].code.value[:_LABEL_MAX] if critical and taint_critical else None,
+                level=report.level.value if report.level is not None else "",
             )
         )
     return marks
@@ -124,20 +145,50 @@ def _condition(mark: NodeMark, current: Any) -> dict[str, str]:
     }
 
 
-def _taints(mark: NodeMark, current: Any) -> list[dict[str, Any]] | None:
-    """The node's whole taint list after the change, or ``None`` when nothing changes."""
+class TaintChange(Contract):
+    """What happens to a node's taints: ``taints`` is the whole new list (``None``: unchanged), ``annotations``
+    the fleetdx.io/taint-* annotations to set (a ``None`` value deletes one), ``tainted`` whether a
+    ``fleetdx.io/critical`` taint is on the node afterwards, ``note`` why one was kept."""
+
+    taints: list[dict[str, str]] | None = None
+    annotations: dict[str, str | None] = {}
+    tainted: bool
+    note: str | None = None
+
+
+def _taints(mark: NodeMark, current: Any) -> TaintChange:
+    """The change to ``current``'s taints that ``mark`` asks for, touching only a taint that fleetdx's
+    annotations say it put (module doc)."""
     existing = getattr(getattr(current, "spec", None), "taints", None) or []
+    annotations = getattr(getattr(current, "metadata", None), "annotations", None) or {}
     others = [
         {k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect)) if v is not None}
         for t in existing
         if t.key != TAINT_KEY
     ]
     ours = [t for t in existing if t.key == TAINT_KEY]
-    if mark.taint is None:
-        return others if ours else None
-    if len(ours) == 1 and ours[0].value == mark.taint and ours[0].effect == "NoSchedule":
-        return None
-    return [*others, {"key": TAINT_KEY, "value": mark.taint, "effect": "NoSchedule"}]
+    owned_code = annotations.get(ANNOTATION_TAINT_CODE)
+    owned = len(ours) == 1 and ours[0].effect == "NoSchedule" and ours[0].value == owned_code
+    forget = {ANNOTATION_TAINT_CODE: None, ANNOTATION_TAINT_LEVEL: None}
+    if ours and not owned:
+        note = f"kept the {TAINT_KEY} taint: not put by fleetdx (no matching {ANNOTATION_TAINT_CODE} annotation)"
+        return TaintChange(annotations=forget if owned_code is not None else {}, tainted=True, note=note)
+    if mark.taint is not None:
+        if owned and ours[0].value == mark.taint:
+            return TaintChange(tainted=True)
+        put = {ANNOTATION_TAINT_CODE: mark.taint, ANNOTATION_TAINT_LEVEL: mark.level}
+        return TaintChange(
+            taints=[*others, {"key": TAINT_KEY, "value": mark.taint, "effect": "NoSchedule"}],
+            annotations=put,
+            tainted=True,
+        )
+    if not owned:  # no taint of ours; annotations left behind by a taint someone removed are dropped
+        return TaintChange(annotations=forget if owned_code is not None else {}, tainted=False)
+    put_at = annotations.get(ANNOTATION_TAINT_LEVEL) or "quick"
+    if _LEVEL_RANK.get(mark.level, -1) < _LEVEL_RANK.get(put_at, len(_LEVEL_RANK)):
+        note = f"kept fleetdx's {TAINT_KEY} taint: put at level {put_at}, retested at {mark.level or 'no level'}"
+        return TaintChange(tainted=True, note=note)
+    return TaintChange(taints=others, annotations=forget, tainted=False)
 
 
 def apply_marks(marks: Sequence[NodeMark], api: Any) -> list[MarkResult]:
@@ -153,17 +204,24 @@ def apply_marks(marks: Sequence[NodeMark], api: Any) -> list[MarkResult]:
             current = api.read_node(mark.node)
             meta: dict[str, Any] = {"labels": {LABEL_VERDICT: mark.verdict, LABEL_RUN: mark.run_id}}
             body: dict[str, Any] = {"metadata": meta}
-            tainted: bool | None = None
-            if mark.manage_taint:
-                taints = _taints(mark, current)
-                if taints is not None:
+            change = _taints(mark, current) if mark.manage_taint else None
+            if change is not None:
+                if change.taints is not None:
                     meta["resourceVersion"] = current.metadata.resource_version
-                    body["spec"] = {"taints": taints}
-                tainted = mark.taint is not None
+                    body["spec"] = {"taints": change.taints}
+                if change.annotations:
+                    meta["annotations"] = change.annotations
             api.patch_node(mark.node, body, _content_type=STRATEGIC_MERGE)
             status = {"status": {"conditions": [_condition(mark, current)]}}
             api.patch_node_status(mark.node, status, _content_type=STRATEGIC_MERGE)
-            results.append(MarkResult(node=mark.node, verdict=mark.verdict, tainted=tainted))
+            results.append(
+                MarkResult(
+                    node=mark.node,
+                    verdict=mark.verdict,
+                    tainted=None if change is None else change.tainted,
+                    note=None if change is None else change.note,
+                )
+            )
         except ApiException as e:
             why = f"HTTP {e.status} {e.reason}".strip()
             results.append(MarkResult(node=mark.node, verdict=mark.verdict, error=why))
@@ -193,3 +251,52 @@ def core_api(kubeconfig: str | None = None, in_cluster: bool = False, host: str 
         cfg.host = host
     cfg.retries = 1
     return client.CoreV1Api(client.ApiClient(cfg))
+
+
+class WatchRound(Contract):
+    """One round of :func:`watch`: the check's run id and verdict and each node's :class:`MarkResult`, or
+    ``error`` when the check itself raised (then nothing was written)."""
+
+    started_at: float  #: Unix time, s
+    run_id: str | None = None
+    verdict: str | None = None
+    results: list[MarkResult] = []
+    error: str | None = None
+
+
+def watch(
+    check: Callable[[], RunReport],
+    mark: Callable[[RunReport], list[MarkResult]],
+    *,
+    interval_s: float,
+    rounds: int | None = None,
+    on_round: Callable[[WatchRound], None] = lambda r: None,
+) -> list[WatchRound]:
+    """Run ``check`` and ``mark`` its report every ``interval_s`` seconds, ``rounds`` times (``None``: until the
+    process is stopped), calling ``on_round`` after each. ``mark`` is typically ``lambda r:
+    apply_marks(marks_of(r, taint_critical), api)``. A check that raises is reported in its round and tried
+    again at the next; an API error is in the node's result. The interval runs from the start of one round to
+    the start of the next (a round longer than it starts the next at once).
+
+    Returns:
+        The rounds done (only when ``rounds`` is given; the loop does not keep them otherwise).
+    """
+    done: list[WatchRound] = []
+    n = 0
+    while rounds is None or n < rounds:
+        started = time.monotonic()
+        this = WatchRound(started_at=time.time())
+        try:
+            report = check()
+        except Exception as e:  # noqa: BLE001 - a periodic check must outlive one failed round
+            this = this.model_copy(update={"error": f"{type(e).__name__}: {e}"})
+        else:
+            update = {"run_id": report.run_id, "verdict": report.verdict.name, "results": mark(report)}
+            this = this.model_copy(update=update)
+        on_round(this)
+        if rounds is not None:
+            done.append(this)
+        n += 1
+        if rounds is None or n < rounds:
+            time.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+    return done
