@@ -2,12 +2,14 @@
 
 Resolution order for the database: an explicit URL (``--db``), then ``FLEETDX_DB_URL``, then an SQLite file
 ``fleetdx.db`` under ``platformdirs.user_data_dir("fleetdx")`` (e.g. ``~/.local/share/fleetdx`` on Linux).
-Spool files go to ``FLEETDX_SPOOL_DIR``, else ``<user data dir>/spool``. Only these functions read the
+Spool files go to ``FLEETDX_SPOOL_DIR``, else ``<user data dir>/spool``. The flap window of node states is
+``FLEETDX_FLAP_WINDOW_S`` (seconds), else 24 h. Only these functions read the
 environment; everything else receives the resolved values.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,6 +18,8 @@ import platformdirs
 
 DB_URL_ENV = "FLEETDX_DB_URL"
 SPOOL_DIR_ENV = "FLEETDX_SPOOL_DIR"
+#: the flap window of node states, seconds (:mod:`fleetdx.orchestrator.diagnosis.node_states`)
+FLAP_WINDOW_ENV = "FLEETDX_FLAP_WINDOW_S"
 APP_NAME = "fleetdx"
 
 
@@ -44,3 +48,27 @@ def resolve_spool_dir(spool_dir: Path | str | None, env: Mapping[str, str] | Non
     if from_env:
         return Path(from_env)
     return user_data_dir() / "spool"
+
+
+def resolve_flap_window_s(value: float | None, env: Mapping[str, str] | None = None) -> float:
+    """``value`` if given, else ``$FLEETDX_FLAP_WINDOW_S`` (seconds, a finite number >= 0), else 24 h
+    (:data:`~fleetdx.orchestrator.diagnosis.node_states.DEFAULT_FLAP_WINDOW_S`).
+
+    Raises:
+        ValueError: the variable is not a finite number >= 0 (its text is named).
+    """
+    from fleetdx.orchestrator.diagnosis.node_states import DEFAULT_FLAP_WINDOW_S
+
+    if value is not None:
+        return value
+    env = os.environ if env is None else env
+    text = env.get(FLAP_WINDOW_ENV, "").strip()
+    if not text:
+        return DEFAULT_FLAP_WINDOW_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{FLAP_WINDOW_ENV}={text!r}: not a number of seconds >= 0")
+    return seconds

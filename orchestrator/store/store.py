@@ -28,6 +28,7 @@ from sqlalchemy import ColumnElement, Engine, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
+from fleetdx.orchestrator.diagnosis.node_states import DEFAULT_FLAP_WINDOW_S
 from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.judgement.envelope import Report
 from fleetdx.orchestrator.report import (
@@ -39,7 +40,7 @@ from fleetdx.orchestrator.report import (
     Recommendation,
     RunReport,
 )
-from fleetdx.orchestrator.store import migrate
+from fleetdx.orchestrator.store import migrate, states
 from fleetdx.orchestrator.store.engine import WRITE_OPTION, display_url, is_sqlite, make_engine, parse_url
 from fleetdx.orchestrator.store.errors import DatabaseUnreachable, SchemaOutdated, StoreError
 from fleetdx.orchestrator.store.models import (
@@ -56,7 +57,7 @@ from fleetdx.orchestrator.store.models import (
     RunRow,
 )
 from fleetdx.orchestrator.store.records import BusbwHistoryPoint, FindingRecord, PostmortemRecord, RunSummary
-from fleetdx.orchestrator.store.settings import resolve_db_url
+from fleetdx.orchestrator.store.settings import resolve_db_url, resolve_flap_window_s
 from fleetdx.probes.contracts import Job, Severity
 
 T = TypeVar("T")
@@ -76,21 +77,35 @@ class RunNotFound(StoreError):
 class Store:
     """A handle on one database. Thread-safe (one engine, a session per call); close it when done."""
 
-    def __init__(self, engine: Engine) -> None:
-        """Wrap an engine made by :func:`fleetdx.orchestrator.store.engine.make_engine`; use :meth:`open` instead."""
+    def __init__(self, engine: Engine, flap_window_s: float = DEFAULT_FLAP_WINDOW_S) -> None:
+        """Wrap an engine made by :func:`fleetdx.orchestrator.store.engine.make_engine`; use :meth:`open` instead.
+        ``flap_window_s``: the flap window of node states (:mod:`fleetdx.orchestrator.diagnosis.node_states`)."""
         self.engine = engine
+        self.flap_window_s = flap_window_s
 
     # -- opening -----------------------------------------------------------------------------------------
     @classmethod
-    def open(cls, url: str | None = None, *, auto_upgrade: bool | None = None, check_schema: bool = True) -> Store:
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        auto_upgrade: bool | None = None,
+        check_schema: bool = True,
+        flap_window_s: float | None = None,
+    ) -> Store:
         """Open the database at ``url`` (None: ``$FLEETDX_DB_URL``, else the user's SQLite file).
 
         ``auto_upgrade`` (default: true for SQLite, false otherwise) migrates an old schema to the newest;
-        ``check_schema=False`` only checks that the database answers (for ``fleetdx db upgrade``/``current``).
+        ``check_schema=False`` only checks that the database answers (for ``fleetdx db upgrade``/``current``);
+        ``flap_window_s`` (None: ``$FLEETDX_FLAP_WINDOW_S``, else 24 h) is the flap window of node states.
         Raises :class:`DatabaseUnreachable` (the URL and the driver's reason), :class:`SchemaOutdated`, or
         :class:`StoreError` for an unusable URL.
         """
         resolved = resolve_db_url(url)
+        try:
+            window = resolve_flap_window_s(flap_window_s)
+        except ValueError as e:
+            raise StoreError(str(e)) from None
         try:
             parsed = parse_url(resolved)
             engine = make_engine(parsed)
@@ -100,7 +115,7 @@ class Store:
             raise DatabaseUnreachable(
                 f"cannot reach database {display_url(parsed)}: cannot create {e.filename}: {e.strerror}"
             ) from None
-        store = cls(engine)
+        store = cls(engine, window)
         try:
             if check_schema:
                 store._check_schema(is_sqlite(parsed) if auto_upgrade is None else auto_upgrade)
@@ -169,7 +184,7 @@ class Store:
         if len(set(hosts)) != len(hosts):
             raise StoreError(f"run {report.run_id}: a host appears twice in its nodes")
         try:
-            return self._write(lambda session: _insert_run(session, report, raw))
+            return self._write(lambda session: _insert_run(session, report, raw, self.flap_window_s))
         except _Conflict:
             # another writer stored the same run_id between our check and our insert
             if self._run_exists(report.run_id):
@@ -192,7 +207,7 @@ class Store:
             if len(set(hosts)) != len(hosts):
                 raise StoreError(f"run {report.run_id}: a host appears twice in its nodes")
         try:
-            return self._write(lambda session: _insert_runs(session, items))
+            return self._write(lambda session: _insert_runs(session, items, self.flap_window_s))
         except _Conflict as e:
             raise StoreError(f"a batch of {len(items)} runs was refused by a constraint: {e}") from None
 
@@ -458,18 +473,24 @@ def _reason(e: SQLAlchemyError) -> str:
 
 
 # -- report <-> rows -------------------------------------------------------------------------------------
-def _insert_run(session: Session, report: RunReport, raw: Mapping[str, Mapping[str, str]]) -> bool:
+def _insert_run(
+    session: Session, report: RunReport, raw: Mapping[str, Mapping[str, str]], flap_window_s: float
+) -> bool:
     if session.scalar(select(RunRow.id).where(RunRow.run_id == report.run_id)) is not None:
         return False
     session.add(_run_row(report, raw))
     session.flush()
+    states.apply_run(session, report, flap_window_s)
     return True
 
 
 def _insert_runs(
-    session: Session, items: Sequence[tuple[RunReport, Mapping[str, Mapping[str, str]] | None]]
+    session: Session,
+    items: Sequence[tuple[RunReport, Mapping[str, Mapping[str, str]] | None]],
+    flap_window_s: float,
 ) -> list[bool]:
-    """Add every run of ``items`` not stored yet (one query for which are), then one flush for all."""
+    """Add every run of ``items`` not stored yet (one query for which are), then one flush for all; then move
+    their nodes' states, in the order of ``items``."""
     ids = [report.run_id for report, _raw in items]
     seen = set(session.scalars(select(RunRow.run_id).where(RunRow.run_id.in_(ids))))
     inserted = []
@@ -480,6 +501,9 @@ def _insert_runs(
         seen.add(report.run_id)
         session.add(_run_row(report, raw or {}))
     session.flush()
+    for (report, _raw), new in zip(items, inserted, strict=True):
+        if new:
+            states.apply_run(session, report, flap_window_s)
     return inserted
 
 
@@ -503,7 +527,9 @@ def _run_row(report: RunReport, raw: Mapping[str, Mapping[str, str]]) -> RunRow:
     run.nodes = [_node_row(i, n) for i, n in enumerate(report.nodes)]
     run.raw_outputs = [
         # host by host: a lazy ``raw`` (PreflightResult.raw of analyze) holds one host's text at a time
-        _raw_row(host, name, text) for host in sorted(raw) for name, text in sorted(raw[host].items())
+        _raw_row(host, name, text)
+        for host in sorted(raw)
+        for name, text in sorted(raw[host].items())
     ]
     run.findings = [_finding_row(i, f) for i, f in enumerate(report.findings)]
     run.recommendations = [_recommendation_row(i, r) for i, r in enumerate(report.recommendations)]
