@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "analyze": "preflight_cmd",
     "postmortem": "postmortem_cmd",
     "steps": "steps_cmd",
+    "goodput": "goodput_cmd",
     "place": "place_cmd",
     "topo": "topo_cmd",
     "bandwidth": "bandwidth_cmd",
