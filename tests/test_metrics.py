@@ -11,9 +11,10 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from fleetdx.orchestrator.diagnosis.node_states import DrainEvent, RetestEvent
 from fleetdx.orchestrator.report import NodeReport, RunKind, RunReport
 from fleetdx.orchestrator.service.api import create_app
-from fleetdx.orchestrator.store import Store
+from fleetdx.orchestrator.store import Store, states
 from fleetdx.orchestrator.store.tokens import TokenScope, create_token
 from fleetdx.probes.contracts import Verdict
 from tests.store_samples import NODE_A, NODE_B, bandwidth_raw, bandwidth_run, preflight_raw, preflight_run
@@ -101,6 +102,9 @@ def test_names_follow_prometheus_conventions(filled: Store) -> None:
         "fleetdx_node_open_findings": "gauge",
         "fleetdx_node_last_preflight_timestamp_seconds": "gauge",
         "fleetdx_findings_total": "counter",
+        "fleetdx_node_state": "gauge",
+        "fleetdx_node_state_since_timestamp_seconds": "gauge",
+        "fleetdx_retests_total": "counter",
         "fleetdx_http_request_duration_seconds": "histogram",
     }
     for line in text.splitlines():
@@ -137,3 +141,29 @@ def test_metrics_come_from_the_database_not_the_worker(filled: Store, migrated_u
 def test_an_empty_database_has_empty_families(store: Store) -> None:
     fams = samples(TestClient(create_app(store)).get("/metrics").text)
     assert fams["fleetdx_node_verdict"] == [] and fams["fleetdx_findings"] == []
+    assert fams["fleetdx_node_state"] == [] and fams["fleetdx_node_state_since_timestamp_seconds"] == []
+    assert {s.labels["result"]: s.value for s in fams["fleetdx_retests"]} == {"pass": 0, "fail": 0}
+
+
+def test_node_states_and_retests(filled: Store) -> None:
+    """One sample per node with its current state; the time of its last transition; retests by result. The
+    VM's WARNING pre-flight made it ok; gpu07 was found critical, drained, failed a retest, then passed one;
+    gpu08 is quarantined. The GH200 pair ran bandwidth runs only: no state."""
+    bad = preflight_run("pf-bad", T0 + 100, host="gpu07").model_copy(
+        update={"nodes": [NodeReport(host="gpu07", verdict=Verdict.CRITICAL)], "verdict": Verdict.CRITICAL}
+    )
+    filled.save_report(bad)
+    states.record(filled, "gpu07", DrainEvent(at=T0 + 200, reason="fleetdx: TEST"))
+    states.record(filled, "gpu07", RetestEvent(at=T0 + 300))
+    filled.save_report(bad.model_copy(update={"run_id": "pf-retest-1", "finished_at": T0 + 301}))  # fail
+    states.record(filled, "gpu07", RetestEvent(at=T0 + 400))
+    good = preflight_run("pf-retest-2", T0 + 400, host="gpu07")  # WARNING: clean
+    filled.save_report(good)
+    states.record(filled, "gpu08", DrainEvent(at=T0 + 500, reason="fleetdx: TEST"))
+    fams = samples(TestClient(create_app(filled)).get("/metrics").text)
+    state = {(s.labels["node"], s.labels["state"]): s.value for s in fams["fleetdx_node_state"]}
+    assert state == {(VM, "ok"): 1.0, ("gpu07", "returned"): 1.0, ("gpu08", "quarantined"): 1.0}
+    since = {s.labels["node"]: s.value for s in fams["fleetdx_node_state_since_timestamp_seconds"]}
+    assert since == {VM: T0 + 63.25, "gpu07": good.finished_at, "gpu08": T0 + 500}
+    retests = {s.labels["result"]: s.value for s in fams["fleetdx_retests"] if s.name == "fleetdx_retests_total"}
+    assert retests == {"pass": 1.0, "fail": 1.0}

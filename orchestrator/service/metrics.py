@@ -15,6 +15,13 @@ name                                               type       labels / value
 ``fleetdx_node_last_preflight_timestamp_seconds``  gauge      ``node``; Unix time its newest pre-flight finished
 ``fleetdx_findings_total``                         counter    ``code``, ``severity``; findings in all stored
                                                               runs (grows as reports arrive)
+``fleetdx_node_state``                             gauge      ``node``, ``state`` (ok, suspect, quarantined,
+                                                              retesting, returned); 1 for the node's current
+                                                              state: one sample per node
+``fleetdx_node_state_since_timestamp_seconds``     gauge      ``node``; Unix time of its last state transition
+``fleetdx_retests_total``                          counter    ``result`` (pass, fail); retests of quarantined
+                                                              nodes over the whole history (an inconclusive
+                                                              one is neither)
 ``fleetdx_http_request_duration_seconds``          histogram  ``method``, ``route`` (the path template, e.g.
                                                               ``/runs/{run_id}``), ``status``
 =================================================  =========  ================================================
@@ -91,6 +98,34 @@ class FleetCollector(Collector):
         for c in self.state.findings:
             total.add_metric([c.code.value, c.severity.value], float(c.count))
         yield total
+        yield from self._states()
+
+    def _states(self) -> Iterator[Metric]:
+        """The node state series (:mod:`fleetdx.orchestrator.diagnosis.node_states`): one sample per node,
+        not one per possible state, so ``count by (state) (fleetdx_node_state)`` counts nodes."""
+        state = GaugeMetricFamily(
+            "fleetdx_node_state",
+            "The node's current fleetdx state (value 1): ok, suspect, quarantined, retesting or returned.",
+            labels=["node", "state"],
+        )
+        since = GaugeMetricFamily(
+            "fleetdx_node_state_since_timestamp_seconds",
+            "Unix time of the node's last fleetdx state transition.",
+            labels=["node"],
+        )
+        for n in self.state.states:
+            state.add_metric([n.host, n.state.value], 1.0)
+            since.add_metric([n.host], n.since)
+        yield state
+        yield since
+        retests = CounterMetricFamily(
+            "fleetdx_retests",  # the _total suffix is added by prometheus-client
+            "Retests of quarantined nodes by result (pass, fail), over the stored history.",
+            labels=["result"],
+        )
+        for result, count in sorted(self.state.retests.items()):
+            retests.add_metric([result.value], float(count))
+        yield retests
 
 
 class RequestMetrics:

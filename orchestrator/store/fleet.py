@@ -1,5 +1,6 @@
 """The fleet's state as the store knows it: each node's latest verdict, its open findings, the time of its last
-pre-flight, and every stored finding counted by code and severity. What ``GET /metrics`` exposes.
+pre-flight, every stored finding counted by code and severity, each node's state (ok, suspect, quarantined,
+retesting, returned) and the retests that passed and failed. What ``GET /metrics`` exposes.
 
 Everything is read from the database on each call (never cached in a process), so several stateless API
 workers over one PostgreSQL database report the same figures. Simulated runs (``RunReport.simulated``: nodes
@@ -12,12 +13,21 @@ findings included.
 
 from __future__ import annotations
 
+from pydantic import Field
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
+from fleetdx.orchestrator.diagnosis.node_states import NodeState, RetestResult
 from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.report import RunKind
-from fleetdx.orchestrator.store.models import FindingNodeRow, FindingRow, NodeRow, RunRow
+from fleetdx.orchestrator.store.models import (
+    FindingNodeRow,
+    FindingRow,
+    NodeRow,
+    NodeStateRow,
+    NodeTransitionRow,
+    RunRow,
+)
 from fleetdx.orchestrator.store.store import Store
 from fleetdx.probes.contracts import Contract, Severity, VerdictName
 
@@ -49,18 +59,30 @@ class FindingCount(Contract):
     count: int
 
 
+class NodeStateNow(Contract):
+    """A node's state (:mod:`fleetdx.orchestrator.diagnosis.node_states`) and the Unix time of its last
+    transition."""
+
+    host: str
+    state: NodeState
+    since: float
+
+
 class FleetState(Contract):
     """The fleet at one instant: ``nodes`` sorted by host, ``last_preflight`` host -> Unix time its newest
-    pre-flight finished, ``open_findings`` per node, ``findings`` over all stored runs."""
+    pre-flight finished, ``open_findings`` per node, ``findings`` over all stored runs, ``states`` each known
+    node's state (sorted by host), ``retests`` how many retests passed and failed over the whole history."""
 
     nodes: list[NodeLatest]
     last_preflight: dict[str, float]
     open_findings: list[NodeFindingCount]
     findings: list[FindingCount]
+    states: list[NodeStateNow] = Field(default_factory=list)
+    retests: dict[RetestResult, int] = Field(default_factory=dict)
 
 
 def fleet_state(store: Store) -> FleetState:
-    """Read the fleet's state in one read transaction (four queries, one pass over the node rows each).
+    """Read the fleet's state in one read transaction (six queries, one pass over the node rows each).
     Raises :class:`~fleetdx.orchestrator.store.DatabaseUnreachable` / ``StoreError`` like every store read."""
     rank = (
         func.row_number()
@@ -110,6 +132,12 @@ def fleet_state(store: Store) -> FleetState:
         .group_by(FindingRow.code, FindingRow.severity)
         .order_by(FindingRow.code, FindingRow.severity)
     )
+    states_stmt = select(NodeStateRow.host, NodeStateRow.state, NodeStateRow.since).order_by(NodeStateRow.host)
+    retests_stmt = (
+        select(NodeTransitionRow.retest, func.count())
+        .where(NodeTransitionRow.retest.is_not(None))
+        .group_by(NodeTransitionRow.retest)
+    )
     with store._errors(), Session(store.engine) as session, session.begin():
         nodes = [
             NodeLatest(host=h, verdict=v, run_id=r, kind=k, finished_at=t)
@@ -120,4 +148,13 @@ def fleet_state(store: Store) -> FleetState:
         ]
         last_preflight = {h: float(t) for h, t in session.execute(preflight_stmt)}
         findings = [FindingCount(code=c, severity=s, count=n) for c, s, n in session.execute(totals_stmt)]
-    return FleetState(nodes=nodes, last_preflight=last_preflight, open_findings=open_findings, findings=findings)
+        states = [NodeStateNow(host=h, state=st, since=t) for h, st, t in session.execute(states_stmt)]
+        done = {RetestResult(r): int(n) for r, n in session.execute(retests_stmt)}
+    return FleetState(
+        nodes=nodes,
+        last_preflight=last_preflight,
+        open_findings=open_findings,
+        findings=findings,
+        states=states,
+        retests={r: done.get(r, 0) for r in RetestResult},
+    )
