@@ -44,6 +44,7 @@ def register(app: typer.Typer) -> None:
 def app_from_env() -> FastAPI:
     """The app of one uvicorn worker, from the environment that :func:`serve` set (a uvicorn factory)."""
     from fleetdx.orchestrator.cli.topo_cmd import _load_cluster
+    from fleetdx.orchestrator.notify import WEBHOOK_FORMAT_ENV, WEBHOOKS_ENV, configure, parse_webhooks
     from fleetdx.orchestrator.service.api import create_app
     from fleetdx.orchestrator.service.ingest import MAX_UPLOAD_BYTES
     from fleetdx.orchestrator.service.metrics import RequestMetrics
@@ -66,8 +67,11 @@ def app_from_env() -> FastAPI:
         def scheduler_nodes() -> list[SlurmNode]:
             return slurm_candidates(runner)
 
+    # the process's notifier (fleetdx.orchestrator.notify.notify sends through it too)
+    notifier = configure(parse_webhooks(os.environ.get(WEBHOOKS_ENV), os.environ.get(WEBHOOK_FORMAT_ENV) or "generic"))
     app = create_app(
         store,
+        notifier=notifier,
         auth_reads=auth_reads,
         request_metrics=metrics,
         cluster=cluster,
@@ -76,6 +80,7 @@ def app_from_env() -> FastAPI:
         max_body_bytes=int(os.environ.get(MAX_BODY_ENV) or MAX_UPLOAD_BYTES),
     )
     app.router.add_event_handler("shutdown", store.close)
+    app.router.add_event_handler("shutdown", lambda: notifier.close(timeout_s=10))
     return app
 
 
@@ -137,6 +142,28 @@ def serve(
     ssl_keyfile: Annotated[
         Path | None, typer.Option("--ssl-keyfile", help="The certificate's PEM private key.")
     ] = None,
+    webhook: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--webhook",
+            metavar="URL",
+            envvar="FLEETDX_WEBHOOKS",
+            show_envvar=False,
+            help="POST an event here when a pushed pre-flight is CRITICAL (repeatable; or $FLEETDX_WEBHOOKS, "
+            "URLs separated by spaces, which keeps them out of the process list). Retried with backoff in the "
+            "background; logs show only the URL's host.",
+        ),
+    ] = None,
+    webhook_format: Annotated[
+        str,
+        typer.Option(
+            "--webhook-format",
+            metavar="generic|slack",
+            envvar="FLEETDX_WEBHOOK_FORMAT",
+            show_envvar=False,
+            help='The webhook body: generic (the event as JSON) or slack ({"text": ...}, also Mattermost).',
+        ),
+    ] = "generic",
     access_log: Annotated[
         bool,
         typer.Option(
@@ -148,7 +175,8 @@ def serve(
     """Serve the run history, report ingestion and Prometheus metrics over HTTP.
 
     GET /runs, /runs/{id}, /nodes/{host}/history, /findings, /metrics, /healthz, GET/POST /placement;
-    POST /reports (write token).
+    POST /reports (write token). /docs and /redoc: the API's documentation, served offline.
+    --webhook URL: an event when a pushed pre-flight is CRITICAL.
     Tokens: `fleetdx token create NAME --scope write`. TLS: --ssl-certfile/--ssl-keyfile, or a reverse proxy.
     """
     import uvicorn
@@ -160,6 +188,14 @@ def serve(
     for path in (ssl_certfile, ssl_keyfile):
         if path is not None and not path.is_file():
             raise fail(f"{path}: no such file")
+    from fleetdx.orchestrator.notify import WEBHOOK_FORMAT_ENV, WEBHOOKS_ENV, parse_webhooks
+
+    try:
+        parse_webhooks(" ".join(webhook or []), webhook_format)  # a bad URL or format fails here, in one line
+    except ValueError as e:
+        raise fail(str(e)) from None
+    os.environ[WEBHOOKS_ENV] = " ".join(webhook or [])
+    os.environ[WEBHOOK_FORMAT_ENV] = webhook_format
     if topology_conf is not None:
         from fleetdx.orchestrator.cli.topo_cmd import _load_cluster
 

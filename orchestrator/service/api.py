@@ -24,7 +24,8 @@ Endpoints (JSON bodies are the store's contracts):
   (:mod:`fleetdx.orchestrator.service.ingest`): 201 ``IngestResult`` when stored, 200 with ``inserted``
   false when a run with that ``run_id`` is already stored (idempotent: a retried push never duplicates).
   Concurrent uploads are committed together (:mod:`fleetdx.orchestrator.service.writer`); each is answered
-  after its own run was committed.
+  after its own run was committed. A CRITICAL pre-flight, when first stored, is sent to the webhooks
+  (:mod:`fleetdx.orchestrator.service.alerts`), in the background.
 
 Authentication (:mod:`fleetdx.orchestrator.service.auth`): every write needs a ``write`` bearer token; reads
 (``/runs``, ``/nodes``, ``/findings``, ``/metrics``, ``/placement``) need a ``read`` or ``write`` token only when
@@ -61,9 +62,11 @@ from starlette.requests import ClientDisconnect
 
 from fleetdx import __version__
 from fleetdx.orchestrator.judgement import FindingCode
+from fleetdx.orchestrator.notify import Notifier, default_notifier
 from fleetdx.orchestrator.placement.contracts import PlacementAnswer, PlacementRequest
 from fleetdx.orchestrator.placement.job import PlacementInputError, place
 from fleetdx.orchestrator.report import RunReport
+from fleetdx.orchestrator.service.alerts import preflight_critical
 from fleetdx.orchestrator.service.auth import Auth, require_read, require_write
 from fleetdx.orchestrator.service.docs import install_docs
 from fleetdx.orchestrator.service.ingest import (
@@ -224,8 +227,10 @@ class Service:
         placement_cache_s: float,
         requests: RequestMetrics,
         max_body_bytes: int = MAX_UPLOAD_BYTES,
+        notifier: Notifier | None = None,
     ) -> None:
         self.store = store
+        self.notifier = notifier if notifier is not None else default_notifier()
         self.max_body_bytes = max_body_bytes
         self.cluster = cluster
         self.scheduler_nodes = scheduler_nodes
@@ -436,6 +441,9 @@ async def post_report(svc: ServiceDep, request: Request) -> JSONResponse:
     except UploadRejected as e:
         raise HTTPException(status_code=e.status, detail=e.reason) from None
     inserted = await svc.writer.save(upload.report, upload.raw)  # with the uploads waiting beside it
+    event = preflight_critical(upload.report) if inserted else None
+    if event is not None:
+        svc.notifier.notify(event)  # queued: a slow or dead webhook never delays nor fails the push
     result = IngestResult(run_id=upload.report.run_id, inserted=inserted)
     return JSONResponse(status_code=201 if inserted else 200, content=result.model_dump(mode="json"))
 
@@ -509,6 +517,7 @@ def create_app(
     scheduler_nodes: Callable[[], Sequence[SlurmNode]] | None = None,
     placement_cache_s: float = DEFAULT_TTL_S,
     max_body_bytes: int = MAX_UPLOAD_BYTES,
+    notifier: Notifier | None = None,
 ) -> FastAPI:
     """The API app over ``store``: the routes above (plain functions, importable by tests) with the app's
     :class:`Service` and :class:`~fleetdx.orchestrator.service.auth.Auth` in ``app.state``. ``auth_reads``:
@@ -518,8 +527,10 @@ def create_app(
     ``placement_cache_s``: how long an unchanged placement answer is reused, and the store state distinct
     queries share (:mod:`~fleetdx.orchestrator.service.placement_cache`; 0: never). ``max_body_bytes``: the
     largest request body (and decompressed report) taken; a longer one is a 413 (``fleetdx serve
-    --max-body-mib``). Store errors become 503 responses with a one-line ``detail``; every error ``detail`` is
-    one line of text that can be encoded (see the module doc)."""
+    --max-body-mib``). ``notifier``: where the webhook events go (a CRITICAL pre-flight pushed to ``POST
+    /reports``; default: the process's, :func:`fleetdx.orchestrator.notify.default_notifier`). Store errors
+    become 503 responses with a one-line ``detail``; every error ``detail`` is one line of text that can be
+    encoded (see the module doc)."""
     if max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be at least 1, not {max_body_bytes}")
     requests = request_metrics or RequestMetrics()
@@ -530,6 +541,7 @@ def create_app(
         placement_cache_s=placement_cache_s,
         requests=requests,
         max_body_bytes=max_body_bytes,
+        notifier=notifier,
     )
     app = FastAPI(
         title="fleetdx",
