@@ -66,6 +66,9 @@ class FindingCode(str, Enum):
     STEP_H2D_BOUND = "STEP_H2D_BOUND"
     STEP_BURSTY = "STEP_BURSTY"
     STEP_STRAGGLER_RANK = "STEP_STRAGGLER_RANK"
+    # a running job followed live (fleetdx watch)
+    STEP_HANG = "STEP_HANG"
+    STEP_JOB_SLOWDOWN = "STEP_JOB_SLOWDOWN"
 
 
 class Scope(str, Enum):
