@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "parse": "parse_cmd",
     "db": "db_cmd",
     "history": "db_cmd",
+    "nodes": "nodes_cmd",
     "serve": "serve_cmd",
     "token": "token_cmd",
     "k8s": "k8s_cmd",
