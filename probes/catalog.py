@@ -55,8 +55,9 @@ class OutputFilter(str, Enum):
     XID_LINES = "xid-lines"  #: keep lines matching NVRM / Xid / AER, as ``dmesg | grep -i -E "xid|nvrm|aer"``
 
 
-#: the lines ``dmesg_nvrm.txt`` keeps (same pattern as the captured fixture: ``grep -i -E "xid|nvrm|aer"``)
-XID_LINE_RE = re.compile(r"xid|nvrm|aer", re.IGNORECASE)
+#: the lines ``dmesg_nvrm.txt`` keeps (same pattern as the captured fixture: ``grep -i -E "xid|nvrm|aer"``), and a
+#: successful GPU reset's line, which closes an XID episode (:class:`~fleetdx.probes.parsers.xid.GpuReset`)
+XID_LINE_RE = re.compile(r"xid|nvrm|aer|successfully reset|GPU reset executed", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

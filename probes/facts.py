@@ -41,7 +41,7 @@ from fleetdx.probes.parsers.smi_csv import SmiCsv
 from fleetdx.probes.parsers.smi_values import ClockEventReason, bus_key
 from fleetdx.probes.parsers.smi_xml import SmiReport
 from fleetdx.probes.parsers.topo import TopoMatrix
-from fleetdx.probes.parsers.xid import XidLog
+from fleetdx.probes.parsers.xid import XidHistory, XidLog
 
 __all__ = ["GpuView", "NamedNcclLog", "NamedNcclTests", "NodeFacts", "ParseFailure", "ProbeRecord", "node_facts"]
 
@@ -285,6 +285,8 @@ class NodeFacts(Contract):
     cpu: CpuInfo | None = None
     ib: IbReport | None = None
     xids: XidLog | None = None
+    #: the store's earlier XID findings about this host (a pre-flight with a store sets it); None: no store
+    xid_history: XidHistory | None = None
     nccl_tests: list[NamedNcclTests] = Field(default_factory=list)
     nccl_logs: list[NamedNcclLog] = Field(default_factory=list)
     microbench: list[Microbench] = Field(default_factory=list)

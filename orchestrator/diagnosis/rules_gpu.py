@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from fleetdx.orchestrator.diagnosis import references as ref
 from fleetdx.orchestrator.diagnosis import xid_table
@@ -38,7 +38,7 @@ from fleetdx.probes.contracts import EvidenceValue, Severity
 from fleetdx.probes.facts import GpuView, NodeFacts, gpu_index_by_bus
 from fleetdx.probes.parsers.microbench import Microbench
 from fleetdx.probes.parsers.smi_values import ClockEventReason
-from fleetdx.probes.parsers.xid import DriverEvent, DriverEventKind, XidEvent
+from fleetdx.probes.parsers.xid import DriverEvent, DriverEventKind, GpuReset, XidEvent
 
 MIB = 1 << 20
 
@@ -361,9 +361,8 @@ def pcie_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
 # --- XIDs -----------------------------------------------------------------------------------------------
 
 _MAX_LINES = 10
-#: XIDs that a fault before them causes (NVIDIA's XID catalog: 45 "preemptive cleanup, due to previous errors",
-#: 43 "GPU stopped processing": the kernels of every GPU of the job end when one GPU is lost); ../shared/xid.md
-CONSEQUENCE_XIDS = frozenset({43, 45})
+#: XIDs that a fault before them causes (:data:`xid_table.CONSEQUENCE_XIDS`)
+CONSEQUENCE_XIDS = xid_table.CONSEQUENCE_XIDS
 #: consequence groups listed in the root finding's details
 _MAX_CONSEQUENCES = 16
 
@@ -382,20 +381,133 @@ def _consequences(
     return root, [k for k in groups if k != root and k[1] in CONSEQUENCE_XIDS and groups[k][0].line > start]
 
 
+#: distinct pids listed in a GPU_XID finding's evidence (what the store's history reads back)
+_MAX_PIDS = 16
+
+
+def _episodes(
+    node: NodeFacts,
+) -> tuple[dict[tuple[str, int], list[XidEvent]], dict[tuple[str, int], tuple[list[XidEvent], GpuReset]]]:
+    """(open, closed): the node's XID events grouped by (PCI address, code), those of a GPU that a later clean
+    reset closed apart, each closed group with the first reset after it (:class:`GpuReset`)."""
+    assert node.xids is not None
+    resets: dict[tuple[int, int, int], list[GpuReset]] = defaultdict(list)
+    for r in node.xids.resets:
+        if r.pci_key is not None:
+            resets[r.pci_key].append(r)
+    groups: dict[tuple[str, int], list[XidEvent]] = defaultdict(list)
+    closed: dict[tuple[str, int], tuple[list[XidEvent], GpuReset]] = {}
+    for e in node.xids.events:
+        after = next((r for r in resets.get(e.pci_key, ()) if r.line > e.line), None) if e.pci_key else None
+        if after is None:
+            groups[(e.pci, e.code)].append(e)
+        else:
+            closed.setdefault((e.pci, e.code), ([], after))[0].append(e)
+    return groups, closed
+
+
+def _jobs(events: Iterable[XidEvent]) -> set[str]:
+    return {f"pid:{e.pid}" for e in events if e.pid is not None}
+
+
+def _cross_job(
+    node: NodeFacts, groups: dict[tuple[str, int], list[XidEvent]]
+) -> dict[tuple[int, int, int] | None, set[str]]:
+    """GPU (PCI key) -> the distinct jobs that raised an application XID of :data:`xid_table.CROSS_JOB_XIDS` on
+    it: the pids of this log's lines, and the job keys of the store's history (``node.xid_history``)."""
+    out: dict[tuple[int, int, int] | None, set[str]] = defaultdict(set)
+    for (_, code), events in groups.items():
+        if code in xid_table.CROSS_JOB_XIDS:
+            key = events[0].pci_key
+            out[key] |= _jobs(events)
+            if node.xid_history is not None:
+                out[key] |= node.xid_history.jobs(key, xid_table.CROSS_JOB_XIDS)
+    return out
+
+
+def _history_said(node: NodeFacts) -> str:
+    h = node.xid_history
+    if h is None:
+        return "none (no store): single-run judgement over this kernel log"
+    return f"store: {h.runs} earlier run(s), {len(h.sightings)} XID finding(s) since {h.since:.0f}"
+
+
+def _xid_evidence(
+    pci: str, code: int, events: list[XidEvent], cls: xid_table.XidClass, info: xid_table.XidInfo
+) -> dict[str, EvidenceValue]:
+    pol = xid_table.policy(code)
+    pids = sorted({e.pid for e in events if e.pid is not None})
+    return {
+        "xid": code,
+        "mnemonic": info.mnemonic,
+        "class": cls.value,
+        "origin": pol.origin.value,
+        "drains": pol.drains,
+        "count": len(events),
+        "pci": pci,
+        "lines": [e.line for e in events[:_MAX_LINES]],
+        "pids": [p for p in pids[:_MAX_PIDS]],
+        "first_message": events[0].message,
+        "first_uptime_s": events[0].uptime_s,
+        "first_time": events[0].time,
+        "last_uptime_s": events[-1].uptime_s,
+        "last_time": events[-1].time,
+        "file": DMESG_FILE,
+    }
+
+
+def _closed_findings(node: NodeFacts, closed: dict[tuple[str, int], tuple[list[XidEvent], GpuReset]]) -> list[Finding]:
+    """INFO findings for the XIDs a clean reset of their GPU closed: history, not the GPU's state."""
+    by_bus = gpu_index_by_bus(node.gpus)
+    out = []
+    for (pci, code), (events, reset) in closed.items():
+        info = xid_table.lookup(code)
+        cls = xid_table.judge_xid(code, [e.message for e in events]).xid_class
+        idx = by_bus.get(events[0].pci_key) if events[0].pci_key is not None else None
+        evidence = _xid_evidence(pci, code, events, cls, info) | {
+            "closed_by_reset": reset.line,
+            "reset_tool": reset.tool,
+            "reset_raw": reset.raw,
+        }
+        message = (
+            f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}; before a clean reset of this GPU "
+            f"(line {reset.line}, {reset.tool}): history, not its current state"
+        )
+        out.append(_finding(node, FindingCode.GPU_XID, Severity.INFO, _subject_of(idx, pci), message, evidence))
+    return out
+
+
+def _fallen_keys(groups: dict[tuple[str, int], list[XidEvent]]) -> set[tuple[int, int, int]]:
+    """PCI keys of the GPUs with an open XID 79 (fallen off the bus)."""
+    return {ev[0].pci_key for (_, code), ev in groups.items() if code == 79 and ev[0].pci_key is not None}
+
+
+def _fallen_lines(node: NodeFacts, key: tuple[int, int, int] | None) -> list[DriverEvent]:
+    assert node.xids is not None
+    return [d for d in node.xids.driver_events if d.kind is DriverEventKind.FALLEN_OFF_BUS and d.pci_key == key]
+
+
 def xid_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     """GPU_XID: one finding per (GPU, XID code), severity from the class in :mod:`xid_table` (application XIDs
     such as 13, 31, 43 are INFO and never condemn the node; repeated "escalates if repeats" codes, XID
     154's recovery action and the NVLink XIDs' own fatal / non-fatal word are honoured). Events are grouped so a
-    storm of one code is one finding with a count; the XID 43/45 teardowns that follow a critical XID on any GPU of
-    the node join that root's finding (``details["consequences"]``, :func:`_consequences`). Then GPU_LOST for the
-    driver events without an XID (:func:`gpu_lost_findings`)."""
+    storm of one code is one finding with a count, its pids, and its first and last time seen (the kernel log's
+    stamps); the XID 43/45 teardowns that follow a critical XID on any GPU of the node join that root's finding
+    (``details["consequences"]``, :func:`_consequences`), as do the driver's own "fallen off the bus" lines of
+    a GPU whose XID 79 is there (``details["driver_lines"]``; NVSentinel issue #155: the same fall).
+
+    Over time (:func:`xid_table.policy`): an application XID of :data:`xid_table.CROSS_JOB_XIDS` raised on one GPU
+    by :data:`xid_table.CROSS_JOB_THRESHOLD` distinct jobs (pids of this log and, when a store is given, of
+    the earlier runs' findings in ``node.xid_history``) is the GPU's fault: HW-INVESTIGATE, critical;
+    ``details["history"]`` says what was looked at (without a store: the single-run judgement). The XIDs of a GPU
+    before a clean reset of it (:class:`~fleetdx.probes.parsers.xid.GpuReset`) are INFO: history, not state.
+    Then GPU_LOST for the driver events without an XID (:func:`gpu_lost_findings`)."""
     if node.xids is None:
         return []
-    groups: dict[tuple[str, int], list[XidEvent]] = defaultdict(list)
-    for e in node.xids.events:
-        groups[(e.pci, e.code)].append(e)
+    groups, closed = _episodes(node)
     judgements = {k: xid_table.judge_xid(k[1], [e.message for e in events]) for k, events in groups.items()}
     root, folded = _consequences(groups, judgements)
+    jobs = _cross_job(node, groups)
     out = []
     by_bus = gpu_index_by_bus(node.gpus)  # once per node, not per XID group
     for (pci, code), events in groups.items():
@@ -405,42 +517,67 @@ def xid_rule(node: NodeFacts, fleet: Fleet) -> list[Finding]:
         cls = judged.xid_class
         info = xid_table.lookup(code)
         idx = by_bus.get(events[0].pci_key) if events[0].pci_key is not None else None
-        subject = _subject_of(idx, pci)
         message = f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}; {info.action}"
         if judged.note:
             message += f"; {judged.note}: that XID's own line judges its GPU"
-        evidence: dict[str, EvidenceValue] = {
-            "xid": code,
-            "mnemonic": info.mnemonic,
-            "class": cls.value,
-            "count": len(events),
-            "pci": pci,
-            "lines": [e.line for e in events[:_MAX_LINES]],
-            "first_message": events[0].message,
-            "last_uptime_s": events[-1].uptime_s,
-            "last_time": events[-1].time,
-            "file": DMESG_FILE,
-        }
-        if code in xid_table.FATALITY_IN_MESSAGE:
-            said = Counter(xid_table.message_fatality(e.message) for e in events)
-            evidence["fatality"] = {"fatal": said[True], "nonfatal": said[False], "unmarked": said[None]}
-            if cls.severity is not Severity.CRITICAL:
-                message = (
-                    f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}, non-fatal by the driver's own "
-                    "message: watch the link (nvidia-smi nvlink -e); a fatal one needs a reset"
+        evidence = _xid_evidence(pci, code, events, cls, info)
+        if code in xid_table.CROSS_JOB_XIDS:
+            seen = jobs[events[0].pci_key]
+            evidence |= {"jobs": len(seen), "history": _history_said(node)}
+            if len(seen) >= xid_table.CROSS_JOB_THRESHOLD:
+                cls = xid_table.XidClass.HW_INVESTIGATE
+                evidence["class"] = cls.value
+                message += (
+                    f"; raised on this GPU by {len(seen)} distinct jobs (threshold {xid_table.CROSS_JOB_THRESHOLD}): "
+                    "the GPU, not the job (NVIDIA's XID catalog: escalate when one GPU raises it for several "
+                    "unrelated jobs); drain and run a GPU diagnostic (dcgmi diag -r 3)"
                 )
+        if code in xid_table.FATALITY_IN_MESSAGE:
+            message = _nvlink_fatality(code, events, cls, info, message, evidence)
         if (pci, code) == root and folded:
-            after = [groups[k] for k in folded]
-            gpus = len({k[0] for k in folded} - {pci})
-            codes = "/".join(str(c) for c in sorted({k[1] for k in folded}))
-            message += (
-                f"; then XID {codes} on {gpus} other GPU(s) of this node ({sum(map(len, after))} lines): "
-                "teardowns this fault caused, not faults of their own"
-            )
-            # "<pci> XID <code>" -> lines, at most _MAX_CONSEQUENCES (evidence values are flat)
-            evidence["consequences"] = {f"{k[0]} XID {k[1]}": len(groups[k]) for k in folded[:_MAX_CONSEQUENCES]}
-        out.append(_finding(node, FindingCode.GPU_XID, cls.severity, subject, message, evidence))
-    return out + gpu_lost_findings(node)
+            message += _fold_consequences(groups, folded, pci, evidence)
+        if code == 79 and (lines := _fallen_lines(node, events[0].pci_key)):
+            evidence["driver_lines"] = [d.line for d in lines[:_MAX_LINES]]
+            message += f"; the driver's own 'fallen off the bus' line(s) for this GPU: {len(lines)}, the same fall"
+        out.append(_finding(node, FindingCode.GPU_XID, cls.severity, _subject_of(idx, pci), message, evidence))
+    return out + _closed_findings(node, closed) + gpu_lost_findings(node, _fallen_keys(groups))
+
+
+def _nvlink_fatality(
+    code: int,
+    events: list[XidEvent],
+    cls: xid_table.XidClass,
+    info: xid_table.XidInfo,
+    message: str,
+    evidence: dict[str, EvidenceValue],
+) -> str:
+    """The NVLink XIDs' fatal / non-fatal count into ``evidence``; the message of a non-critical one."""
+    said = Counter(xid_table.message_fatality(e.message) for e in events)
+    evidence["fatality"] = {"fatal": said[True], "nonfatal": said[False], "unmarked": said[None]}
+    if cls.severity is not Severity.CRITICAL:
+        return (
+            f"XID {code} ({info.mnemonic}) x{len(events)}: {info.meaning}, non-fatal by the driver's own "
+            "message: watch the link (nvidia-smi nvlink -e); a fatal one needs a reset"
+        )
+    return message
+
+
+def _fold_consequences(
+    groups: dict[tuple[str, int], list[XidEvent]],
+    folded: list[tuple[str, int]],
+    pci: str,
+    evidence: dict[str, EvidenceValue],
+) -> str:
+    """The root's words for the teardowns it caused; their groups into ``evidence["consequences"]``."""
+    after = [groups[k] for k in folded]
+    gpus = len({k[0] for k in folded} - {pci})
+    codes = "/".join(str(c) for c in sorted({k[1] for k in folded}))
+    # "<pci> XID <code>" -> lines, at most _MAX_CONSEQUENCES (evidence values are flat)
+    evidence["consequences"] = {f"{k[0]} XID {k[1]}": len(groups[k]) for k in folded[:_MAX_CONSEQUENCES]}
+    return (
+        f"; then XID {codes} on {gpus} other GPU(s) of this node ({sum(map(len, after))} lines): "
+        "teardowns this fault caused, not faults of their own"
+    )
 
 
 _LOST_WHAT = {
@@ -459,17 +596,20 @@ _LOST_WHAT = {
 }
 
 
-def gpu_lost_findings(node: NodeFacts) -> list[Finding]:
+def gpu_lost_findings(node: NodeFacts, fallen: Collection[tuple[int, int, int]] = ()) -> list[Finding]:
     """GPU_LOST (critical), one per (device, kind) of the kernel log's driver events without an XID
     (:class:`~fleetdx.probes.parsers.xid.DriverEvent`): a GPU that fell off the bus, that the driver could not
     initialise, or a driver probe that failed. NVIDIA's "Xid Errors" documentation (docs.nvidia.com/deploy/
     xid-errors) has a GPU off the bus (XID 79) need a node reboot; the same fall printed without an XID, or a
     GPU the driver never brought up, leaves the node short of a GPU as surely. Evidence: the PCI address, the
-    line numbers and the first raw line(s)."""
+    line numbers and the first raw line(s). The "fallen off the bus" lines of a GPU in ``fallen`` (PCI keys of
+    the GPUs whose XID 79 the log holds) are left out: the XID's finding carries them."""
     if node.xids is None:
         return []
     groups: dict[tuple[object, DriverEventKind], list[DriverEvent]] = defaultdict(list)
     for e in node.xids.driver_events:
+        if e.kind is DriverEventKind.FALLEN_OFF_BUS and e.pci_key is not None and e.pci_key in fallen:
+            continue
         groups[(e.pci_key or e.pci, e.kind)].append(e)
     by_bus = gpu_index_by_bus(node.gpus)
     out = []

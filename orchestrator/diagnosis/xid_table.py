@@ -36,6 +36,10 @@ from typing import NamedTuple
 
 from fleetdx.probes.contracts import Contract, Severity
 
+# the store's history as the XID rule reads it (NodeFacts.xid_history), re-exported
+from fleetdx.probes.parsers.xid import XidHistory as XidHistory
+from fleetdx.probes.parsers.xid import XidSighting as XidSighting
+
 
 class XidClass(str, Enum):
     """fleetdx's action classes for XIDs (NVIDIA's XID catalog, "Severity (ours)")."""
@@ -462,3 +466,88 @@ def judge_xid(code: int, messages: Sequence[str], count_on_gpu: int | None = Non
             return XidJudgement(own, pcls, f"XID {code} follows XID {prior} ({lookup(prior).meaning})", prior)
     return XidJudgement(own, None, "")
 
+
+# --- policy over time: where an XID comes from, whether it drains, when its repeats escalate ----------------
+
+
+class XidOrigin(str, Enum):
+    """Where an XID's fault most likely lies (NVIDIA's XID catalog, docs.nvidia.com/deploy/xid-errors, lists per
+    XID the possible causes: hardware error, driver error, user application error, ...; the catalog's
+    "Resolution Bucket" names the first action). One origin per code: the one the first action treats."""
+
+    HARDWARE = "hardware"  #: the GPU, its memory, its PCIe or NVLink links, its power
+    APPLICATION = "application"  #: the job: the GPU stays healthy (the k8s device plugin's applicationErrorXids)
+    DRIVER = "driver"  #: driver, firmware or GSP software: correlate with the driver version
+
+
+class XidPolicy(Contract):
+    """How fleetdx judges one XID over time.
+
+    ``drains``: one event of the code, alone, makes the node critical (its class is RESET, NODE or
+    HW-INVESTIGATE). ``repeat_jobs``: for a code that does not drain alone, how many distinct jobs (processes,
+    by the XID line's ``pid``) raising it, or another code of its family, on the same GPU escalate it to
+    ``escalates_to``; ``None``: never. ``repeat_window_s``: how far back earlier runs' findings count (the
+    store's history, :class:`XidHistory`); the current kernel log counts whole (it is the current boot's).
+    ``repeat_events``: the within-log repeat count on one GPU that escalates (:data:`REPEAT_ESCALATION`), for
+    the catalog's "if it recurs" codes; ``None``: none."""
+
+    code: int
+    origin: XidOrigin
+    drains: bool
+    repeat_jobs: int | None = None
+    repeat_window_s: float | None = None
+    repeat_events: int | None = None
+    escalates_to: XidClass | None = None
+    source: str
+
+
+#: XIDs that a fault before them causes (NVIDIA's XID catalog: 45 "preemptive cleanup, due to previous errors",
+#: 43 "GPU stopped processing": the kernels of every GPU of the job end when one GPU is lost; ../shared/xid.md
+#: cross-cutting rule 3): after a critical XID of the same node they fold into its finding (pre-flight and
+#: postmortem alike)
+CONSEQUENCE_XIDS: frozenset[int] = frozenset({43, 45})
+#: application XIDs that escalate when several jobs raise them on one GPU (../shared/xid.md cross-cutting rule 6,
+#: from NVIDIA's XID catalog: "escalate if the same GPU raises them for several unrelated jobs"); 68 is
+#: application by the k8s device plugin and Meta GCM
+CROSS_JOB_XIDS: frozenset[int] = frozenset({13, 31, 43, 68})
+#: distinct jobs on one GPU that make an application XID the GPU's (fleetdx's reading of "several": 3)
+CROSS_JOB_THRESHOLD = 3
+#: how far back the store's earlier runs count for :data:`CROSS_JOB_THRESHOLD` (fleetdx's choice: one day)
+CROSS_JOB_WINDOW_S = 24 * 3600.0
+#: driver / firmware / GSP XIDs (NVIDIA's XID catalog: "driver error", investigatory bucket INVESTIGATE_SW;
+#: 154 is the driver's own recovery action)
+DRIVER_XIDS: frozenset[int] = frozenset({37, 38, 44, 119, 120, 154, 159})
+#: application teardowns: never drain alone (NVSentinel's bucket for 45 "not solo: IGNORE, follow other Xid")
+TEARDOWN_XIDS: frozenset[int] = frozenset({45})
+
+_POLICY_SOURCE = (
+    "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Analyzing Xid Errors with the Xid Catalog); "
+    "NVIDIA NVSentinel xiderrorsmapping.csv; ../shared/xid.md"
+)
+
+
+def policy(code: int) -> XidPolicy:
+    """The :class:`XidPolicy` of ``code`` (an unlisted code as :func:`lookup` gives it: HW-INVESTIGATE)."""
+    info = lookup(code)
+    if code in DRIVER_XIDS:
+        origin = XidOrigin.DRIVER
+    elif info.xid_class is XidClass.APP or code in TEARDOWN_XIDS:
+        origin = XidOrigin.APPLICATION
+    else:
+        origin = XidOrigin.HARDWARE
+    cross = code in CROSS_JOB_XIDS
+    return XidPolicy(
+        code=code,
+        origin=origin,
+        drains=info.xid_class.severity is Severity.CRITICAL,
+        repeat_jobs=CROSS_JOB_THRESHOLD if cross else None,
+        repeat_window_s=CROSS_JOB_WINDOW_S if cross else None,
+        repeat_events=REPEAT_ESCALATION if info.escalates_to is not None else None,
+        escalates_to=XidClass.HW_INVESTIGATE if cross else info.escalates_to,
+        source=_POLICY_SOURCE,
+    )
+
+
+def policy_table() -> list[XidPolicy]:
+    """:func:`policy` of every code the table lists, by code (for docs and tests)."""
+    return [policy(c) for c in sorted(XID_TABLE)]

@@ -33,7 +33,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from fleetdx.orchestrator.diagnosis.xid_table import judge_xid, lookup
+from fleetdx.orchestrator.diagnosis.xid_table import CONSEQUENCE_XIDS, judge_xid, lookup
 from fleetdx.orchestrator.judgement import EvidenceLine, Finding, FindingCode
 from fleetdx.orchestrator.postmortem.contracts import TimelineEntry, gpu_details
 from fleetdx.orchestrator.postmortem.contracts import cause as cause_of
@@ -45,6 +45,7 @@ __all__ = ["DECISIVE", "Judged", "judge"]
 from fleetdx.probes.contracts import EvidenceValue, Job, Severity
 from fleetdx.probes.parsers.joblog import EventKind, GpuFact, JobEvent
 from fleetdx.probes.parsers.logline import iso
+from fleetdx.probes.parsers.smi_values import bus_key
 from fleetdx.topology.binding import cpu_list
 
 #: seconds within which events of different sources are treated as simultaneous (clock skew, see module doc)
@@ -388,6 +389,29 @@ def _where(rank: int | None, host: str | None) -> str:
     return " ".join(parts) or "on an unnamed host"
 
 
+def _teardown_of(e: JobEvent, root_xid: int) -> bool:
+    """``e`` is an XID 43/45 teardown folded into a root XID of another code (:func:`_fold_xid_root`)."""
+    code = int(e.details.get("xid") or 0)
+    return root_xid not in CONSEQUENCE_XIDS and code in CONSEQUENCE_XIDS
+
+
+def _teardowns_said(root_xid: int, group: Sequence[JobEvent]) -> str:
+    """The root XID's words for the teardowns and the driver's own lines of the same fall folded into it."""
+    downs = [e for e in group if e.kind is EventKind.XID and _teardown_of(e, root_xid)]
+    falls = [e for e in group if e.kind is EventKind.GPU_LOST]
+    said = ""
+    if downs:
+        codes = "/".join(str(c) for c in sorted({int(e.details.get("xid") or 0) for e in downs}))
+        gpus = len({str(e.details.get("pci")) for e in downs})
+        said += (
+            f"; then XID {codes} on {gpus} other GPU(s) of this host ({len(downs)} lines): teardowns this fault "
+            "caused, not faults of their own"
+        )
+    if falls:
+        said += f"; the driver's own 'fallen off the bus' line(s) for this GPU: {len(falls)}, the same fall"
+    return said
+
+
 def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: Judged) -> tuple[str, str]:
     """(message, action) of one cause, from its leading event and its group."""
     d, where, host = lead.details, _where(lead.rank, lead.host), lead.host or "the host"
@@ -415,9 +439,11 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
             verb = "an application fault, the GPU stays healthy"
         if verb.startswith("drain") and act.startswith("drain"):
             act = act.removeprefix("drain").lstrip("; ,")
-        pcis = list(dict.fromkeys(str(e.details.get("pci")) for e in group if e.kind is EventKind.XID))
+        extra += _teardowns_said(xid, group)
+        alike = [e for e in group if e.kind is EventKind.XID and not _teardown_of(e, xid)]
+        pcis = list(dict.fromkeys(str(e.details.get("pci")) for e in alike))
         if len(pcis) > 1:
-            extra += f"; {len(pcis)} GPUs of this host alike ({', '.join(pcis[:8])}), {len(group)} lines"
+            extra += f"; {len(pcis)} GPUs of this host alike ({', '.join(pcis[:8])}), {len(alike)} lines"
         return (
             f"XID {xid} ({info.mnemonic}: {info.meaning}) {where} GPU {d.get('pci')}{extra}",
             f"{verb}: {act}",
@@ -872,6 +898,7 @@ def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> No
         )
         if target is not None:
             groups[target] += groups.pop(key)
+    _fold_xid_root(groups)
     _fold_bursts(groups)
     # a configuration error explains the "internal error" NCCL wraps it in, on the same host and rank
     for key in [k for k in groups if any(j.rule is not None and j.rule.absorbs for _, j in groups[k])]:
@@ -882,6 +909,58 @@ def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> No
         named = [k for k in groups if len(k) == 3 and k[:2] == key[:2] and k[2] is not None]
         if len(named) == 1:
             groups[named[0]] = groups.pop(key) + groups[named[0]]
+
+
+def _own_critical_xid(e: JobEvent) -> bool:
+    """An XID critical by its own class (not by the XID its message says caused it)."""
+    return (
+        e.kind is EventKind.XID
+        and judge_xid(int(e.details.get("xid") or 0), [str(e.details.get("message") or "")]).xid_class.severity
+        is Severity.CRITICAL
+    )
+
+
+def _after(e: JobEvent, root: JobEvent) -> bool:
+    """``e`` comes after ``root``: by line in the same file, else by time when both are dated; undated events
+    of another file are taken as after (the kernel log of the same host)."""
+    if e.file == root.file:
+        return e.line > root.line
+    if e.ts is not None and root.ts is not None:
+        return e.ts >= root.ts
+    return True
+
+
+def _same_fall(e: JobEvent, root: JobEvent) -> bool:
+    """The driver's own "fallen off the bus" line of the GPU whose XID 79 ``root`` is (NVSentinel issue #155:
+    the same fall printed twice)."""
+    if e.kind is not EventKind.GPU_LOST or e.details.get("event") != "fallen-off-bus" or root.details.get("xid") != 79:
+        return False
+    a, b = bus_key(str(e.details.get("pci") or "")), bus_key(str(root.details.get("pci") or ""))
+    return a is not None and a == b
+
+
+def _fold_xid_root(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
+    """As the pre-flight's XID rule does (:func:`fleetdx.orchestrator.diagnosis.rules_gpu.xid_rule`): on each
+    host, the first XID critical by its own class is the root; the XID 43/45 teardowns of any GPU of that host
+    after it (:data:`~fleetdx.orchestrator.diagnosis.xid_table.CONSEQUENCE_XIDS`, with or without "caused by
+    previous Xid N"), and the driver's "fallen off the bus" lines of the root's GPU when it is an XID 79, join
+    the root's evidence instead of standing as causes of their own."""
+    roots: dict[object, tuple[tuple[object, ...], JobEvent]] = {}
+    for k, members in groups.items():
+        if len(k) < 3 or k[1] != "gpu":
+            continue
+        for e, _ in members:
+            if _own_critical_xid(e) and (k[2] not in roots or _after(roots[k[2]][1], e)):
+                roots[k[2]] = (k, e)
+    for rkey, root in roots.values():
+        for k in [k for k in groups if k != rkey and len(k) >= 3 and k[1] == "gpu" and k[2] == rkey[2]]:
+            members = groups[k]
+            teardown = all(
+                e.kind is EventKind.XID and int(e.details.get("xid") or 0) in CONSEQUENCE_XIDS and _after(e, root)
+                for e, _ in members
+            )
+            if teardown or all(_same_fall(e, root) for e, _ in members):
+                _join_as_evidence(groups, k, rkey)
 
 
 #: families whose causes of one host are one cause with a count (the same NCCL error printed by every rank)

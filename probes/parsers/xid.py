@@ -24,8 +24,21 @@ the bus, but the driver also reports a lost or unusable GPU in plain ``NVRM:`` l
 * ``PROBE_FAILED``: ``NVRM: The NVIDIA probe routine failed for 1 device(s).``, ``... was not called for ...``,
   ``NVRM: None of the NVIDIA devices were initialized.`` (no device named).
 
-Other NVRM lines (driver banner, ``GPU at PCI:...: GPU-<uuid>``, crash-dump notices, detail lines such as
-``RmInitAdapter: osInitNvMapping failed, bailing out``) and non-NVRM lines (AER) are neither.
+Other NVRM lines (driver banner, crash-dump notices, detail lines such as ``RmInitAdapter: osInitNvMapping
+failed, bailing out``) and non-NVRM lines (AER) are neither. ``NVRM: GPU at PCI:0000:3b:00: GPU-<uuid>`` (the
+identity the driver prints for a GPU, read the same way by NVIDIA NVSentinel's syslog-health-monitor,
+``reNvrmMap``) fills :attr:`XidLog.uuids`.
+
+A clean GPU reset closes an XID episode (the XIDs before it are history, not the GPU's state). The driver prints
+no line of its own for a reset; two public ones are read as :class:`GpuReset` s, wherever the log holds them
+(the journal, syslog, a log an operator gives; ``dmesg`` and ``journalctl -k`` hold neither):
+
+* ``nvidia-smi -r`` (``--gpu-reset``): ``GPU 00000000:1A:00.0 was successfully reset.`` (its output quoted in
+  NVIDIA NVSentinel issue #1690 and pull request #1692); a refused reset prints ``could not be reset`` and is
+  not read.
+* NVIDIA NVSentinel's ``gpu_reset.sh``: ``logger -t nvsentinel-gpu-reset "GPU reset executed: GPU-<uuid>,
+  success: true"`` (older versions: without ``success``); ``success: false`` is not a reset. The UUID is
+  matched to a PCI address through the log's ``NVRM: GPU at PCI:...: GPU-<uuid>`` lines.
 """
 
 from __future__ import annotations
@@ -61,6 +74,14 @@ _MAX_CONTINUATION = 3
 #: how a message of its own begins (a line that begins otherwise may continue a wrapped message)
 _MESSAGE_START_RE = re.compile(r"^(?:The NVIDIA|GPU\b|RmInitAdapter|rm_init_adapter|None of the NVIDIA|loading NVIDIA)")
 _END_RE = re.compile(r"[.!]\s*$")
+#: ``NVRM: GPU at PCI:0000:3b:00: GPU-<uuid>`` (NVSentinel syslog-health-monitor ``reNvrmMap``)
+_UUID_RE = re.compile(r"NVRM: GPU at PCI:([0-9A-Fa-f:.]+): (GPU-[0-9A-Fa-f-]+)")
+#: ``nvidia-smi -r``: ``GPU 00000000:1A:00.0 was successfully reset.``
+_SMI_RESET_RE = re.compile(r"\bGPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]) was successfully reset\b")
+#: NVSentinel ``gpu_reset.sh``: ``GPU reset executed: GPU-<uuid>, success: true``
+_NVS_RESET_RE = re.compile(r"GPU reset executed: (GPU-[0-9A-Fa-f-]+)(?:, success: (\w+))?")
+#: cheap pre-checks of a line before the reset regexes
+RESET_MARKS = ("successfully reset", "GPU reset executed")
 
 
 class DriverEventKind(str, Enum):
@@ -109,12 +130,28 @@ class DriverEvent(Contract):
     raw: str  #: the log line(s) as read, joined with newlines
 
 
+class GpuReset(Contract):
+    """One successful GPU reset read from a log (see the module doc): the XIDs of that GPU before it are
+    history."""
+
+    line: int  #: 1-based line number
+    pci: str | None = None  #: as printed (nvidia-smi), or from the log's UUID line; None when unknown
+    pci_key: tuple[int, int, int] | None = None
+    uuid: str | None = None  #: the GPU UUID the line names (NVSentinel's marker)
+    tool: str  #: "nvidia-smi" or "nvsentinel"
+    uptime_s: float | None = None
+    time: str | None = None
+    raw: str
+
+
 class XidLog(Contract):
-    """The XID events of one kernel log, in log order, the driver events without an XID, and how many lines were
-    read."""
+    """The XID events of one kernel log, in log order, the driver events without an XID, the successful GPU
+    resets, the GPU UUIDs the driver named (UUID -> PCI address as printed), and how many lines were read."""
 
     events: list[XidEvent] = Field(default_factory=list)
     driver_events: list[DriverEvent] = Field(default_factory=list)
+    resets: list[GpuReset] = Field(default_factory=list)
+    uuids: dict[str, str] = Field(default_factory=dict)
     lines_read: int = 0
 
     def codes(self) -> list[int]:
@@ -172,6 +209,39 @@ def _driver_event(kind: DriverEventKind, chunk: list[tuple[int, str]]) -> Driver
     )
 
 
+def _stamps(line: str) -> tuple[float | None, str | None]:
+    uptime_m, t_m, s_m = _UPTIME_RE.match(line), _PREFIX_TIME_RE.match(line), _SYSLOG_TIME_RE.match(line)
+    return (
+        float(uptime_m.group(1)) if uptime_m else None,
+        t_m.group(1) if t_m else (s_m.group(1) if s_m else None),
+    )
+
+
+def _reset(lineno: int, line: str) -> GpuReset | None:
+    """The successful reset ``line`` reports, else ``None`` (a failed one, or no reset line)."""
+    uptime, time = _stamps(line)
+    m = _SMI_RESET_RE.search(line)
+    if m is not None:
+        pci = m.group(1)
+        return GpuReset(
+            line=lineno, pci=pci, pci_key=bus_key(pci), tool="nvidia-smi", uptime_s=uptime, time=time, raw=line
+        )
+    n = _NVS_RESET_RE.search(line)
+    if n is not None and (n.group(2) is None or n.group(2).lower() == "true"):
+        return GpuReset(line=lineno, uuid=n.group(1), tool="nvsentinel", uptime_s=uptime, time=time, raw=line)
+    return None
+
+
+def _with_uuid_pcis(resets: list[GpuReset], uuids: dict[str, str]) -> list[GpuReset]:
+    out = []
+    for r in resets:
+        if r.pci is None and r.uuid is not None and r.uuid in uuids:
+            pci = uuids[r.uuid]
+            r = r.model_copy(update={"pci": pci, "pci_key": bus_key(pci)})
+        out.append(r)
+    return out
+
+
 def parse_xid(text: str) -> XidLog:
     """All XID events and driver events of a kernel log. Raises :class:`ParseError` for NUL/binary input or a
     malformed ``NVRM: Xid`` line.
@@ -187,6 +257,8 @@ def parse_xid(text: str) -> XidLog:
     driver: list[DriverEvent] = []
     lines = text.splitlines()
     pending: list[tuple[int, str]] = []
+    resets: list[GpuReset] = []
+    uuids: dict[str, str] = {}
 
     def flush() -> None:
         if pending:
@@ -201,7 +273,11 @@ def parse_xid(text: str) -> XidLog:
             events.append(_event(n, line))
             continue
         if _NVRM not in line:
+            if any(mark in line for mark in RESET_MARKS) and (r := _reset(n, line)) is not None:
+                resets.append(r)
             continue
+        if (u := _UUID_RE.search(line)) is not None:
+            uuids[u.group(2)] = u.group(1)
         body = _nvrm_text(line)
         if pending:
             if not _MESSAGE_START_RE.match(body):
@@ -217,4 +293,41 @@ def parse_xid(text: str) -> XidLog:
         if kind is not None:
             driver.append(_driver_event(kind, [(n, line)]))
     pending.clear()  # a wrapped message cut by the end of the log says nothing whole
-    return XidLog(events=events, driver_events=driver, lines_read=len(lines))
+    return XidLog(
+        events=events,
+        driver_events=driver,
+        resets=_with_uuid_pcis(resets, uuids),
+        uuids=uuids,
+        lines_read=len(lines),
+    )
+
+
+class XidSighting(Contract):
+    """One earlier run's GPU_XID finding about a host, as the store holds it."""
+
+    code: int
+    pci: str  #: the GPU's PCI address as the XID line printed it
+    jobs: list[str] = Field(default_factory=list)  #: "pid:<n>" per process that raised it; "run:<id>" if none
+    run_id: str
+    at: float  #: the run's start, Unix seconds
+
+
+class XidHistory(Contract):
+    """The store's earlier GPU_XID findings about one host since ``since`` (Unix seconds): what a pre-flight
+    with a store passes to the XID rule (``NodeFacts.xid_history``; built by
+    :mod:`fleetdx.orchestrator.store.xid_history`, judged by the XID policy of
+    :mod:`fleetdx.orchestrator.diagnosis.xid_table`) so that application XIDs are judged across jobs. ``None``
+    in its place means no store: the single-run judgement."""
+
+    host: str
+    since: float
+    runs: int = 0  #: earlier runs of the host in the window that were looked at
+    sightings: list[XidSighting] = Field(default_factory=list)
+
+    def jobs(self, pci_key: tuple[int, int, int] | None, codes: frozenset[int]) -> set[str]:
+        """The job keys of earlier findings of ``codes`` on the GPU at ``pci_key``."""
+        out: set[str] = set()
+        for s in self.sightings:
+            if s.code in codes and pci_key is not None and bus_key(s.pci) == pci_key:
+                out.update(s.jobs or [f"run:{s.run_id}"])
+        return out
