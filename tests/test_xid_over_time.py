@@ -225,3 +225,46 @@ def test_nvsentinel_reset_marker_is_matched_by_uuid() -> None:
 def test_the_dmesg_probe_keeps_reset_lines() -> None:
     assert XID_LINE_RE.search("GPU 00000000:18:00.0 was successfully reset.")
     assert XID_LINE_RE.search("nvsentinel-gpu-reset: GPU reset executed: GPU-1, success: true")
+
+
+# --- the store's history reaches the rule -----------------------------------------------------------------
+
+
+def test_stored_runs_make_the_history_and_escalate_a_third_job(tmp_path: Path) -> None:
+    """Two earlier pre-flights (stored) each saw XID 13 from one job on GPU 0000:3a:00; the third run's log
+    shows a third job: the stored findings' pids make it three jobs, critical. A re-read of the same log adds
+    none. The history's window leaves older runs out."""
+    from fleetdx.orchestrator.preflight.run import report_of, stored_xid_history, with_xid_history
+    from fleetdx.orchestrator.report import RunKind
+    from fleetdx.orchestrator.store import Store
+
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    t0 = 1_763_800_000.0
+    with Store.open(url) as store:
+        for i, pid in enumerate((11, 22)):
+            node = NodeFacts(host="n", xids=parse_xid(_xid13([pid])))
+            diag = diagnose(Fleet(nodes=[node]))
+            assert [f.severity for f in diag.findings] == [Severity.INFO]
+            store.save_report(report_of(RunKind.PREFLIGHT, diag, started_at=t0 + i * 600, level=None, simulated=False))
+    history = stored_xid_history(url, ["n", "other"], now=t0 + 3600)
+    assert history is not None and history["other"].sightings == [] and history["n"].runs == 2
+    assert [s.jobs for s in history["n"].sightings] == [["pid:11"], ["pid:22"]]
+    third = with_xid_history(NodeFacts(host="n", xids=parse_xid(_xid13([33]))), history)
+    (f,) = diagnose(Fleet(nodes=[third])).findings
+    assert (
+        f.severity is Severity.CRITICAL
+        and f.details["jobs"] == 3
+        and "store: 2 earlier run(s)" in str(f.details["history"])
+    )
+    again = with_xid_history(NodeFacts(host="n", xids=parse_xid(_xid13([22]))), history)
+    assert diagnose(Fleet(nodes=[again])).findings[0].severity is Severity.INFO
+    later = stored_xid_history(url, ["n"], now=t0 + 2 * 86400)
+    assert later is not None and later["n"].sightings == []
+
+
+def test_an_unreachable_store_gives_the_single_run_judgement(tmp_path: Path) -> None:
+    from fleetdx.orchestrator.preflight.run import stored_xid_history
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert stored_xid_history(f"sqlite:///{blocker}/sub/x.db", ["n"]) is None

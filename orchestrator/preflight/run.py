@@ -44,6 +44,7 @@ from fleetdx.probes.bundle import BundleData, collect, read_bundle
 from fleetdx.probes.catalog import NCCL_SWEEP_COLLECTIVE
 from fleetdx.probes.contracts import Contract, EvidenceValue, Level, RunStatus, Severity
 from fleetdx.probes.facts import NodeFacts, node_facts
+from fleetdx.probes.parsers.xid import XidHistory
 from fleetdx.probes.replay import ReplayRunner
 from fleetdx.probes.runner import Runner, RunResult, SubprocessRunner
 
@@ -365,8 +366,12 @@ def run_preflight(
     runtime_env: dict[str, Any] | None = None,
     bandwidth: BandwidthStep | None = None,
     lost: Mapping[str, NodeOutcome[BundleData]] | None = None,
+    xid_history: Mapping[str, XidHistory] | None = None,
 ) -> PreflightResult:
     """Fan ``jobs`` out to ``nodes`` (host -> Ray node, ``None`` if absent) on a connected Ray, then diagnose.
+
+    ``xid_history``: host -> the store's earlier XID findings about it (:func:`stored_xid_history`), so that
+    application XIDs are judged across jobs; ``None`` (no store): the single-run judgement.
 
     ``lost``: hosts already known to be out of reach, with their UNREACHABLE outcome (a node that did not
     join the Ray that fleetdx started on the allocation, :mod:`fleetdx.orchestrator.cluster.allocation`):
@@ -389,7 +394,9 @@ def run_preflight(
     )
     outcomes.update({h: o for h, o in lost.items() if h in jobs})
     level = next(iter(jobs.values())).level if jobs else None
-    result = _judge(outcomes, level, started, run_timeout_s, expected_gpus, expected_gpus_source, simulated)
+    result = _judge(
+        outcomes, level, started, run_timeout_s, expected_gpus, expected_gpus_source, simulated, xid_history
+    )
     if level is Level.FULL:
         report = bandwidth_step(result.report, sorted(result.bundles), nodes, bandwidth or BandwidthStep())
         result = PreflightResult(report=report, bundles=result.bundles)
@@ -404,13 +411,39 @@ def _judge(
     expected_gpus: int | None,
     expected_gpus_source: str | None,
     simulated: bool,
+    xid_history: Mapping[str, XidHistory] | None = None,
 ) -> PreflightResult:
     bundles = {h: o.value for h, o in outcomes.items() if o.kind is OutcomeKind.DONE and o.value is not None}
     lost = [lost_finding(o, run_timeout_s) for o in outcomes.values() if o.kind is not OutcomeKind.DONE]
-    facts = [node_facts(bundles[h]) for h in sorted(bundles)]
+    facts = [with_xid_history(node_facts(bundles[h]), xid_history) for h in sorted(bundles)]
     diagnosis = diagnose(_fleet(facts, expected_gpus, expected_gpus_source), lost=lost)
     report = report_of(RunKind.PREFLIGHT, diagnosis, started_at=started, level=level, simulated=simulated)
     return PreflightResult(report=report, bundles=bundles)
+
+
+def with_xid_history(facts: NodeFacts, history: Mapping[str, XidHistory] | None) -> NodeFacts:
+    """``facts`` with the store's XID history of its host (``NodeFacts.xid_history``) when ``history`` has it."""
+    if history is None or facts.host not in history:
+        return facts
+    return facts.model_copy(update={"xid_history": history[facts.host]})
+
+
+def stored_xid_history(db: str | None, hosts: Sequence[str], now: float | None = None) -> dict[str, XidHistory] | None:
+    """host -> its earlier GPU_XID findings in the store at ``db`` (None: the default database) within the
+    cross-job window (:data:`~fleetdx.orchestrator.diagnosis.xid_table.CROSS_JOB_WINDOW_S`, from ``now``),
+    for :func:`run_preflight` / :func:`run_local_preflight`'s ``xid_history``. ``None`` when the database
+    cannot be reached or its schema is outdated: the XID rule then judges this run alone (and says so). Opens
+    the database: not for a prolog that must not load a database library (``--spool``)."""
+    from fleetdx.orchestrator.diagnosis.xid_table import CROSS_JOB_WINDOW_S
+    from fleetdx.orchestrator.store import Store, StoreError
+    from fleetdx.orchestrator.store.xid_history import xid_history
+
+    since = (time.time() if now is None else now) - CROSS_JOB_WINDOW_S
+    try:
+        with Store.open(db) as store:
+            return xid_history(store, hosts, since=since)
+    except StoreError:
+        return None
 
 
 def collect_here(job: NodeJob, run_timeout_s: float) -> NodeOutcome[BundleData]:
@@ -446,9 +479,11 @@ def run_local_preflight(
     run_timeout_s: float,
     expected_gpus: int | None = None,
     expected_gpus_source: str | None = None,
+    xid_history: Mapping[str, XidHistory] | None = None,
 ) -> PreflightResult:
     """Pre-flight of this machine alone, in this process (:func:`collect_here`), judged exactly as a Ray
-    fan-out's result is. Level ``full`` has no cross-node step on one node: it is refused here.
+    fan-out's result is (``xid_history`` as :func:`run_preflight` takes it). Level ``full`` has no cross-node
+    step on one node: it is refused here.
 
     Raises:
         ValueError: ``job.level`` is ``full``.
@@ -458,7 +493,14 @@ def run_local_preflight(
     started = time.time()
     outcome = collect_here(job, run_timeout_s)
     return _judge(
-        {job.host: outcome}, job.level, started, run_timeout_s, expected_gpus, expected_gpus_source, False
+        {job.host: outcome},
+        job.level,
+        started,
+        run_timeout_s,
+        expected_gpus,
+        expected_gpus_source,
+        False,
+        xid_history,
     )
 
 
