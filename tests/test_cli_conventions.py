@@ -123,6 +123,7 @@ _CHOICE_CASES = {
     ("codes", "--kind"): ["codes", "--kind", "bogus"],
     ("token create", "--scope"): ["token", "create", "n", "--scope", "admin"],
     ("k8s watch", "--level"): ["k8s", "watch", "--level", "bogus"],
+    ("nodes check", "--level"): ["nodes", "check", "--level", "bogus"],
 }
 
 
