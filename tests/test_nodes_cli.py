@@ -189,3 +189,16 @@ def test_drain_reason_fits_slurm() -> None:
     assert drain_reason("GPU_FOREIGN_PROCESS GPU0") == "fleetdx: GPU_FOREIGN_PROCESS GPU0"
     long = drain_reason("X " + "é" * 300)
     assert len(long.encode()) <= 255 and long.endswith("...")
+
+
+def test_a_running_jobs_gpu_process_does_not_drain_a_mixed_node(db: str) -> None:
+    # the busy bundle's GPU0 process, on a node that runs jobs: the job's own process, not a fault
+    slurm, levels = StandinScontrol("sim1", "MIXED"), []
+    out = sc(slurm, db, "h100-busy", levels).run()
+    assert out.action is Action.CHECKED and out.verdict is not None and out.verdict.name != "CRITICAL"
+    assert slurm.updates == [] and out.state is NodeState.OK
+    with Store.open(db) as store:
+        (run,) = store.list_runs()
+        report = store.get_run(run.run_id)
+    (f,) = [f for f in report.findings if f.code.value == "GPU_FOREIGN_PROCESS"]
+    assert f.severity.value == "info" and "jobs run on this node: Slurm state MIXED" in f.message

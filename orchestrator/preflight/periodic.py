@@ -5,6 +5,9 @@ to service only what fleetdx itself drained, after a clean retest.
 What it does, by the node's Slurm state (:mod:`fleetdx.orchestrator.scheduler.slurm_drain`) and its state in
 the store (:mod:`fleetdx.orchestrator.diagnosis.node_states`):
 
+* a node that runs jobs (Slurm MIXED or ALLOCATED): the jobs' own GPU processes are expected there, so
+  GPU_FOREIGN_PROCESS findings are INFO and do not drain (:data:`JOB_EXPLAINED`); everything else is judged
+  as on an idle node.
 * **not drained**: a pre-flight of this host at ``level`` (quick by default), in this process, stored (its
   verdict moves the node: clean -> ok, critical -> suspect). CRITICAL: drained with ``fleetdx: CODE subject``
   and recorded as quarantined. When the database cannot be reached the report is spooled and a CRITICAL node
@@ -31,11 +34,20 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from fleetdx.orchestrator.diagnosis.node_states import DrainEvent, NodeState, NodeStatus, RetestEvent, ReturnEvent
+from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.preflight.run import NodeJob, PreflightResult, run_local_preflight
+from fleetdx.orchestrator.report import assemble_report
 from fleetdx.orchestrator.scheduler import slurm_drain
 from fleetdx.orchestrator.store import DatabaseUnreachable, SchemaOutdated, Store, save_or_spool, states
-from fleetdx.probes.contracts import Contract, Level, Verdict, VerdictName
+from fleetdx.probes.contracts import Contract, Level, Severity, Verdict, VerdictName
+from fleetdx.probes.parsers.slurm_nodes import SlurmNode
 from fleetdx.probes.runner import Runner
+
+#: Slurm base states of a node that runs jobs
+JOB_STATES = frozenset({"MIXED", "ALLOCATED", "COMPLETING"})
+#: codes a running job explains on such a node: its own processes hold its GPUs (the rule is meant for a
+#: pre-flight, before the job's processes start)
+JOB_EXPLAINED = frozenset({FindingCode.GPU_FOREIGN_PROCESS})
 
 #: how the check ran on this node: ``level`` and the run deadline in seconds -> the judged run
 CheckFn = Callable[[Level, float], PreflightResult]
@@ -125,6 +137,13 @@ class SlurmCheck:
         if self.check is None:
             gpus_source = "Slurm Gres" if slurm.gpus is not None else None
             return replace(self, check=local_check(self.host, slurm.gpus, gpus_source)).run()
+        if slurm.state in JOB_STATES:
+            return replace(self, check=_jobs_running(self.check, slurm.raw_state)).run_on(slurm)
+        return self.run_on(slurm)
+
+    def run_on(self, slurm: SlurmNode) -> CheckOutcome:
+        """:meth:`run` once Slurm's view of the node is known."""
+        assert self.check is not None
         if slurm.state == "DOWN" or (slurm_drain.drained(slurm) and not slurm_drain.drained_by_fleetdx(slurm)):
             why = f"Slurm state {slurm.raw_state}" + (f", reason {slurm.reason!r}" if slurm.reason else "")
             return self._outcome(Action.NOT_OURS, f"{why}: not fleetdx's, untouched")
@@ -203,6 +222,39 @@ class SlurmCheck:
             return self._outcome(Action.RESUMED, f"resumed: {after.reason}", result, after)
         why = after.reason if after is not None else "no state"
         return self._outcome(Action.KEPT_OUT, f"still drained: {why}", result, after)
+
+
+def _jobs_running(check: CheckFn, slurm_state: str) -> CheckFn:
+    """``check``, with the findings a running job explains (:data:`JOB_EXPLAINED`) turned to INFO and the
+    verdicts judged again: on a MIXED or ALLOCATED node a job's own processes hold its GPUs."""
+
+    def judged(level: Level, run_timeout_s: float) -> PreflightResult:
+        result = check(level, run_timeout_s)
+        r = result.report
+        if not any(f.code in JOB_EXPLAINED for f in r.findings):
+            return result
+        why = f"jobs run on this node: Slurm state {slurm_state}"
+        findings = [
+            f.model_copy(update={"severity": Severity.INFO, "message": f"{f.message} ({why})"})
+            if f.code in JOB_EXPLAINED
+            else f
+            for f in r.findings
+        ]
+        report = assemble_report(
+            r.kind,
+            [n.host for n in r.nodes],
+            findings,
+            started_at=r.started_at,
+            probes={n.host: n.probes for n in r.nodes},
+            unjudged={n.host: n.unjudged for n in r.nodes if n.unjudged},
+            level=r.level,
+            simulated=r.simulated,
+            run_id=r.run_id,
+            recommendations=r.recommendations,
+        )
+        return result.model_copy(update={"report": report})
+
+    return judged
 
 
 def _verdict(result: PreflightResult) -> Verdict:
