@@ -69,7 +69,10 @@ class NodeJob(Contract):
     """What one node's task does. ``bundle_dir`` set: replay it (simulation); ``delay_s``: sleep before each
     replayed command (simulation only); ``probe_timeout_s``: cap on every command's timeout;
     ``nccl_tests_dir``: where ``all_reduce_perf`` is *on the node* (``--nccl-tests-dir``; then the node's
-    ``$NCCL_TESTS_HOME`` and ``PATH`` are searched)."""
+    ``$NCCL_TESTS_HOME`` and ``PATH`` are searched); ``follow_kernel_log``: a state file *on the node*: the
+    kernel log judged is only what was written since the last check that used it (``/dev/kmsg``, else
+    ``journalctl -k --cursor-file``: :func:`fleetdx.probes.kmsg.follow_kernel_log`), for a node checked again
+    and again (a periodic check, the DaemonSet's loop)."""
 
     host: str
     level: Level
@@ -77,6 +80,7 @@ class NodeJob(Contract):
     delay_s: float = 0.0
     probe_timeout_s: float | None = None
     nccl_tests_dir: str | None = None
+    follow_kernel_log: Path | None = None
 
 
 class CappedRunner:
@@ -119,7 +123,12 @@ def collect_on_node(job: NodeJob) -> BundleData:
         nccl = None if job.level is Level.QUICK else NCCL_SWEEP_COLLECTIVE.binary
     else:
         nccl = node_nccl_binary(job.level, job.nccl_tests_dir)
-    return collect(runner, job.level, host, sysfs_root=None if replay else Path("/"), nccl_binary=nccl)
+    bundle = collect(runner, job.level, host, sysfs_root=None if replay else Path("/"), nccl_binary=nccl)
+    if job.follow_kernel_log is not None and not replay:
+        from fleetdx.probes.kmsg import follow_kernel_log, keep_xid_lines, with_followed_kernel_log
+
+        bundle = with_followed_kernel_log(bundle, follow_kernel_log(job.follow_kernel_log, runner, keep_xid_lines))
+    return bundle
 
 
 def lost_finding(outcome: NodeOutcome[Any], run_timeout_s: float) -> Finding:
