@@ -32,11 +32,13 @@ from fleetdx import __version__
 from fleetdx.probes.catalog import (
     NCCL_SWEEP_COLLECTIVE,
     SMI_LIST_FILE,
+    SYSFS_IB_COUNTERS_FILE,
     XID_LINE_RE,
     OutputFilter,
     ProbeSource,
     ProbeSpec,
     commands,
+    dcgm_probes,
     file_name_for_argv,
     nccl_sweep_probe,
     rows_reading,
@@ -44,9 +46,10 @@ from fleetdx.probes.catalog import (
 )
 from fleetdx.probes.contracts import SCHEMA_VERSION, Contract, Level, RunStatus
 from fleetdx.probes.errors import BundleError
+from fleetdx.probes.parsers.ib_counters import SAMPLE_HEADER
 from fleetdx.probes.rawfile import DEFAULT_MAX_BYTES, RawFileError, read_raw
 from fleetdx.probes.runner import Runner, RunResult
-from fleetdx.probes.sysfs import COLLECTOR_SOURCES, COLLECTORS, SysfsSource, SysfsText
+from fleetdx.probes.sysfs import COLLECTOR_SOURCES, COLLECTORS, SysfsSource, SysfsText, read_infiniband_counters
 
 META_FILE = "meta.json"
 #: threads running quick-level commands at once; the runner is thread-safe and the commands are short
@@ -55,6 +58,71 @@ DEFAULT_WORKERS = 6
 STDERR_TAIL_CHARS = 2000
 #: extensions tried by find_raw_file for an argv with no registry entry
 RAW_EXTENSIONS = (".txt", ".json", ".xml", ".csv")
+#: least seconds between the two RDMA counter samples of the standard level; the second is taken after the GPU
+#: work, so the window is usually minutes. ibdiagnet pauses 1 s between its two counter samples by default
+#: (``-I- Going to sleep for 1 seconds until next counters sample``, tests/fixtures/ib/ibdiagnet_logParserTask.txt)
+IB_SAMPLE_MIN_S = 1.0
+
+
+class _IbSample:
+    """One RDMA counter sample: monotonic and Unix time, and its lines (``None``: no RDMA device)."""
+
+    def __init__(self, root: Path) -> None:
+        self.t_mono, self.t_unix = time.monotonic(), time.time()
+        self.lines = read_infiniband_counters(root)
+
+    def text(self, n: int) -> str:
+        return SAMPLE_HEADER.format(n=n, t=self.t_unix) + "\n" + "\n".join(self.lines or []) + "\n"
+
+
+def _ib_first(root: Path | None) -> _IbSample | CommandMeta | None:
+    """The first counter sample, or a FAILED meta when sysfs could not be listed; ``None`` without a root."""
+    if root is None:
+        return None
+    try:
+        return _IbSample(root)
+    except OSError as e:
+        why = f"{type(e).__name__}: {e}"
+        return CommandMeta(file=SYSFS_IB_COUNTERS_FILE, source=ProbeSource.SYSFS, status=RunStatus.FAILED, reason=why)
+
+
+def _ib_counters(
+    root: Path, first: _IbSample | CommandMeta, sleep: Callable[[float], None] = time.sleep
+) -> tuple[CommandMeta, str | None]:
+    """The bundle entry of the two counter samples: ``first`` and one taken now (at least
+    :data:`IB_SAMPLE_MIN_S` after it), as ``sysfs_infiniband_counters.txt``."""
+    if isinstance(first, CommandMeta):
+        return first, None
+    started = first.t_unix
+    if first.lines is None:
+        meta = CommandMeta(
+            file=SYSFS_IB_COUNTERS_FILE,
+            source=ProbeSource.SYSFS,
+            status=RunStatus.SKIPPED,
+            started_at=started,
+            reason="/sys/class/infiniband: no RDMA device",
+        )
+        return meta, None
+    wait = IB_SAMPLE_MIN_S - (time.monotonic() - first.t_mono)
+    if wait > 0:
+        sleep(wait)
+    second: _IbSample | None = None
+    try:
+        second = _IbSample(root)
+    except OSError as e:
+        reason: str | None = f"second sample: {type(e).__name__}: {e}"
+    else:
+        reason = None if second.lines is not None else "second sample: the RDMA devices are gone"
+    text = first.text(1) + (second.text(2) if second is not None and second.lines is not None else "")
+    meta = CommandMeta(
+        file=SYSFS_IB_COUNTERS_FILE,
+        source=ProbeSource.SYSFS,
+        status=RunStatus.OK if reason is None else RunStatus.FAILED,
+        duration_s=time.monotonic() - first.t_mono,
+        started_at=started,
+        reason=reason,
+    )
+    return meta, text
 
 
 class CommandMeta(Contract):
@@ -237,15 +305,22 @@ def collect(
     nccl_binary: str | None = None,
     python: str = sys.executable,
     workers: int = DEFAULT_WORKERS,
+    dcgm_level: int | None = None,
 ) -> BundleData:
     """Run the node commands of ``level`` through ``runner`` and return the bundle (nothing is written).
 
     Quick-level commands and sysfs collectors run concurrently on ``workers`` threads; the standard-level
     GPU work then runs sequentially. ``sysfs_root=None`` skips the sysfs collectors (replayed nodes);
     ``nccl_binary`` is the path of ``all_reduce_perf`` (found by the caller, e.g. with
-    :func:`fleetdx.probes.nccl_tests_cmd.find_binary`), ``None`` records the sweep as skipped. Never raises for a
-    command that fails: every outcome is in ``commands``.
+    :func:`fleetdx.probes.nccl_tests_cmd.find_binary`), ``None`` records the sweep as skipped. At the standard
+    and full levels the RDMA port counters are sampled twice, before and after the GPU work
+    (``sysfs_infiniband_counters.txt``). ``dcgm_level`` (1-3, opt-in: the retest path, never the prolog) then runs
+    ``dcgmi diag -r <level> -j`` and ``dcgmi health -c`` under hard deadlines
+    (:func:`fleetdx.probes.catalog.dcgm_probes`); without ``dcgmi`` on PATH they are recorded ``skipped``.
+    Never raises for a command that fails: every outcome is in ``commands``. Raises ``ValueError`` for a
+    ``dcgm_level`` outside 1-3 (before running anything).
     """
+    dcgm = dcgm_probes(dcgm_level) if dcgm_level is not None else []
     created = datetime.now(timezone.utc)
     watch = _ReplayWatch(runner)
     runner = watch
@@ -270,9 +345,14 @@ def collect(
             )
             for src in SysfsSource
         ]
-    if level in (Level.STANDARD, Level.FULL):
+    standard = level in (Level.STANDARD, Level.FULL)
+    ib_first = _ib_first(sysfs_root) if standard else None
+    if standard:
         smi_l = next((t for m, t in results if m.file == SMI_LIST_FILE), None)
         results += _standard(runner, level, _gpu_count(smi_l), nccl_binary, python)
+    results += [_run_command(runner, c, python) for c in dcgm]
+    if sysfs_root is not None and ib_first is not None:
+        results.append(_ib_counters(sysfs_root, ib_first))
     replayed = watch.replayed
     return BundleData(
         host=host or socket.gethostname(),

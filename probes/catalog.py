@@ -27,6 +27,8 @@ from pydantic import BaseModel
 
 from fleetdx.probes.contracts import Collective, Contract, Level
 from fleetdx.probes.nccl_tests_cmd import Features, NcclTestsOptions, build_argv
+from fleetdx.probes.parsers.dcgm import DcgmDiag, DcgmHealth, parse_dcgm_diag, parse_dcgm_health
+from fleetdx.probes.parsers.ib_counters import parse_ib_counters, parse_ibdiagnet, parse_perfquery
 from fleetdx.probes.parsers.ibstat import parse_ibstat
 from fleetdx.probes.parsers.lscpu import parse_lscpu
 from fleetdx.probes.parsers.microbench import MicrobenchReport, parse_microbench
@@ -98,6 +100,11 @@ LSCPU = Parser("lscpu", parse_lscpu)
 IBSTAT = Parser("ibstat", parse_ibstat)
 XID = Parser("xid", parse_xid, keep=lambda line: XID_LINE_RE.search(line) is not None)
 MICROBENCH = Parser("microbench", parse_microbench)
+IB_COUNTERS = Parser("ib-counters", parse_ib_counters)
+PERFQUERY = Parser("perfquery", parse_perfquery)
+IBDIAGNET = Parser("ibdiagnet", parse_ibdiagnet)
+DCGM_DIAG = Parser("dcgm-diag", parse_dcgm_diag)
+DCGM_HEALTH = Parser("dcgm-health", parse_dcgm_health)
 
 #: in an argv, replaced by the Python interpreter that runs the node's probes (the micro-benchmark row)
 PYTHON = "{python}"
@@ -165,6 +172,20 @@ SYSFS_INFINIBAND_FILE = "sysfs_infiniband.txt"
 SYSFS_NUMA_FILE = "sysfs_numa.txt"
 IBSTATUS_FILE = "ibstatus.txt"
 LSCPU_TEXT_FILE = "lscpu.txt"
+#: two samples of every RDMA port's counters, taken around the standard level's GPU work (fleetdx.probes.sysfs)
+SYSFS_IB_COUNTERS_FILE = "sysfs_infiniband_counters.txt"
+PERFQUERY_FILE = "perfquery_-x.txt"
+IBDIAGNET_FILE = "ibdiagnet.txt"
+DCGM_HEALTH_FILE = "dcgmi_health_-c.txt"
+#: ``dcgmi diag -r <level> -j`` outputs (``dcgmi_diag_-r2_-j.json``); text outputs captured by hand too
+DCGM_DIAG_MATCH = re.compile(r"^dcgmi_diag_-r[1-4].*\.(json|txt)$")
+#: DCGM run levels fleetdx runs (``collect --dcgm N``): 1 seconds, 2 about two minutes, 3 about 30 minutes (DCGM
+#: user guide, "Run Levels"); level 4 (hours) is left to the operator
+DCGM_LEVELS = (1, 2, 3)
+#: per run level, the hard deadline of ``dcgmi diag`` in seconds: several times the guide's durations, because
+#: a hung plugin (DCGM issues #136, #247: the pcie test hanging on H100/B200) is itself the finding
+DCGM_DIAG_TIMEOUT_S = {1: 180.0, 2: 900.0, 3: 3600.0}
+DCGM_HEALTH_TIMEOUT_S = 60.0
 
 #: ``--query-gpu`` fields, exactly the list of the captured fixture (tests/fixtures/hosts/README.md)
 QUERY_GPU_FIELDS = (
@@ -214,6 +235,30 @@ def _nccl_log_each(file_name: str, log: BaseModel) -> list[Any]:
     return [NamedNcclLog(file=file_name, log=log)]
 
 
+class NamedDcgmDiag(Contract):
+    """One ``dcgmi diag`` output of a bundle: its file name and parsed run (an item of ``NodeFacts.dcgm_diag``)."""
+
+    file: str
+    diag: DcgmDiag
+
+
+class NamedDcgmHealth(Contract):
+    """One ``dcgmi health -c`` output of a bundle (an item of ``NodeFacts.dcgm_health``)."""
+
+    file: str
+    health: DcgmHealth
+
+
+def _dcgm_diag_each(file_name: str, diag: BaseModel) -> list[Any]:
+    assert isinstance(diag, DcgmDiag)
+    return [NamedDcgmDiag(file=file_name, diag=diag)]
+
+
+def _dcgm_health_each(file_name: str, health: BaseModel) -> list[Any]:
+    assert isinstance(health, DcgmHealth)
+    return [NamedDcgmHealth(file=file_name, health=health)]
+
+
 def _microbench_each(file_name: str, report: BaseModel) -> list[Any]:
     assert isinstance(report, MicrobenchReport)
     return list(report.gpus)
@@ -256,6 +301,34 @@ CATALOG: tuple[ProbeSpec, ...] = (
     ProbeSpec(IBSTATUS_FILE, source=_FILE, parser=IBSTAT, fact="ib"),
     ProbeSpec(SYSFS_INFINIBAND_FILE, level=_Q, source=_SYS, parser=IBSTAT, fact="ib"),
     ProbeSpec(SYSFS_PCI_FILE, level=_Q, source=_SYS),
+    ProbeSpec(
+        SYSFS_IB_COUNTERS_FILE,
+        level=_S,
+        source=_SYS,
+        parser=IB_COUNTERS,
+        fact="ib_counters",
+        notes="two samples, before and after the standard level's GPU work (at least IB_SAMPLE_MIN_S apart)",
+    ),
+    ProbeSpec(PERFQUERY_FILE, source=_FILE, parser=PERFQUERY, fact="ib_perfquery"),
+    ProbeSpec(IBDIAGNET_FILE, source=_FILE, parser=IBDIAGNET, fact="ibdiagnet"),
+    ProbeSpec(
+        DCGM_HEALTH_FILE,
+        source=_FILE,
+        timeout_s=DCGM_HEALTH_TIMEOUT_S,
+        parser=DCGM_HEALTH,
+        fact="dcgm_health",
+        each=_dcgm_health_each,
+        notes="run with dcgm_probes() when collect is given a DCGM level",
+    ),
+    ProbeSpec(
+        "dcgmi_diag_-r<level>_-j.json",
+        source=_FILE,
+        parser=DCGM_DIAG,
+        fact="dcgm_diag",
+        each=_dcgm_diag_each,
+        match=DCGM_DIAG_MATCH,
+        notes="opt-in (collect --dcgm LEVEL, the retest path): dcgm_probes() builds the argv",
+    ),
     ProbeSpec(DMESG_FILE, ("dmesg",), _Q, timeout_s=10, parser=XID, fact="xids", output_filter=OutputFilter.XID_LINES),
     ProbeSpec(UNAME_FILE, ("uname", "-a"), _Q, timeout_s=5),
     ProbeSpec(
@@ -340,6 +413,37 @@ def nccl_sweep_probe(binary: str, gpus: int) -> ProbeSpec:
         fact=family.fact,
         each=family.each,
     )
+
+
+def dcgm_probes(level: int) -> list[ProbeSpec]:
+    """The DCGM rows made concrete for run level ``level``: ``dcgmi diag -r <level> -j`` under
+    :data:`DCGM_DIAG_TIMEOUT_S` (written to ``dcgmi_diag_-r<level>_-j.json``), then ``dcgmi health -c``.
+    Levels 2 and 3 take minutes: they belong to a retest, never to a prolog. Raises ``ValueError`` for a level
+    not in :data:`DCGM_LEVELS`."""
+    if level not in DCGM_LEVELS:
+        raise ValueError(f"DCGM run level must be one of {DCGM_LEVELS}, got {level}")
+    diag = next(s for s in CATALOG if s.fact == "dcgm_diag")
+    health = next(s for s in CATALOG if s.fact == "dcgm_health")
+    return [
+        ProbeSpec(
+            f"dcgmi_diag_-r{level}_-j.json",
+            ("dcgmi", "diag", "-r", str(level), "-j"),
+            Level.STANDARD,
+            timeout_s=DCGM_DIAG_TIMEOUT_S[level],
+            parser=diag.parser,
+            fact=diag.fact,
+            each=diag.each,
+        ),
+        ProbeSpec(
+            health.file,
+            ("dcgmi", "health", "-c"),
+            Level.STANDARD,
+            timeout_s=DCGM_HEALTH_TIMEOUT_S,
+            parser=health.parser,
+            fact=health.fact,
+            each=health.each,
+        ),
+    ]
 
 
 #: the micro-benchmark's module as older releases named it, so their bundles still replay

@@ -25,6 +25,8 @@ from fleetdx.probes.catalog import (
     QUERY_GPU_FILE,
     REMAPPED_ROWS_FILE,
     SMI_XML_FILE,
+    NamedDcgmDiag,
+    NamedDcgmHealth,
     NamedNcclLog,
     NamedNcclTests,
     ProbeSpec,
@@ -32,6 +34,7 @@ from fleetdx.probes.catalog import (
 )
 from fleetdx.probes.contracts import Contract, EvidenceValue, RunStatus
 from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.ib_counters import IbCounters, IbdiagnetSummary
 from fleetdx.probes.parsers.ibstat import IbReport
 from fleetdx.probes.parsers.lscpu import CpuInfo
 from fleetdx.probes.parsers.microbench import Microbench
@@ -284,12 +287,19 @@ class NodeFacts(Contract):
     numa: NumaTopology | None = None
     cpu: CpuInfo | None = None
     ib: IbReport | None = None
+    #: RDMA port counters: two sysfs samples (standard level), a perfquery capture, an ibdiagnet summary
+    ib_counters: IbCounters | None = None
+    ib_perfquery: IbCounters | None = None
+    ibdiagnet: IbdiagnetSummary | None = None
     xids: XidLog | None = None
     #: the store's earlier XID findings about this host (a pre-flight with a store sets it); None: no store
     xid_history: XidHistory | None = None
     nccl_tests: list[NamedNcclTests] = Field(default_factory=list)
     nccl_logs: list[NamedNcclLog] = Field(default_factory=list)
     microbench: list[Microbench] = Field(default_factory=list)
+    #: ``dcgmi diag`` runs and ``dcgmi health -c`` checks (opt-in: ``collect --dcgm LEVEL``)
+    dcgm_diag: list[NamedDcgmDiag] = Field(default_factory=list)
+    dcgm_health: list[NamedDcgmHealth] = Field(default_factory=list)
     #: NodeFacts field -> the bundle file that filled it, for the single-model fields (e.g.
     #: ``{"ib": "sysfs_infiniband.txt"}`` when ``ibstat`` was skipped); nccl-tests/log files carry their own names
     sources: dict[str, str] = Field(default_factory=dict)

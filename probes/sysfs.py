@@ -115,6 +115,33 @@ def read_infiniband(root: Path) -> SysfsText:
     return SysfsText(source=SysfsSource.INFINIBAND, text="\n".join(_lines(root, files)) + "\n")
 
 
+#: the port attributes read with the counters, so each sample says the port's state and rate at that moment
+IB_COUNTER_PORT_ATTRS = ("state", "phys_state", "rate", "link_layer")
+#: the counter directories of a port (kernel ABI sysfs-class-infiniband; ``counters_ext`` is mlx4's)
+IB_COUNTER_DIRS = ("counters", "counters_ext", "hw_counters")
+
+
+def read_infiniband_counters(root: Path) -> list[str] | None:
+    """One sample of every RDMA port's counters: ``PATH:VALUE`` lines of ``state``, ``phys_state``, ``rate``,
+    ``link_layer`` and every file of ``counters/``, ``counters_ext/`` and ``hw_counters/`` (read by
+    :func:`fleetdx.probes.parsers.ib_counters.parse_ib_counters`); ``None`` when there is no RDMA device.
+    Ports in numeric order, counters in name order; an unreadable file is left out."""
+    base = root / "sys/class/infiniband"
+    if not base.is_dir():
+        return None
+    files: list[Path] = []
+    for ca in sorted(base.iterdir()):
+        ports = ca / "ports"
+        if not ports.is_dir():
+            continue
+        for port in sorted(ports.iterdir(), key=lambda p: (len(p.name), p.name)):
+            files += [port / a for a in IB_COUNTER_PORT_ATTRS]
+            for d in IB_COUNTER_DIRS:
+                if (port / d).is_dir():
+                    files += sorted(f for f in (port / d).iterdir() if f.is_file())
+    return _lines(root, files) or None
+
+
 def _meminfo_lines(root: Path, node: Path) -> list[str]:
     """The ``MemTotal`` and ``MemFree`` lines of a node's meminfo (``Node 0 MemTotal:  7301336 kB``)."""
     try:

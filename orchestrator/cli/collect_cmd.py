@@ -1,5 +1,5 @@
-"""``fleetdx collect --out DIR [--level quick|standard|full] [--nccl-tests-dir PATH] [--replace]``: write this
-node's bundle.
+"""``fleetdx collect --out DIR [--level quick|standard|full] [--nccl-tests-dir PATH] [--dcgm LEVEL] [--replace]``:
+write this node's bundle.
 
 Runs the registered node commands (probes/commands.py) through the one runner, reads the sysfs facts, and
 writes one raw file per command plus ``meta.json``. Commands that cannot run here (no GPU, no ``numactl``,
@@ -7,6 +7,11 @@ writes one raw file per command plus ``meta.json``. Commands that cannot run her
 meta as JSON). ``--out`` must be new or empty; ``--replace`` replaces a bundle written there before (only the
 files its meta.json lists are removed). Exit code 0 when the bundle was written, whatever the commands did
 (judging them is ``analyze``'s job); 2 when it could not be written.
+
+``--dcgm LEVEL`` (opt-in) adds ``dcgmi diag -r LEVEL -j`` and ``dcgmi health -c`` under hard deadlines
+(:data:`fleetdx.probes.catalog.DCGM_DIAG_TIMEOUT_S`). Level 1 takes seconds; 2 about two minutes and 3 about
+half an hour, so they belong to a retest of a drained node, never to a prolog. Without ``dcgmi`` they are
+recorded ``skipped``.
 """
 
 from __future__ import annotations
@@ -52,7 +57,10 @@ def register(app: typer.Typer) -> None:
             Level,
             typer.Option(
                 "--level",
-                help="quick: state only; standard/full: + GPU micro-benchmark and intra-node nccl-tests.",
+                help=(
+                    "quick: state only; standard/full: + GPU micro-benchmark, intra-node nccl-tests and two"
+                    " RDMA port-counter samples."
+                ),
             ),
         ] = Level.QUICK,
         host: Annotated[
@@ -67,6 +75,16 @@ def register(app: typer.Typer) -> None:
         replace: Annotated[
             bool, typer.Option("--replace", help="Replace the fleetdx bundle already in --out.")
         ] = False,
+        dcgm: Annotated[
+            int | None,
+            typer.Option(
+                "--dcgm",
+                min=1,
+                max=3,
+                metavar="LEVEL",
+                help="Also run dcgmi diag -r LEVEL and dcgmi health -c (1: seconds; 2, 3: minutes, for a retest).",
+            ),
+        ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print the bundle meta as JSON only.")] = False,
     ) -> None:
         """Write a bundle of this node's raw command outputs and sysfs facts to --out."""
@@ -74,7 +92,7 @@ def register(app: typer.Typer) -> None:
 
         check_target(out, replace=replace)  # before minutes of probes, not after
         nccl = node_nccl_binary(level, str(nccl_tests_dir) if nccl_tests_dir else None)
-        data = collect(SubprocessRunner(), level, host, nccl_binary=nccl)
+        data = collect(SubprocessRunner(), level, host, nccl_binary=nccl, dcgm_level=dcgm)
         write_bundle(data, out, replace=replace)
         if json_out:
             print_json(data.model_copy(update={"files": {}}))

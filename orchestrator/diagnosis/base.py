@@ -69,7 +69,7 @@ Rule = Callable[[NodeFacts, Fleet], list[Finding]]
 #: A streamed diagnosis (:func:`~fleetdx.orchestrator.diagnosis.engine.diagnose_stream`) keeps only these
 #: of each node (:func:`peer_view`, a few KiB) until every node has been seen; the other rules read only
 #: their node and run as each node arrives.
-PEER_FIELDS = ("host", "replayed", "gpus", "gpu_source", "gpu_processes", "microbench", "topo")
+PEER_FIELDS = ("host", "replayed", "gpus", "gpu_source", "gpu_processes", "microbench", "topo", "ib", "sources")
 
 
 class PeerViews:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import Field
 
-from fleetdx.orchestrator.diagnosis import rules_gpu, rules_nccl, rules_node, rules_topo
+from fleetdx.orchestrator.diagnosis import rules_dcgm, rules_gpu, rules_ib, rules_nccl, rules_node, rules_topo
 from fleetdx.orchestrator.diagnosis.base import Fleet, PeerViews, Rule
 from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import ProbeSummary
@@ -28,10 +28,17 @@ from fleetdx.probes.contracts import Contract, RunStatus, Severity
 from fleetdx.probes.facts import NodeFacts, ProbeRecord
 
 #: every rule the engine runs, in this order; each rules module exports ``RULES``
-RULES: list[Rule] = [*rules_gpu.RULES, *rules_node.RULES, *rules_nccl.RULES, *rules_topo.RULES]
+RULES: list[Rule] = [
+    *rules_gpu.RULES,
+    *rules_node.RULES,
+    *rules_ib.RULES,
+    *rules_dcgm.RULES,
+    *rules_nccl.RULES,
+    *rules_topo.RULES,
+]
 
 #: the rules of ``RULES`` that read the fleet; they read only ``base.PEER_FIELDS`` (:func:`diagnose_stream`)
-PEER_RULES: list[Rule] = [*rules_gpu.PEER_RULES, *rules_topo.PEER_RULES]
+PEER_RULES: list[Rule] = [*rules_gpu.PEER_RULES, *rules_ib.PEER_RULES, *rules_topo.PEER_RULES]
 
 #: bundle files holding the GPU inventory; a node with none of them parsed cannot be judged (UNKNOWN)
 GPU_INVENTORY_FILES = (SMI_XML_FILE, QUERY_GPU_FILE)
