@@ -93,6 +93,19 @@ def test_a_long_gap_starts_a_new_attempt_and_the_first_step_excess_is_startup() 
     assert led.attempts[1].badput_s[Badput.RECOVERY] == pytest.approx(500 - 14)
 
 
+def test_skewed_ranks_count_each_second_once() -> None:
+    """Rank 1 starts every step 10 ms after rank 0: the job's steps overlap by 10 ms, counted once."""
+    logs = [
+        StepLog(source=f"r{r}", rank=r, timing="wall", records=_records(100 + 0.01 * r, range(0, 200), proc=90.0))
+        for r in range(2)
+    ]
+    led = ledger(logs)
+    _adds_up(led)
+    assert led.notes == []
+    assert led.badput_s[Badput.OTHER] == pytest.approx(0.0, abs=0.01)
+    assert led.wall_s == pytest.approx(10 + 200 + 0.01)  # process start 90, 200 steps of 1 s from 100
+
+
 def test_a_start_after_the_first_step_is_reported_not_hidden() -> None:
     led = ledger([StepLog(source="r0", rank=0, timing="wall", records=_records(100, range(0, 10)))], start_unix_s=105)
     assert led.badput_s[Badput.OTHER] < 0

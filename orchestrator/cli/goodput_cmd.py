@@ -47,6 +47,7 @@ def _show(led: Any) -> None:
     t.add_column("% wall", justify="right")
     rows = [("productive", led.productive_s), *((b.value, v) for b, v in led.badput_s.items())]
     for name, v in rows:
+        v = v if abs(v) >= 0.05 else 0.0
         t.add_row(name, f"{v:.1f}", f"{100 * v / wall:.1f}")
     console.print(t)
     a = Table(title="attempts (UTC)", header_style="bold")

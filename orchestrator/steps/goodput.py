@@ -24,7 +24,8 @@ wall time, stage times, and when the writing process started):
   inputs disagree (ranks' clocks, a wrong ``--start``) and is reported, not hidden.
 
 A job step is the same step number of one attempt on every rank: it starts when its first rank starts it and
-ends when its last rank ends it (the job waits for its slowest rank); its stage times are the median over ranks.
+ends when its last rank ends it (the job waits for its slowest rank), or where the next step starts when ranks
+are skewed (each second is counted once); its stage times are the median over ranks.
 Attempts: a rank's records are split where the step number does not increase, or where the gap after a step is
 over ``max(RESTART_GAP_S, RESTART_GAP_STEPS x the median step)``; attempt ``k`` of the job is attempt ``k`` of
 every rank (ranks that saw a different number of attempts are reported in ``notes``).
@@ -100,6 +101,11 @@ class GoodputLedger(Contract):
     notes: list[str] = Field(default_factory=list)
 
 
+def _r(v: float) -> float:
+    """Seconds rounded to the millisecond, never ``-0.0``."""
+    return round(v, 3) + 0.0
+
+
 def _split(records: Sequence[StepRecord]) -> list[list[StepRecord]]:
     """One rank's records cut into attempts (module doc)."""
     if not records:
@@ -155,7 +161,12 @@ def _attempts(logs: Sequence[StepLog], notes: list[str]) -> tuple[list[dict[int,
                 for rec in parts[k]:
                     by_step[rec.step].append(rec)
                 procs += [r.proc_start_unix_s for r in parts[k][:1] if r.proc_start_unix_s is not None]
-        attempts.append({s: _JobStep(recs) for s, recs in sorted(by_step.items())})
+        steps = {s: _JobStep(recs) for s, recs in sorted(by_step.items())}
+        ordered = list(steps.values())
+        for cur, nxt in zip(ordered, ordered[1:], strict=False):  # ranks skewed: a step ends where the next starts
+            if cur.start <= nxt.start < cur.end:
+                cur.end = nxt.start
+        attempts.append(steps)
         starts.append(min(procs) if procs else None)
     return attempts, starts
 
@@ -232,7 +243,7 @@ def ledger(
                 first_step=min(steps),
                 last_step=max(steps),
                 productive_s=round(productive, 3),
-                badput_s={b: round(v, 3) for b, v in bad.items()},
+                badput_s={b: _r(v) for b, v in bad.items()},
                 lost_steps=len(lost),
             )
         )
@@ -253,7 +264,7 @@ def ledger(
         end_unix_s=round(job_end, 3),
         wall_s=round(wall, 3),
         productive_s=round(productive, 3),
-        badput_s={b: round(v, 3) for b, v in total.items()},
+        badput_s={b: _r(v) for b, v in total.items()},
         ettr=round(ettr, 4),
         goodput_pct=round(100 * ettr, 2),
         ranks=len(logs),
