@@ -1,4 +1,4 @@
-"""``fleetdx db upgrade|current|import`` and ``fleetdx history HOST``: the store from the command line.
+"""``fleetdx db upgrade|current|import|prune`` and ``fleetdx history HOST``: the store from the command line.
 
 Every command takes ``--db URL`` (default: ``$FLEETDX_DB_URL``, else an SQLite file in the user's data
 directory). An unreachable database or an old schema prints one line naming the database and the reason,
@@ -17,10 +17,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetdx.orchestrator.cli.common import console, fail, handle_errors, print_json
-from fleetdx.orchestrator.cli.conventions import DB_HELP
+from fleetdx.orchestrator.cli.conventions import DB_HELP, computed_default
 
 if TYPE_CHECKING:
     from fleetdx.orchestrator.store import PostmortemRecord, RunSummary
+    from fleetdx.orchestrator.store.retention import PruneResult
 
 DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 
@@ -138,6 +139,86 @@ def import_(
         typer.echo(f"{len(results)} of {len(paths)} spool files loaded into {store.url}{also}")
     if failed:
         raise fail(f"{failed} spool files could not be imported")
+
+
+@db_app.command("prune")
+@handle_errors
+def prune(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than",
+            metavar="AGE",
+            envvar="FLEETDX_RETENTION",
+            show_envvar=False,
+            help="Remove what is older than AGE: a number and a unit s, m, h, d or w (90d)."
+            + computed_default("$FLEETDX_RETENTION"),
+        ),
+    ],
+    db: DbOption = None,
+    slurm_conf: Annotated[
+        Path | None,
+        typer.Option(
+            "--slurm-conf",
+            metavar="FILE",
+            help="Prune this node's prolog reports and epilog bundles, in the folders FILE "
+            "(fleetdx-slurm.conf) names, instead of the store.",
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be removed; remove nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print what was removed as JSON (PruneResult).")] = False,
+) -> None:
+    """Remove runs, postmortems, prolog reports and epilog bundles older than an age.
+
+    The store: runs started before the cutoff, with their nodes, probe results, raw outputs, findings,
+    recommendations and curves, and postmortems made before it. A node's newest run is always kept (it is the
+    node's current state), as are API tokens. With --slurm-conf: the prolog's prolog-JOBID-HOST.json reports
+    and the epilog's JOBID/HOST bundles, each host's newest kept.
+
+    Examples: `fleetdx db prune --older-than 90d --dry-run`;
+    `fleetdx db prune --older-than 90d --slurm-conf /etc/slurm/fleetdx/fleetdx-slurm.conf`.
+    """
+    from fleetdx.orchestrator.store.retention import cutoff_of, parse_age, prune_files, prune_store, slurm_dirs
+
+    try:
+        age_s = parse_age(older_than)
+    except ValueError as e:
+        raise fail(f"--older-than: {e}") from None
+    cutoff = cutoff_of(age_s)
+    if slurm_conf is not None:
+        if not slurm_conf.is_file():
+            raise fail(f"{slurm_conf}: no such file")
+        result = prune_files(slurm_dirs(slurm_conf), cutoff, dry_run=dry_run, older_than_s=age_s)
+    else:
+        from fleetdx.orchestrator.store import Store
+
+        _require_existing_sqlite(db)
+        with Store.open(db) as store:
+            result = prune_store(store, cutoff, dry_run=dry_run, older_than_s=age_s)
+    if as_json:
+        print_json(result)
+        return
+    _print_pruned(result, older_than)
+
+
+def _print_pruned(result: PruneResult, age: str) -> None:
+    """What was (or would be) removed, in lines under 80 columns."""
+    verb = "would remove" if result.dry_run else "removed"
+    when = datetime.fromtimestamp(result.cutoff, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    typer.echo(f"{verb} what is older than {age} (before {when})")
+    if result.store is not None:
+        typer.echo(f"store {result.store}:")
+        for table, n in result.rows.items():
+            typer.echo(f"  {table:<20} {n:>10} rows")
+        typer.echo(f"  kept {result.kept_newest} older runs: each is a node's newest")
+        return
+    for kind in ("prolog-report", "epilog-bundle"):
+        files = [f for f in result.files if f.kind == kind]
+        size = sum(f.bytes for f in files) / 2**20
+        typer.echo(f"{kind}s: {len(files)} ({size:.1f} MiB)")
+        for f in files:
+            typer.echo(f"  {f.path}")
+    typer.echo(f"kept {result.kept_newest_files} older reports or bundles: each is a host's newest")
 
 
 @handle_errors

@@ -158,7 +158,7 @@ def serve(
         str,
         typer.Option(
             "--webhook-format",
-            metavar="generic|slack",
+            metavar="<generic|slack>",
             envvar="FLEETDX_WEBHOOK_FORMAT",
             show_envvar=False,
             help='The webhook body: generic (the event as JSON) or slack ({"text": ...}, also Mattermost).',
