@@ -49,6 +49,23 @@ in a job that resumes from checkpoints); ``proc_start_unix_s`` is when the writi
 
 Overhead: two ``time.perf_counter_ns`` calls per stage and one ``json.dumps`` + buffered write per step
 (``bench/steps.py`` measures it; the target is under 1% of a 100 ms step).
+
+**Flight Recorder dumps on request** (``dump_on_request=True``, the default): a daemon thread checks every
+``dump_poll_s`` (1 s) for a request file :data:`TRIGGER_NAME` (``.fleetdx-dump-request``) beside the JSONL
+file, one ``stat`` per check. ``fleetdx watch`` writes it when it sees a hang. The check runs off the training
+thread on purpose: a hung rank's training thread is blocked inside a collective and never reaches the next
+step. A request newer than the timer (and than the last one answered) makes the thread call PyTorch's
+Flight Recorder dump (``torch._C._distributed_c10d._dump_fr_trace()``, named ``_dump_nccl_trace()`` before
+torch 2.6: the pickle ProcessGroupNCCL writes to ``TORCH_FR_DUMP_TEMP_FILE<rank>`` on a watchdog timeout) and
+write it as ``DUMP_DIR/<prefix><rank>`` (``prefix``: the file name part of ``$TORCH_FR_DUMP_TEMP_FILE`` or
+``$TORCH_NCCL_DEBUG_INFO_TEMP_FILE``, else PyTorch's default ``nccl_trace_rank_``), ``DUMP_DIR`` being the
+folder the request names, then ``DUMP_DIR/status-rank-<rank>.json`` saying what it did or why it could not:
+torch not imported by the job (the thread never imports it), no dump function in this torch, the call failing.
+The recorder only keeps entries when the job runs with ``TORCH_FR_BUFFER_SIZE`` (or
+``TORCH_NCCL_TRACE_BUFFER_SIZE``) set, e.g. 2000; the status says when it is unset. Under gloo (torch 2.13,
+measured) the recorder records gloo collectives too and the same call dumps them; NCCL's own dump on timeout
+(``TORCH_NCCL_DUMP_ON_TIMEOUT``) does nothing under gloo. A rank whose process holds the GIL in a hung C call
+cannot run the thread and answers nothing: the watcher says so.
 """
 
 from __future__ import annotations
@@ -56,6 +73,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -67,6 +86,11 @@ SCHEMA = "fleetdx.steps/1"
 STAGES = ("data", "h2d", "forward", "backward", "grad_sync", "optimizer", "checkpoint")
 
 SyncMode = Literal["auto", "cuda-events", "synchronize", "none"]
+
+#: the dump request ``fleetdx watch`` writes beside the StepTimer files (module doc)
+TRIGGER_NAME = ".fleetdx-dump-request"
+#: PyTorch's default Flight Recorder dump prefix (``TORCH_FR_DUMP_TEMP_FILE``: ``/tmp/nccl_trace_rank_``)
+DUMP_PREFIX = "nccl_trace_rank_"
 
 
 def _torch() -> Any | None:
@@ -112,6 +136,8 @@ class StepTimer:
         host: default ``socket.gethostname()``.
         sync: see the module docstring.
         flush_every: flush the file every this many steps (1: after every step).
+        dump_on_request: answer ``fleetdx watch``'s Flight Recorder dump requests (module doc) from a daemon
+            thread checking every ``dump_poll_s`` seconds.
 
     Raises:
         ValueError: an unknown ``sync`` mode, or ``"cuda-events"``/``"synchronize"`` without torch CUDA.
@@ -127,6 +153,8 @@ class StepTimer:
         host: str | None = None,
         sync: SyncMode = "auto",
         flush_every: int = 1,
+        dump_on_request: bool = True,
+        dump_poll_s: float = 1.0,
     ) -> None:
         if sync not in ("auto", "cuda-events", "synchronize", "none"):
             raise ValueError(f"sync must be auto, cuda-events, synchronize or none, not {sync!r}")
@@ -159,6 +187,10 @@ class StepTimer:
         self._start_unix = 0.0
         self._walls: dict[str, float] = {}
         self._events: list[tuple[str | None, Any, Any]] = []  # (stage, start, end); None: the step
+        self._dumps: _DumpRequests | None = None
+        if dump_on_request:
+            self._dumps = _DumpRequests(self.path.parent / TRIGGER_NAME, rank, max(0.05, float(dump_poll_s)))
+            self._dumps.start()
 
     @contextmanager
     def step(self, number: int | None = None) -> Iterator[None]:
@@ -251,7 +283,10 @@ class StepTimer:
             self._file.flush()
 
     def close(self) -> None:
-        """Flush and close the file (idempotent)."""
+        """Flush and close the file, stop the dump-request thread (idempotent)."""
+        if self._dumps is not None:
+            self._dumps.stop.set()
+            self._dumps = None
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -261,3 +296,88 @@ class StepTimer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _dump_function() -> tuple[str, Any] | str:
+    """(name, function) of this process's Flight Recorder dump, or why there is none. Never imports torch."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "torch is not imported by this process: no Flight Recorder to dump"
+    c10d = getattr(getattr(torch, "_C", None), "_distributed_c10d", None)
+    for name in ("_dump_fr_trace", "_dump_nccl_trace"):
+        fn = getattr(c10d, name, None)
+        if fn is not None:
+            return name, fn
+    return f"torch {getattr(torch, '__version__', '?')} has no _dump_fr_trace / _dump_nccl_trace"
+
+
+class _DumpRequests(threading.Thread):
+    """The daemon thread that answers dump requests (module doc)."""
+
+    def __init__(self, trigger: Path, rank: int, poll_s: float) -> None:
+        super().__init__(name=f"fleetdx-dump-requests-rank{rank}", daemon=True)
+        self.trigger = trigger
+        self.rank = rank
+        self.poll_s = poll_s
+        self.stop = threading.Event()
+        self.started_ns = time.time_ns()
+        self.answered_ns = 0
+
+    def run(self) -> None:
+        while not self.stop.wait(self.poll_s):
+            try:
+                mtime = os.stat(self.trigger).st_mtime_ns
+            except OSError:
+                continue
+            if mtime <= max(self.started_ns, self.answered_ns):
+                continue
+            self.answered_ns = mtime
+            try:
+                self.answer()
+            except Exception:  # noqa: BLE001, S112 - never take the training process down
+                continue
+
+    def answer(self) -> None:
+        try:
+            req = json.loads(self.trigger.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            req = {}
+        folder = Path(str(req.get("dump_dir") or "fleetdx-fr")) if isinstance(req, dict) else Path("fleetdx-fr")
+        if not folder.is_absolute():
+            folder = self.trigger.parent / folder
+        folder.mkdir(parents=True, exist_ok=True)
+        env = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+        prefix = Path(env).name if env and Path(env).name else DUMP_PREFIX
+        buffer = os.environ.get("TORCH_FR_BUFFER_SIZE") or os.environ.get("TORCH_NCCL_TRACE_BUFFER_SIZE")
+        status: dict[str, Any] = {
+            "rank": self.rank,
+            "pid": os.getpid(),
+            "request_id": req.get("request_id") if isinstance(req, dict) else None,
+            "answered_unix_s": round(time.time(), 3),
+            "dumped": False,
+            "buffer_size_env": buffer,
+        }
+        found = _dump_function()
+        if isinstance(found, str):
+            status["why"] = found
+        else:
+            name, fn = found
+            status["function"] = name
+            try:
+                data = fn()
+            except Exception as e:  # noqa: BLE001 - said in the status
+                status["why"] = f"{name}() failed: {type(e).__name__}: {str(e)[:300]}"
+            else:
+                target = folder / f"{prefix}{self.rank}"
+                tmp = folder / f".{prefix}{self.rank}.tmp"
+                tmp.write_bytes(data if isinstance(data, bytes) else str(data).encode())
+                os.replace(tmp, target)
+                status |= {"dumped": True, "file": str(target), "bytes": len(data)}
+                if not buffer or buffer.strip() == "0":
+                    status["why"] = (
+                        "TORCH_FR_BUFFER_SIZE (TORCH_NCCL_TRACE_BUFFER_SIZE) is unset or 0 in this process: the "
+                        "recorder may hold no entries; set it (e.g. 2000) in the job's environment"
+                    )
+        tmp = folder / f".status-rank-{self.rank}.tmp"
+        tmp.write_text(json.dumps(status), encoding="utf-8")
+        os.replace(tmp, folder / f"status-rank-{self.rank}.json")

@@ -272,6 +272,9 @@ class StepLogScanner:
         self._series: dict[tuple[object, ...], _Series] = {}
         self._kept = 0
         self.series_dropped = 0
+        #: the steps kept since the caller last emptied this list, as (rank, host, step): a live reader
+        #: (``fleetdx watch``) takes them as they come; ``rank`` as the line's prefix said (``None``: unknown)
+        self.new_steps: list[tuple[int | None, str | None, LogStep]] = []
 
     def feed(self, raw: str) -> None:
         """Read one physical line. Raises ParseError on a NUL byte (binary input)."""
@@ -323,11 +326,12 @@ class StepLogScanner:
                 ms = 1000.0 * (ts - s.last_ts[1]) / (f.step - s.last_ts[0])
             s.last_ts = (f.step, ts)
         # the values are typed here already: construct without validating (pydantic's validation is 30 us a step)
-        s.steps.append(
-            LogStep.model_construct(
-                step=f.step, step_ms=ms, ts=ts, tokens_per_s=f.tps, tflops=f.tflops, line=self.lines
-            )
+        step = LogStep.model_construct(
+            step=f.step, step_ms=ms, ts=ts, tokens_per_s=f.tps, tflops=f.tflops, line=self.lines
         )
+        s.steps.append(step)
+        if len(self.new_steps) < MAX_STEPS:
+            self.new_steps.append((s.rank, s.host, step))
         self._kept += 1
 
     def result(self) -> StepTimeLog:
