@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fleetdx.orchestrator.diagnosis.base import Fleet
-from fleetdx.orchestrator.diagnosis.engine import diagnose
+from fleetdx.orchestrator.diagnosis.engine import diagnose, diagnose_stream
 from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.probes.bundle import collect, read_bundle, write_bundle
 from fleetdx.probes.catalog import SYSFS_IB_COUNTERS_FILE, parser_named
@@ -259,6 +259,9 @@ def test_link_below_the_fabric_rate_is_degraded(tmp_path: Path) -> None:
         ("i40iw0/1", 10.0, 40.0)
     ]
     assert degraded[0].severity is Severity.WARNING
+    # the streamed diagnosis (analyze of many bundles) keeps only the peer fields of a node: same finding
+    streamed = _codes(diagnose_stream([node]).findings, FindingCode.IB_LINK_DEGRADED)
+    assert [f.model_dump() for f in streamed] == [f.model_dump() for f in degraded]
     # a configured fabric rate wins over the run's majority
     configured = Fleet(nodes=[node], extra={"ib_expected_rate_gbps": "100"})
     subjects = {f.subject for f in _codes(diagnose(configured).findings, FindingCode.IB_LINK_DEGRADED)}

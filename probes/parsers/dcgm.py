@@ -231,7 +231,7 @@ def _parse_text(text: str) -> DcgmDiag:
     for raw in text.splitlines():
         reader.line(raw.rstrip("\r").rstrip())
     if not reader.tests and not reader.errors:
-        raise ParseError(FMT_DIAG, None, "no dcgmi diag result table, JSON document or 'Error:' line", text[:80])
+        raise ParseError(FMT_DIAG, None, "a dcgmi diag result table, a JSON document or an 'Error:' line", text[:80])
     return DcgmDiag(
         format="text",
         version=reader.meta.get("version"),
@@ -279,7 +279,7 @@ def _json_result(r: dict[str, Any]) -> DcgmResult:
 def _parse_json(doc: dict[str, Any]) -> DcgmDiag:
     root = doc.get("DCGM GPU Diagnostic") or doc.get("DCGM Diagnostic")
     if not isinstance(root, dict):
-        raise ParseError(FMT_DIAG, None, "JSON without a 'DCGM Diagnostic' or 'DCGM GPU Diagnostic' object", "")
+        raise ParseError(FMT_DIAG, None, "a 'DCGM Diagnostic' or 'DCGM GPU Diagnostic' object", str(list(doc))[:80])
     found = doc.get("metadata")
     meta: dict[str, Any] = found if isinstance(found, dict) else {}
     tests: list[DcgmTest] = []
@@ -306,7 +306,7 @@ def _parse_json(doc: dict[str, Any]) -> DcgmDiag:
     version = root.get("version") or meta.get("version")
     driver = root.get("Driver Version Detected") or meta.get("Driver Version Detected")
     if not tests and not errors:
-        raise ParseError(FMT_DIAG, None, "a DCGM diagnostic JSON document with no test and no runtime_error", "")
+        raise ParseError(FMT_DIAG, None, "a test or a runtime_error in the DCGM diagnostic", "neither")
     return DcgmDiag(
         format="json",
         version=str(version) if version is not None else None,
@@ -324,9 +324,9 @@ def parse_dcgm_diag(text: str) -> DcgmDiag:
         try:
             doc = json.loads(text[start.start() :])
         except (json.JSONDecodeError, RecursionError) as e:
-            raise ParseError(FMT_DIAG, getattr(e, "lineno", None), f"invalid JSON: {e}", "") from None
+            raise ParseError(FMT_DIAG, getattr(e, "lineno", None), "valid JSON", str(e)) from None
         if not isinstance(doc, dict):
-            raise ParseError(FMT_DIAG, None, "the JSON document is not an object", "")
+            raise ParseError(FMT_DIAG, None, "a JSON object", type(doc).__name__)
         out = _parse_json(doc)
         lead = [ln[len("Error:") :].strip() for ln in text[: start.start()].splitlines() if ln.startswith("Error:")]
         return out.model_copy(update={"errors": lead + out.errors}) if lead else out
@@ -425,5 +425,5 @@ def parse_dcgm_health(text: str) -> DcgmHealth:
         reader.line(raw.rstrip("\r").rstrip())
     reader.flush()
     if reader.overall is None and not reader.errors:
-        raise ParseError(FMT_HEALTH, None, "no 'Overall Health' row and no 'Error:' line", text[:80])
+        raise ParseError(FMT_HEALTH, None, "an 'Overall Health' row or an 'Error:' line", text[:80])
     return DcgmHealth(overall=reader.overall, incidents=reader.incidents, errors=reader.errors)

@@ -273,7 +273,7 @@ def parse_ib_counters(text: str) -> IbCounters:
     if ports:
         samples.append(_finish(ports, t_s))
     if not seen:
-        raise ParseError(FMT_SYSFS, None, "no /sys/class/infiniband/<CA>/ports/<N>/... line", text[:80])
+        raise ParseError(FMT_SYSFS, None, "a /sys/class/infiniband/<CA>/ports/<N>/<file>:<value> line", text[:80])
     return IbCounters(format="sysfs", samples=samples)
 
 
@@ -290,7 +290,7 @@ def parse_perfquery(text: str) -> IbCounters:
         head = _PQ_HEAD_RE.match(line)
         if head is not None:
             if cur is not None and empty_head is not None:
-                raise ParseError(FMT_PERFQUERY, empty_head, "a counter block with no counter line", "")
+                raise ParseError(FMT_PERFQUERY, empty_head, "a counter line after the block header", "")
             port = int(head.group("port")) if head.group("port") else 255  # 255: "all ports" (perfquery(8))
             key = (f"lid:{head.group('lid')}", port)
             cur = ports.get(key) or ports.setdefault(key, _PortBuilder(*key))
@@ -303,9 +303,9 @@ def parse_perfquery(text: str) -> IbCounters:
         name = PERFQUERY_NAMES.get(m.group("name"), m.group("name"))
         cur.add(CounterGroup.COUNTERS.value, name, m.group("value"))
     if not ports:
-        raise ParseError(FMT_PERFQUERY, None, "no '# Port counters: Lid N port N' block", text[:80])
+        raise ParseError(FMT_PERFQUERY, None, "a '# Port counters: Lid N port N' block", text[:80])
     if empty_head is not None:
-        raise ParseError(FMT_PERFQUERY, empty_head, "a counter block with no counter line", "")
+        raise ParseError(FMT_PERFQUERY, empty_head, "a counter line after the block header", "")
     sample = _finish(ports, None)
     lids = {k: int(k[0].split(":", 1)[1]) for k in ports}
     named = [p.model_copy(update={"lid": lids[p.key]}) for p in sample.ports]
@@ -436,7 +436,7 @@ def parse_ibdiagnet(text: str) -> IbdiagnetSummary:
     lines = [raw.rstrip("\r").rstrip() for raw in text.splitlines()]
     stages = _ibdiag_stages(lines)
     if not stages:
-        raise ParseError(FMT_IBDIAGNET, None, "no '-I- Stage  Warnings  Errors' Summary table", text[:80])
+        raise ParseError(FMT_IBDIAGNET, None, "a '-I- Stage  Warnings  Errors' Summary table", text[:80])
     errors = [ln[4:].strip() for ln in lines if ln.startswith("-E- ")]
     version = next((v.group(1) for ln in lines if (v := _IBD_VERSION_RE.search(ln))), None)
     total = next((int(t.group(1)) for ln in lines if (t := _IBD_TOTAL_RE.match(ln))), None)
