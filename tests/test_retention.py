@@ -50,6 +50,9 @@ from tests.store_samples import (
     preflight_raw,
     preflight_run,
 )
+from tests.store_samples import (
+    migrated as migrated_sqlite,
+)
 
 pytest_plugins = ["tests.pgfixtures"]
 
@@ -261,3 +264,89 @@ def test_cli_prune_bad_input_is_unknown(args: list[str], tmp_path: Path) -> None
     argv = ["db", "prune", *args] + (["--older-than", "90d"] if "--older-than" not in args else [])
     r = CliRunner().invoke(cli_app(db_cmd), argv + ["--db", f"sqlite:///{tmp_path}/x.db"])
     assert r.exit_code == 3, r.output
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _unit(name: str) -> dict[str, list[str]]:
+    """A systemd unit file's settings: NAME -> its values in order (comments and sections left out)."""
+    settings: dict[str, list[str]] = {}
+    for line in (ROOT / "slurm" / name).read_text().splitlines():
+        if line and not line.startswith(("#", "[")):
+            key, _, value = line.partition("=")
+            settings.setdefault(key, []).append(value)
+    return settings
+
+
+def test_systemd_service_runs_db_prune(node_files: tuple[Path, SlurmDirs], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service's ExecStart, its Environment= defaults expanded as systemd does ($VAR splits on spaces,
+    ${VAR} stays one word), is a `fleetdx db prune` that prunes a node's files; the timer runs it daily."""
+    monkeypatch.setattr("fleetdx.orchestrator.store.retention.time.time", lambda: NOW)
+    conf, dirs = node_files
+    service = _unit("fleetdx-prune.service")
+    env = dict(v.strip('"').split("=", 1) for v in service["Environment"])
+    assert env["FLEETDX_RETENTION"] == "90d" and service["Type"] == ["oneshot"]
+    (exec_start,) = service["ExecStart"]
+    argv = []
+    for word in exec_start.split():
+        if word.startswith("${"):
+            argv.append(env[word[2:-1]])
+        elif word.startswith("$"):
+            argv += env[word[1:]].split()
+        else:
+            argv.append(word)
+    assert argv[:3] == ["/opt/fleetdx/venv/bin/fleetdx", "db", "prune"]
+    assert argv[argv.index("--slurm-conf") + 1] == "/etc/slurm/fleetdx/fleetdx-slurm.conf"
+    argv[argv.index("--slurm-conf") + 1] = str(conf)
+    r = CliRunner().invoke(cli_app(db_cmd), argv[1:])
+    assert r.exit_code == 0, r.output
+    assert not (dirs.log_dir / "prolog-100-a.json").exists()
+    timer = _unit("fleetdx-prune.timer")
+    assert timer["OnCalendar"] == ["daily"] and timer["Persistent"] == ["true"]
+    assert timer["WantedBy"] == ["timers.target"]
+
+
+def test_systemd_units_verify(tmp_path: Path) -> None:
+    """systemd-analyze verify takes both units (the fleetdx path made one that exists here)."""
+    import shutil
+    import subprocess
+    import sys
+
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    fleetdx = Path(sys.executable).with_name("fleetdx")
+    for name in ("fleetdx-prune.service", "fleetdx-prune.timer"):
+        text = (ROOT / "slurm" / name).read_text().replace("/opt/fleetdx/venv/bin/fleetdx", str(fleetdx))
+        (tmp_path / name).write_text(text)
+    r = subprocess.run(
+        [analyze, "verify", str(tmp_path / "fleetdx-prune.timer"), str(tmp_path / "fleetdx-prune.service")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "fleetdx-prune" not in r.stderr, r.stderr
+
+
+def test_cronjob_runs_db_prune_with_the_secrets_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CronJob's container command line, with its environment (the database URL from the Secret), is a
+    `fleetdx db prune` that prunes the store."""
+    import yaml
+
+    (cron,) = [d for d in yaml.safe_load_all((ROOT / "k8s" / "prune-cronjob.yaml").read_text()) if d]
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["command"] == ["fleetdx", "db", "prune"] and cron["spec"]["concurrencyPolicy"] == "Forbid"
+    assert pod["securityContext"]["runAsNonRoot"] and c["securityContext"]["readOnlyRootFilesystem"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["FLEETDX_DB_URL"]["valueFrom"]["secretKeyRef"] == {"name": "fleetdx-db", "key": "url"}
+    url = f"sqlite:///{tmp_path}/cron.db"
+    with Store.open(migrated_sqlite(url)) as store:
+        fill(store)
+    monkeypatch.setattr("fleetdx.orchestrator.store.retention.time.time", lambda: NOW)
+    environ = {"FLEETDX_RETENTION": env["FLEETDX_RETENTION"]["value"], "FLEETDX_DB_URL": url}
+    r = CliRunner().invoke(cli_app(db_cmd), [*c["command"][1:], *c["args"]], env=environ)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["rows"]["runs"] == 4
