@@ -83,11 +83,13 @@ ERROR_COUNTERS = (
     "excessive_buffer_overrun_errors",
     "port_xmit_discards",
 )
-#: mlx5 ``hw_counters`` that count transport retransmissions caused by lost or reordered packets on the wire
-#: (NVIDIA, "Understanding mlx5 Linux Counters": ``local_ack_timeout_err`` "the number of times QP's ack timer
-#: expired", ``packet_seq_err``/``out_of_sequence``/``implied_nak_seq_err`` sequence errors): on RoCE, where
-#: the IBTA error counters stay 0, these are the grey-failure signal
-HW_ERROR_COUNTERS = ("local_ack_timeout_err", "packet_seq_err", "out_of_sequence", "implied_nak_seq_err")
+#: mlx5 ``hw_counters`` that count transport retransmissions caused by packets lost on the wire (NVIDIA,
+#: "Understanding mlx5 Linux Counters": ``local_ack_timeout_err`` "the number of times QP's ack timer expired",
+#: ``packet_seq_err`` NAK-sequence-error packets received, ``implied_nak_seq_err`` sequence errors implied by a
+#: later read response): on RoCE, where the IBTA error counters stay 0, these are the grey-failure signal.
+#: Left out: ``out_of_sequence`` (adaptive routing delivers out of order by design), ``out_of_buffer`` and
+#: ``rnr_nak_retry_err`` (the receiving application's buffers, not the link)
+HW_ERROR_COUNTERS = ("local_ack_timeout_err", "packet_seq_err", "implied_nak_seq_err")
 LINK_DOWNED = "link_downed"
 
 #: perfquery names (today's and infiniband-diags' older short ones) -> the sysfs counter names
