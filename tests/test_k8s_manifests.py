@@ -225,3 +225,28 @@ def test_containerfile_installs_every_program_the_quick_level_runs() -> None:
         "containers"]}
     assert images == {_manifest()["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0][
         "image"]}
+
+
+def test_admission_policy_lets_the_pod_mark_only_its_own_node() -> None:
+    """The ValidatingAdmissionPolicy's CEL, evaluated with cel-python (core CEL only: has, in, map index): the
+    healthcheck's token bound to node n1 may change n1, not n2; a token without a node name changes nothing;
+    other users are not matched."""
+    celpy = pytest.importorskip("celpy", reason="cel-python not installed (the test extra)")
+    policy = _by_kind("healthcheck-rbac.yaml")["ValidatingAdmissionPolicy"]["spec"]
+    env = celpy.Environment()
+
+    def holds(expression: str, user: str, node: str, extra: dict[str, list[str]]) -> bool:
+        activation = {
+            "request": celpy.json_to_cel({"userInfo": {"username": user, "groups": [], "extra": extra}}),
+            "object": celpy.json_to_cel({"metadata": {"name": node}}),
+        }
+        return bool(env.program(env.compile(expression)).evaluate(activation))
+
+    (match,) = [m["expression"] for m in policy["matchConditions"]]
+    (rule,) = [v["expression"] for v in policy["validations"]]
+    pod_user = "system:serviceaccount:fleetdx:fleetdx-healthcheck"
+    bound = {"authentication.kubernetes.io/node-name": ["n1"], "authentication.kubernetes.io/pod-name": ["p"]}
+    assert holds(match, pod_user, "n1", bound) and not holds(match, "system:node:n1", "n1", {})
+    assert holds(rule, pod_user, "n1", bound)
+    assert not holds(rule, pod_user, "n2", bound)
+    assert not holds(rule, pod_user, "n1", {})
