@@ -55,7 +55,14 @@ def test_docs_pages_load_only_from_this_service(client: TestClient, page: str) -
         elif url.endswith(".css"):
             assert kind.startswith("text/css") and len(asset.content) > 10_000
     scripts = [u for u in refs if u.endswith(".js")]
-    assert scripts and all(u.startswith(docs.ASSETS_URL + "/") for u in scripts)
+    assert scripts and all(u.startswith((docs.ASSETS_URL + "/", docs.REDOC_JS_URL)) for u in scripts)
+
+
+def test_redoc_script_names_no_cdn(client: TestClient) -> None:
+    """ReDoc's sidebar logo is fetched from cdn.redoc.ly by its script: the script served here points it at the
+    favicon (Chromium's test, tests/test_api_docs_browser.py, sees every request the page makes)."""
+    script = client.get(docs.REDOC_JS_URL).text
+    assert docs.REDOC_CDN_LOGO not in script and f"docs-assets/{docs.FAVICON}" in script
 
 
 def test_swagger_ui_has_no_validator_badge(client: TestClient) -> None:

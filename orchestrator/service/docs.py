@@ -7,8 +7,8 @@ A cluster's service often has no internet access: FastAPI's default pages load S
 ``fastapi-offline`` package (in the ``[server]`` extra; it ships ``swagger-ui-bundle.js``, ``swagger-ui.css``,
 ``redoc.standalone.js`` and a favicon) and are served under :data:`ASSETS_URL`; the pages name no other origin
 (Swagger UI's validator badge, which calls validator.swagger.io, is turned off; ReDoc's Google Fonts are not
-loaded). The pages and ``/openapi.json`` need no token, even with ``auth_reads``: they describe the API, they
-hold no data.
+loaded, and the one image its script fetches from cdn.redoc.ly is pointed at the favicon served here). The
+pages and ``/openapi.json`` need no token, even with ``auth_reads``: they describe the API, they hold no data.
 
 :data:`OPERATIONS` gives each operation its summary, its description (Markdown, for the person reading the
 page; the route's docstring stays the developer's) and examples of its request and answers. The examples are
@@ -27,7 +27,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 #: where the Swagger UI and ReDoc assets are served
@@ -37,6 +37,10 @@ SWAGGER_JS = "swagger-ui-bundle.js"
 SWAGGER_CSS = "swagger-ui.css"
 REDOC_JS = "redoc.standalone.js"
 FAVICON = "favicon.png"
+#: ReDoc's script, served from memory with its one reference to another origin (the "API docs by Redocly"
+#: logo, fetched from cdn.redoc.ly by its sidebar; ReDoc has no option to leave it out) pointed at our favicon
+REDOC_JS_URL = "/docs-redoc/redoc.standalone.js"
+REDOC_CDN_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
 #: Swagger UI's settings: no validator badge (it would send the schema's URL to validator.swagger.io)
 SWAGGER_UI_PARAMETERS: dict[str, Any] = {"validatorUrl": None, "defaultModelsExpandDepth": 0}
 
@@ -267,6 +271,12 @@ def install_docs(app: FastAPI) -> None:
     """Serve ``/docs``, ``/redoc`` and their assets from this service, and document every operation of
     ``app.openapi()`` from :data:`OPERATIONS` (build ``app`` with ``docs_url=None, redoc_url=None``)."""
     app.mount(ASSETS_URL, StaticFiles(directory=_assets()), name="docs-assets")
+    redoc_js = _redoc_script()
+
+    async def redoc_script() -> Response:
+        return Response(
+            redoc_js, media_type="text/javascript; charset=utf-8", headers={"Cache-Control": "max-age=3600"}
+        )
 
     async def swagger_ui(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
@@ -284,14 +294,23 @@ def install_docs(app: FastAPI) -> None:
         return get_redoc_html(
             openapi_url=f"{root}{app.openapi_url}",
             title=f"{app.title} API",
-            redoc_js_url=f"{root}{ASSETS_URL}/{REDOC_JS}",
+            redoc_js_url=f"{root}{REDOC_JS_URL}",
             redoc_favicon_url=f"{root}{ASSETS_URL}/{FAVICON}",
             with_google_fonts=False,
         )
 
     app.add_api_route("/docs", swagger_ui, methods=["GET"], include_in_schema=False)
     app.add_api_route("/redoc", redoc, methods=["GET"], include_in_schema=False)
+    app.add_api_route(REDOC_JS_URL, redoc_script, methods=["GET"], include_in_schema=False)
     app.openapi = _documented(app.openapi)  # type: ignore[method-assign]
+
+
+def _redoc_script() -> bytes:
+    """ReDoc's standalone script with its CDN logo replaced by the favicon served here (a path relative to the
+    page, so that it holds behind a reverse proxy's prefix too). Raises ModuleNotFoundError without the
+    ``[server]`` extra."""
+    text = (resources.files("fastapi_offline") / "static" / REDOC_JS).read_text(encoding="utf-8")
+    return text.replace(REDOC_CDN_LOGO, f"{ASSETS_URL.lstrip('/')}/{FAVICON}").encode("utf-8")
 
 
 def _documented(build: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
