@@ -91,6 +91,9 @@ ERROR_COUNTERS = (
 #: ``rnr_nak_retry_err`` (the receiving application's buffers, not the link)
 HW_ERROR_COUNTERS = ("local_ack_timeout_err", "packet_seq_err", "implied_nak_seq_err")
 LINK_DOWNED = "link_downed"
+#: files of ``hw_counters/`` that are settings, not counts (``lifespan``: how many ms the driver caches the
+#: counters: the ``lifespan`` attribute of drivers/infiniband/core/sysfs.c)
+HW_SETTINGS = ("lifespan",)
 
 #: perfquery names (today's and infiniband-diags' older short ones) -> the sysfs counter names
 PERFQUERY_NAMES: dict[str, str] = {
@@ -216,6 +219,8 @@ class _PortBuilder:
     def add(self, group: str | None, name: str, value: str) -> None:
         if group is None:
             self.attrs[name] = value.strip()
+            return
+        if group == CounterGroup.HW_COUNTERS.value and name in HW_SETTINGS:
             return
         m = _COUNT_RE.match(value)
         if m is None:
