@@ -283,3 +283,20 @@ def test_dcgm_levels() -> None:
         dcgm_probes(4)
     with pytest.raises(ValueError, match="run level"):
         collect(_OnlyDcgmi(), Level.QUICK, "x", sysfs_root=None, dcgm_level=0)
+
+
+def test_the_retest_path_runs_dcgm_through_the_local_preflight(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NodeJob.dcgm_level: the in-process pre-flight (the periodic check's retest) runs the stand-in dcgmi and
+    its report carries DCGM_DIAG_FAILED; a NodeJob without it runs no dcgmi (the prolog)."""
+    from fleetdx.orchestrator.preflight.run import NodeJob, run_local_preflight
+
+    monkeypatch.setenv("PATH", f"{STANDIN}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FLEETDX_DCGMI_DIAG", str(FIX / "diag_r2_4.4.1_pcie_fail_dcgm_issue254.txt"))
+    monkeypatch.setenv("FLEETDX_DCGMI_HEALTH", str(FIX / "health_c_healthy_reconstructed.txt"))
+    host = "retest-node"
+    result = run_local_preflight(NodeJob(host=host, level=Level.QUICK, dcgm_level=1), run_timeout_s=120)
+    assert "dcgmi_diag_-r1_-j.json" in result.bundles[host].files
+    (diag,) = [f for f in result.report.findings if f.code is FindingCode.DCGM_DIAG_FAILED]
+    assert diag.severity is Severity.CRITICAL and diag.nodes == [host]
+    prolog = run_local_preflight(NodeJob(host=host, level=Level.QUICK), run_timeout_s=120)
+    assert not any(c.file.startswith("dcgmi") for c in prolog.bundles[host].commands)

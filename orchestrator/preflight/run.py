@@ -72,7 +72,10 @@ class NodeJob(Contract):
     ``$NCCL_TESTS_HOME`` and ``PATH`` are searched); ``follow_kernel_log``: a state file *on the node*: the
     kernel log judged is only what was written since the last check that used it (``/dev/kmsg``, else
     ``journalctl -k --cursor-file``: :func:`fleetdx.probes.kmsg.follow_kernel_log`), for a node checked again
-    and again (a periodic check, the DaemonSet's loop)."""
+    and again (a periodic check, the DaemonSet's loop); ``dcgm_level``: also run ``dcgmi diag -r <level>`` and
+    ``dcgmi health -c`` (1-3, :func:`fleetdx.probes.catalog.dcgm_probes`) -- for a retest, not a prolog: level 2
+    takes minutes, so the run's deadline and ``probe_timeout_s`` must leave it
+    :data:`~fleetdx.probes.catalog.DCGM_DIAG_TIMEOUT_S` of its level."""
 
     host: str
     level: Level
@@ -81,6 +84,7 @@ class NodeJob(Contract):
     probe_timeout_s: float | None = None
     nccl_tests_dir: str | None = None
     follow_kernel_log: Path | None = None
+    dcgm_level: int | None = None
 
 
 class CappedRunner:
@@ -123,7 +127,8 @@ def collect_on_node(job: NodeJob) -> BundleData:
         nccl = None if job.level is Level.QUICK else NCCL_SWEEP_COLLECTIVE.binary
     else:
         nccl = node_nccl_binary(job.level, job.nccl_tests_dir)
-    bundle = collect(runner, job.level, host, sysfs_root=None if replay else Path("/"), nccl_binary=nccl)
+    root = None if replay else Path("/")
+    bundle = collect(runner, job.level, host, sysfs_root=root, nccl_binary=nccl, dcgm_level=job.dcgm_level)
     if job.follow_kernel_log is not None and not replay:
         from fleetdx.probes.kmsg import follow_kernel_log, keep_xid_lines, with_followed_kernel_log
 
