@@ -32,10 +32,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import Enum
+from pathlib import Path
 
 from fleetdx.orchestrator.diagnosis.node_states import DrainEvent, NodeState, NodeStatus, RetestEvent, ReturnEvent
 from fleetdx.orchestrator.judgement import FindingCode
-from fleetdx.orchestrator.preflight.run import NodeJob, PreflightResult, run_local_preflight
+from fleetdx.orchestrator.preflight.run import NodeJob, PreflightResult, run_local_preflight, stored_xid_history
 from fleetdx.orchestrator.report import assemble_report
 from fleetdx.orchestrator.scheduler import slurm_drain
 from fleetdx.orchestrator.store import DatabaseUnreachable, SchemaOutdated, Store, save_or_spool, states
@@ -95,15 +96,26 @@ def retest_level(level: Level, failed: Level | None) -> Level:
     return order[wanted]
 
 
-def local_check(host: str, expected_gpus: int | None, gpus_source: str | None) -> CheckFn:
-    """The in-process pre-flight of ``host`` (:func:`run_local_preflight`) at a given level and deadline."""
+def local_check(
+    host: str,
+    expected_gpus: int | None,
+    gpus_source: str | None,
+    *,
+    db: str | None = None,
+    follow_kernel_log: Path | None = None,
+) -> CheckFn:
+    """The in-process pre-flight of ``host`` (:func:`run_local_preflight`) at a given level and deadline, its
+    XIDs judged with the store's history of the host (``db``: :func:`stored_xid_history`; none when the
+    database cannot be reached); with ``follow_kernel_log`` (a state file) only the kernel records written
+    since the last check are judged (:func:`fleetdx.probes.kmsg.follow_kernel_log`)."""
 
     def check(level: Level, run_timeout_s: float) -> PreflightResult:
         return run_local_preflight(
-            NodeJob(host=host, level=level),
+            NodeJob(host=host, level=level, follow_kernel_log=follow_kernel_log),
             run_timeout_s=run_timeout_s,
             expected_gpus=expected_gpus,
             expected_gpus_source=gpus_source,
+            xid_history=stored_xid_history(db, [host]),
         )
 
     return check
@@ -114,7 +126,8 @@ class SlurmCheck:
     """The periodic check of Slurm node ``node`` (this machine, hostname ``host``): ``runner`` runs ``scontrol``,
     ``db`` is the database URL (None: the default), ``level`` the level of a check (a retest runs at least at
     the failed run's), ``run_timeout_s`` the pre-flight's deadline; ``check`` runs the pre-flight (None:
-    :func:`local_check` of ``host``, expecting the GPU count of the node's ``Gres=``); ``now`` the clock."""
+    :func:`local_check` of ``host``, expecting the GPU count of the node's ``Gres=``); ``now`` the clock;
+    ``follow_kernel_log``: the kernel-log follower's state file (:func:`local_check`)."""
 
     node: str
     host: str
@@ -124,6 +137,7 @@ class SlurmCheck:
     run_timeout_s: float = 60.0
     check: CheckFn | None = None
     now: Callable[[], float] = time.time
+    follow_kernel_log: Path | None = None
 
     def run(self) -> CheckOutcome:
         """Check the node as the module doc says.
@@ -136,7 +150,10 @@ class SlurmCheck:
         slurm = slurm_drain.slurm_node(self.runner, self.node)
         if self.check is None:
             gpus_source = "Slurm Gres" if slurm.gpus is not None else None
-            return replace(self, check=local_check(self.host, slurm.gpus, gpus_source)).run()
+            local = local_check(
+                self.host, slurm.gpus, gpus_source, db=self.db, follow_kernel_log=self.follow_kernel_log
+            )
+            return replace(self, check=local).run()
         if slurm.state in JOB_STATES:
             return replace(self, check=_jobs_running(self.check, slurm.raw_state)).run_on(slurm)
         return self.run_on(slurm)
