@@ -248,24 +248,34 @@ def test_quiet_counters_give_no_finding_and_totals_are_not_judged(tmp_path: Path
     assert _codes(findings, FindingCode.IB_PORT_ERRORS, FindingCode.IB_LINK_FLAP) == []
 
 
+def _node_exporter_node(tmp_path: Path, host: str, rate_of_mlx4_port2: str | None = None) -> NodeFacts:
+    root = tmp_path / host
+    extract(FIX / "node_exporter_sys_infiniband.ttar", root)
+    if rate_of_mlx4_port2 is not None:
+        (root / "sys/class/infiniband/mlx4_0/ports/2/rate").write_text(rate_of_mlx4_port2 + "\n")
+    return node_facts(collect(_Standin(lambda: None), Level.STANDARD, host, sysfs_root=root))
+
+
 def test_link_below_the_fabric_rate_is_degraded(tmp_path: Path) -> None:
-    """node_exporter's real tree: mlx4_0 ports at 40 Gb/s (4X QDR), i40iw0/1 at 10 Gb/s (4X). The fabric's
-    most common rate is 40: i40iw0/1 is below it. (The procfs tree cannot serve here: its mlx5 port's
-    ``phys_state`` reads ``4: ACTIVE``, which the sysfs InfiniBand parser rejects as a whole.)"""
-    root = _tree(tmp_path, "node_exporter_sys_infiniband.ttar")
-    data = collect(_Standin(lambda: None), Level.STANDARD, "ib-node", sysfs_root=root)
-    node = node_facts(data)
-    assert node.ib is not None
-    degraded = _codes(diagnose(Fleet(nodes=[node])).findings, FindingCode.IB_LINK_DEGRADED)
-    assert [(f.subject, f.details["rate_gbps"], f.details["expected_rate_gbps"]) for f in degraded] == [
-        ("i40iw0/1", 10.0, 40.0)
-    ]
-    assert degraded[0].severity is Severity.WARNING
+    """node_exporter's real tree on two nodes, one of them with mlx4_0 port 2 edited from 40 Gb/s (4X QDR) to
+    10 Gb/s (1X QDR): three lanes lost. The run's MT4099 ports are mostly at 40: that port is degraded. The tree's
+    i40iw0 (I40IW) port at 10 Gb/s is another CA type: compared with its own kind, never with the mlx4 rails."""
+    good = _node_exporter_node(tmp_path, "node-a")
+    bad = _node_exporter_node(tmp_path, "node-b", "10 Gb/sec (1X QDR)")
+    assert good.ib is not None and bad.ib is not None
+    fleet = Fleet(nodes=[good, bad])
+    degraded = _codes(diagnose(fleet).findings, FindingCode.IB_LINK_DEGRADED)
+    got = [(f.nodes, f.subject, f.details["rate_gbps"], f.details["expected_rate_gbps"]) for f in degraded]
+    assert got == [(["node-b"], "mlx4_0/2", 10.0, 40.0)]
+    assert degraded[0].severity is Severity.WARNING and degraded[0].details["ca_type"] == "MT4099"
+    # one node alone (a prolog): its own MT4099 ports 40 and 10 tie, the highest wins: still flagged
+    alone = _codes(diagnose(Fleet(nodes=[bad])).findings, FindingCode.IB_LINK_DEGRADED)
+    assert [f.subject for f in alone] == ["mlx4_0/2"]
     # the streamed diagnosis (analyze of many bundles) keeps only the peer fields of a node: same finding
-    streamed = _codes(diagnose_stream([node]).findings, FindingCode.IB_LINK_DEGRADED)
+    streamed = _codes(diagnose_stream([good, bad]).findings, FindingCode.IB_LINK_DEGRADED)
     assert [f.model_dump() for f in streamed] == [f.model_dump() for f in degraded]
-    # a configured fabric rate wins over the run's majority
-    configured = Fleet(nodes=[node], extra={"ib_expected_rate_gbps": "100"})
+    # a configured fabric rate wins over the run's majority, for every CA type
+    configured = Fleet(nodes=[good], extra={"ib_expected_rate_gbps": "100"})
     subjects = {f.subject for f in _codes(diagnose(configured).findings, FindingCode.IB_LINK_DEGRADED)}
     assert subjects == {"i40iw0/1", "mlx4_0/1", "mlx4_0/2"}
 

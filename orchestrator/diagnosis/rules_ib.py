@@ -23,8 +23,10 @@ kernel-log scanner (:mod:`fleetdx.probes.parsers.joblog_kernel`), not here: the 
 only GPU lines.
 
 ``IB_LINK_DEGRADED`` (warning): an Active InfiniBand port whose rate is below the fabric's: the configured
-``fleet.extra["ib_expected_rate_gbps"]``, else the most common rate of the Active InfiniBand ports of every
-node of the run (ties: the highest). A lane lost (4X -> 2X) halves the rate, so a width drop shows as a rate
+``fleet.extra["ib_expected_rate_gbps"]``, else the most common rate of the Active InfiniBand ports of the same
+CA type (``MT4129``: ConnectX-7) on every node of the run (ties: the highest). Comparing within a CA type keeps
+a node's slower storage HCA (a 200 Gb/s ConnectX-6 beside 400 Gb/s ConnectX-7 compute rails) from reading as
+degraded, in a one-node prolog as in a fleet. A lane lost (4X -> 2X) halves the rate, so a width drop shows as a rate
 drop (the counter samples' ``rate`` strings give width and per-lane speed, e.g. ``4X NDR``). RoCE ports
 are not compared: a node's Ethernet ports mix front-end and back-end NICs of different speeds by design.
 """
@@ -147,34 +149,38 @@ def ib_link_flap(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     return out
 
 
-def _ib_rates(node: NodeFacts) -> list[tuple[str, int, float]]:
-    """(CA, port, rate) of the node's Active InfiniBand ports with a rate (``NodeFacts.ib``)."""
+def _ib_rates(node: NodeFacts) -> list[tuple[str, str | None, int, float]]:
+    """(CA, CA type, port, rate) of the node's Active InfiniBand ports with a rate (``NodeFacts.ib``)."""
     if node.ib is None:
         return []
     return [
-        (ca.name, p.port, p.rate_gbps)
+        (ca.name, ca.ca_type, p.port, p.rate_gbps)
         for ca in node.ib.cas
         for p in ca.ports
         if p.state is PortState.ACTIVE and p.link_layer in (None, LinkLayer.INFINIBAND) and p.rate_gbps
     ]
 
 
-def fabric_rate(fleet: Fleet) -> float | None:
-    """The most common rate (Gb/s) of the Active InfiniBand ports of the run (ties: the highest)."""
-    mode = fabric_mode([r for n in fleet.nodes for _, _, r in _ib_rates(n)])
-    return float(mode) if mode is not None else None
+def fabric_rates(fleet: Fleet) -> dict[str | None, float]:
+    """CA type (``MT4129``; ``None`` where unknown) -> the most common rate (Gb/s) of the run's Active InfiniBand
+    ports of that type (ties: the highest)."""
+    by_type: dict[str | None, list[float]] = {}
+    for n in fleet.nodes:
+        for _, ca_type, _, rate in _ib_rates(n):
+            by_type.setdefault(ca_type, []).append(rate)
+    return {t: float(m) for t, rates in by_type.items() if (m := fabric_mode(rates)) is not None}
 
 
 def ib_link_degraded(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     """``IB_LINK_DEGRADED`` for each Active InfiniBand port slower than the fabric (see the module doc)."""
     configured = fleet.extra.get("ib_expected_rate_gbps")
-    expected = float(configured) if configured else fleet.derived(fabric_rate)
-    if expected is None:
-        return []
+    modes = {} if configured else fleet.derived(fabric_rates)
     out: list[Finding] = []
-    for ca, port, rate in _ib_rates(node):
-        if rate >= expected:
+    for ca, ca_type, port, rate in _ib_rates(node):
+        expected = float(configured) if configured else modes.get(ca_type)
+        if expected is None or rate >= expected:
             continue
+        of = f"{ca_type} ports" if ca_type else "ports"
         out.append(
             Finding(
                 code=FindingCode.IB_LINK_DEGRADED,
@@ -184,10 +190,11 @@ def ib_link_degraded(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                 message=f"{ca} port {port} is Active at {rate:g} Gb/s, below the fabric's {expected:g} Gb/s",
                 details={
                     "ca": ca,
+                    "ca_type": ca_type,
                     "port": port,
                     "rate_gbps": rate,
                     "expected_rate_gbps": expected,
-                    "expected_from": "configured" if configured else "most common rate of the run's ports",
+                    "expected_from": "configured" if configured else f"most common rate of the run's {of}",
                     "file": node.sources.get("ib"),
                 },
             )
