@@ -244,3 +244,29 @@ def test_parse_webhooks() -> None:
     assert parse_webhooks(None) == [] and parse_webhooks("  ") == []
     with pytest.raises(ValueError, match="generic, slack"):
         parse_webhooks("https://a.example/x", "teams")
+
+
+def test_a_quarantine_is_sent_once_its_transaction_commits(tmp_path: Path, hook: Hook) -> None:
+    """A drain recorded in the store (the node's state machine moving it to quarantined) sends one
+    node.quarantined event through the process's notifier, after the commit; a second drain changes nothing
+    and sends nothing."""
+    from fleetdx.orchestrator import notify as notify_mod
+    from fleetdx.orchestrator.diagnosis.node_states import DrainEvent
+    from fleetdx.orchestrator.store import states
+
+    n = notify_mod.configure([Webhook(hook.url)], retry=FAST)
+    try:
+        with Store.open(migrated(f"sqlite:///{tmp_path}/q.db")) as store:
+            store.save_report(critical_report("pf-q"))  # gpu07 becomes suspect: no event
+            reason = "fleetdx preflight: GPU_COUNT_MISMATCH (7 GPUs visible, 8 expected)"
+            first = states.record(store, "gpu07", DrainEvent(at=1_795_752_800.0, reason=reason, run_id="pf-q"))
+            again = states.record(store, "gpu07", DrainEvent(at=1_795_752_900.0, reason=reason))
+        assert first.transition is not None and again.transition is None
+        assert n.close(timeout_s=60)
+    finally:
+        notify_mod.configure([])
+    assert [b["kind"] for b in hook.bodies] == ["node.quarantined"]
+    sent = hook.bodies[0]
+    assert sent["hosts"] == ["gpu07"] and sent["codes"] == ["GPU_COUNT_MISMATCH"] and sent["run_id"] == "pf-q"
+    assert sent["summary"] == f"gpu07 quarantined by fleetdx: {reason}"
+    assert sent["details"]["from_state"] == "suspect"

@@ -86,7 +86,37 @@ def apply(session: Session, host: str, event: Event, flap_window_s: float) -> St
         for key, value in values.items():
             setattr(row, key, value)
     session.add(NodeTransitionRow(**t.model_dump()))
+    if t.to_state is NodeState.QUARANTINED and t.from_state is not NodeState.QUARANTINED:
+        _notify_after_commit(session, t, new)
     return result
+
+
+def _notify_after_commit(session: Session, t: Transition, status: NodeStatus) -> None:
+    """Send a ``node.quarantined`` webhook event (:mod:`fleetdx.orchestrator.notify`) once the transaction that
+    quarantines the node commits: never for a transaction rolled back, once for a write that was retried."""
+    from sqlalchemy import event as sa_event
+
+    from fleetdx.orchestrator.notify import Event, EventKind, notify
+
+    pending = session.info.setdefault("fleetdx_notify", [])
+    if not pending:
+
+        @sa_event.listens_for(session, "after_commit", once=True)
+        def _send(committed: Session) -> None:
+            for e in committed.info.pop("fleetdx_notify", []):
+                notify(e)
+
+    pending.append(
+        Event(
+            kind=EventKind.NODE_QUARANTINED,
+            summary=f"{t.host} quarantined by {t.by.value}: {t.reason}",
+            hosts=[t.host],
+            codes=[status.code] if status.code else [],
+            run_id=t.run_id,
+            time=t.at,
+            details={"from_state": t.from_state.value if t.from_state else None, "held": status.held},
+        )
+    )
 
 
 def apply_run(session: Session, report: RunReport, flap_window_s: float) -> None:
