@@ -17,29 +17,23 @@ from types import FrameType
 from typing import Any
 
 import typer
+from rich.console import Group
 from rich.markup import escape
-from rich.table import Table
+from rich.padding import Padding
+from rich.text import Text
 
 from fleetdx.orchestrator.cli.common import console, err_console, finite_positive, handle_errors, request_of
 
-#: the columns of a finding's row in the live table (the message wraps under its own column)
-_WIDTHS = {"time": 8, "severity": 8, "code": 19}
+#: the header of the live table; each finding is a row of these columns, its message wrapped under it
+HEADER = f"{'time':<8} {'severity':<8} {'code':<19} subject"
 
 
-def _row(f: Any) -> Table:
-    t = Table(show_header=False, box=None, pad_edge=False, padding=(0, 1, 0, 0))
-    t.add_column("time", width=_WIDTHS["time"], no_wrap=True)
-    t.add_column("severity", width=_WIDTHS["severity"], no_wrap=True)
-    t.add_column("code", min_width=_WIDTHS["code"], no_wrap=True)
-    t.add_column("finding", ratio=1, overflow="fold")
+def _row(f: Any) -> Group:
+    """One finding: its row (time, severity, code, subject), then its message indented under it."""
     style = {"critical": "bold red", "warning": "yellow"}.get(f.severity.value, "")
-    t.add_row(
-        time.strftime("%H:%M:%S"),
-        f"[{style}]{f.severity.value}[/]" if style else f.severity.value,
-        f.code.value,
-        escape(f"{f.subject}: {f.message}" if f.subject else f.message),
-    )
-    return t
+    sev = f"{f.severity.value:<8}"
+    head = Text.assemble(f"{time.strftime('%H:%M:%S')} ", (sev, style), f" {f.code.value:<19} {f.subject or 'job'}")
+    return Group(head, Padding(Text(f.message), (0, 0, 0, 2)))
 
 
 def register(app: typer.Typer) -> None:
@@ -130,6 +124,7 @@ def _run(req: Any, as_json: bool, n_paths: int) -> int:
             "Ctrl-C to stop)",
             highlight=False,
         )
+        console.print(HEADER, style="bold", highlight=False)
     stop = threading.Event()
 
     def on_signal(_sig: int, _frame: FrameType | None) -> None:

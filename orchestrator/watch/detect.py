@@ -138,6 +138,11 @@ class _Hit(NamedTuple):
     z: float
 
 
+def _ms(x: float) -> str:
+    """A time in ms with its significant digits (``0.0335``, ``5.64``, ``158.3``)."""
+    return f"{x:.1f}" if x >= 10 else f"{x:.3g}"
+
+
 def _fmt_ranks(ranks: list[int]) -> str:
     shown = ", ".join(map(str, ranks[:MAX_NAMED]))
     more = f" and {len(ranks) - MAX_NAMED} more" if len(ranks) > MAX_NAMED else ""
@@ -172,6 +177,18 @@ class OnlineDetector:
         self.hang_since: float | None = None
 
     # ---- input
+    def observe_many(self, batch: list[StepObs], now: float) -> list[Finding]:
+        """A batch of steps read together (a poll of every file, or a history read at start): every rank in it
+        is known before any of its steps is judged, and steps go in by step number, so that one file read
+        before the others does not make its rank the only one of its steps."""
+        for o in batch:
+            key: MemberKey = o.rank if o.rank is not None else f"log:{o.source}"
+            self.members.setdefault(key, o.host)
+        out: list[Finding] = []
+        for o in sorted(batch, key=lambda o: o.step):
+            out.extend(self.observe(o, now))
+        return out
+
     def observe(self, obs: StepObs, now: float) -> list[Finding]:
         """One completed step; the findings it completes (possibly none)."""
         key: MemberKey = obs.rank if obs.rank is not None else f"log:{obs.source}"
@@ -285,8 +302,8 @@ class OnlineDetector:
         what = f"its {stage} stage" if stage != "unknown" else "its step time (the log prints no stages)"
         msg = (
             f"rank {r}{where} is a straggler in {what} since step {onset}: {v:.1f} ms at step {step} against "
-            f"{median_ms:.2f} ms on its peers (+{v - median_ms:.1f} ms, z {z:.1f}), slow on "
-            f"{self.policy.confirm} more steps than not"
+            f"{_ms(median_ms)} ms on its peers (+{v - median_ms:.1f} ms, z {z:.1f}), slow on "
+            f"{self.policy.confirm} more steps than not since then"
             + (
                 f"; the other ranks wait for it in {wait[0]} ({wait[1]:.1f} ms against "
                 f"{me.stages_ms.get(wait[0], 0.0):.1f} ms on rank {r})"

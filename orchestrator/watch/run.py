@@ -128,9 +128,8 @@ class Watcher:
         if steps or events:
             self.last_activity = now
         was_hung = self.detector.hang_open
-        for obs in steps:
-            for f in self.detector.observe(obs, now):
-                self._out(f)
+        for f in self.detector.observe_many(steps, now):
+            self._out(f)
         if was_hung and not self.detector.hang_open and self.detector.hang_since is not None:
             self.note(f"steps resumed after {now - self.detector.hang_since:.0f} s without one")
         self.steps_read += len(steps)
