@@ -15,6 +15,8 @@ from fleetdx.orchestrator.cli.main import _register, app
 from fleetdx.orchestrator.preflight.run import NodeJob, run_local_preflight
 from fleetdx.orchestrator.report import RunReport
 from fleetdx.orchestrator.scheduler.k8s_nodes import (
+    ANNOTATION_HELD,
+    ANNOTATION_RETURNED_AT,
     ANNOTATION_TAINT_CODE,
     ANNOTATION_TAINT_LEVEL,
     CONDITION_TYPE,
@@ -155,7 +157,7 @@ def test_only_a_judged_retest_at_the_taints_level_removes_it(busy_report: RunRep
         lifted = apply_marks(marks_of(_clean(busy_report, Level.STANDARD), taint_critical=True), api)[0]
         assert (lifted.tainted, lifted.note) == (False, None)
         assert _our_taints(server, "gke-a3-node-1") == []
-        assert _node(server, "gke-a3-node-1")["metadata"]["annotations"] == {}
+        assert set(_node(server, "gke-a3-node-1")["metadata"]["annotations"]) == {ANNOTATION_RETURNED_AT}
 
 
 def test_watch_taints_then_returns_the_node_after_a_clean_retest(busy_report: RunReport) -> None:
@@ -207,3 +209,37 @@ def test_cli_watch_checks_this_node_live(monkeypatch: pytest.MonkeyPatch) -> Non
         done = json.loads(line)
         assert done["error"] is None and [m["node"] for m in done["results"]] == ["gke-a3-node-7"]
         assert _node(server, "gke-a3-node-7")["metadata"]["labels"][LABEL_VERDICT] == done["verdict"]
+
+
+def test_a_node_critical_again_soon_after_its_return_stays_out_for_a_person(busy_report: RunReport) -> None:
+    """Flap damping: tainted, returned by a clean retest, CRITICAL again within the flap window: the new taint is
+    held and clean retests keep it; once a person removes it, fleetdx forgets the hold, and a failure after the
+    window is an ordinary one again."""
+    t0 = busy_report.finished_at
+    window = 3600.0
+
+    def at(report: RunReport, t: float) -> list[MarkResult]:
+        marks = marks_of(report.model_copy(update={"finished_at": t}), taint_critical=True, flap_window_s=window)
+        return apply_marks(marks, api)
+
+    with StandInApiServer([node_doc("gke-a3-node-1"), node_doc("gke-a3-node-2")]) as server:
+        api = core_api(host=server.url)
+        notes = lambda: _node(server, "gke-a3-node-1")["metadata"].get("annotations", {})  # noqa: E731
+        at(busy_report, t0)
+        assert at(_clean(busy_report), t0 + 100)[0].tainted is False
+        assert notes()[ANNOTATION_RETURNED_AT] == f"{t0 + 100:.0f}"
+
+        again = at(busy_report, t0 + 700)[0]
+        assert again.tainted is True and "600 s after fleetdx returned it" in notes()[ANNOTATION_HELD]
+        kept = at(_clean(busy_report), t0 + 800)[0]
+        assert kept.tainted is True and "held" in (kept.note or "") and "kubectl taint nodes" in (kept.note or "")
+        assert _our_taints(server, "gke-a3-node-1") != []
+
+        # a person returns the node: the taint goes, and fleetdx drops its annotations at the next check
+        server.nodes["gke-a3-node-1"]["spec"]["taints"] = []
+        assert at(_clean(busy_report), t0 + 900)[0].tainted is False
+        assert ANNOTATION_HELD not in notes() and ANNOTATION_TAINT_CODE not in notes()
+
+        late = at(busy_report, t0 + 100 + window + 1)[0]
+        assert late.tainted is True and ANNOTATION_HELD not in notes()
+        assert at(_clean(busy_report), t0 + 2 * window)[0].tainted is False

@@ -75,7 +75,7 @@ def mark(
         assert run is not None
         with Store.open(db) as store:
             doc = store.get_run(run)
-    marks = marks_of(doc, taint_critical)
+    marks = marks_of(doc, taint_critical, _flap_window_s())
     if dry_run:
         print_json([m.model_dump(mode="json") for m in marks])
         return
@@ -126,7 +126,8 @@ def watch(
         typer.Option(
             "--taint-critical",
             help="Taint the node fleetdx.io/critical=CODE:NoSchedule when CRITICAL; remove that taint after a "
-            "clean check at the level that put it or higher, and only if fleetdx put it.",
+            "clean check at the level that put it or higher, and only if fleetdx put it. A node CRITICAL again "
+            "within $FLEETDX_FLAP_WINDOW_S (24 h) of such a return stays tainted until a person removes it.",
         ),
     ] = False,
     kubeconfig: Annotated[
@@ -169,6 +170,7 @@ def watch(
     if node is None:
         raise fail(f"${K8S_NODE_VAR} is not set: give the pod its node's name (fieldRef spec.nodeName)")
     push = _pusher(report_to, token_file, None, False)
+    flap_window_s = _flap_window_s()
     try:
         api = core_api(kubeconfig, in_cluster, server)
     except Exception as e:  # noqa: BLE001 - kubernetes.config raises several types for a missing/bad config
@@ -192,11 +194,22 @@ def watch(
         _print_round(node, r, as_json)
 
     def mark(report: RunReport) -> list[MarkResult]:
-        return apply_marks(marks_of(report, taint_critical), api)
+        return apply_marks(marks_of(report, taint_critical, flap_window_s), api)
 
     watch_loop(check, mark, interval_s=interval, rounds=rounds, on_round=show)
     if failed:
         raise typer.Exit(3)
+
+
+def _flap_window_s() -> float:
+    """``$FLEETDX_FLAP_WINDOW_S`` (else 24 h): how soon after fleetdx removed its taint a new failure holds the
+    node for a person (:mod:`fleetdx.orchestrator.scheduler.k8s_nodes`)."""
+    from fleetdx.orchestrator.store.settings import resolve_flap_window_s
+
+    try:
+        return resolve_flap_window_s(None)
+    except ValueError as e:
+        raise fail(str(e)) from None
 
 
 def _print_round(node: str, r: WatchRound, as_json: bool) -> None:

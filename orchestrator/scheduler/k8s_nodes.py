@@ -17,6 +17,11 @@ What is written on each node a report names (through the official ``kubernetes``
   holding a node out under fleetdx's key) is never changed or removed, nor is any other taint. An UNKNOWN
   verdict (the node could not be judged) leaves taints as they are. The same rule as Slurm's NHC, which undoes
   only the drains it made.
+* flap damping, as :mod:`fleetdx.orchestrator.diagnosis.node_states` does for the store's node states: when
+  fleetdx removes its taint it writes the time in ``fleetdx.io/returned-at``; a node found CRITICAL again within
+  the flap window of that return (24 h, ``FLEETDX_FLAP_WINDOW_S``) is tainted with ``fleetdx.io/taint-held``
+  saying why, and no clean retest removes that taint: a person returns the node (``kubectl taint nodes NODE
+  fleetdx.io/critical-``), so a flapping node is not cycled in and out of service.
 
 Labels go in a strategic-merge patch of the node; the condition in a strategic-merge patch of its ``status``
 subresource (conditions merge by ``type``, so the kubelet's own conditions are untouched); the taint list has no
@@ -36,6 +41,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from fleetdx.orchestrator.diagnosis.node_states import DEFAULT_FLAP_WINDOW_S
 from fleetdx.orchestrator.judgement import Finding, sort_findings
 from fleetdx.orchestrator.report import RunReport
 from fleetdx.probes.contracts import Contract, Severity, Verdict
@@ -47,6 +53,10 @@ TAINT_KEY = "fleetdx.io/critical"
 #: the value of the taint fleetdx put, and the level of the run that put it: fleetdx's proof of ownership
 ANNOTATION_TAINT_CODE = "fleetdx.io/taint-code"
 ANNOTATION_TAINT_LEVEL = "fleetdx.io/taint-level"
+#: Unix time (s) fleetdx last removed its taint; why a taint put again within the flap window is held
+ANNOTATION_RETURNED_AT = "fleetdx.io/returned-at"
+ANNOTATION_HELD = "fleetdx.io/taint-held"
+_OURS = (ANNOTATION_TAINT_CODE, ANNOTATION_TAINT_LEVEL, ANNOTATION_HELD)
 #: a retest at a level removes a taint put at that level or a lower one
 _LEVEL_RANK = {"quick": 0, "standard": 1, "full": 2}
 #: Kubernetes caps a label value at 63 characters
@@ -59,7 +69,8 @@ class NodeMark(Contract):
     """What fleetdx writes on one Kubernetes node. ``taint`` is the taint's value (the first critical code) to
     set, ``None`` to remove fleetdx's own taint, and ``manage_taint`` false when taints are left alone (not
     asked for, or an UNKNOWN verdict); ``level`` is the run's level (``quick`` | ``standard`` | ``full``; empty
-    for a report without one), which a removal must reach."""
+    for a report without one), which a removal must reach; ``at`` the check's Unix time (s) and
+    ``flap_window_s`` the flap window (s) of the module doc."""
 
     node: str
     verdict: str
@@ -70,11 +81,14 @@ class NodeMark(Contract):
     manage_taint: bool = False
     taint: str | None = None
     level: str = ""
+    at: float = 0.0
+    flap_window_s: float = DEFAULT_FLAP_WINDOW_S
 
 
 class MarkResult(Contract):
     """How writing one node went: ``error`` is ``None`` when every write succeeded; ``note`` says why a
-    ``fleetdx.io/critical`` taint was kept (put by someone else, or by a run of a higher level)."""
+    ``fleetdx.io/critical`` taint was kept (put by someone else, by a run of a higher level, or held by flap
+    damping)."""
 
     node: str
     verdict: str
@@ -92,7 +106,9 @@ def _summary(findings: Sequence[Finding]) -> str:
     return text if len(text) <= _MESSAGE_MAX else text[: _MESSAGE_MAX - 3] + "..."
 
 
-def marks_of(report: RunReport, taint_critical: bool = False) -> list[NodeMark]:
+def marks_of(
+    report: RunReport, taint_critical: bool = False, flap_window_s: float = DEFAULT_FLAP_WINDOW_S
+) -> list[NodeMark]:
     """One :class:`NodeMark` per node of ``report``; a node's findings are those that name it (alone or in a
     group). Pure."""
     status = {Verdict.CRITICAL: "True", Verdict.OK: "False", Verdict.WARNING: "False", Verdict.UNKNOWN: "Unknown"}
@@ -118,6 +134,8 @@ def marks_of(report: RunReport, taint_critical: bool = False) -> list[NodeMark]:
                 manage_taint=taint_critical and node.verdict is not Verdict.UNKNOWN,
                 taint=critical[0].code.value[:_LABEL_MAX] if critical and taint_critical else None,
                 level=report.level.value if report.level is not None else "",
+                at=report.finished_at,
+                flap_window_s=flap_window_s,
             )
         )
     return marks
@@ -169,26 +187,50 @@ def _taints(mark: NodeMark, current: Any) -> TaintChange:
     ours = [t for t in existing if t.key == TAINT_KEY]
     owned_code = annotations.get(ANNOTATION_TAINT_CODE)
     owned = len(ours) == 1 and ours[0].effect == "NoSchedule" and ours[0].value == owned_code
-    forget = {ANNOTATION_TAINT_CODE: None, ANNOTATION_TAINT_LEVEL: None}
+    # annotations left behind by a taint someone else removed or replaced are dropped
+    forget: dict[str, str | None] = {k: None for k in _OURS if k in annotations}
     if ours and not owned:
         note = f"kept the {TAINT_KEY} taint: not put by fleetdx (no matching {ANNOTATION_TAINT_CODE} annotation)"
-        return TaintChange(annotations=forget if owned_code is not None else {}, tainted=True, note=note)
+        return TaintChange(annotations=forget, tainted=True, note=note)
     if mark.taint is not None:
         if owned and ours[0].value == mark.taint:
             return TaintChange(tainted=True)
-        put = {ANNOTATION_TAINT_CODE: mark.taint, ANNOTATION_TAINT_LEVEL: mark.level}
-        return TaintChange(
-            taints=[*others, {"key": TAINT_KEY, "value": mark.taint, "effect": "NoSchedule"}],
-            annotations=put,
-            tainted=True,
+        return _put(mark, others, annotations)
+    if not owned:
+        return TaintChange(annotations=forget, tainted=False)
+    return _lift(mark, others, annotations, forget)
+
+
+def _put(mark: NodeMark, others: list[dict[str, str]], annotations: dict[str, str]) -> TaintChange:
+    """fleetdx's taint put on the node, held when the node was returned within the flap window."""
+    assert mark.taint is not None
+    put: dict[str, str | None] = {ANNOTATION_TAINT_CODE: mark.taint, ANNOTATION_TAINT_LEVEL: mark.level}
+    try:
+        since_return = mark.at - float(annotations.get(ANNOTATION_RETURNED_AT, "nan"))
+    except ValueError:  # not a number: no return fleetdx knows of
+        since_return = float("nan")
+    if 0 <= since_return < mark.flap_window_s:
+        put[ANNOTATION_HELD] = (
+            f"CRITICAL again {since_return:.0f} s after fleetdx returned it (flap window {mark.flap_window_s:.0f} s)"
         )
-    if not owned:  # no taint of ours; annotations left behind by a taint someone removed are dropped
-        return TaintChange(annotations=forget if owned_code is not None else {}, tainted=False)
+    taints = [*others, {"key": TAINT_KEY, "value": mark.taint, "effect": "NoSchedule"}]
+    return TaintChange(taints=taints, annotations=put, tainted=True)
+
+
+def _lift(
+    mark: NodeMark, others: list[dict[str, str]], annotations: dict[str, str], forget: dict[str, str | None]
+) -> TaintChange:
+    """fleetdx's own taint after a clean check: removed, unless put at a higher level or held."""
     put_at = annotations.get(ANNOTATION_TAINT_LEVEL) or "quick"
     if _LEVEL_RANK.get(mark.level, -1) < _LEVEL_RANK.get(put_at, len(_LEVEL_RANK)):
         note = f"kept fleetdx's {TAINT_KEY} taint: put at level {put_at}, retested at {mark.level or 'no level'}"
         return TaintChange(tainted=True, note=note)
-    return TaintChange(taints=others, annotations=forget, tainted=False)
+    held = annotations.get(ANNOTATION_HELD)
+    if held:
+        back = f"kubectl taint nodes {mark.node} {TAINT_KEY}-"
+        note = f"kept fleetdx's {TAINT_KEY} taint, held: {held}; a person returns the node: {back}"
+        return TaintChange(tainted=True, note=note)
+    return TaintChange(taints=others, annotations={**forget, ANNOTATION_RETURNED_AT: f"{mark.at:.0f}"}, tainted=False)
 
 
 def apply_marks(marks: Sequence[NodeMark], api: Any) -> list[MarkResult]:
