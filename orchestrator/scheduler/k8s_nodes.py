@@ -31,7 +31,9 @@ change makes the write fail with 409 rather than lose the other writer's taint).
 :func:`watch` repeats a check and the marking at an interval: what ``fleetdx k8s watch`` runs in the DaemonSet of
 k8s/healthcheck-daemonset.yaml.
 
-RBAC: ``get`` and ``patch`` on ``nodes`` and ``patch`` on ``nodes/status`` (k8s/fleetdx-node-writer-rbac.yaml).
+RBAC: ``get`` and ``patch`` on ``nodes`` and ``patch`` on ``nodes/status`` (k8s/node-writer-rbac.yaml; the
+DaemonSet of k8s/healthcheck-daemonset.yaml is also held to its own node by the admission policy of
+k8s/healthcheck-rbac.yaml).
 """
 
 from __future__ import annotations
