@@ -21,9 +21,11 @@ them with their uptime; :func:`with_followed_kernel_log` puts that text in a bun
 ``dmesg`` (``dmesg_nvrm.txt``, its lines kept as the ``dmesg`` probe keeps them). A pre-flight's
 ``NodeJob.follow_kernel_log`` (a state file path) does this on the node.
 
-What the follower does not see, by design: XIDs logged before the first call are in the first call's result
-(the buffer from its oldest record); XIDs judged in an earlier check are not judged again (the store holds
-their findings, :mod:`fleetdx.orchestrator.store.xid_history`).
+What the follower does not judge again, by design: records read by an earlier check (the store holds their
+findings, :mod:`fleetdx.orchestrator.store.xid_history`), except the lines the caller asks to carry (the XIDs
+that drain a node, until a reset of their GPU or a reboot): a retest of a drained node must not read as clean
+only because its XID 48 was logged before the last check. XIDs logged before the first call are in the first
+call's result (the buffer from its oldest record).
 """
 
 from __future__ import annotations
@@ -34,11 +36,14 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import Field
+
 from fleetdx.probes.bundle import BundleData, CommandMeta
 from fleetdx.probes.catalog import DMESG_FILE, XID_LINE_RE, ProbeSource
 from fleetdx.probes.contracts import Contract, RunStatus
 from fleetdx.probes.errors import ParseError
 from fleetdx.probes.parsers.kmsg import dmesg_line, parse_kmsg
+from fleetdx.probes.parsers.xid import parse_xid
 from fleetdx.probes.runner import Runner
 
 KMSG = Path("/dev/kmsg")
@@ -69,6 +74,7 @@ class KernelLogFollow(Contract):
     last_seq: int | None = None
     lost: int = 0
     new_boot: bool = False
+    carried: int = 0  #: lines of earlier calls carried into ``text`` (``follow_kernel_log``'s ``carry``)
 
 
 class _State(Contract):
@@ -90,7 +96,7 @@ def _load(state_file: Path) -> _State | None:
         return None  # absent or unreadable: start from the buffer's oldest record
 
 
-def _save(state_file: Path, state: _State) -> str | None:
+def _save(state_file: Path, state: Contract) -> str | None:
     """Write the state atomically (a temporary file renamed over it); the error in words, else ``None``."""
     try:
         state_file.parent.mkdir(parents=True, exist_ok=True)
@@ -193,18 +199,75 @@ def follow_journal(
     )
 
 
+#: carried lines kept at most (the newest): a GPU that logs a critical XID every second must not grow the state
+MAX_CARRY = 256
+
+
+class _Carry(Contract):
+    boot_id: str | None = None
+    lines: list[str] = Field(default_factory=list)
+
+
+def _closed_by_reset(lines: list[str]) -> set[int]:
+    """Indexes of the XID / driver lines of ``lines`` that a later successful reset of their GPU closes
+    (:class:`~fleetdx.probes.parsers.xid.GpuReset`)."""
+    try:
+        log = parse_xid("\n".join(lines))
+    except ParseError:
+        return set()
+    seen = [(e.line, e.pci_key) for e in log.events] + [(d.line, d.pci_key) for d in log.driver_events]
+    closed: set[int] = set()
+    for r in log.resets:
+        closed.update(line - 1 for line, key in seen if r.pci_key is not None and key == r.pci_key and line < r.line)
+    return closed
+
+
+def _with_carry(
+    follow: KernelLogFollow, carry_file: Path, carry: Callable[[str], bool], boot_id_file: Path
+) -> KernelLogFollow:
+    """``follow`` with the carried lines of the same boot before its new ones, and the carried lines saved for
+    the next call: those ``carry`` accepts, unless a later reset of their GPU closed them (a new boot drops
+    them all)."""
+    boot = _boot_id(boot_id_file)
+    try:
+        before = _Carry.model_validate_json(carry_file.read_text())
+    except (OSError, ValueError):
+        before = _Carry(boot_id=boot)
+    old = before.lines if before.boot_id == boot else []
+    new = follow.text.splitlines()
+    lines = old + new
+    closed = _closed_by_reset(lines)
+    keep = [line for i, line in enumerate(lines) if i not in closed and carry(line)][-MAX_CARRY:]
+    error = _save(carry_file, _Carry(boot_id=boot, lines=keep))
+    text = "".join(line + "\n" for line in lines)
+    if error is not None:
+        return follow.model_copy(update={"text": text, "status": RunStatus.FAILED, "reason": error})
+    return follow.model_copy(update={"text": text, "carried": len(old)})
+
+
 def follow_kernel_log(
-    state_file: Path, runner: Runner, keep: Callable[[str], bool] | None = None, device: Path = KMSG
+    state_file: Path,
+    runner: Runner,
+    keep: Callable[[str], bool] | None = None,
+    device: Path = KMSG,
+    carry: Callable[[str], bool] | None = None,
 ) -> KernelLogFollow:
     """:func:`follow_kmsg` with ``state_file``; when ``/dev/kmsg`` is ``skipped``, :func:`follow_journal` with
-    ``<state_file>.journal-cursor``; when both are skipped, the kmsg result, its reason naming both."""
+    ``<state_file>.journal-cursor``; when both are skipped, the kmsg result, its reason naming both.
+
+    ``carry``: the lines that stay in every later result of the same boot (``<state_file>.carry``) until a
+    successful reset of their GPU closes them: the XIDs that drain a node, so that a retest does not read as
+    clean only because the fault was logged before the last check (a whole ``dmesg`` would still hold them)."""
     first = follow_kmsg(state_file, device=device, keep=keep)
-    if first.status is not RunStatus.SKIPPED:
-        return first
-    second = follow_journal(runner, state_file.with_name(state_file.name + ".journal-cursor"), keep=keep)
-    if second.status is RunStatus.SKIPPED:
-        return first.model_copy(update={"reason": f"{first.reason}; journalctl: {second.reason}"})
-    return second
+    got = first
+    if first.status is RunStatus.SKIPPED:
+        second = follow_journal(runner, state_file.with_name(state_file.name + ".journal-cursor"), keep=keep)
+        if second.status is RunStatus.SKIPPED:
+            return first.model_copy(update={"reason": f"{first.reason}; journalctl: {second.reason}"})
+        got = second
+    if carry is None or got.status is not RunStatus.OK:
+        return got
+    return _with_carry(got, state_file.with_name(state_file.name + ".carry"), carry, BOOT_ID)
 
 
 def keep_xid_lines(line: str) -> bool:
@@ -228,6 +291,8 @@ def with_followed_kernel_log(bundle: BundleData, follow: KernelLogFollow) -> Bun
         said += f", seq {follow.first_seq}-{follow.last_seq}"
     if follow.lost:
         said += f", {follow.lost} overwritten before they were read"
+    if follow.carried:
+        said += f"; {follow.carried} line(s) of open critical XIDs carried from earlier checks"
     if follow.new_boot:
         said += ", from the start of this boot"
     meta = CommandMeta(

@@ -221,3 +221,33 @@ def test_a_node_job_that_follows_judges_only_the_new_records(tmp_path: Path) -> 
     assert first is not None and first.argv == [str(KMSG)] and "from the start of this boot" in str(first.reason)
     second = collect_on_node(job).meta_for(DMESG_FILE)
     assert second is not None and "from the start of this boot" not in str(second.reason)
+
+
+def test_lines_that_drain_are_carried_until_a_reset_closes_them(tmp_path: Path) -> None:
+    """A retest must not read as clean only because the XID 79 was logged before the last check: the lines
+    that drain (orchestrator's drains_node: XID policy) are carried into every later result of the boot; a
+    successful reset of that GPU (the nvidia-smi line, here *modified* into a kmsg record) closes them."""
+    from fleetdx.orchestrator.preflight.run import drains_node
+
+    state, runner = tmp_path / "s.json", StandInJournal()
+    dev = _device(tmp_path, _xid_records(40, 2))  # XID 79 on 0000:18:00, XID 45 on 0000:2a:00
+    first = follow_kernel_log(state, runner, keep_xid_lines, device=dev, carry=drains_node)
+    assert [e.code for e in parse_xid(first.text).events] == [79, 45] and first.carried == 0
+    second = follow_kernel_log(state, runner, keep_xid_lines, device=dev, carry=drains_node)
+    assert (second.records, second.carried) == (0, 1)
+    assert [e.code for e in parse_xid(second.text).events] == [79]  # the teardown is not carried
+    dev.write_text(dev.read_text() + "6,42,9500000,-;GPU 00000000:18:00.0 was successfully reset.\n")
+    third = follow_kernel_log(state, runner, keep_xid_lines, device=dev, carry=drains_node)
+    assert len(parse_xid(third.text).resets) == 1 and third.carried == 1
+    fourth = follow_kernel_log(state, runner, keep_xid_lines, device=dev, carry=drains_node)
+    assert (fourth.text, fourth.carried) == ("", 0)
+
+
+def test_drains_node_follows_the_xid_policy() -> None:
+    from fleetdx.orchestrator.preflight.run import drains_node
+
+    assert drains_node("[ 9.0] NVRM: Xid (PCI:0000:18:00): 48, pid=1, name=x, DBE")
+    assert drains_node("[ 9.0] NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.")
+    assert not drains_node("[ 9.0] NVRM: Xid (PCI:0000:18:00): 13, pid=1, name=x, Graphics SM Warp Exception")
+    assert not drains_node("[ 9.0] NVRM: Xid (PCI:0000:18:00): 45, pid=1, name=x, Ch 00000001")
+    assert not drains_node("[ 9.0] br0: port 4(veth1) entered disabled state")

@@ -132,8 +132,26 @@ def collect_on_node(job: NodeJob) -> BundleData:
     if job.follow_kernel_log is not None and not replay:
         from fleetdx.probes.kmsg import follow_kernel_log, keep_xid_lines, with_followed_kernel_log
 
-        bundle = with_followed_kernel_log(bundle, follow_kernel_log(job.follow_kernel_log, runner, keep_xid_lines))
+        follow = follow_kernel_log(job.follow_kernel_log, runner, keep_xid_lines, carry=drains_node)
+        bundle = with_followed_kernel_log(bundle, follow)
     return bundle
+
+
+def drains_node(line: str) -> bool:
+    """A kernel-log line that drains a node by itself: an XID whose policy drains
+    (:func:`~fleetdx.orchestrator.diagnosis.xid_table.policy`) or the driver's line of a lost GPU. The
+    kernel-log follower carries such lines into every later check of the boot (``NodeJob.follow_kernel_log``)."""
+    from fleetdx.orchestrator.diagnosis.xid_table import policy
+    from fleetdx.probes.errors import ParseError
+    from fleetdx.probes.parsers.xid import parse_xid
+
+    if "NVRM" not in line:
+        return False
+    try:
+        log = parse_xid(line)
+    except ParseError:
+        return False
+    return bool(log.driver_events) or any(policy(e.code).drains for e in log.events)
 
 
 def lost_finding(outcome: NodeOutcome[Any], run_timeout_s: float) -> Finding:
