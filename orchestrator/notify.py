@@ -221,7 +221,7 @@ class Notifier:
         self.failed = 0  #: deliveries given up
         self.dropped = 0  #: events dropped because the queue was full
         self._queue: queue.Queue[Event | None] = queue.Queue(maxsize=max_queue)
-        self._client = httpx.Client(timeout=retry.timeout_s, transport=transport, follow_redirects=False)
+        self._transport = transport  # the client is made by the sending thread, when there is something to send
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -247,17 +247,13 @@ class Notifier:
             self._closed = True
             thread = self._thread
         if thread is None:
-            self._client.close()
             return True
         try:
             self._queue.put(None, timeout=timeout_s)
         except queue.Full:
             return False
         thread.join(timeout_s)
-        done = not thread.is_alive()
-        if done:
-            self._client.close()
-        return done
+        return not thread.is_alive()
 
     def _start(self) -> None:
         with self._lock:
@@ -266,31 +262,33 @@ class Notifier:
                 self._thread.start()
 
     def _run(self) -> None:
-        while True:
-            event = self._queue.get()
-            if event is None:
-                return
-            for hook in self.webhooks:
-                try:
-                    ok = self._deliver(hook, event)
-                except Exception as e:  # the thread must outlive any one bad event  # noqa: BLE001
-                    log.warning(
-                        "webhook %s: %s event not sent: %s", redact(hook.url), event.kind.value, type(e).__name__
-                    )
-                    ok = False
-                if ok:
-                    self.sent += 1
-                else:
-                    self.failed += 1
+        timeout = self.retry.timeout_s
+        with httpx.Client(timeout=timeout, transport=self._transport, follow_redirects=False) as client:
+            while (event := self._queue.get()) is not None:
+                self._send(client, event)
 
-    def _deliver(self, hook: Webhook, event: Event) -> bool:
+    def _send(self, client: httpx.Client, event: Event) -> None:
+        """``event`` to every webhook, counted."""
+        for hook in self.webhooks:
+            try:
+                ok = self._deliver(client, hook, event)
+            except Exception as e:  # the thread must outlive any one bad event  # noqa: BLE001
+                what = type(e).__name__
+                log.warning("webhook %s: %s event not sent: %s", redact(hook.url), event.kind.value, what)
+                ok = False
+            if ok:
+                self.sent += 1
+            else:
+                self.failed += 1
+
+    def _deliver(self, client: httpx.Client, hook: Webhook, event: Event) -> bool:
         """POST ``event`` to ``hook`` with retries; True when it answered 2xx."""
         payload = body(event, hook.format)
         where = redact(hook.url)
         attempts = self.retry.attempts
         for attempt in range(1, attempts + 1):
             try:
-                answer = self._client.post(hook.url, json=payload)
+                answer = client.post(hook.url, json=payload)
                 status: int | None = answer.status_code
                 reason = f"HTTP {status}"
             except httpx.TimeoutException:
