@@ -164,3 +164,12 @@ def test_metrics_example_is_what_metrics_prints(client: TestClient) -> None:
     assert list(op["responses"]["200"]["content"]) == ["text/plain; version=0.0.4"]
     names = set(re.findall(r"^# TYPE (\S+)", docs.METRICS_TEXT, re.M))
     assert names <= set(re.findall(r"^# TYPE (\S+)", client.get("/metrics").text, re.M))
+
+
+def test_docs_need_no_token_even_when_reads_do(tmp_path: Path) -> None:
+    """With --auth-reads the data needs a token; the documentation, which holds none, does not."""
+    with Store.open(migrated(f"sqlite:///{tmp_path}/docs.db")) as store:
+        c = TestClient(create_app(store, auth_reads=True))
+        assert c.get("/runs").status_code == 401
+        for url in ("/docs", "/redoc", "/openapi.json", docs.REDOC_JS_URL, f"{docs.ASSETS_URL}/{docs.SWAGGER_CSS}"):
+            assert c.get(url).status_code == 200, url

@@ -270,3 +270,22 @@ def test_a_quarantine_is_sent_once_its_transaction_commits(tmp_path: Path, hook:
     assert sent["hosts"] == ["gpu07"] and sent["codes"] == ["GPU_COUNT_MISMATCH"] and sent["run_id"] == "pf-q"
     assert sent["summary"] == f"gpu07 quarantined by fleetdx: {reason}"
     assert sent["details"]["from_state"] == "suspect"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--webhook", "ftp://user:hunter2@hooks.example/T0SECRET/B0SECRET/XyZsecretPath"], "not an http"),
+        (["--webhook", "https://hooks.example/x", "--webhook-format", "teams"], "generic, slack"),
+    ],
+)
+def test_serve_refuses_a_bad_webhook_in_one_line_without_its_secret(args: list[str], said: str) -> None:
+    from typer.testing import CliRunner
+
+    from fleetdx.orchestrator.cli import serve_cmd
+    from tests.cliapp import cli_app
+
+    r = CliRunner().invoke(cli_app(serve_cmd), ["serve", *args])
+    assert r.exit_code == 3 and said in r.output, r.output
+    for secret in SECRET_URL_PARTS:
+        assert secret not in r.output
