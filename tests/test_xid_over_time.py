@@ -28,6 +28,8 @@ from fleetdx.probes.facts import NodeFacts
 from fleetdx.probes.parsers.xid import XidHistory, XidSighting, parse_xid
 
 BUSES = ["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"]
+pytest_plugins = ["tests.pgfixtures"]
+
 XID_CODES = {FindingCode.GPU_XID, FindingCode.GPU_LOST, FindingCode.GPU_HW_FAULT, FindingCode.CUDA_ERROR}
 
 
@@ -230,7 +232,7 @@ def test_the_dmesg_probe_keeps_reset_lines() -> None:
 # --- the store's history reaches the rule -----------------------------------------------------------------
 
 
-def test_stored_runs_make_the_history_and_escalate_a_third_job(tmp_path: Path) -> None:
+def test_stored_runs_make_the_history_and_escalate_a_third_job(migrated_url: str) -> None:
     """Two earlier pre-flights (stored) each saw XID 13 from one job on GPU 0000:3a:00; the third run's log
     shows a third job: the stored findings' pids make it three jobs, critical. A re-read of the same log adds
     none. The history's window leaves older runs out."""
@@ -238,7 +240,7 @@ def test_stored_runs_make_the_history_and_escalate_a_third_job(tmp_path: Path) -
     from fleetdx.orchestrator.report import RunKind
     from fleetdx.orchestrator.store import Store
 
-    url = f"sqlite:///{tmp_path / 'x.db'}"
+    url = migrated_url
     t0 = 1_763_800_000.0
     with Store.open(url) as store:
         for i, pid in enumerate((11, 22)):
