@@ -251,3 +251,9 @@ def test_drains_node_follows_the_xid_policy() -> None:
     assert not drains_node("[ 9.0] NVRM: Xid (PCI:0000:18:00): 13, pid=1, name=x, Graphics SM Warp Exception")
     assert not drains_node("[ 9.0] NVRM: Xid (PCI:0000:18:00): 45, pid=1, name=x, Ch 00000001")
     assert not drains_node("[ 9.0] br0: port 4(veth1) entered disabled state")
+    reboot = "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
+    assert drains_node(f"[ 9.0] NVRM: Xid (PCI:0000:18:00): 154, pid=1, name=x, {reboot}")
+    assert not drains_node(
+        "[ 9.0] NVRM: Xid (PCI:0000:18:00): 154, GPU recovery action changed from 0x2 (x) to 0x0 (None)"
+    )
+    assert not drains_node("[ 9.0] NVRM: Xid (PCI:0000:18:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0)")

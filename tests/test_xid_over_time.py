@@ -123,6 +123,7 @@ def test_policy_follows_xid_md() -> None:
     assert all("docs.nvidia.com/deploy/xid-errors" in p.source for p in xid_table.policy_table())
     for p in xid_table.policy_table():
         assert p.drains == (xid_table.lookup(p.code).xid_class.severity is Severity.CRITICAL)
+    assert not xid_table.policy(154).drains  # by the recovery action its message names
 
 
 # --- repeats across jobs ------------------------------------------------------------------------------------

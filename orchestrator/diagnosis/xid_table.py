@@ -484,8 +484,9 @@ class XidPolicy(Contract):
     """How fleetdx judges one XID over time.
 
     ``drains``: one event of the code, alone, makes the node critical (its class is RESET, NODE or
-    HW-INVESTIGATE). ``repeat_jobs``: for a code that does not drain alone, how many distinct jobs (processes,
-    by the XID line's ``pid``) raising it, or another code of its family, on the same GPU escalate it to
+    HW-INVESTIGATE; 154: by the action its message names, :func:`classify`). ``repeat_jobs``: for a code that
+    does not drain alone, how many distinct jobs (processes, by the XID line's ``pid``) raising it, or another
+    code of its family, on the same GPU escalate it to
     ``escalates_to``; ``None``: never. ``repeat_window_s``: how far back earlier runs' findings count (the
     store's history, :class:`XidHistory`); the current kernel log counts whole (it is the current boot's).
     ``repeat_events``: the within-log repeat count on one GPU that escalates (:data:`REPEAT_ESCALATION`), for
@@ -520,6 +521,9 @@ DRIVER_XIDS: frozenset[int] = frozenset({37, 38, 44, 119, 120, 154, 159})
 #: application teardowns: never drain alone (NVSentinel's bucket for 45 "not solo: IGNORE, follow other Xid")
 TEARDOWN_XIDS: frozenset[int] = frozenset({45})
 
+#: XIDs whose message decides whether they drain: 154 names the recovery action (:func:`recovery_action_class`)
+MESSAGE_JUDGED_XIDS: frozenset[int] = frozenset({154})
+
 _POLICY_SOURCE = (
     "NVIDIA XID catalog (docs.nvidia.com/deploy/xid-errors, Analyzing Xid Errors with the Xid Catalog); "
     "NVIDIA NVSentinel xiderrorsmapping.csv; ../shared/xid.md"
@@ -539,7 +543,8 @@ def policy(code: int) -> XidPolicy:
     return XidPolicy(
         code=code,
         origin=origin,
-        drains=info.xid_class.severity is Severity.CRITICAL,
+        # 154 drains by the recovery action its message names (recovery_action_class), not by its code
+        drains=info.xid_class.severity is Severity.CRITICAL and code not in MESSAGE_JUDGED_XIDS,
         repeat_jobs=CROSS_JOB_THRESHOLD if cross else None,
         repeat_window_s=CROSS_JOB_WINDOW_S if cross else None,
         repeat_events=REPEAT_ESCALATION if info.escalates_to is not None else None,

@@ -138,10 +138,11 @@ def collect_on_node(job: NodeJob) -> BundleData:
 
 
 def drains_node(line: str) -> bool:
-    """A kernel-log line that drains a node by itself: an XID whose policy drains
-    (:func:`~fleetdx.orchestrator.diagnosis.xid_table.policy`) or the driver's line of a lost GPU. The
-    kernel-log follower carries such lines into every later check of the boot (``NodeJob.follow_kernel_log``)."""
-    from fleetdx.orchestrator.diagnosis.xid_table import policy
+    """A kernel-log line that drains a node by itself: an XID critical by its own line
+    (:func:`~fleetdx.orchestrator.diagnosis.xid_table.classify`: the policy's draining codes, XID 154 by the
+    action it names, an NVLink XID unless it says non-fatal) or the driver's line of a lost GPU. The kernel-log
+    follower carries such lines into every later check of the boot (``NodeJob.follow_kernel_log``)."""
+    from fleetdx.orchestrator.diagnosis.xid_table import classify
     from fleetdx.probes.errors import ParseError
     from fleetdx.probes.parsers.xid import parse_xid
 
@@ -151,7 +152,9 @@ def drains_node(line: str) -> bool:
         log = parse_xid(line)
     except ParseError:
         return False
-    return bool(log.driver_events) or any(policy(e.code).drains for e in log.events)
+    return bool(log.driver_events) or any(
+        classify(e.code, 1, e.message).severity is Severity.CRITICAL for e in log.events
+    )
 
 
 def lost_finding(outcome: NodeOutcome[Any], run_timeout_s: float) -> Finding:
