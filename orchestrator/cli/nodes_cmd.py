@@ -171,7 +171,8 @@ def check(
     if as_json:
         print_json(outcome)
     else:
-        typer.echo(f"{outcome.node}: {outcome.action.value}: {outcome.message}")
+        state = f" [state {outcome.state.value}]" if outcome.state is not None else ""
+        typer.echo(f"{outcome.node}: {outcome.action.value}: {outcome.message}{state}")
     if outcome.action in (Action.DRAINED, Action.KEPT_OUT):
         raise typer.Exit(2)
 

@@ -214,14 +214,14 @@ class SlurmCheck:
         if store is not None:
             drained = DrainEvent(at=self.now(), reason=reason, run_id=result.report.run_id)
             status = states.record(store, self.host, drained).status
-        return self._outcome(Action.DRAINED, f"drained: {reason}", result, status)
+        return self._outcome(Action.DRAINED, reason, result, status)
 
     def _retest(self, check: CheckFn, store: Store, reason: str) -> CheckOutcome:
         """Drained with fleetdx's reason: retest, and resume only what the store confirms (module doc)."""
         status = states.get(store, self.host)
         if status is not None and status.state is NodeState.RETURNED:
             slurm_drain.resume(self.runner, self.node)
-            return self._outcome(Action.RESUMED, f"resumed: returned in the store ({status.reason})", None, status)
+            return self._outcome(Action.RESUMED, f"returned in the store ({status.reason})", None, status)
         if status is None or status.state not in (NodeState.SUSPECT, NodeState.QUARANTINED, NodeState.RETESTING):
             held = "unknown to the store" if status is None else f"{status.state.value} in the store"
             return self._outcome(
@@ -236,9 +236,9 @@ class SlurmCheck:
         after = states.get(store, self.host)
         if after is not None and after.state is NodeState.RETURNED:
             slurm_drain.resume(self.runner, self.node)
-            return self._outcome(Action.RESUMED, f"resumed: {after.reason}", result, after)
+            return self._outcome(Action.RESUMED, after.reason, result, after)
         why = after.reason if after is not None else "no state"
-        return self._outcome(Action.KEPT_OUT, f"still drained: {why}", result, after)
+        return self._outcome(Action.KEPT_OUT, why, result, after)
 
 
 def _jobs_running(check: CheckFn, slurm_state: str) -> CheckFn:
