@@ -269,10 +269,19 @@ def test_srun_task_becomes_a_rank_only_where_the_log_shows_the_layout(tmp_path: 
     log.write_text("\n".join(lines) + "\n")
     cause = run_postmortem([LogFiles([log])]).causes[0]
     assert (cause.code, cause.rank, cause.host) == (F.PROCESS_CRASH, 102, "sim3")
+    # no pair and no launcher starting several ranks per task: srun started one process per rank (SLURM_PROCID)
     bare = tmp_path / "bare.out"
     bare.write_text("0: step 1\nsrun: error: sim3: task 2: Segmentation fault\n")
     cause = run_postmortem([LogFiles([bare])]).causes[0]
-    assert (cause.code, cause.rank, cause.host) == (F.PROCESS_CRASH, None, "sim3")  # task 2 is no rank
+    assert (cause.code, cause.rank, cause.host) == (F.PROCESS_CRASH, 2, "sim3")
+    # torchrun under srun (one task per node): task 2 is a node's launcher, no rank
+    torchrun = tmp_path / "torchrun.out"
+    torchrun.write_text(
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -11) local_rank: 0 (pid: 71) of "
+        "binary: /usr/bin/python\nsrun: error: sim3: task 2: Segmentation fault\n"
+    )
+    causes = run_postmortem([LogFiles([torchrun])]).causes
+    assert causes and all(c.rank != 2 for c in causes)
 
 
 def test_a_watchdog_teardown_is_no_cause_of_its_own_a_real_cpp_crash_is(tmp_path: Path) -> None:

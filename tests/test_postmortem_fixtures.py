@@ -36,7 +36,7 @@ EXPECTED: dict[str, tuple[F, int | None, str | None, list[int]]] = {
     "25": (F.OOM_GPU, None, "ng30903", [14]),
     "27": (F.PROCESS_CRASH, 0, None, [1]),
     "28": (F.PROCESS_CRASH, 0, "n136-117-136.byted.org", [15]),
-    "29": (F.OOM_HOST, None, "node107", [1, 2]),
+    "29": (F.OOM_HOST, 0, "node107", [1, 2]),  # srun task 0, no launcher in the log: rank 0 (SLURM_PROCID)
     "32": (F.GPU_HW_FAULT, None, None, [1, 5, 2, 7, 3, 6, 4]),  # one cause for the four GPUs' burst
     "34": (F.NCCL_TRANSPORT_FALLBACK, None, None, [1]),
     "36": (F.CUDA_ERROR, 0, None, [10]),

@@ -17,7 +17,7 @@ FIX = Path(__file__).parent / "fixtures" / "joblogs_catalog"
 
 #: file stem -> (first cause's code, rank, host, a phrase its message must carry)
 CASES = {
-    "01_slurm_oom_new": (F.OOM_HOST, None, "gpu-a07", "gpu-a07"),
+    "01_slurm_oom_new": (F.OOM_HOST, 3, "gpu-a07", "gpu-a07"),  # srun task 3, no launcher: rank 3
     "02_dump_signal_only": (F.NCCL_TIMEOUT, None, None, "rank 5"),  # rank 5 timed out: it waited, not the culprit
     "03_watchdog_stuck": (F.NCCL_TIMEOUT, 2, None, "got stuck"),
     "04_no_socket": (F.CONFIG_ERROR, None, "node17", "no usable network interface"),

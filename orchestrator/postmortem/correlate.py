@@ -764,6 +764,11 @@ def correlate(
         named_hosts = {e.host for e, j in members if e.host and j.priority >= DECISIVE}
         if lead.host is None and len(named_hosts) == 1:  # e.g. slurmstepd's line beside srun's for one host
             lead = lead.model_copy(update={"host": named_hosts.pop()})
+        # one rank named in the group (srun's "task 4" beside slurmstepd's oom-kill; torch's "[Rank 1] NCCL watchdog
+        # thread terminated with exception: CUDA error" after the same error without a prefix): the lead's rank
+        named_ranks = {e.rank for e in evs if e.rank is not None}
+        if lead.rank is None and len(named_ranks) == 1:
+            lead = lead.model_copy(update={"rank": named_ranks.pop()})
         if code is FindingCode.NCCL_TIMEOUT:
             analysis = timeout_analysis(evs, world, failed)
             cause, miss = _timeout_cause(evs, analysis, gmap, rank_hosts)

@@ -11,7 +11,10 @@ Sources, first found wins for a rank:
    ``HOST`` that ended badly), with the task -> rank pairs the log showed (``N: [rankR]:`` under ``srun -l``);
    when every pair the log shows is ``task N = rank N`` (``srun`` starting one process per rank, rank taken from
    ``SLURM_PROCID``), a task the log shows no pair for is that rank too: a task printing no ``[rankN]:`` is no
-   reason to give up the layout its siblings show;
+   reason to give up the layout its siblings show. When the log shows no pair at all and no launcher that starts
+   several ranks per task (torchrun/elastic's ChildFailedError or agent lines, a ``local_rank``, DeepSpeed's or
+   accelerate's launcher), the task is the rank as well (srun(1): ``SLURM_PROCID`` is the task id, which
+   frameworks take as the global rank), said as such in the event's details (``rank_is_task_id``);
 4. the job model's rank placement (``Job.ranks``: Slurm's block layout from its tasks per node), which is also the
    task layout: task ``N`` runs on ``Job.ranks[N].host``.
 
@@ -48,6 +51,27 @@ def task_ids(text: str) -> list[int]:
     return out
 
 
+#: words of a launcher that starts several ranks per srun task (its lines, or a rank's own arguments)
+_LAUNCHER_WORDS = ("torch.distributed.elastic", "torchrun", "local_rank", "launch.py", "deepspeed", "accelerate")
+
+
+def _launcher(e: JobEvent) -> bool:
+    """Whether ``e`` shows a launcher that starts several ranks per task (module doc, source 3)."""
+    if e.kind is EventKind.CHILD_FAILED or e.local_rank is not None or "local_rank" in e.details:
+        return True
+    text = e.text.lower()
+    return any(w in text for w in _LAUNCHER_WORDS)
+
+
+def _task_layout(task_ranks: Mapping[int, int], events: Sequence[JobEvent]) -> RankMap:
+    """An empty map with the task -> rank layout (module doc, source 3)."""
+    m = RankMap(task_ranks=dict(task_ranks))
+    m.identity = bool(task_ranks) and all(t == r for t, r in task_ranks.items())
+    if not task_ranks and not any(_launcher(e) for e in events):
+        m.identity = m.assumed = True
+    return m
+
+
 def _line(e: JobEvent | GpuFact) -> EvidenceLine:
     return EvidenceLine(file=e.file, line=e.line, text=e.text)
 
@@ -62,6 +86,8 @@ class RankMap:
     task_lines: dict[int, EvidenceLine | None] = field(default_factory=dict)
     task_ranks: dict[int, int] = field(default_factory=dict)
     identity: bool = False  #: every task -> rank pair the logs showed is task N = rank N
+    #: no pair shown and no multi-rank launcher seen: task N taken as rank N (module doc, source 3)
+    assumed: bool = False
 
     def add(self, rank: int, host: str, line: EvidenceLine | None) -> None:
         if rank not in self.hosts:
@@ -85,7 +111,11 @@ class RankMap:
             rank = e.rank if e.rank is not None else (self.rank_of_task(e.task) if e.task is not None else None)
             if e.rank is None and rank is not None:
                 update["rank"] = rank
-                update["details"] = {**e.details, "rank_from_task": True}
+                update["details"] = {
+                    **e.details,
+                    "rank_from_task": True,
+                    **({"rank_is_task_id": True} if self.assumed else {}),
+                }
             if e.host is None:
                 line: EvidenceLine | None = None
                 if rank is not None and rank in self.hosts:
@@ -118,9 +148,8 @@ def rank_map(
 ) -> RankMap:
     """The rank and task placement of a job from its events, the logs' rank -> host and task -> rank pairs, the
     NCCL init lines of whole-job communicators by rank (``inits``) and the job model (module doc)."""
-    m = RankMap(task_ranks=dict(task_ranks))
-    m.identity = bool(task_ranks) and all(t == r for t, r in task_ranks.items())
     events = list(events)
+    m = _task_layout(task_ranks, events)
     for e in events:  # source 1: a line naming both
         if e.rank is not None and e.host is not None and e.kind is not EventKind.SRUN_TASK_EXIT:
             m.add(e.rank, e.host, _line(e))
