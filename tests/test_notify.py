@@ -289,3 +289,31 @@ def test_serve_refuses_a_bad_webhook_in_one_line_without_its_secret(args: list[s
     assert r.exit_code == 3 and said in r.output, r.output
     for secret in SECRET_URL_PARTS:
         assert secret not in r.output
+
+
+def test_a_live_hang_sends_job_hang(hook: Hook) -> None:
+    """`fleetdx watch` sends a job.hang event for its STEP_HANG finding through the process's notifier, and
+    nothing for a straggler."""
+    from fleetdx.orchestrator import notify as notify_mod
+    from fleetdx.orchestrator.cli.watch_cmd import notify_hang
+
+    hang = Finding(
+        code=FindingCode.STEP_HANG,
+        severity=Severity.CRITICAL,
+        nodes=["gpu07", "gpu08"],
+        subject="ranks 2, 3",
+        message="no rank completed a step for 41 s (20 x the median step 2.05 s); ranks 2, 3 stopped first",
+    )
+    straggler = Finding(
+        code=FindingCode.STEP_STRAGGLER_RANK, severity=Severity.WARNING, nodes=["gpu07"], message="rank 2 slow"
+    )
+    n = notify_mod.configure([Webhook(hook.url, WebhookFormat.SLACK)], retry=FAST)
+    try:
+        assert notify_hang(straggler) is False
+        assert notify_hang(hang) is True
+        assert n.close(timeout_s=60)
+    finally:
+        notify_mod.configure([])
+    (sent,) = hook.bodies
+    assert sent["text"].startswith("*fleetdx job.hang*: ranks 2, 3: no rank completed a step for 41 s")
+    assert "nodes: gpu07, gpu08" in sent["text"] and "codes: STEP_HANG" in sent["text"]

@@ -102,11 +102,32 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(_run(req, as_json, len(paths)))
 
 
+def notify_hang(f: Any) -> bool:
+    """A ``job.hang`` webhook event (:mod:`fleetdx.orchestrator.notify`; ``$FLEETDX_WEBHOOKS``) for a
+    ``STEP_HANG`` finding, sent in the background (the process waits for it at exit, bounded); True when queued.
+    Any other finding sends nothing."""
+    if getattr(getattr(f, "code", None), "value", None) != "STEP_HANG":
+        return False
+    from fleetdx.orchestrator.notify import Event, EventKind, notify
+
+    return notify(
+        Event(
+            kind=EventKind.JOB_HANG,
+            summary=f"{f.subject}: {f.message}" if f.subject else f.message,
+            verdict="CRITICAL",
+            hosts=list(f.nodes),
+            codes=[f.code.value],
+            details={"rank": f.rank, "subject": f.subject},
+        )
+    )
+
+
 def _run(req: Any, as_json: bool, n_paths: int) -> int:
     """Watch until stopped (SIGINT/SIGTERM end it cleanly); the exit code."""
     from fleetdx.orchestrator.watch.run import Watcher
 
     def emit(f: Any) -> None:
+        notify_hang(f)
         if as_json:
             sys.stdout.write(f.model_dump_json() + "\n")
             sys.stdout.flush()
