@@ -77,6 +77,7 @@ SLOW = (
     "test_rawfile.py::test_a_huge_kernel_log_is_streamed",
     "test_steps_hta.py",
     "test_watch_live.py::test_synthetic_live_job_straggler_then_hang",
+    "test_watch_gloo.py",
     "test_kineto.py::test_any_chunk_size_reads_the_same",
     "test_kineto.py::test_fuzz_structured_events",
     "test_collective.py::test_worker_body_runs_every_collective",

@@ -41,7 +41,8 @@ by the same CUSUM. Not reported while a straggler explains it.
 data / step; a data straggler's own data stage left out), ``STEP_BURSTY`` (warning) for ranks whose step
 times over the window have a coefficient of variation over 0.2 and at least ``max(2, 5%)`` spikes (over 1.5 x
 the rank's median and modified z over 3.5): the offline rules of :mod:`fleetdx.orchestrator.steps.analyze`
-over a sliding window; the stage that makes the spikes is named (``data``: data stalls). Each is reported once
+over a sliding window (bursts: only once the rank has a full window); the stage that makes the spikes is named
+(``data``: data stalls). Each is reported once
 per episode (until a later window no longer meets it).
 
 Bounded memory: ``window`` steps per rank, pending steps at most ``max_lag_steps`` past the judged one per
@@ -414,6 +415,8 @@ class OnlineDetector:
             self._data_open = False
         hit: list[tuple[int, float, int, str]] = []
         for r, steps in sorted(self._rank_steps.items()):
+            if len(steps) < p.window:  # a full window only: a few spikes in a short one are noise
+                continue
             found = self._bursty(list(steps))
             if found is None:
                 self._bursty_open.discard(r)
