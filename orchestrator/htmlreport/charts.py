@@ -216,3 +216,33 @@ def stacked_bars(title: str, categories: list[str], stages: dict[str, list[float
     fig.update_xaxes(type="category", automargin=True)
     fig.update_yaxes(title=y_title, automargin=True)
     return _layout(fig, title, 440)
+
+
+#: a verdict's colour, as the pages' badges draw it ("NONE": a node no run judged)
+VERDICT_COLOURS = {
+    "CRITICAL": "#b42318",
+    "WARNING": "#b54708",
+    "UNKNOWN": "#6941c6",
+    "OK": "#067647",
+    "NONE": "#98a2b3",
+}
+
+
+def count_bars(title: str, categories: list[str], segments: dict[str, list[int]], y_title: str) -> go.Figure:
+    """One stacked bar per category (a node state), one segment per verdict (coloured by
+    :data:`VERDICT_COLOURS`), counts as whole numbers."""
+    fig = go.Figure()
+    for name, values in segments.items():
+        fig.add_trace(
+            go.Bar(
+                x=categories,
+                y=values,
+                name=name,
+                marker={"color": VERDICT_COLOURS.get(name, "#98a2b3")},
+                hovertemplate="%{x}: %{y} " + name + "<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="stack", bargap=0.3)
+    fig.update_xaxes(type="category", automargin=True)
+    fig.update_yaxes(title=y_title, automargin=True, tickformat="d", rangemode="tozero")
+    return _layout(fig, title, 260)

@@ -23,6 +23,9 @@ from fleetdx.probes.errors import ConfigError
 #: the page loads nothing from anywhere: scripts and styles are inline, images only ``data:`` (plotly's
 #: "download as PNG" button); a browser refuses any other load (W3C Content Security Policy Level 3)
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:"
+#: a page the service serves loads plotly.js from the service itself (one cached file instead of 4.8 MB inlined
+#: in every page): the same policy with the page's own origin allowed for scripts
+SERVED_CSP = CSP.replace("script-src 'unsafe-inline'", "script-src 'self' 'unsafe-inline'")
 
 
 @dataclass(frozen=True)
@@ -135,14 +138,17 @@ def _env() -> Environment:
     return env
 
 
-def render(template: str, **context: Any) -> str:
-    """Render ``template`` (a file of ``templates/``) with the page furniture every report has."""
+def render(template: str, plotly_src: str | None = None, **context: Any) -> str:
+    """Render ``template`` (a file of ``templates/``) with the page furniture every report has. ``plotly_src``:
+    the URL (on the page's own origin) the service serves plotly.js at (:data:`SERVED_CSP`); ``None``: plotly.js
+    inlined, a self-contained file."""
     return (
         _env()
         .get_template(template)
         .render(
-            csp=CSP,
-            plotly_js=plotly_js(),
+            csp=CSP if plotly_src is None else SERVED_CSP,
+            plotly_js=plotly_js() if plotly_src is None else "",
+            plotly_src=plotly_src,
             fleetdx_version=__version__,
             generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
             **context,

@@ -354,8 +354,10 @@ def render_postmortem(
     curves: Sequence[BusbwCurve] = (),
     sources: Sequence[str] = (),
     limits: Limits | None = None,
+    plotly_src: str | None = None,
 ) -> str:
-    """The postmortem as one self-contained HTML page (a ``str``, about 5 MB: plotly.js is inlined).
+    """The postmortem as one self-contained HTML page (a ``str``, about 5 MB: plotly.js is inlined; with
+    ``plotly_src``, the service's URL of plotly.js, the page loads it from there instead).
 
     Args:
         report: what ``fleetdx postmortem --json`` prints; its ``history`` (the blamed hosts' stored runs, when
@@ -381,6 +383,7 @@ def render_postmortem(
         bandwidth = bandwidth_figures([b.curve for b in report.bandwidth], lim, where, job_hosts=ours)
     return render(
         "postmortem.html.j2",
+        plotly_src=plotly_src,
         title="fleetdx postmortem" + (f" of job {report.job.job_id}" if report.job and report.job.job_id else ""),
         report=report,
         verdict=report.verdict.name,

@@ -12,6 +12,8 @@ Endpoints (JSON bodies are the store's contracts):
   whose ``nodes`` name it; an unknown code or severity is a 422 listing the valid values.
 - ``GET /docs`` (Swagger UI), ``GET /redoc`` (ReDoc), ``GET /openapi.json``: the API's documentation, its
   scripts and stylesheets served by this service (:mod:`fleetdx.orchestrator.service.docs`: no CDN).
+- ``GET /`` (the fleet page), ``GET /nodes/{host}``, ``GET /jobs/{job_id}``, ``GET /postmortems/{id}``: HTML
+  pages (:mod:`fleetdx.orchestrator.service.pages`), reads like the JSON endpoints.
 - ``GET /metrics``: the Prometheus text format (:mod:`fleetdx.orchestrator.service.metrics`).
 - ``GET /placement?nodes=N&gpus_per_node=K[&partition=&hostlist=&exclude=HOSTLIST&ib_port=1]`` and
   ``POST /placement`` (a ``PlacementRequest`` body) -> ``PlacementAnswer``: where a job should go
@@ -66,6 +68,7 @@ from fleetdx.orchestrator.notify import Notifier, default_notifier
 from fleetdx.orchestrator.placement.contracts import PlacementAnswer, PlacementRequest
 from fleetdx.orchestrator.placement.job import PlacementInputError, place
 from fleetdx.orchestrator.report import RunReport
+from fleetdx.orchestrator.service import pages
 from fleetdx.orchestrator.service.alerts import preflight_critical
 from fleetdx.orchestrator.service.auth import Auth, require_read, require_write
 from fleetdx.orchestrator.service.docs import install_docs
@@ -567,5 +570,6 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, internal_error)
     app.include_router(_router())
+    app.include_router(pages.router())  # GET /, /nodes/{host}, /jobs/{job_id}: HTML for people
     install_docs(app)
     return app
