@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "postmortem": "postmortem_cmd",
     "steps": "steps_cmd",
     "goodput": "goodput_cmd",
+    "report": "report_cmd",
     "watch": "watch_cmd",
     "place": "place_cmd",
     "topo": "topo_cmd",
