@@ -16,7 +16,11 @@ Sources, first found wins for a rank:
    accelerate's launcher), the task is the rank as well (srun(1): ``SLURM_PROCID`` is the task id, which
    frameworks take as the global rank), said as such in the event's details (``rank_is_task_id``);
 4. the job model's rank placement (``Job.ranks``: Slurm's block layout from its tasks per node), which is also the
-   task layout: task ``N`` runs on ``Job.ranks[N].host``.
+   task layout: task ``N`` runs on ``Job.ranks[N].host``;
+5. a launcher's local rank (torch elastic's ``local_rank: N``, DeepSpeed's ``'--local_rank=N'``) is the rank of
+   an event that names no other when the evidence shows a one-node job (one host at most, no rank whose local
+   rank differs): the local rank is then the global rank (torchrun: ``RANK = node_rank x nproc_per_node +
+   LOCAL_RANK``, with node_rank 0), said in the event's details (``rank_from_local_rank``).
 
 A rank's host is never guessed from a number: when none of these names it, it stays unknown.
 """
@@ -72,6 +76,19 @@ def _task_layout(task_ranks: Mapping[int, int], events: Sequence[JobEvent]) -> R
     return m
 
 
+def _int_or_none(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _single_node(events: Sequence[JobEvent], rank_hosts: Mapping[int, str], job: Job | None) -> bool:
+    """Whether the evidence shows a one-node job: at most one host named (events, rank prefixes, the job model)
+    and no event whose rank and local rank differ (module doc, source 5)."""
+    hosts = {e.host for e in events if e.host} | set(rank_hosts.values()) | set(job.nodes if job else [])
+    if len(hosts) > 1:
+        return False
+    return not any(e.rank is not None and e.local_rank is not None and e.rank != e.local_rank for e in events)
+
+
 def _line(e: JobEvent | GpuFact) -> EvidenceLine:
     return EvidenceLine(file=e.file, line=e.line, text=e.text)
 
@@ -88,6 +105,8 @@ class RankMap:
     identity: bool = False  #: every task -> rank pair the logs showed is task N = rank N
     #: no pair shown and no multi-rank launcher seen: task N taken as rank N (module doc, source 3)
     assumed: bool = False
+    #: the logs show one host at most and no rank whose local rank differs: a local rank is the rank (source 5)
+    single_node: bool = False
 
     def add(self, rank: int, host: str, line: EvidenceLine | None) -> None:
         if rank not in self.hosts:
@@ -109,7 +128,12 @@ class RankMap:
         for e in events:
             update: dict[str, object] = {}
             rank = e.rank if e.rank is not None else (self.rank_of_task(e.task) if e.task is not None else None)
-            if e.rank is None and rank is not None:
+            local = e.local_rank if e.local_rank is not None else _int_or_none(e.details.get("local_rank"))
+            if rank is None and local is not None and self.single_node:
+                rank = local
+                update["details"] = {**e.details, "rank_from_local_rank": True}
+                update["rank"] = rank
+            elif e.rank is None and rank is not None:
                 update["rank"] = rank
                 update["details"] = {
                     **e.details,
@@ -150,6 +174,7 @@ def rank_map(
     NCCL init lines of whole-job communicators by rank (``inits``) and the job model (module doc)."""
     events = list(events)
     m = _task_layout(task_ranks, events)
+    m.single_node = _single_node(events, rank_hosts, job)
     for e in events:  # source 1: a line naming both
         if e.rank is not None and e.host is not None and e.kind is not EventKind.SRUN_TASK_EXIT:
             m.add(e.rank, e.host, _line(e))

@@ -377,6 +377,8 @@ _NCCL_INIT_RE = re.compile(
 )
 _LOCAL_RANK_RE = re.compile(r"(?<![\w.])(?:LOCAL_RANK|local_rank)\s*[=:]\s*(\d{1,6})\b")
 #: a global rank printed beside it (``RANK=3 LOCAL_RANK=3 WORLD_SIZE=8``); lower-case ``rank`` is too common
+#: the child's ``--local_rank=N`` argument in the command list a launcher prints (DeepSpeed's sigkill_handler)
+_LOCAL_RANK_ARG_RE = re.compile(r"'--local_rank=(\d{1,5})'")
 _GLOBAL_RANK_RE = re.compile(r"(?<![\w.])(?:RANK|GLOBAL_RANK|global_rank)\s*[=:]\s*(\d{1,7})\b")
 _CVD_RE = re.compile(r"\bCUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<v>[\w\-]+(?:,[\w\-]+)*)")
 
@@ -1204,6 +1206,10 @@ class JobLogScanner:
                 if (ev_rank, f.host or host) in self._timed_out:
                     continue  # this rank's own watchdog-timeout event already says it, with the collective
                 det.setdefault("culprit_rank", ev_rank)
+            if f.kind is EventKind.CHILD_FAILED and "local_rank" not in det and ll.local_rank is None:
+                lr = _LOCAL_RANK_ARG_RE.search(body)  # DeepSpeed's launcher: the child's own '--local_rank=N'
+                if lr is not None:
+                    det["local_rank"] = int(lr.group(1))
             if self._full((f.kind, ev_rank, f.host or host)):
                 self.dropped += 1  # as _keep would, before paying for the event
                 continue

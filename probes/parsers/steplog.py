@@ -2,8 +2,9 @@
 ``fleetdx.steps/1``), one file per rank.
 
 Each line is one step: ``{"schema", "rank", "world_size", "host", "step", "start_unix_s", "step_ms", "timing",
-"stages_ms": {name: ms}}`` and, from StepTimers that write it, ``"proc_start_unix_s"``. Blank lines are skipped; a last line cut short (a job killed while writing) is
-counted in ``truncated`` and otherwise ignored, any other unreadable line is an error.
+"stages_ms": {name: ms}}`` and, from StepTimers that write it, ``"proc_start_unix_s"``. Blank lines are skipped;
+a last line cut short (a job killed while writing) is counted in ``truncated`` and otherwise ignored, any other
+unreadable line is an error.
 
 Errors: :class:`fleetdx.probes.errors.ParseError` (format ``"steplog"``): a line that is not a JSON object of
 this schema, negative or non-finite times, several ranks in one file, or no step at all.
