@@ -162,3 +162,69 @@ def test_a_folder_is_scanned_for_new_files_and_each_kind_is_read_by_its_parser(t
     assert [(s.rank, s.step, s.step_ms) for s in steps] == [(1, 3, 10.0), (None, 5, 205.0)]
     assert src.files[tmp_path / "steps-rank-1.jsonl"].bad_lines == 1
     assert any(e.kind.value == "watchdog-timeout" and e.rank == 3 for e in events)
+
+
+# ---- the dump request, StepTimer's side (no torch in the process: it says so) and the watcher's
+
+
+def test_steptimer_answers_a_dump_request_and_says_why_it_has_no_dump(tmp_path: Path) -> None:
+    script = f"""
+import json, os, sys, time
+from pathlib import Path
+from fleetdx.probes.steptimer import StepTimer, TRIGGER_NAME
+out = Path({str(tmp_path)!r})
+(out / TRIGGER_NAME).write_text("{{}}")  # a request older than the timer: never answered
+os.utime(out / TRIGGER_NAME, (time.time() - 60, time.time() - 60))
+t = StepTimer(out, rank=5, world_size=8, sync="none", dump_poll_s=0.05)
+with t.step():
+    pass
+time.sleep(0.5)
+assert not (out / "fleetdx-fr").exists(), "a stale request was answered"
+(out / TRIGGER_NAME).write_text(json.dumps({{"request_id": "r1", "dump_dir": str(out / "fr")}}))
+deadline = time.time() + 30
+while not (out / "fr" / "status-rank-5.json").exists() and time.time() < deadline:
+    time.sleep(0.05)
+t.close()
+print("torch" in sys.modules)
+"""
+    res = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "False"  # the thread never imports torch
+    status = json.loads((tmp_path / "fr" / "status-rank-5.json").read_text())
+    assert status["request_id"] == "r1" and status["dumped"] is False
+    assert "torch is not imported" in status["why"]
+    assert not list((tmp_path / "fr").glob("nccl_trace_rank_*"))
+
+
+def test_job_output_lines_become_findings_once_and_a_watch_of_nothing_is_unknown(tmp_path: Path) -> None:
+    from fleetdx.orchestrator.watch.run import Watcher, WatchRequest
+
+    out = tmp_path / "job.out"
+    out.write_text("")
+    emitted: list[str] = []
+    now = [0.0]
+    w = Watcher(WatchRequest(paths=[out], until_idle_s=5), lambda f: emitted.append(f.code.value), clock=lambda: now[0])
+    w.tick()
+    line = (
+        "[rank3]:[E1120 10:15:02.123456 1234 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, "
+        "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n"
+    )
+    with out.open("a") as f:
+        f.write(line + line)  # the same event twice: one finding
+    now[0] = 1.0
+    w.tick()
+    assert emitted == ["NCCL_TIMEOUT"]
+    assert w.findings[0].rank == 3 and w.findings[0].evidence[0].line == 1
+    now[0] = 7.0
+    assert w.done()
+    assert w.finish().exit_code == 2
+    (tmp_path / "empty").mkdir()
+    empty = Watcher(WatchRequest(paths=[tmp_path / "empty"], max_s=1), print)
+    assert empty.run().exit_code == 3  # nothing read: UNKNOWN, never a clean OK

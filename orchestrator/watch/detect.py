@@ -18,9 +18,13 @@ schemes", with a unit increment): ``S = min(max(0, S + (1 if slow else -1)), 2 h
 and one that is slow two steps in three is still named. The episode ends (and a new onset may be named
 again) when ``S`` falls back to 0. Needs 3 ranks or more.
 
-Measured on real step-time noise (``bench/watch.py``, replays of the real StepTimer logs in
-``tests/fixtures/traces``: the 4-rank gloo DDP captures on 2 shared CPU cores, one of 600 steps; see
-``bench/MEASUREMENTS.md`` for the figures of the last run).
+Measured on real step-time noise (``bench/watch.py``: replays of the real StepTimer logs in
+``tests/fixtures/traces``, 4-rank gloo DDP runs on 2 CPU cores shared with other work, whose forward stage
+varies 39 +- 30 ms; ``bench/MEASUREMENTS.md``, 2026-11-27): no straggler named in the 2,388 rank-steps of the
+clean 600-step run, 0.30 per 1,000 rank-steps over 93,132 rank-steps of its recombinations (each rank's real
+series rotated); a shift injected into one rank's data stage is named 2 steps after its onset at +20 and
++40 ms (12 of 12 runs), at +10 ms in 8 of 12 (18 steps; 10 ms is under 5% of the run's 215 ms steps); in the
+noisy forward stage +40 ms in 8 of 12 (median 23 steps), +10 ms never.
 
 **Hang** (``STEP_HANG``, critical): no rank completed a step for ``max(hang_factor x the job's median step,
 hang_min_s, 2 x the longest step seen)`` seconds (defaults 20 x, 10 s: a 0.2 s step waits 10 s, a 2 s step
