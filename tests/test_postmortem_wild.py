@@ -22,8 +22,6 @@ LABELS: dict[str, dict[str, Any]] = yaml.safe_load((WILD / "LABELS.yaml").read_t
 KNOWN_MISSES = {
     "07-vlmr1-watchdog-got-stuck-hard-wrapped.log": "a paste hard-wrapped at 116 columns cuts 'ProcessGroupNCCL'"
     "s watchdog got stuck' inside a word: no line holds the message",
-    "20-sdscripts-uncorrectable-ecc-then-rank1-watchdog.log": "the [Rank 1] watchdog line of the same ECC error is "
-    "not in the cause's group: the cause keeps the unprefixed RuntimeError's unknown rank",
     "45-anomalygpt43-deepspeed-launcher-local-rank1-minus9-wrapped.log": "DeepSpeed's argument list is wrapped over "
     "4 lines: the '--local_rank=1' is lines above the 'exits with return code' line",
     "48-ray47461-raylet-worker-died-sigkill-torchtrainer-worker0.log": "Ray's 'A worker died or was killed' report "

@@ -910,8 +910,11 @@ def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> No
         absorbs = {c for _, j in groups[key] if j.rule is not None for c in j.rule.absorbs}
         for other in [k for k in groups if k[0] in absorbs and k[2:] == key[2:] and k != key]:
             groups[key] += groups.pop(other)
-    for key in [k for k in groups if len(k) == 3 and k[2] is None and k[1] not in ("observed",)]:
-        named = [k for k in groups if len(k) == 3 and k[:2] == key[:2] and k[2] is not None]
+    # a group that names no place (no host, rank, task...) into the only group of the same code that names one:
+    # slurmstepd's oom-kill line beside srun's line of one host; an unprefixed CUDA error beside the same error
+    # behind a rank's prefix
+    for key in [k for k in groups if len(k) >= 3 and all(p is None for p in k[2:]) and k[1] != "observed"]:
+        named = [k for k in groups if len(k) == len(key) and k[:2] == key[:2] and any(p is not None for p in k[2:])]
         if len(named) == 1:
             groups[named[0]] = groups.pop(key) + groups[named[0]]
 
