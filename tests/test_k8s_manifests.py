@@ -25,6 +25,7 @@ K8S_VERSION = "1.30.0"
 CUSTOM_KINDS = {
     ("ray.io/v1", "RayJob"): "test_rayjob_manifest_is_valid",
     ("monitoring.coreos.com/v1", "PrometheusRule"): "tests/test_alert_rules.py",
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): "tests/test_k8s_deploy.py",
 }
 #: k8s/ files that are not Kubernetes manifests (promtool's rules and tests, Grafana's dashboard JSON)
 NOT_MANIFESTS = ("alerts/",)
@@ -92,8 +93,11 @@ def test_rayjob_manifest_is_valid(rayjob_schema: jsonschema.protocols.Validator)
 
 
 def test_rayjob_runs_fleetdx_preflight_with_json() -> None:
-    entry = _manifest()["spec"]["entrypoint"].split()
-    assert entry[:2] == ["fleetdx", "preflight"] and "--json" in entry
+    import shlex
+
+    (shell, flag, script) = shlex.split(_manifest()["spec"]["entrypoint"])
+    entry = shlex.split(script)
+    assert (shell, flag) == ("bash", "-c") and entry[:2] == ["fleetdx", "preflight"] and "--json" in entry
 
 
 def test_schema_rejects_a_broken_manifest(rayjob_schema: jsonschema.protocols.Validator) -> None:
@@ -219,7 +223,11 @@ def test_containerfile_installs_every_program_the_quick_level_runs() -> None:
     for program in programs:
         package = QUICK_PROGRAM_PACKAGES[program]
         assert package is None or package in install.split(), (program, package)
-    assert "[k8s]" in text and "rayjob-preflight" not in text
+    import re
+
+    (extras,) = re.findall(r"fleetdx\[([a-z0-9,]+)\]", text)
+    # k8s: the DaemonSet; server and postgres: k8s/fleetdx-server.yaml's `fleetdx serve` over PostgreSQL
+    assert {"k8s", "server", "postgres"} <= set(extras.split(",")) and "rayjob-preflight" not in text
     # the manifests name the same (placeholder) image
     images = {c["image"] for c in _by_kind("healthcheck-daemonset.yaml")["DaemonSet"]["spec"]["template"]["spec"][
         "containers"]}
