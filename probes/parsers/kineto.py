@@ -24,7 +24,19 @@ What is read (names as torch.profiler / Kineto write them; the sources are the P
 * GPU activities: ``kernel``, ``gpu_memcpy``, ``gpu_memset`` with ``args.stream``, ``args.correlation`` and
   ``args.bytes``, classified by :func:`gpu_kind` exactly as HolisticTraceAnalysis classifies kernels
   (``hta/utils/utils.py``: ``^nccl.*Kernel`` is communication, ``^Memcpy|^Memset|^dma`` memory, a name not
-  matching ``^nccl.*Kernel|.*Memcpy|Memset|.*Sync`` computation, anything else other).
+  matching ``^nccl.*Kernel|.*Memcpy|Memset|.*Sync`` computation, anything else other); each activity's name
+  (as an index into ``GpuActivities.names``) and a kernel's ``args["est. achieved occupancy %"]`` (Kineto's
+  estimate from the launch configuration: ``libkineto/src/output_json.cpp``);
+* ``deviceProperties`` (top level, Kineto ``libkineto/src/CuptiActivityProfiler.cpp`` ``devicePropertiesJson``):
+  the CUDA device names; ``with_flops`` (top level, ``torch/profiler/profiler.py``: metadata ``"1"`` when the
+  profiler ran with ``with_flops=True``);
+* FLOPs of CPU ops (:class:`FlopOps`): ``args.flops`` where the trace carries it, else, for the matrix
+  multiplications ``aten::mm``/``aten::addmm``/``aten::bmm``/``aten::baddbmm`` with ``args["Input Dims"]``
+  (``record_shapes=True``; ``with_flops=True`` implies it), the formula torch's profiler uses
+  (``torch/csrc/profiler/util.cpp`` ``computeFlops``: ``2 x M x K x N``, times the batch for ``bmm``). torch
+  2.13 computes ``flops`` per op in memory but does not write it into the exported Chrome trace (checked on a
+  ``with_flops=True`` capture: only the top-level ``with_flops`` says it was asked), so the shapes are what a
+  real trace offers; convolutions and elementwise ops are then not counted.
 
 Events of other phases (flows ``s``/``f``, metadata ``M``, instants, counters) are
 skipped; ``X`` events without a finite numeric ``ts``/``dur`` are counted in ``skipped``.
@@ -159,9 +171,56 @@ class GpuActivities:
     correlation: array[int] = field(default_factory=lambda: array("q"))
     kind: array[int] = field(default_factory=lambda: array("b"))
     nbytes: array[int] = field(default_factory=lambda: array("q"))
+    #: the activity's name, an index into ``names``
+    name: array[int] = field(default_factory=lambda: array("l"))
+    #: Kineto's ``est. achieved occupancy %`` of a kernel (0-100), -1 when absent
+    occupancy: array[float] = field(default_factory=lambda: array("d"))
+    names: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ts)
+
+
+@dataclass
+class FlopOps:
+    """CPU ops that carry FLOPs: start (us) and floating-point operations (``from_shapes`` 1 when computed from
+    ``Input Dims``, 0 when the trace's ``args.flops``)."""
+
+    ts: array[float] = field(default_factory=lambda: array("d"))
+    flops: array[float] = field(default_factory=lambda: array("d"))
+    from_shapes: array[int] = field(default_factory=lambda: array("b"))
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+#: matrix multiplications whose FLOPs are computed from their input shapes (``computeFlops`` in torch)
+MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
+
+
+def _dims(v: Any) -> list[int] | None:
+    if type(v) is not list or not all(type(d) is int and d >= 0 for d in v):
+        return None
+    return v
+
+
+def matmul_flops(name: str, input_dims: Any) -> float | None:
+    """The FLOPs of one matrix multiplication from its ``Input Dims`` (torch's ``computeFlops`` formulas:
+    ``aten::mm(A[M,K], B[K,N])`` and ``aten::addmm(C, A[M,K], B[K,N])`` = 2MKN; ``aten::bmm(A[b,M,K], B[b,K,N])``
+    and ``aten::baddbmm(C, A, B)`` = 2bMKN); ``None`` when the shapes do not fit the op."""
+    if type(input_dims) is not list:
+        return None
+    first = 1 if name in ("aten::addmm", "aten::baddbmm") else 0
+    if len(input_dims) < first + 2:
+        return None
+    a, b = _dims(input_dims[first]), _dims(input_dims[first + 1])
+    if a is None or b is None:
+        return None
+    if name in ("aten::mm", "aten::addmm") and len(a) == 2 and len(b) == 2 and a[1] == b[0]:
+        return 2.0 * a[0] * a[1] * b[1]
+    if name in ("aten::bmm", "aten::baddbmm") and len(a) == 3 and len(b) == 3 and a[0] == b[0] and a[2] == b[1]:
+        return 2.0 * a[0] * a[1] * a[2] * b[2]
+    return None
 
 
 @dataclass
@@ -200,6 +259,10 @@ class KinetoTrace:
     cpu_ops: Spans = field(default_factory=Spans)
     launches: Launches = field(default_factory=Launches)
     gpu: GpuActivities = field(default_factory=GpuActivities)
+    flop_ops: FlopOps = field(default_factory=FlopOps)
+    #: CUDA device names in ``deviceProperties`` (one per visible device, in id order)
+    devices: list[str] = field(default_factory=list)
+    with_flops: bool = False  #: the profiler ran with ``with_flops=True``
     #: start (us) of the latest ``ProfilerStep#N`` written on the GPU timeline (``gpu_user_annotation``, newer
     #: Kineto), which HTA counts among the steps (:func:`fleetdx.orchestrator.steps.decompose.temporal_breakdown`)
     gpu_step_last_ts: float | None = None
@@ -239,6 +302,7 @@ class _Reader:
         self.t = trace
         self.max_events = max_events
         self.kept = 0
+        self.name_ids: dict[str, tuple[int, int]] = {}  #: GPU activity name: (index in names, GpuKind)
 
     def _keep(self) -> None:
         self.kept += 1
@@ -278,6 +342,9 @@ class _Reader:
             if cat == "cpu_op":
                 self._keep()
                 t.cpu_ops.add(ts, dur, tid)
+                args = e.get("args")
+                if type(args) is dict:
+                    self._flops(name, ts, args)
             mk = marker_of(name, cat)
             if mk is not None:
                 self._keep()
@@ -301,14 +368,47 @@ class _Reader:
                 la.dur.append(dur)
             return
         if cat == "kernel" or cat == "gpu_memcpy" or cat == "gpu_memset":
-            self._keep()
-            g = t.gpu
-            g.ts.append(ts)
-            g.dur.append(dur)
-            g.stream.append(_int(args.get("stream")))
-            g.correlation.append(_int(args.get("correlation")))
-            g.kind.append(int(gpu_kind(name)))
-            g.nbytes.append(max(0, _int(args.get("bytes"), 0)))
+            self._gpu(name, ts, dur, args)
+
+    def _gpu(self, name: str, ts: float, dur: float, args: dict[str, Any]) -> None:
+        """One kernel, memcpy or memset; its name's index and kind are computed once per distinct name."""
+        self._keep()
+        g = self.t.gpu
+        known = self.name_ids.get(name)
+        if known is None:
+            known = self.name_ids[name] = (len(g.names), int(gpu_kind(name)))
+            g.names.append(name)
+        g.ts.append(ts)
+        g.dur.append(dur)
+        g.stream.append(_int(args.get("stream")))
+        g.correlation.append(_int(args.get("correlation")))
+        g.kind.append(known[1])
+        g.nbytes.append(max(0, _int(args.get("bytes"), 0)))
+        g.name.append(known[0])
+        occ: Any = args.get("est. achieved occupancy %")
+        g.occupancy.append(float(occ) if type(occ) in _NUMBER and 0 <= occ <= 100 else -1.0)
+
+    def _flops(self, name: str, ts: float, args: dict[str, Any]) -> None:
+        """A CPU op's FLOPs: ``args.flops``, else a matrix multiplication's from its shapes."""
+        fl: Any = args.get("flops")
+        shapes = 0
+        if type(fl) not in _NUMBER or not (0 < fl < 1e30):
+            if name not in MATMUL_OPS:
+                return
+            fl = matmul_flops(name, args.get("Input Dims"))
+            if fl is None or fl <= 0:
+                return
+            shapes = 1
+        self._keep()
+        f = self.t.flop_ops
+        f.ts.append(ts)
+        f.flops.append(float(fl))
+        f.from_shapes.append(shapes)
+
+    def device_properties(self, props: Any, with_flops: Any) -> None:
+        if isinstance(props, list):
+            self.t.devices = [p["name"] for p in props if isinstance(p, dict) and isinstance(p.get("name"), str)]
+        self.t.with_flops = with_flops in (1, "1", True, "true")
 
     def distributed_info(self, info: Any) -> None:
         if not isinstance(info, dict):
@@ -459,13 +559,17 @@ def _open(raw: IO[bytes]) -> IO[bytes]:
     return raw
 
 
+#: the top-level members kept (the rest are read and dropped)
+_TOP_KEYS = frozenset({"distributedInfo", "host_name", "deviceProperties", "with_flops"})
+
+
 def parse_kineto_stream(raw: IO[bytes], source: str = "<stream>", max_events: int = DEFAULT_MAX_EVENTS) -> KinetoTrace:
     """Parse one trace from a seekable binary stream (plain or gzip JSON, UTF-8). See the module docstring."""
     trace = KinetoTrace(source=source)
     reader = _Reader(trace, max_events)
     try:
         text = io.TextIOWrapper(_open(raw), encoding="utf-8", errors="strict")
-        top = _TopLevel(text).read("traceEvents", reader.event, frozenset({"distributedInfo", "host_name"}))
+        top = _TopLevel(text).read("traceEvents", reader.event, _TOP_KEYS)
     except ParseError:
         raise
     except _Malformed as e:
@@ -477,6 +581,7 @@ def parse_kineto_stream(raw: IO[bytes], source: str = "<stream>", max_events: in
     if not top.get("traceEvents") or trace.events == 0:
         raise ParseError(FMT, None, "a JSON object with a non-empty traceEvents array")
     reader.distributed_info(top.get("distributedInfo"))
+    reader.device_properties(top.get("deviceProperties"), top.get("with_flops"))
     host_name = top.get("host_name")
     if isinstance(host_name, str) and host_name:
         trace.host = host_name
