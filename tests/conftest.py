@@ -86,6 +86,7 @@ SLOW = (
     "test_pair_findings.py::test_fleetdx_history_of_each_host",
     "test_message_catalog.py::test_pattern_runs_in_linear_time",
     "test_htmlreport.py::test_huge_",
+    "test_fleet_pages.py::test_a_fleet_of_5000_nodes",
     "test_slim_install.py",
     "test_local_preflight.py::test_spool_delivers",
     "test_parse_nccl_fuzz.py::test_every_pattern_is_linear",
