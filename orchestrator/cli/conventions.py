@@ -28,6 +28,8 @@ from rich.text import Text
 #: the metavar of each option that takes a value, by name: the same name shows the same metavar everywhere
 METAVARS: dict[str, str] = {
     "--nodes": "HOSTLIST",
+    "--slurm-node": "NODE",
+    "--reason": "TEXT",
     "--hostlist": "HOSTLIST",
     "--exclude": "HOSTLIST",
     "--node-count": "N",

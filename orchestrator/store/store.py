@@ -40,7 +40,7 @@ from fleetdx.orchestrator.report import (
     Recommendation,
     RunReport,
 )
-from fleetdx.orchestrator.store import migrate, states
+from fleetdx.orchestrator.store import migrate, transitions
 from fleetdx.orchestrator.store.engine import WRITE_OPTION, display_url, is_sqlite, make_engine, parse_url
 from fleetdx.orchestrator.store.errors import DatabaseUnreachable, SchemaOutdated, StoreError
 from fleetdx.orchestrator.store.models import (
@@ -480,7 +480,7 @@ def _insert_run(
         return False
     session.add(_run_row(report, raw))
     session.flush()
-    states.apply_run(session, report, flap_window_s)
+    transitions.apply_run(session, report, flap_window_s)
     return True
 
 
@@ -503,7 +503,7 @@ def _insert_runs(
     session.flush()
     for (report, _raw), new in zip(items, inserted, strict=True):
         if new:
-            states.apply_run(session, report, flap_window_s)
+            transitions.apply_run(session, report, flap_window_s)
     return inserted
 
 
