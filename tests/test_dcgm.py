@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -300,3 +301,21 @@ def test_the_retest_path_runs_dcgm_through_the_local_preflight(tmp_path: Path, m
     assert diag.severity is Severity.CRITICAL and diag.nodes == [host]
     prolog = run_local_preflight(NodeJob(host=host, level=Level.QUICK), run_timeout_s=120)
     assert not any(c.file.startswith("dcgmi") for c in prolog.bundles[host].commands)
+
+
+@pytest.mark.parametrize(
+    ("parse", "text"),
+    [
+        (parse_dcgm_diag, "|-----  Deployment  --------+----|\n| pcie |" + " " * 100_000 + "x\n"),
+        (parse_dcgm_health, "| Overall Health |" + " " * 100_000 + "x\n"),
+    ],
+)
+def test_hostile_long_rows_take_linear_time(parse: Callable[[str], object], text: str) -> None:
+    """A 100 KB row that once made the row pattern backtrack quadratically (minutes): now skipped in
+    milliseconds of CPU (the bound, 5 CPU seconds, is far from both)."""
+    t0 = time.process_time()
+    try:
+        parse(text)
+    except ParseError:
+        pass
+    assert time.process_time() - t0 < 5.0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -293,3 +294,22 @@ def test_no_rdma_device_is_skipped_with_the_reason(tmp_path: Path) -> None:
     data = collect(_Standin(lambda: None), Level.STANDARD, "x", sysfs_root=tmp_path / "empty")
     meta = next(c for c in data.commands if c.file == SYSFS_IB_COUNTERS_FILE)
     assert meta.status is RunStatus.SKIPPED and "no RDMA device" in (meta.reason or "")
+
+
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [
+        ("perfquery", "# Port counters: Lid 1 port 1\nSymbolErrorCounter:" + "." * 100_000 + " x\n"),
+        ("ibdiagnet", "-I- Stage  Warnings  Errors\n-I- Discovery" + " " * 100_000 + "x\n"),
+        ("ib-counters", "/" * 100_000 + "class/infiniband/mlx5_0/ports/1/counters/symbol_error:1\n"),
+    ],
+)
+def test_hostile_long_lines_take_linear_time(kind: str, text: str) -> None:
+    """A 100 KB line that once made a row pattern backtrack quadratically (minutes): now milliseconds of CPU.
+    The bound is 5 CPU seconds, far from both."""
+    t0 = time.process_time()
+    try:
+        parser_named(kind).parse(text)
+    except ParseError:
+        pass
+    assert time.process_time() - t0 < 5.0

@@ -39,6 +39,9 @@ FMT_DIAG = "dcgm-diag"
 FMT_HEALTH = "dcgm-health"
 #: messages kept per test (a failing memory test on 8 GPUs prints many)
 MAX_MESSAGES = 50
+#: the longest line read as a table row (dcgmi's rows are 78 columns, some pasted with trailing blanks): a longer
+#: one is not a row, and the row patterns never scan it (bounded time on hostile input)
+MAX_ROW = 512
 
 
 class DcgmStatus(str, Enum):
@@ -183,6 +186,8 @@ class _TextReader:
     def line(self, line: str) -> None:
         if line.startswith("Error:"):
             self.errors.append(line[len("Error:") :].strip())
+            return
+        if len(line) > MAX_ROW:
             return
         c = _CATEGORY_RE.match(line)
         if c is not None:
@@ -390,7 +395,7 @@ class _HealthReader:
         if line.startswith("Error:"):
             self.errors.append(line[len("Error:") :].strip())
             return
-        r = _ROW_RE.match(line)
+        r = _ROW_RE.match(line) if len(line) <= MAX_ROW else None
         if r is None:
             return
         left, right = r.group("left").strip(), r.group("right").strip()

@@ -51,6 +51,9 @@ FMT_IBDIAGNET = "ibdiagnet"
 
 #: lines kept of an ibdiagnet output's ``-E-`` errors (a broken fabric prints thousands)
 MAX_IBDIAG_ERRORS = 200
+#: the longest line read as a Summary table row (its rows are under 100 columns; the row pattern never scans a
+#: longer one: bounded time on hostile input)
+MAX_IBDIAG_ROW = 512
 #: the sample header fleetdx writes between two sysfs samples
 SAMPLE_HEADER = "# fleetdx ib-counters sample {n} t={t:.3f}"
 _SAMPLE_RE = re.compile(r"^# fleetdx ib-counters sample (\d+) t=([0-9]+(?:\.[0-9]+)?)\s*$")
@@ -142,7 +145,8 @@ _PQ_HEAD_RE = re.compile(
     r"^# (?P<kind>Port (?:extended )?counters|\w+ counters): Lid (?P<lid>[0-9]+) "
     r"(?:port (?P<port>[0-9]+)|all ports)"
 )
-_PQ_LINE_RE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9]*):\.*(?P<value>\S+)\s*$")
+#: the value may not start with a dot, so the dots are matched one way only (linear on a line of dots)
+_PQ_LINE_RE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9]*):\.*(?P<value>[^.\s]\S*)\s*$")
 
 _STATE_WORDS = {
     "down": PortState.DOWN,
@@ -428,7 +432,7 @@ def _ibdiag_stages(lines: list[str]) -> list[IbdiagnetStage]:
         if line.startswith("-I- Stage") and "Warnings" in line and "Errors" in line:
             inside, stages = True, []
             continue
-        s = _IBD_STAGE_RE.match(line) if inside else None
+        s = _IBD_STAGE_RE.match(line) if inside and len(line) <= MAX_IBDIAG_ROW else None
         if s is None:
             inside = inside and not (line == "" or line.startswith(("-I- You can", "---")))
             continue
