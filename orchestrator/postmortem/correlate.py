@@ -412,6 +412,19 @@ def _teardowns_said(root_xid: int, group: Sequence[JobEvent]) -> str:
     return said
 
 
+#: who reported a child's failure, by the message catalog row's project (the first part of its id); the
+#: ChildFailedError summary torchrun prints is read without a catalog row
+_LAUNCHER_SAYS = {
+    "ray": "Ray reported its worker dead (its message lists OOM, ray stop and a crash as possible reasons)",
+    "deepspeed": "DeepSpeed's launcher saw it exit",
+    "cpython": "its launcher's command failed",
+    "lightning": "Lightning's launcher saw it end",
+    "pytorch": "torch's launcher saw it exit",
+    "pdsh": "pdsh saw its ssh end",
+    "bash": "its shell reported it killed",
+}
+
+
 def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: Judged) -> tuple[str, str]:
     """(message, action) of one cause, from its leading event and its group."""
     d, where, host = lead.details, _where(lead.rank, lead.host), lead.host or "the host"
@@ -552,7 +565,10 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
         if k is EventKind.PYTHON_EXCEPTION:
             what = f"{d.get('type')}: {d.get('message')}"
         elif k is EventKind.CHILD_FAILED and d.get("root_cause") is not False:
-            what = f"the root cause of torchrun's ChildFailedError, exit code {ec}" + (f" ({sig})" if sig else "")
+            said = _LAUNCHER_SAYS.get(
+                str(d.get("catalog") or "").split(".", 1)[0], "the root cause of torchrun's ChildFailedError"
+            )
+            what = said + (f", exit code {ec}" if ec is not None else "") + (f" ({sig})" if sig else "")
         else:
             what = f"exit code {ec}" if ec is not None else (str(sig) if sig else lead.text[:100])
             if d.get("what"):
