@@ -319,3 +319,20 @@ def test_hostile_long_rows_take_linear_time(parse: Callable[[str], object], text
     except ParseError:
         pass
     assert time.process_time() - t0 < 5.0
+
+
+def test_health_severity_follows_dcgm_result() -> None:
+    """Warning -> warning, Failure -> critical, an unnamed result ("Internal error") -> warning, Healthy -> none."""
+    from fleetdx.probes.catalog import NamedDcgmHealth
+    from fleetdx.probes.parsers.dcgm import DcgmHealth
+
+    def sev(word: str) -> list[Severity]:
+        text = f"| Overall Health            | {word:<56} |\n"
+        node = NodeFacts(host="n", dcgm_health=[NamedDcgmHealth(file=DCGM_HEALTH_FILE, health=parse_dcgm_health(text))])
+        return [f.severity for f in diagnose(Fleet(nodes=[node])).findings if f.code is FindingCode.DCGM_HEALTH]
+
+    assert sev("Warning") == [Severity.WARNING]
+    assert sev("Failure") == [Severity.CRITICAL]
+    assert sev("Bogus") == [Severity.WARNING]
+    assert sev("Healthy") == []
+    assert isinstance(parse_dcgm_health("| Overall Health | Healthy |\n"), DcgmHealth)

@@ -7,7 +7,8 @@ fault: no finding, and the run's list of tests stays in the evidence of nothing.
 ``Error:`` lines or a ``runtime_error`` and no test result (plugins missing, DCGM not running) is a
 **warning** ``DCGM_DIAG_FAILED`` with the error: the diagnostic did not run, which is not a pass.
 
-``DCGM_HEALTH``: ``dcgmi health -c``'s overall result: ``Warning`` -> warning, ``Failure`` -> critical, with
+``DCGM_HEALTH``: ``dcgmi health -c``'s overall result: ``Warning`` -> warning, ``Failure`` -> critical
+(``Internal error``, DCGM's word for a result it could not name, -> warning: not proof of a fault), with
 each incident (entity, watched system, health, DCGM's message); ``Healthy`` gives none. A check that could
 not run (``Error: Health watches not enabled``) is a warning naming why (the watches are set with
 ``dcgmi health -s a``).
@@ -88,11 +89,7 @@ def _health_finding(node: NodeFacts, check: NamedDcgmHealth) -> Finding | None:
         )
     if h.overall is DcgmHealthResult.HEALTHY:
         return None
-    sev = (
-        Severity.CRITICAL
-        if h.overall in (DcgmHealthResult.FAILURE, DcgmHealthResult.INTERNAL_ERROR)
-        else Severity.WARNING
-    )
+    sev = Severity.CRITICAL if h.overall is DcgmHealthResult.FAILURE else Severity.WARNING
     bad = [i for i in h.incidents if i.health is not DcgmHealthResult.HEALTHY]
     what = "; ".join(f"{i.entity} {i.system}: {i.health.value}" + (f" ({i.message})" if i.message else "") for i in bad)
     return Finding(
