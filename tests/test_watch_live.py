@@ -228,3 +228,18 @@ def test_job_output_lines_become_findings_once_and_a_watch_of_nothing_is_unknown
     (tmp_path / "empty").mkdir()
     empty = Watcher(WatchRequest(paths=[tmp_path / "empty"], max_s=1), print)
     assert empty.run().exit_code == 3  # nothing read: UNKNOWN, never a clean OK
+
+
+def test_a_kernel_log_xid_held_for_its_next_line_is_judged_when_the_log_pauses(tmp_path: Path) -> None:
+    from fleetdx.orchestrator.watch.run import Watcher, WatchRequest
+
+    src = ROOT / "tests" / "fixtures" / "joblogs" / "05_dmesg-aer-surprise-down-then-xid79_gpu-burn.log"
+    log = tmp_path / "dmesg-node7.txt"
+    log.write_text(src.read_text())
+    w = Watcher(WatchRequest(paths=[tmp_path]), lambda _f: None)
+    w.tick()  # the last NVRM lines wait for a next line that may continue the XID message
+    w.tick()  # nothing new: the log paused, so they are judged
+    xids = [f for f in w.findings if f.evidence and "Xid" in f.evidence[0].text]
+    assert [(f.code.value, f.severity.value) for f in xids] == [("GPU_HW_FAULT", "critical")]
+    aer = [f.severity.value for f in w.findings if f.evidence and "AER" in f.evidence[0].text]
+    assert aer == ["warning", "critical"]  # corrected, then fatal: the worse line of the same key again

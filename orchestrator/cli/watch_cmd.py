@@ -134,9 +134,11 @@ def _run(req: Any, as_json: bool, n_paths: int) -> int:
         else:
             console.print(_row(f))
 
-    def note(m: str) -> None:
-        if not as_json:
-            err_console.print(f"[dim]watch:[/] {escape(m)}", highlight=False, soft_wrap=True)
+    def note(kind: str, m: str) -> None:
+        if kind == "problem":  # stderr is for problems only
+            err_console.print(f"[bold yellow]watch:[/] {escape(m)}", highlight=False, soft_wrap=True)
+        elif not as_json:
+            console.print(f"[dim]watch:[/] {escape(m)}", highlight=False, soft_wrap=True)
 
     watcher = Watcher(req, emit, note)
     if not as_json:

@@ -15,6 +15,9 @@ whose inode changed was replaced (rotation, rename and recreate) and the new one
 (lines written to the old file between the last poll and its rename are not read). A line over
 :data:`MAX_LINE` bytes is cut there. A file that vanished is kept and read again if it comes back.
 
+A log's scanner holds back a message that may continue on the next line (a wrapped NCCL message, an XID's
+``NVRM:`` lines); when a log pauses (a poll reads nothing new from it) what it held is judged then.
+
 Cost: one ``stat`` per file per poll when nothing changed; a folder's listing per poll.
 """
 
@@ -133,6 +136,7 @@ class Followed:
     steplog: StepLogScanner | None = None
     kernel: KernelLogScanner | None = None
     events_seen: int = 0
+    held: bool = False  #: lines were read since the scanner was last flushed
     bad_lines: int = 0
     first_error: str = ""
     series_steps: dict[tuple[int | None, str | None], int] = field(default_factory=dict)
@@ -204,6 +208,9 @@ class Sources:
         for f in self.files.values():
             lines = f.tail.poll()
             if not lines:
+                if f.held:  # the log paused: what its scanner held back for a next line is judged now
+                    f.held = False
+                    _flush(f, events)
                 continue
             if f.kind == "steps":
                 steps.extend(_steptimer_lines(f, lines))
@@ -227,9 +234,20 @@ def _steptimer_lines(f: Followed, lines: list[str]) -> list[StepObs]:
     return out
 
 
+def _flush(f: Followed, events: list[JobEvent]) -> None:
+    scanner = f.kernel if f.kind == "kernel" else f.joblog
+    if scanner is None:
+        return
+    scanner.flush()
+    if len(scanner.events) > f.events_seen:
+        events.extend(scanner.events[f.events_seen :])
+        f.events_seen = len(scanner.events)
+
+
 def _log_lines(f: Followed, lines: list[str], steps: list[StepObs], events: list[JobEvent]) -> None:
     src = str(f.tail.path)
     scanner = f.kernel if f.kind == "kernel" else f.joblog
+    f.held = True
     for line in lines:
         try:
             if scanner is not None:

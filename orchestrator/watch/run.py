@@ -3,7 +3,9 @@ the steps to the online rules (:mod:`.detect`) and the job-log and kernel-log ev
 (:func:`fleetdx.orchestrator.postmortem.rules.judge`: NCCL errors, watchdog timeouts, XIDs, OOMs as they are
 printed, each (code, key) once), checks the hang clock and, on a hang, asks the ranks for Flight Recorder
 dumps and collects them (:mod:`.evidence`) while it keeps following. Each finding goes to ``emit`` as soon as
-it is found.
+it is found; ``note(kind, text)`` gets the rest: ``problem`` (a line not read, a request not written) and
+``info`` (dumps asked for, steps resumed after a hang, training-log step times left out when StepTimer logs
+time the same job by stage).
 
 It stops when ``stop`` is set (the CLI's SIGINT/SIGTERM), after ``max_s`` seconds, or once nothing new was read
 for ``until_idle_s`` seconds (and no dump collection is under way). The exit code is the Nagios verdict of
@@ -23,7 +25,7 @@ from pydantic import Field
 from fleetdx.orchestrator.judgement import EvidenceLine, Finding
 from fleetdx.orchestrator.judgement.envelope import judge
 from fleetdx.orchestrator.postmortem import rules
-from fleetdx.orchestrator.watch.detect import OnlineDetector, WatchPolicy
+from fleetdx.orchestrator.watch.detect import OnlineDetector, StepObs, WatchPolicy
 from fleetdx.orchestrator.watch.evidence import DumpCollection, request_dumps
 from fleetdx.orchestrator.watch.follow import Sources
 from fleetdx.probes.contracts import Contract, Verdict
@@ -58,8 +60,8 @@ class WatchResult(Contract):
 
 
 def event_finding(e: JobEvent) -> tuple[tuple[object, ...], Finding] | None:
-    """A job-log or kernel-log event as a finding, with the key that makes it once, or ``None`` when the
-    postmortem's rules take it as context only."""
+    """A job-log or kernel-log event as a finding, with the key that makes it once (the rule's code, severity and
+    grouping key), or ``None`` when the postmortem's rules take it as context only."""
     j = rules.judge(e)
     if j is None:
         return None
@@ -88,7 +90,7 @@ def event_finding(e: JobEvent) -> tuple[tuple[object, ...], Finding] | None:
         evidence=[EvidenceLine(file=e.file, line=e.line, text=e.text[:2000])],
         details={k: v for k, v in d.items() if v is not None},
     )
-    return (j.code, *j.key), f
+    return (j.code, j.severity, *j.key), f  # a worse line of the same key (AER corrected, then fatal) again
 
 
 class Watcher:
@@ -98,7 +100,7 @@ class Watcher:
         self,
         req: WatchRequest,
         emit: Callable[[Finding], None],
-        note: Callable[[str], None] = lambda _m: None,
+        note: Callable[[str, str], None] = lambda _kind, _m: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         missing = [str(p) for p in req.paths if not p.exists()]
@@ -125,13 +127,21 @@ class Watcher:
         self.sources.scan()
         steps, events = self.sources.poll()
         now = self.clock()
+        if steps and self.sources.step_dirs():
+            # StepTimer logs time every stage of every rank: a training log's step times of the same job (a
+            # rank key of its own, or none) would only mix a coarser view of the same steps into the rules
+            kept = [o for o in steps if self._is_steptimer(o)]
+            if len(kept) < len(steps) and "log steps" not in self._said:
+                self._said.add("log steps")
+                self.note("info", "training-log step times not used: StepTimer logs time the same steps by stage")
+            steps = kept
         if steps or events:
             self.last_activity = now
         was_hung = self.detector.hang_open
         for f in self.detector.observe_many(steps, now):
             self._out(f)
         if was_hung and not self.detector.hang_open and self.detector.hang_since is not None:
-            self.note(f"steps resumed after {now - self.detector.hang_since:.0f} s without one")
+            self.note("info", f"steps resumed after {now - self.detector.hang_since:.0f} s without one")
         self.steps_read += len(steps)
         self._events(events)
         hang = self.detector.check_hang(now)
@@ -142,7 +152,11 @@ class Watcher:
         for followed in self.sources.files.values():
             if followed.first_error and followed.first_error not in self._said:
                 self._said.add(followed.first_error)
-                self.note(f"not read: {followed.first_error}")
+                self.note("problem", f"not read: {followed.first_error}")
+
+    def _is_steptimer(self, o: StepObs) -> bool:
+        f = self.sources.files.get(Path(o.source))
+        return f is not None and f.kind == "steps"
 
     def _collect(self, now: float) -> None:
         if self.collection is not None:
@@ -164,12 +178,14 @@ class Watcher:
         dirs = self.sources.step_dirs()
         if not self.req.dump or not dirs or self.collection is not None:
             if not dirs:
-                self.note("no StepTimer folder to ask for Flight Recorder dumps (training logs only)")
+                self.note("info", "no StepTimer folder to ask for Flight Recorder dumps (training logs only)")
             return
         rid, dump_dir, failed = request_dumps(dirs)
         ranks = sorted(k for k in self.detector.members if isinstance(k, int))
         hosts = {k: h for k, h in self.detector.members.items() if isinstance(k, int) and h}
-        self.note(f"asked {len(ranks)} ranks for Flight Recorder dumps into {dump_dir}")
+        self.note("info", f"asked {len(ranks)} ranks for Flight Recorder dumps into {dump_dir}")
+        for w in failed:
+            self.note("problem", f"dump request not written: {w}")
         self.collection = DumpCollection(rid, dump_dir, ranks, hosts, now + self.req.dump_wait_s, failed)
 
     def done(self) -> bool:

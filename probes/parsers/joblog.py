@@ -1233,10 +1233,15 @@ class JobLogScanner:
             if f.kind is EventKind.SIGNAL and "exception" in det and "what" not in det and len(self.events) > kept:
                 self._terminates.append((kept, n, ll.rank, ll.local_rank, host))
 
-    def result(self) -> JobLog:
-        """Finish the log (a pending wrapped message, an open ChildFailedError entry) and return it."""
+    def flush(self) -> None:
+        """Close what waits for more lines (a wrapped message, a ChildFailedError entry) as if the log ended here:
+        a live reader (``fleetdx watch``) calls it when a log has paused, so its last events are not held back."""
         self._flush_pending(None)
         self._end_block()
+
+    def result(self) -> JobLog:
+        """Finish the log (a pending wrapped message, an open ChildFailedError entry) and return it."""
+        self.flush()
         return JobLog(
             file=self.file,
             events=self.events,

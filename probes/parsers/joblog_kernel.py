@@ -282,9 +282,14 @@ class KernelLogScanner:
             ev = _event(EventKind.GPU_LOST, self.file, n, raw, ll, self.year, event=d.kind.value, pci=d.pci)
             self._keep(ev.model_copy(update={"text": text[: MAX_TEXT * 2]}), str(d.pci))
 
-    def result(self) -> JobLog:
+    def flush(self) -> None:
+        """Judge the ``NVRM:`` lines held back (an XID message may continue on the next line) as if the log ended
+        here: a live reader (``fleetdx watch``) calls it when a log has paused."""
         if self._nvrm:
             self._flush_nvrm()
+
+    def result(self) -> JobLog:
+        self.flush()
         hosts = list(dict.fromkeys(e.host for e in self.events if e.host is not None))
         return JobLog(
             file=self.file, events=self.events, lines_read=self.lines, events_dropped=self.dropped, hosts=hosts
