@@ -4,6 +4,8 @@ bandwidth run moves nothing, and the lemon score counts quarantines in the last 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fleetdx.orchestrator.diagnosis.node_states import (
@@ -17,7 +19,7 @@ from fleetdx.orchestrator.diagnosis.node_states import (
 )
 from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.report import NodeReport, RunKind, RunReport
-from fleetdx.orchestrator.store import Store, StoreError
+from fleetdx.orchestrator.store import Store, StoreError, import_spool_file, write_spool
 from fleetdx.orchestrator.store import states as st
 from fleetdx.probes.contracts import Level, Severity, Verdict
 from tests.store_samples import bandwidth_raw, bandwidth_run
@@ -143,3 +145,13 @@ def test_the_flap_window_is_a_setting(monkeypatch: pytest.MonkeyPatch, migrated_
     monkeypatch.setenv("FLEETDX_FLAP_WINDOW_S", "a day")
     with pytest.raises(StoreError, match="FLEETDX_FLAP_WINDOW_S='a day'"):
         Store.open(migrated_url)
+
+
+def test_a_spooled_preflight_moves_its_node_when_imported(store: Store, tmp_path: Path) -> None:
+    # a prolog's --spool report, loaded later by `fleetdx db import`: the same move as a direct save
+    path = write_spool(run("sp", T0, Verdict.CRITICAL), None, tmp_path / "spool")
+    assert st.get(store, H) is None
+    result = import_spool_file(store, path)
+    assert result is not None and result.inserted
+    s = st.get(store, H)
+    assert s is not None and s.state is NodeState.SUSPECT and s.run_id == "sp"
