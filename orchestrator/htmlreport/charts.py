@@ -244,5 +244,6 @@ def count_bars(title: str, categories: list[str], segments: dict[str, list[int]]
         )
     fig.update_layout(barmode="stack", bargap=0.3)
     fig.update_xaxes(type="category", automargin=True)
-    fig.update_yaxes(title=y_title, automargin=True, tickformat="d", rangemode="tozero")
+    top = max((sum(col) for col in zip(*segments.values(), strict=True)), default=1)
+    fig.update_yaxes(title=y_title, automargin=True, tickformat="d", rangemode="tozero", dtick=integer_dtick(0, top, 5))
     return _layout(fig, title, 260)

@@ -1,0 +1,138 @@
+"""The fleet page and a job page as a person sees them: headless Chromium (Debian's ``chromium``, driven by
+Playwright) against a running ``fleetdx serve`` app (uvicorn in a thread) over a store with a job's runs, a
+postmortem and a quarantined node. Each page draws with no console or page error, asks nothing of another
+origin, draws its charts, and shows what matters in the first 1280x900 screen: the fleet's nodes by state
+(the fleet page), the job's verdict and its nodes (the job page). Screenshots are kept like
+tests/test_htmlreport_browser.py's ($FLEETDX_TEST_ARTIFACTS, else a new /tmp folder; ``pytest -rP`` prints
+the path)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from fleetdx.orchestrator.service.api import create_app
+from fleetdx.orchestrator.store import Store
+from tests.store_samples import migrated, preflight_raw, preflight_run
+from tests.test_fleet_pages import JOB, fill
+
+pytestmark = pytest.mark.chromium
+
+CHROMIUM = os.environ.get("FLEETDX_CHROMIUM") or (
+    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else shutil.which("chromium") or ""
+)
+if not CHROMIUM or not Path(CHROMIUM).exists():
+    pytest.skip(f"Chromium is not installed ({CHROMIUM or 'none on PATH'})", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+uvicorn = pytest.importorskip("uvicorn")
+
+VIEWPORT = {"width": 1280, "height": 900}
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    db = tmp_path_factory.mktemp("fleet") / "fleet.db"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with Store.open(migrated(f"sqlite:///{db}")) as store:
+        fill(store)
+        store.save_report(preflight_run("pf-1", 1_763_800_000.0).model_copy(update={"job": JOB}), preflight_raw())
+        server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started, "uvicorn did not start"
+        yield f"http://127.0.0.1:{port}"
+        server.should_exit = True
+        thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def shots() -> Path:
+    where = os.environ.get("FLEETDX_TEST_ARTIFACTS")
+    if where:
+        out = Path(where) / "fleet-page-screenshots"
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    return Path(tempfile.mkdtemp(prefix="fleetdx-fleet-screens-"))
+
+
+def _open(browser: Any, url: str, charts: int) -> tuple[Any, list[str], list[str]]:
+    """Open ``url`` at 1280x900 and wait until ``charts`` plotly charts are drawn: the page, its errors and
+    every URL it requested."""
+    page = browser.new_page(viewport=VIEWPORT)
+    errors: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(url, wait_until="networkidle", timeout=60_000)
+    page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {charts}", timeout=60_000)
+    return page, errors, requests
+
+
+def _above_the_fold(page: Any, selector: str) -> bool:
+    box = page.locator(selector).first.bounding_box()
+    return box is not None and box["height"] > 0 and box["y"] + min(box["height"], 40) <= VIEWPORT["height"]
+
+
+def _foreign(requests: list[str], base_url: str) -> list[str]:
+    origin = urlsplit(base_url).netloc
+    return [u for u in requests if urlsplit(u).scheme not in ("data", "blob") and urlsplit(u).netloc != origin]
+
+
+def test_fleet_page_in_chromium(browser: Any, base_url: str, shots: Path) -> None:
+    page, errors, requests = _open(browser, base_url + "/", charts=1)
+    shot = shots / "fleet.png"
+    page.screenshot(path=str(shot), full_page=True)
+    print(f"screenshot: {shot}")
+    assert errors == [], errors
+    assert _foreign(requests, base_url) == []
+    assert any(u.endswith("/static/plotly.min.js") for u in requests)
+    # the first screen: how many nodes in which state, and the cells of the quarantined node
+    assert _above_the_fold(page, "#fleet-summary") and _above_the_fold(page, "#state-quarantined .grid a")
+    assert "quarantined" in page.inner_text("#fleet-summary")
+    cell = page.locator('#state-quarantined .grid a[href="nodes/gpu07"]')
+    assert cell.count() == 1 and cell.get_attribute("title") == "gpu07: quarantined, CRITICAL"
+    cell.click()  # a cell leads to its node's page, which draws its timeline
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1", timeout=60_000)
+    assert page.url == base_url + "/nodes/gpu07" and "quarantined" in page.inner_text("#state")
+    assert errors == [], errors
+    page.close()
+
+
+def test_job_page_in_chromium(browser: Any, base_url: str, shots: Path) -> None:
+    page, errors, requests = _open(browser, base_url + "/jobs/4711", charts=1)
+    shot = shots / "job-4711.png"
+    page.screenshot(path=str(shot), full_page=True)
+    print(f"screenshot: {shot}")
+    assert errors == [], errors
+    assert _foreign(requests, base_url) == []
+    assert _above_the_fold(page, "#verdict") and "CRITICAL" in page.inner_text("#verdict")
+    assert _above_the_fold(page, "#nodes table") and "nid005471" in page.inner_text("#nodes")
+    page.locator("#postmortems a").first.click()  # the postmortem's own HTML report, served
+    page.wait_for_load_state("networkidle")
+    assert "/postmortems/" in page.url and "GPU_HW_FAULT" in page.inner_text("body")
+    assert errors == [], errors
+    page.close()
