@@ -581,3 +581,13 @@ def test_a_stream_tag_keeps_the_rank_behind_it(line: str) -> None:
 def test_an_nccl_host_printed_as_a_dash_is_no_host() -> None:
     log = parse_joblog("-:1234:5678 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.1.1.3<4567>")
     assert log.events and all(e.host is None for e in log.events) and "-" not in log.hosts
+
+
+def test_a_bare_clock_time_before_the_rank_prefix_is_a_prefix() -> None:
+    """A collector that stamps each line with a time of day only (ms-swift's log, tests/fixtures/joblogs_wild/10):
+    ``18:11:06.680 [rank4]:[E205 ...]`` is rank 4's line; a time followed by words stays in the body."""
+    from fleetdx.probes.parsers.logline import normalise_line
+
+    ll = normalise_line("18:11:06.680 [rank4]:[E205 18:11:06.375750231 ProcessGroupNCCL.cpp:1870] [Rank 4] x")[0]
+    assert ll.rank == 4 and ll.body.startswith("[E205 18:11:06")
+    assert normalise_line("12:00:01 step 7 done [x]")[0].body == "12:00:01 step 7 done [x]"

@@ -85,6 +85,7 @@ _PREFIX_RE = re.compile(
     r"(?P<ray_kv>\w+=[^\s,()]*(?:,[ \t]*\w+=[^\s,()]*)*)\)[ \t]?"
     r"|\((?P<ray_only>[A-Za-z_][\w.\-]*)\)[ \t]"
     r"|\[\d{1,7}\][ \t]"
+    r"|\[?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]?[ \t]+(?=\[)"  # a bare clock time (no date) before a rank prefix
     r"|(?:stdout|stderr)(?::| [FP])[ \t]"
     r"|(?P<host>[A-Za-z][A-Za-z0-9_\-]*\d[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9\-]+)*|[A-Za-z0-9][\w\-]*(?:\.[\w\-]+)+"
     r"|<[\w\-. ]+>|x{3,}|X{3,}|\*{3,}):[ \t]"
