@@ -153,3 +153,11 @@ def test_a_drain_soon_after_a_return_is_held_too() -> None:
     # the prolog drained it (no critical check recorded first): the drain itself is the second failure
     drained = step(status(S.RETURNED, returned_at=T), H, DrainEvent(at=T + 60, reason="fleetdx preflight: X")).status
     assert drained is not None and drained.held
+
+
+def test_ok_clears_a_hold_but_a_drain_in_the_window_holds_again() -> None:
+    held = status(S.SUSPECT, held=True, returned_at=T - 600)
+    ok = step(held, H, check(OK)).status
+    assert ok is not None and ok.state is S.OK and not ok.held
+    again = step(ok, H, DrainEvent(at=T + 60, reason="fleetdx: X")).status
+    assert again is not None and again.held  # still within the flap window of the return at T - 600

@@ -44,8 +44,9 @@ retesting
 Flap damping: a node that is found critical within ``flap_window_s`` (:data:`DEFAULT_FLAP_WINDOW_S`, 24 h;
 the setting ``FLEETDX_FLAP_WINDOW_S``) of being returned to service is *held*: once quarantined, a clean
 retest no longer returns it; it stays ``quarantined`` until a person returns it (``fleetdx nodes return HOST
---reason TEXT``). The same damping as NHC's and NVSentinel's operators apply by hand: a node that fails again
-soon after coming back is not cycled in and out of service.
+--reason TEXT``). A held node that comes back clean without being quarantined (``suspect`` -> ``ok``) is no
+longer held; a drain within the flap window of its return still holds it. So a node that fails again soon
+after coming back is not cycled in and out of service.
 
 Lemon score: the number of times the node was quarantined (transitions into ``quarantined`` from ``ok``,
 ``suspect`` or ``returned``, or a new node; a failed retest is the same episode and does not count) in the last
@@ -240,7 +241,9 @@ def _check(status: NodeStatus | None, host: str, e: CheckEvent, window_s: float)
         if state is NodeState.OK or (state is NodeState.RETURNED and _flapped(status, e.at, window_s)):
             return None
         first = "first pre-flight clean" if state is None else "clean pre-flight"
-        return _move(status, host, NodeState.OK, _Why(e.at, f"{first} (run {e.run_id})", run_id=e.run_id))
+        why = _Why(e.at, f"{first} (run {e.run_id})", run_id=e.run_id)
+        # ok clears a hold (it was never drained); a drain soon after is weighed against returned_at again
+        return _move(status, host, NodeState.OK, why, held=False)
     if state is NodeState.SUSPECT:
         return None
     critical = e.verdict is Verdict.CRITICAL
