@@ -23,6 +23,7 @@ from pathlib import Path
 
 from fleetdx.probes.catalog import SYSFS_INFINIBAND_FILE, SYSFS_NUMA_FILE, SYSFS_PCI_FILE
 from fleetdx.probes.contracts import Contract
+from fleetdx.probes.parsers.ib_counters import NETDEV_ATTRS
 
 #: PCI vendor ids (pci.ids): NVIDIA, Mellanox (NVIDIA Networking)
 VENDOR_NVIDIA = "0x10de"
@@ -123,9 +124,11 @@ IB_COUNTER_DIRS = ("counters", "counters_ext", "hw_counters")
 
 def read_infiniband_counters(root: Path) -> list[str] | None:
     """One sample of every RDMA port's counters: ``PATH:VALUE`` lines of ``state``, ``phys_state``, ``rate``,
-    ``link_layer`` and every file of ``counters/``, ``counters_ext/`` and ``hw_counters/`` (read by
-    :func:`fleetdx.probes.parsers.ib_counters.parse_ib_counters`); ``None`` when there is no RDMA device.
-    Ports in numeric order, counters in name order; an unreadable file is left out."""
+    ``link_layer`` and every file of ``counters/``, ``counters_ext/`` and ``hw_counters/``, and of each network
+    interface of the CA's PCI function (``device/net/<netdev>/``) its ``dev_port`` and ``carrier_down_count``
+    (kernel ABI sysfs-class-net: RoCE ports have no IBTA ``link_downed``, their netdev counts the downs); read by
+    :func:`fleetdx.probes.parsers.ib_counters.parse_ib_counters`. ``None`` when there is no RDMA device. Ports in
+    numeric order, counters in name order; an unreadable file is left out."""
     base = root / "sys/class/infiniband"
     if not base.is_dir():
         return None
@@ -139,6 +142,9 @@ def read_infiniband_counters(root: Path) -> list[str] | None:
             for d in IB_COUNTER_DIRS:
                 if (port / d).is_dir():
                     files += sorted(f for f in (port / d).iterdir() if f.is_file())
+        netdevs = ca / "device" / "net"
+        if netdevs.is_dir():
+            files += [nd / a for nd in sorted(netdevs.iterdir()) for a in NETDEV_ATTRS]
     return _lines(root, files) or None
 
 

@@ -242,6 +242,42 @@ def test_standard_level_samples_twice_and_flags_climbing_errors_and_a_flap(tmp_p
     assert "3 times" in flaps["mlx5_0/1"].message
 
 
+def test_roce_port_flap_is_read_from_its_netdev(tmp_path: Path) -> None:
+    """A RoCE port has no IBTA link_downed: its netdev's carrier_down_count counts the downs. The procfs tree's
+    mlx5_0 is made a RoCE port here (link_layer edited to Ethernet) and given the netdev a real mlx5 function
+    has, ``device/net/<netdev>/{dev_port,carrier_down_count}`` (kernel ABI sysfs-class-net; the ttar fixture
+    does not carry the device symlink): its count goes 4 -> 5 between the samples."""
+    root = tmp_path / "root"
+    extract(FIX / "procfs_sys_infiniband.ttar", root, TREES["procfs_sys_infiniband.ttar"])
+    mlx5 = root / "sys/class/infiniband/mlx5_0"
+    (mlx5 / "ports/1/link_layer").write_text("Ethernet\n")
+    nd = mlx5 / "device/net/ens1f0np0"
+    nd.mkdir(parents=True)
+    (nd / "dev_port").write_text("0\n")
+    (nd / "carrier_down_count").write_text("4\n")
+
+    def during() -> None:
+        (nd / "carrier_down_count").write_text("5\n")
+
+    data = collect(_Standin(during), Level.STANDARD, "roce-node", sysfs_root=root)
+    node = node_facts(data)
+    assert node.ib_counters is not None
+    port = next(p for p in node.ib_counters.samples[0].ports if p.ca == "mlx5_0")
+    assert (port.netdev, port.netdev_counters, port.link_layer) == (
+        "ens1f0np0",
+        {"carrier_down_count": 4},
+        LinkLayer.ETHERNET,
+    )
+    (flap,) = _codes(diagnose(Fleet(nodes=[node])).findings, FindingCode.IB_LINK_FLAP)
+    assert (flap.subject, flap.severity, flap.details["counter"], flap.details["netdev"]) == (
+        "mlx5_0/1",
+        Severity.WARNING,
+        "carrier_down_count",
+        "ens1f0np0",
+    )
+    assert "carrier_down_count of ens1f0np0" in flap.message
+
+
 def test_quiet_counters_give_no_finding_and_totals_are_not_judged(tmp_path: Path) -> None:
     """The real tree's totals (mlx4 port_xmit_wait 3599, mlx5 resp_cqe_error 8109) do not move: no finding."""
     node = _collect_node(tmp_path, lambda: None)

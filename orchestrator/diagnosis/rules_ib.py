@@ -18,9 +18,11 @@ now; only its climb does). A counter that went down was reset: its delta is its 
 error recovery process and downed the link", kernel ABI) rose between the samples: **warning** for one
 down, **critical** for :data:`FLAP_CRITICAL` or more within one window (a link that keeps retraining takes
 every NCCL job through it down with it; fleetdx's own threshold, settable with ``fleet.extra
-["ib_flap_critical"]``). The kernel's mlx5 ``Link down``/``Link up`` lines are read by the postmortem's
-kernel-log scanner (:mod:`fleetdx.probes.parsers.joblog_kernel`), not here: the pre-flight's ``dmesg`` keeps
-only GPU lines.
+["ib_flap_critical"]``). A RoCE port has no IBTA ``link_downed`` (no PMA): its network interface's
+``carrier_down_count`` (kernel ABI ``sysfs-class-net``, the same carrier changes mlx5 logs as ``Link down``
+/ ``Link up``) counts its downs, read with the counters; the larger of the two counts is taken. The kernel's
+``Link down`` lines themselves are read by the postmortem's kernel-log scanner
+(:mod:`fleetdx.probes.parsers.joblog_kernel`), not here: the pre-flight's ``dmesg`` keeps only GPU lines.
 
 ``IB_LINK_DEGRADED`` (warning): an Active InfiniBand port whose rate is below the fabric's: the configured
 ``fleet.extra["ib_expected_rate_gbps"]``, else the most common rate of the Active InfiniBand ports of the same
@@ -39,6 +41,7 @@ from fleetdx.probes.catalog import SYSFS_IB_COUNTERS_FILE
 from fleetdx.probes.contracts import EvidenceValue, Severity
 from fleetdx.probes.facts import NodeFacts
 from fleetdx.probes.parsers.ib_counters import (
+    CARRIER_DOWN,
     ERROR_COUNTERS,
     HW_ERROR_COUNTERS,
     LINK_DOWNED,
@@ -114,13 +117,30 @@ def ib_port_errors(node: NodeFacts, fleet: Fleet) -> list[Finding]:
     return out
 
 
+def _downs(d: PortDelta) -> CounterDelta | None:
+    """The port's link-down count between the samples: ``link_downed`` (IBTA) or its netdev's
+    ``carrier_down_count``, whichever counted more (an IPoIB or RoCE netdev may count the same downs: never
+    added up)."""
+    counts = [
+        c
+        for c in d.changed
+        if c.delta > 0
+        and (
+            (c.group is CounterGroup.COUNTERS and c.name == LINK_DOWNED)
+            or (c.group is CounterGroup.NETDEV and c.name == CARRIER_DOWN)
+        )
+    ]
+    return max(counts, key=lambda c: c.delta) if counts else None
+
+
 def ib_link_flap(node: NodeFacts, fleet: Fleet) -> list[Finding]:
-    """``IB_LINK_FLAP`` for each port whose ``link_downed`` rose between the two samples."""
+    """``IB_LINK_FLAP`` for each port whose ``link_downed`` (or its netdev's ``carrier_down_count``) rose
+    between the two samples."""
     critical_at = int(fleet.extra.get("ib_flap_critical", FLAP_CRITICAL))
     out: list[Finding] = []
     for d in _deltas(node):
-        c = d.get(LINK_DOWNED)
-        if c is None or c.delta <= 0 or c.group is not CounterGroup.COUNTERS:
+        c = _downs(d)
+        if c is None:
             continue
         sev = Severity.CRITICAL if c.delta >= critical_at else Severity.WARNING
         times = "once" if c.delta == 1 else f"{c.delta} times"
@@ -130,14 +150,17 @@ def ib_link_flap(node: NodeFacts, fleet: Fleet) -> list[Finding]:
                 severity=sev,
                 nodes=[node.host],
                 subject=f"{d.ca}/{d.port}",
-                message=f"{d.ca} port {d.port}: link went down {times} {_window(d)}"
-                + (" (counter reset in between: at least that)" if c.reset else ""),
+                message=f"{d.ca} port {d.port}: link went down {times} {_window(d)} ({c.name}"
+                + (f" of {d.netdev}" if c.group is CounterGroup.NETDEV else "")
+                + (", reset in between: at least that)" if c.reset else ")"),
                 details={
                     "ca": d.ca,
                     "port": d.port,
-                    "link_downed_delta": c.delta,
-                    "link_downed_before": c.before,
-                    "link_downed_after": c.after,
+                    "counter": c.name,
+                    "netdev": d.netdev,
+                    "delta": c.delta,
+                    "before": c.before,
+                    "after": c.after,
                     "reset": c.reset,
                     "state_now": d.state.value if d.state else None,
                     "elapsed_s": d.elapsed_s,

@@ -63,6 +63,15 @@ _SYSFS_RE = re.compile(
 )
 _RATE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec(?:\s*\(([0-9]+)X(?:\s+([A-Za-z0-9]+))?\))?")
 _COUNT_RE = re.compile(r"^\s*([0-9]{1,20})\s*$")
+#: the port's netdev (``/sys/class/infiniband/mlx5_0/device/net/ens1f0np0/carrier_down_count``): the PCI
+#: function's network interfaces, ``dev_port`` (0-based) naming the port; kernel ABI
+#: ``Documentation/ABI/testing/sysfs-class-net``
+_NETDEV_RE = re.compile(
+    r"^(?:.*/)?class/infiniband/(?P<ca>[^/\s]+)/device/net/(?P<nd>[^/\s]+)/"
+    r"(?P<name>dev_port|carrier_down_count):(?P<value>.*)$"
+)
+#: the netdev files read with a port's counters
+NETDEV_ATTRS = ("dev_port", "carrier_down_count")
 _NUM_PREFIX = re.compile(r"^\s*[0-9]+:\s*")
 
 
@@ -71,6 +80,7 @@ class CounterGroup(str, Enum):
 
     COUNTERS = "counters"  #: IBTA PortCounters (and mlx4's counters_ext, folded in)
     HW_COUNTERS = "hw_counters"  #: driver counters (mlx5: RoCE retransmission, sequence errors, CNPs)
+    NETDEV = "netdev"  #: the port's network device (``device/net/<netdev>/``): ``carrier_down_count``
 
 
 #: IBTA PortCounters error counters fleetdx judges (``IB_PORT_ERRORS``): each counts a physical or link-level
@@ -94,6 +104,7 @@ ERROR_COUNTERS = (
 #: ``rnr_nak_retry_err`` (the receiving application's buffers, not the link)
 HW_ERROR_COUNTERS = ("local_ack_timeout_err", "packet_seq_err", "implied_nak_seq_err")
 LINK_DOWNED = "link_downed"
+CARRIER_DOWN = "carrier_down_count"
 #: files of ``hw_counters/`` that are settings, not counts (``lifespan``: how many ms the driver caches the
 #: counters: the ``lifespan`` attribute of drivers/infiniband/core/sysfs.c)
 HW_SETTINGS = ("lifespan",)
@@ -180,6 +191,10 @@ class IbPortSample(Contract):
     counters: dict[str, int] = Field(default_factory=dict)
     hw_counters: dict[str, int] = Field(default_factory=dict)
     unavailable: dict[str, str] = Field(default_factory=dict)
+    #: the port's network interface (RoCE's Ethernet netdev, IPoIB's ``ib0``) and its counters
+    #: (``carrier_down_count``: "the number of times the link has been down", sysfs-class-net)
+    netdev: str | None = None
+    netdev_counters: dict[str, int] = Field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -219,6 +234,8 @@ class _PortBuilder:
         self.counters: dict[str, int] = {}
         self.hw: dict[str, int] = {}
         self.unavailable: dict[str, str] = {}
+        self.netdev: str | None = None
+        self.netdev_counters: dict[str, int] = {}
 
     def add(self, group: str | None, name: str, value: str) -> None:
         if group is None:
@@ -248,7 +265,45 @@ class _PortBuilder:
             counters=dict(sorted(self.counters.items())),
             hw_counters=dict(sorted(self.hw.items())),
             unavailable=dict(sorted(self.unavailable.items())),
+            netdev=self.netdev,
+            netdev_counters=self.netdev_counters,
         )
+
+
+class _SysfsReader:
+    """One sample's ports and netdevs, line by line."""
+
+    def __init__(self, t_s: float | None) -> None:
+        self.t_s = t_s
+        self.ports: dict[tuple[str, int], _PortBuilder] = {}
+        self.netdevs: dict[tuple[str, str], dict[str, str]] = {}
+
+    def line(self, line: str) -> bool:
+        """Read one line; whether it was a port or netdev line."""
+        m = _SYSFS_RE.match(line)
+        if m is not None:
+            key = (m.group("ca"), int(m.group("port")))
+            b = self.ports.get(key) or self.ports.setdefault(key, _PortBuilder(*key))
+            b.add(m.group("group"), m.group("name"), m.group("value"))
+            return True
+        n = _NETDEV_RE.match(line)
+        if n is not None:
+            self.netdevs.setdefault((n.group("ca"), n.group("nd")), {})[n.group("name")] = n.group("value").strip()
+            return True
+        return False
+
+    def sample(self) -> IbCounterSample:
+        """The ports, each with its netdev (the one whose ``dev_port`` + 1 is the port number; first by name)."""
+        for (ca, nd), attrs in sorted(self.netdevs.items()):
+            dev_port = attrs.get("dev_port", "0")
+            b = self.ports.get((ca, int(dev_port) + 1 if dev_port.isdigit() else 1))
+            count = _COUNT_RE.match(attrs.get("carrier_down_count", ""))
+            if b is not None and b.netdev is None:
+                b.netdev = nd
+                if count is not None:
+                    b.netdev_counters["carrier_down_count"] = int(count.group(1))
+        keys = sorted(self.ports, key=lambda k: (k[0], k[1]))
+        return IbCounterSample(t_s=self.t_s, ports=[self.ports[k].build() for k in keys])
 
 
 def _finish(ports: dict[tuple[str, int], _PortBuilder], t_s: float | None) -> IbCounterSample:
@@ -258,32 +313,22 @@ def _finish(ports: dict[tuple[str, int], _PortBuilder], t_s: float | None) -> Ib
 def parse_ib_counters(text: str) -> IbCounters:
     """A sysfs counter dump (see the module doc) -> :class:`IbCounters` (``format="sysfs"``).
 
-    Lines that are neither a sample header nor a port attribute are ignored (a CA's ``fw_ver``, blank lines).
-    Raises :class:`ParseError` when no port attribute line is found at all."""
+    Lines that are neither a sample header nor a port or netdev attribute are ignored (a CA's ``fw_ver``,
+    blank lines). Raises :class:`ParseError` when no port attribute line is found at all."""
     samples: list[IbCounterSample] = []
-    ports: dict[tuple[str, int], _PortBuilder] = {}
-    t_s: float | None = None
-    seen = False
+    reader = _SysfsReader(None)
     for line in text.splitlines():
         line = line.rstrip("\r")
         head = _SAMPLE_RE.match(line)
         if head is not None:
-            if ports:
-                samples.append(_finish(ports, t_s))
-            ports, t_s = {}, float(head.group(2))
+            if reader.ports:
+                samples.append(reader.sample())
+            reader = _SysfsReader(float(head.group(2)))
             continue
-        m = _SYSFS_RE.match(line)
-        if m is None:
-            continue
-        seen = True
-        key = (m.group("ca"), int(m.group("port")))
-        b = ports.get(key)
-        if b is None:
-            b = ports[key] = _PortBuilder(*key)
-        b.add(m.group("group"), m.group("name"), m.group("value"))
-    if ports:
-        samples.append(_finish(ports, t_s))
-    if not seen:
+        reader.line(line)
+    if reader.ports:
+        samples.append(reader.sample())
+    if not samples:
         raise ParseError(FMT_SYSFS, None, "a /sys/class/infiniband/<CA>/ports/<N>/<file>:<value> line", text[:80])
     return IbCounters(format="sysfs", samples=samples)
 
@@ -342,10 +387,11 @@ class CounterDelta(Contract):
 
 
 class PortDelta(Contract):
-    """A port's counters that changed between two samples, and its state in the second."""
+    """A port's counters that changed between two samples, and its state (and netdev) in the second."""
 
     ca: str
     port: int
+    netdev: str | None = None
     link_layer: LinkLayer | None = None
     state: PortState | None = None
     elapsed_s: float | None = None
@@ -376,13 +422,22 @@ def port_deltas(before: IbCounterSample, after: IbCounterSample) -> list[PortDel
         for group, now, then in (
             (CounterGroup.COUNTERS, p.counters, q.counters),
             (CounterGroup.HW_COUNTERS, p.hw_counters, q.hw_counters),
+            (CounterGroup.NETDEV, p.netdev_counters, q.netdev_counters),
         ):
             for name, v in now.items():
                 w = then.get(name)
                 if w is not None and w != v:
                     changed.append(_delta(name, group, w, v, elapsed))
         out.append(
-            PortDelta(ca=p.ca, port=p.port, link_layer=p.link_layer, state=p.state, elapsed_s=elapsed, changed=changed)
+            PortDelta(
+                ca=p.ca,
+                port=p.port,
+                netdev=p.netdev,
+                link_layer=p.link_layer,
+                state=p.state,
+                elapsed_s=elapsed,
+                changed=changed,
+            )
         )
     return out
 
