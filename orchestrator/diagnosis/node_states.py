@@ -241,9 +241,9 @@ def _check(status: NodeStatus | None, host: str, e: CheckEvent, window_s: float)
         if state is NodeState.OK or (state is NodeState.RETURNED and _flapped(status, e.at, window_s)):
             return None
         first = "first pre-flight clean" if state is None else "clean pre-flight"
-        why = _Why(e.at, f"{first} (run {e.run_id})", run_id=e.run_id)
+        cleared = _Why(e.at, f"{first} (run {e.run_id})", run_id=e.run_id)
         # ok clears a hold (it was never drained); a drain soon after is weighed against returned_at again
-        return _move(status, host, NodeState.OK, why, held=False)
+        return _move(status, host, NodeState.OK, cleared, held=False)
     if state is NodeState.SUSPECT:
         return None
     critical = e.verdict is Verdict.CRITICAL
