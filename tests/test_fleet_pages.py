@@ -69,7 +69,7 @@ def fill(store: Store) -> None:
     run = assemble_report(
         RunKind.PREFLIGHT, ["gpu07", "gpu08"], [critical], started_at=T0 + 200, level=Level.QUICK, run_id="pf-9"
     )
-    store.save_report(run.model_copy(update={"job": other}))
+    store.save_report(run.model_copy(update={"job": other, "finished_at": T0 + 203.0}))
     node_states.record(store, "gpu07", DrainEvent(at=T0 + 210, reason="XID 79 GPU3 (run pf-9)", run_id="pf-9"))
     save_postmortem(load_postmortem(PM_XID).model_copy(update={"job": JOB}), store)
 

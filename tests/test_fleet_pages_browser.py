@@ -118,6 +118,7 @@ def test_fleet_page_in_chromium(browser: Any, base_url: str, shots: Path) -> Non
     cell.click()  # a cell leads to its node's page, which draws its timeline
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 1", timeout=60_000)
     assert page.url == base_url + "/nodes/gpu07" and "quarantined" in page.inner_text("#state")
+    page.screenshot(path=str(shots / "node-gpu07.png"), full_page=True)
     assert errors == [], errors
     page.close()
 

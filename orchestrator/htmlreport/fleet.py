@@ -32,6 +32,14 @@ from fleetdx.probes.contracts import Severity, Verdict
 STATE_ORDER = ["quarantined", "retesting", "suspect", "returned", "ok", "none"]
 VERDICT_ORDER = [Verdict.CRITICAL, Verdict.WARNING, Verdict.UNKNOWN, Verdict.OK]
 SEVERITY_ORDER = [Severity.CRITICAL, Severity.WARNING, Severity.UNKNOWN, Severity.INFO]
+#: the colour of a state's marker on a node's timeline, by the verdict it stands for
+STATE_COLOUR = {
+    "state quarantined": "CRITICAL",
+    "state retesting": "UNKNOWN",
+    "state suspect": "WARNING",
+    "state returned": "OK",
+    "state ok": "OK",
+}
 #: rows of the tables of quarantined nodes and open findings, jobs listed, and runs on a node page
 MAX_ROWS = 500
 MAX_JOBS = 100
@@ -210,6 +218,10 @@ def node_timeline(
         if any(r in s.y for s in series.values())
     ]
     fig = charts.timeline(list(series.values()), rows, "time (UTC)", x_is_time=True)
+    for trace in fig.data:  # a verdict in its badge's colour; a state in its verdict's (quarantined: critical)
+        name = STATE_COLOUR.get(trace.name, trace.name)
+        if name in charts.VERDICT_COLOURS:
+            trace.marker.color = charts.VERDICT_COLOURS[name]
     fig.update_layout(height=140 + 40 * len(rows))
     return Figure("fig-node-timeline", figure_json(fig))
 
