@@ -27,12 +27,14 @@ def _when(t: float) -> str:
 def _print(report: JobReport) -> None:
     """The job as text: its verdict line, its runs and postmortems (one table), its nodes' states."""
     runs = Table(title=f"job {escape(report.job_id)}: {report.verdict.name}", title_justify="left")
-    for col in ("when (UTC)", "what", "id", "verdict", "findings"):
+    for col in ("when (UTC)", "what", "id", "verdict", "found"):
         runs.add_column(col)
     for r in report.runs:
-        runs.add_row(_when(r.started_at), r.kind.value, escape(r.run_id), r.verdict.name, str(len(r.findings)))
+        found = f"{len(r.findings)} finding(s)"
+        runs.add_row(_when(r.started_at), r.kind.value, escape(r.run_id), r.verdict.name, found)
     for p in report.postmortems:
-        runs.add_row(_when(p.created_at), "postmortem", p.postmortem_id[:12], p.verdict.name, p.first_cause or "-")
+        cause = p.first_cause or "no cause"
+        runs.add_row(_when(p.created_at), "postmortem", p.postmortem_id[:12], p.verdict.name, cause)
     console.print(runs)
     nodes = Table(title=f"{len(report.nodes)} node(s), state now", title_justify="left")
     for col in ("host", "verdict", "state", "why"):
