@@ -44,6 +44,9 @@ One line per step (schema :data:`SCHEMA`), flushed every ``flush_every`` steps::
      "start_unix_s": 1732470000.123, "step_ms": 101.3, "proc_start_unix_s": 1732469940.5, "timing": "wall",
      "stages_ms": {"data": 3.1, ...}}
 
+``close()`` leaves ``steps-rank-N.jsonl.closed`` beside the file (:data:`CLOSED_SUFFIX`; removed when a timer
+opens the file again): ``fleetdx watch`` then knows the rank ended, and does not take a finished job for a hang.
+
 ``step`` counts from 0 in each process unless ``timer.step(number)`` gives the training step's own number (do,
 in a job that resumes from checkpoints); ``proc_start_unix_s`` is when the writing process started.
 
@@ -89,6 +92,9 @@ SyncMode = Literal["auto", "cuda-events", "synchronize", "none"]
 
 #: the dump request ``fleetdx watch`` writes beside the StepTimer files (module doc)
 TRIGGER_NAME = ".fleetdx-dump-request"
+#: the file ``close()`` creates beside the JSONL (``steps-rank-0.jsonl.closed``): the rank ended its steps (removed
+#: when a timer opens the file again)
+CLOSED_SUFFIX = ".closed"
 #: PyTorch's default Flight Recorder dump prefix (``TORCH_FR_DUMP_TEMP_FILE``: ``/tmp/nccl_trace_rank_``)
 DUMP_PREFIX = "nccl_trace_rank_"
 
@@ -179,6 +185,8 @@ class StepTimer:
         p.parent.mkdir(parents=True, exist_ok=True)
         self.path = p
         self._file: IO[str] | None = open(p, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
+        self.closed_marker = p.with_name(p.name + CLOSED_SUFFIX)
+        self.closed_marker.unlink(missing_ok=True)  # a new attempt appending to the file: it runs again
         self._flush_every = max(1, int(flush_every))
         self._proc_start = _process_start_unix_s()
         self._step = 0
@@ -290,6 +298,10 @@ class StepTimer:
         if self._file is not None:
             self._file.close()
             self._file = None
+            try:  # the job's readers (fleetdx watch) tell a rank that ended from one that hangs
+                self.closed_marker.touch()
+            except OSError:
+                pass
 
     def __enter__(self) -> StepTimer:
         return self

@@ -243,3 +243,26 @@ def test_a_kernel_log_xid_held_for_its_next_line_is_judged_when_the_log_pauses(t
     assert [(f.code.value, f.severity.value) for f in xids] == [("GPU_HW_FAULT", "critical")]
     aer = [f.severity.value for f in w.findings if f.evidence and "AER" in f.evidence[0].text]
     assert aer == ["warning", "critical"]  # corrected, then fatal: the worse line of the same key again
+
+
+def test_a_job_whose_ranks_closed_their_steptimers_ended_and_is_no_hang(tmp_path: Path) -> None:
+    from fleetdx.orchestrator.watch.run import Watcher, WatchRequest
+    from fleetdx.steps import StepTimer
+
+    for r in range(3):
+        with StepTimer(tmp_path, rank=r, world_size=3, sync="none", dump_on_request=False) as t:
+            for _ in range(20):
+                with t.step(), t.stage("forward"):
+                    pass
+    assert sorted(p.name for p in tmp_path.glob("*.closed")) == [f"steps-rank-{r}.jsonl.closed" for r in range(3)]
+    now = [0.0]
+    w = Watcher(WatchRequest(paths=[tmp_path]), lambda _f: None, clock=lambda: now[0])
+    w.tick()
+    now[0] = 3600.0
+    w.tick()
+    assert [f.code.value for f in w.findings] == []
+    StepTimer(tmp_path, rank=1, world_size=3, sync="none", dump_on_request=False)  # rank 1 runs again, never steps
+    assert not (tmp_path / "steps-rank-1.jsonl.closed").exists()
+    now[0] = 7200.0
+    w.tick()
+    assert [f.code.value for f in w.findings] == ["STEP_HANG"]

@@ -34,7 +34,7 @@ from fleetdx.probes.errors import FleetdxError
 from fleetdx.probes.parsers.joblog import JobEvent, JobLogScanner
 from fleetdx.probes.parsers.joblog_kernel import KernelLogScanner
 from fleetdx.probes.parsers.steptime_log import StepLogScanner
-from fleetdx.probes.steptimer import SCHEMA, TRIGGER_NAME
+from fleetdx.probes.steptimer import CLOSED_SUFFIX, SCHEMA, TRIGGER_NAME
 
 #: the longest line kept (bytes); the rest of a longer one is dropped
 MAX_LINE = 1 << 20
@@ -165,6 +165,11 @@ class Sources:
         self.files: dict[Path, Followed] = {}
         self.too_many = False
         self.scan()
+
+    def all_closed(self) -> bool:
+        """Whether every StepTimer log followed has its ``.closed`` marker (each rank ended its steps)."""
+        logs = [f.tail.path for f in self.files.values() if f.kind == "steps"]
+        return bool(logs) and all(p.with_name(p.name + CLOSED_SUFFIX).exists() for p in logs)
 
     def step_dirs(self) -> list[Path]:
         """The folders holding StepTimer logs (where the dump request is written)."""

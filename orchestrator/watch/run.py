@@ -8,7 +8,8 @@ it is found; ``note(kind, text)`` gets the rest: ``problem`` (a line not read, a
 time the same job by stage).
 
 It stops when ``stop`` is set (the CLI's SIGINT/SIGTERM), after ``max_s`` seconds, or once nothing new was read
-for ``until_idle_s`` seconds (and no dump collection is under way). The exit code is the Nagios verdict of
+for ``until_idle_s`` seconds (and no dump collection is under way). A job whose every StepTimer log has its
+``.closed`` marker (``StepTimer.close()``) ended: no hang is reported for it. The exit code is the Nagios verdict of
 every finding emitted (:func:`fleetdx.orchestrator.judgement.envelope.judge`); UNKNOWN (3) when nothing was
 ever read, or lines were unreadable and nothing worse was found.
 """
@@ -144,7 +145,11 @@ class Watcher:
             self.note("info", f"steps resumed after {now - self.detector.hang_since:.0f} s without one")
         self.steps_read += len(steps)
         self._events(events)
-        hang = self.detector.check_hang(now)
+        ended = self.detector.last_progress is not None and self.sources.all_closed()
+        if ended and "ended" not in self._said:
+            self._said.add("ended")
+            self.note("info", "every rank closed its StepTimer: the job ended (no hang is reported after this)")
+        hang = None if ended else self.detector.check_hang(now)
         if hang is not None:
             self._out(hang)
             self._ask_for_dumps(now)
