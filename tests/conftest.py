@@ -89,6 +89,8 @@ SLOW = (
     "test_fleet_pages.py::test_a_fleet_of_5000_nodes",
     "test_slim_install.py",
     "test_local_preflight.py::test_spool_delivers",
+    "test_nodes_cli.py::test_nodes_lists_a_node_a_local_preflight_just_stored",
+    "test_nodes_cli.py::test_return_and_history",
     "test_parse_nccl_fuzz.py::test_every_pattern_is_linear",
     "test_code_catalog.py::test_every_job_json_has_the_envelope",
     "test_code_catalog.py::test_codes_json_lists_every_code",
