@@ -164,7 +164,7 @@ def test_small_differences_are_not_stragglers() -> None:
 def test_report_shape_matches_issue_13() -> None:
     rep = report(_traces("cpu-gloo-slow-data-rank2")).model_dump(mode="json")
     envelope = {"schema_version", "kind", "verdict", "exit_code", "job", "findings", "missing_evidence"}
-    assert set(rep) == envelope | {"ranks", "baseline"} and rep["baseline"] is None and rep["kind"] == "steps"
+    assert set(rep) == envelope | {"ranks", "baseline", "mfu"} and rep["baseline"] is None and rep["kind"] == "steps"
     assert rep["verdict"] == "WARNING" and rep["exit_code"] == 1 and rep["missing_evidence"] == []
     r = rep["ranks"][2]
     assert set(r) == {
@@ -175,6 +175,8 @@ def test_report_shape_matches_issue_13() -> None:
         "stages_ms",
         "temporal_breakdown_pct",
         "comm_exposed_pct",
+        "mfu",
+        "kernel_classes",
     }
     assert set(r["step_time_ms"]) == {"median", "p95"}
     assert r["temporal_breakdown_pct"] is None  # CPU-only: no GPU shares

@@ -31,7 +31,7 @@ def test_json_shape_and_straggler_exit_code() -> None:
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     envelope = {"schema_version", "kind", "verdict", "exit_code", "job", "findings", "missing_evidence"}
-    assert set(doc) == envelope | {"ranks", "baseline"} and doc["job"] is None and doc["baseline"] is None
+    assert set(doc) == envelope | {"ranks", "baseline", "mfu"} and doc["job"] is None and doc["baseline"] is None
     assert doc["verdict"] == "WARNING" and doc["exit_code"] == 1
     assert [x["rank"] for x in doc["ranks"]] == [0, 1, 2, 3]
     assert set(doc["ranks"][0]) == {
@@ -42,6 +42,8 @@ def test_json_shape_and_straggler_exit_code() -> None:
         "stages_ms",
         "temporal_breakdown_pct",
         "comm_exposed_pct",
+        "mfu",
+        "kernel_classes",
     }
     (f,) = doc["findings"]
     assert (f["code"], f["subject"], f["nodes"], f["details"]["stage"]) == (

@@ -13,6 +13,7 @@ unusable input named on stderr), or a usage error. Never 2: step times alone nev
 from __future__ import annotations
 
 import os
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,67 @@ def _rank_tables(rep: Any) -> list[Table]:
     ]
 
 
+def _tflops(v: float | None) -> str:
+    """TFLOP/s to 3 significant figures (a CPU does 0.00475)."""
+    return "-" if v is None else f"{v:.3g}"
+
+
+def _render_mfu(rep: Any) -> None:
+    """Achieved TFLOP/s and MFU per rank and for the job, and the GPU time by kernel class."""
+    job = rep.mfu
+    if job is None:
+        return
+    if any(r.mfu is not None and r.mfu.achieved_tflops is not None for r in rep.ranks):
+        t = Table(title="throughput (median step)", header_style="bold")
+        for col in ("rank", "GPU", "dtype", "GFLOP/step", "TFLOP/s", "peak", "MFU %"):
+            t.add_column(col, justify="left" if col in ("GPU", "dtype") else "right")
+        for r in rep.ranks:
+            m = r.mfu
+            if m is None:
+                continue
+            mfu = "-" if m.mfu_pct is None else f"{'>=' if m.lower_bound else ''}{m.mfu_pct:.3g}"
+            t.add_row(
+                str(r.rank),
+                escape(m.gpu_model or m.device or "?"),
+                m.dtype or "-",
+                "-" if m.flops_per_step is None else f"{m.flops_per_step / 1e9:,.1f}",
+                _tflops(m.achieved_tflops),
+                _tflops(m.peak_tflops),
+                mfu,
+            )
+        console.print(t)
+    if job.mfu_pct is not None:
+        bound = "at least " if job.lower_bound else ""
+        ranks = f"{job.ranks} rank{'s' if job.ranks != 1 else ''}"
+        console.print(
+            f"MFU of the job ({ranks}): {bound}{job.mfu_pct:.3g}%: {_tflops(job.achieved_tflops)} of "
+            f"{_tflops(job.peak_tflops)} TFLOP/s ({escape(job.gpu_model or '?')} {job.dtype} dense peak, dtype "
+            f"{job.dtype_from}; FLOPs from {job.flops_from})",
+            highlight=False,
+        )
+    if job.note:
+        console.print(f"MFU: {escape(job.note)}", highlight=False)
+    if job.kernel_classes_pct:
+        occ: dict[str, list[float]] = {}
+        for r in rep.ranks:
+            for c in r.kernel_classes or []:
+                if c.occupancy_pct is not None:
+                    occ.setdefault(c.kernel_class, []).append(c.occupancy_pct)
+        parts = [
+            f"{k} {v:.1f}%" + (f" (occupancy {statistics.median(occ[k]):.0f}%)" if k in occ else "")
+            for k, v in job.kernel_classes_pct.items()
+        ]
+        busy = f"GPU busy {job.gpu_busy_pct:.0f}%; " if job.gpu_busy_pct is not None else ""
+        console.print(
+            f"{busy}GPU time by kernel class (median over ranks; Kineto's estimated occupancy): {', '.join(parts)}",
+            highlight=False,
+        )
+
+
 def _render(rep: Any) -> None:
     for table in _rank_tables(rep):
         console.print(table)
+    _render_mfu(rep)
     if rep.findings:
         ft = Table(title="findings", header_style="bold")
         for col in ("severity", "code", "subject", "message"):
@@ -186,6 +245,26 @@ def register(app: typer.Typer) -> None:
         jobs: int = typer.Option(
             min(4, os.cpu_count() or 1), "--jobs", "-j", min=1, help="Processes decomposing ranks in parallel."
         ),
+        gpu: str = typer.Option(
+            None,
+            "--gpu",
+            help="The GPU model for MFU when the traces do not name it (deviceProperties) or a StepTimer log is "
+            "read: A100, H100-SXM, H100-PCIe, H100-NVL, H200-SXM, H200-NVL, B200, L40S, L4, A10, A30, V100-SXM2, "
+            "V100-PCIe, T4, or a CUDA device name.",
+        ),
+        dtype: str = typer.Option(
+            None,
+            "--dtype",
+            help="The data type of the peak (fp32, tf32, bf16, fp16, fp8); default: the one the GEMM kernels' "
+            "names say, else bf16.",
+        ),
+        flops_per_step: float = typer.Option(
+            None,
+            "--flops-per-step",
+            min=0.0,
+            help="The job's model FLOPs per training step, all ranks together (a dense transformer: about 6 x "
+            "parameters x tokens per step); default: the FLOPs the traces count.",
+        ),
         html_out: Path = typer.Option(  # noqa: B008 (typer's declaration style)
             None,
             "--html",
@@ -197,9 +276,12 @@ def register(app: typer.Typer) -> None:
 
         Breaks each rank's steps into data / h2d / forward / backward / grad_sync / optimizer / checkpoint,
         GPU idle / compute / non-compute (as HTA), exposed communication, kernel sizes and step-time
-        stability; a straggler rank is named with its host.
+        stability; a straggler rank is named with its host. Achieved TFLOP/s and MFU against the GPU's dense
+        peak (FLOPs from traces captured with with_flops=True or record_shapes=True, or --flops-per-step), and
+        the GPU time by kernel class (GEMM, elementwise, communication, memcpy, other).
 
-        Examples: fleetdx steps traces/ ; fleetdx steps traces/ --baseline good-run/ --json
+        Examples: fleetdx steps traces/ ; fleetdx steps traces/ --baseline good-run/ --json ;
+        fleetdx steps steps-logs/ --gpu H100-SXM --flops-per-step 3.2e15
 
         Exit: 0 nothing found, 1 a warning finding, 3 an input that cannot be decomposed (or a usage error).
         """
@@ -214,6 +296,7 @@ def register(app: typer.Typer) -> None:
             db=db,
             max_events=max_events,
             jobs=jobs,
+            mfu={"gpu": gpu, "dtype": dtype, "flops_per_step": flops_per_step},
         )
         done = run(request)
         rep, loaded = done.report, done.loaded

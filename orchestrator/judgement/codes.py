@@ -71,6 +71,7 @@ class FindingCode(str, Enum):
     STEP_H2D_BOUND = "STEP_H2D_BOUND"
     STEP_BURSTY = "STEP_BURSTY"
     STEP_STRAGGLER_RANK = "STEP_STRAGGLER_RANK"
+    STEP_LOW_MFU = "STEP_LOW_MFU"
     # a running job followed live (fleetdx watch)
     STEP_HANG = "STEP_HANG"
     STEP_JOB_SLOWDOWN = "STEP_JOB_SLOWDOWN"

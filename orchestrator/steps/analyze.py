@@ -28,6 +28,8 @@ Thresholds (:class:`StepPolicy`) and where they come from:
   dispatch overhead, a few to tens of us per op, not arithmetic, sets the pace; the fastest step is the one
   least slowed by other load on the host);
 * ``STEP_COMPUTE_BOUND`` (info): computation kernels over 80% of the GPU span: the GPU is saturated;
+* ``STEP_LOW_MFU``: the GPU busy (idle under 10%) while the job's MFU is under 20%
+  (:mod:`fleetdx.orchestrator.steps.mfu`, where the thresholds are argued);
 * ``STEP_BURSTY``: a rank whose step times have a coefficient of variation over 0.2 and at least 2 (and 5% of)
   spikes, a spike being a step over 1.5 x the rank's median and robustly high (modified z over 3.5 on the log
   scale, as in the bandwidth detection);
@@ -64,6 +66,7 @@ from fleetdx.orchestrator.steps.contracts import (
     StepTimeMs,
     TemporalPct,
 )
+from fleetdx.orchestrator.steps.mfu import MfuOptions, job_mfu, low_mfu_finding, rank_mfu
 from fleetdx.probes.contracts import Contract, EvidenceValue, Job, Severity, Verdict
 
 #: stage times are floored at 1 us before the log-scale baseline: a stage its peers never enter (0 ms) is a
@@ -139,6 +142,7 @@ def summary(rs: RankSteps, policy: StepPolicy) -> RankSummary:
         stages_ms=stages,
         temporal_breakdown_pct=TemporalPct(**tb) if tb is not None else None,
         comm_exposed_pct=rs.comm_exposed_pct,
+        kernel_classes=rs.kernel_classes,
     )
 
 
@@ -537,7 +541,8 @@ def report(
     missing: Sequence[str] = (),
 ) -> StepsReport:
     """The ``fleetdx steps --json`` document of a job's ranks; ``missing`` the inputs that could not be used (one
-    line each: they make the verdict at least UNKNOWN, :func:`~fleetdx.orchestrator.judgement.envelope.judge`)."""
+    line each: they make the verdict at least UNKNOWN, :func:`~fleetdx.orchestrator.judgement.envelope.judge`).
+    MFU figures are added by :func:`with_mfu`."""
     policy = policy or StepPolicy()
     ordered = sorted(ranks, key=lambda r: r.rank)
     findings = diagnose(ordered, policy, host_findings)
@@ -549,4 +554,30 @@ def report(
         findings=findings,
         missing_evidence=list(missing),
         ranks=[summary(rs, policy) for rs in ordered],
+    )
+
+
+def with_mfu(rep: StepsReport, ranks: Sequence[RankSteps], opts: MfuOptions | None = None) -> StepsReport:
+    """``rep`` (the :func:`report` of ``ranks``) with each rank's and the job's achieved TFLOP/s and MFU, and
+    STEP_LOW_MFU when the GPU is busy but the MFU low (:mod:`fleetdx.orchestrator.steps.mfu`); the verdict is
+    judged again. ``opts``: the GPU model, data type and job FLOPs per step the caller gives."""
+    ordered = sorted(ranks, key=lambda r: r.rank)
+    if not ordered:
+        return rep
+    world = max([r.world_size or 0 for r in ordered] + [len(ordered)])
+    per_rank = {rs.rank: rank_mfu(rs, world, opts or MfuOptions()) for rs in ordered}
+    job = job_mfu(ordered, list(per_rank.values()))
+    findings = list(rep.findings)
+    low = low_mfu_finding(job, _subject(ordered), sorted({h for rs in ordered for h in _node(rs)}))
+    if low is not None:
+        findings.append(low)
+    j = judge(findings, floor=[Verdict.UNKNOWN] if rep.missing_evidence else [])
+    return rep.model_copy(
+        update={
+            "findings": findings,
+            "verdict": j.verdict,
+            "exit_code": j.exit_code,
+            "mfu": job,
+            "ranks": [r.model_copy(update={"mfu": per_rank.get(r.rank)}) for r in rep.ranks],
+        }
     )

@@ -60,6 +60,8 @@ class StepSample(Contract):
     step_ms: float
     stages_ms: dict[str, float]
     gpu: GpuStep | None = None
+    #: floating-point operations of the step's CPU ops (a trace's FLOPs: ``args.flops`` or matmul shapes)
+    flops: float | None = None
     host_step_ms: float | None = None  #: the ``ProfilerStep#N`` span (GPU traces only)
     host_stages_ms: dict[str, float] | None = None  #: the host partition of that span (GPU traces only)
 
@@ -95,6 +97,19 @@ class KernelStats(Contract):
     short_pct: float | None  #: kernels shorter than their CPU launch call (HTA kernel launch stats)
 
 
+class KernelClassShare(Contract):
+    """One class of GPU activity over the decomposed steps (:mod:`fleetdx.orchestrator.steps.kernels`): summed
+    duration (us; overlapping streams counted each), its share of all activities' summed duration (%), the
+    count, and the time-weighted mean of Kineto's ``est. achieved occupancy %`` of its kernels (``None`` where
+    the trace has none)."""
+
+    kernel_class: str
+    time_us: float
+    share_pct: float
+    count: int
+    occupancy_pct: float | None = None
+
+
 class CpuOpStats(Contract):
     """``cpu_op`` events on the training thread within the steps: the dispatch rate of a CPU-only trace."""
 
@@ -117,6 +132,44 @@ class RankSteps(Contract):
     kernels: KernelStats | None = None
     cpu_ops: CpuOpStats | None = None
     missing: list[str] = Field(default_factory=list)  #: what this input cannot tell, in words
+    device: str | None = None  #: the CUDA device name of a trace's ``deviceProperties`` (one model on the node)
+    kernel_classes: list[KernelClassShare] | None = None  #: GPU time by kernel class, largest first
+    gemm_dtype: str | None = None  #: the data type most GEMM time runs in, from kernel names (``kernels.py``)
+    #: where ``StepSample.flops`` come from: ``"trace args.flops"``, ``"matmul shapes"`` (Input Dims), or both
+    flops_from: str | None = None
+    #: share (%) of GPU kernel time in kernels a shapes count misses (convolutions, fused attention)
+    uncounted_kernel_pct: float | None = None
+    #: why the trace's FLOPs are a lower bound (``None``: not known to be): GEMM kernels no counted op explains
+    flops_lower_bound: str | None = None
+
+
+class Mfu(Contract):
+    """Achieved FLOP/s against the GPU's dense peak (MFU; Chowdhery et al. 2022, "PaLM", appendix B), of one
+    rank or of the job. ``flops_per_step``: FLOPs per step on this rank (the job: all ranks analysed);
+    ``achieved_tflops``: those FLOPs over the median step time; ``peak_tflops``: the table's dense peak
+    (:mod:`fleetdx.orchestrator.steps.peaks`) for ``gpu_model`` and ``dtype``, times the GPUs; ``mfu_pct``:
+    achieved over peak. ``None`` where a figure is unknown; ``note`` says why in words."""
+
+    device: str | None = None  #: CUDA device name, ``CPU`` for a CPU-only trace, ``None`` unknown
+    gpu_model: str | None = None  #: the peak table's row
+    dtype: str | None = None
+    dtype_from: str | None = None  #: ``--dtype``, ``GEMM kernel names`` or ``assumed``
+    flops_per_step: float | None = None
+    flops_from: str | None = None  #: ``--flops-per-step``, ``trace args.flops``, ``matmul shapes``
+    achieved_tflops: float | None = None
+    peak_tflops: float | None = None
+    mfu_pct: float | None = None
+    lower_bound: bool = False  #: FLOPs from shapes miss kernels of the trace (convolutions, fused attention)
+    note: str | None = None
+
+
+class JobMfu(Mfu):
+    """The job's MFU over the ``ranks`` analysed with a figure, and what the GPU time went to: the median over
+    ranks of the GPU busy share (100 - HTA's idle %) and of each kernel class's share of GPU time."""
+
+    ranks: int = 0
+    gpu_busy_pct: float | None = None
+    kernel_classes_pct: dict[str, float] = Field(default_factory=dict)
 
 
 class StepTimeMs(Contract):
@@ -140,6 +193,8 @@ class RankSummary(Contract):
     stages_ms: dict[str, float]
     temporal_breakdown_pct: TemporalPct | None
     comm_exposed_pct: float | None
+    mfu: Mfu | None = None
+    kernel_classes: list[KernelClassShare] | None = None
 
 
 class StageChange(Contract):
@@ -189,3 +244,4 @@ class StepsReport(Report):
     kind: Literal["steps"] = "steps"
     ranks: list[RankSummary]
     baseline: BaselineComparison | None = None
+    mfu: JobMfu | None = None  #: the job's achieved TFLOP/s and MFU (``note`` says what is unknown)

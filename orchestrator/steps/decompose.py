@@ -73,6 +73,7 @@ from fleetdx.orchestrator.steps.contracts import (
     UNKNOWN_STAGE,
     CpuOpStats,
     GpuStep,
+    KernelClassShare,
     KernelStats,
     RankSteps,
     Stage,
@@ -81,6 +82,7 @@ from fleetdx.orchestrator.steps.contracts import (
     TemporalBreakdown,
 )
 from fleetdx.orchestrator.steps.intervals import F, clip, length, subtract, uncovered
+from fleetdx.orchestrator.steps.kernels import classify
 from fleetdx.probes.parsers.kineto import GpuKind, KinetoTrace, Marker, Spans
 from fleetdx.probes.parsers.steplog import StepLog
 from fleetdx.probes.parsers.steptime_log import StepTimeLog
@@ -88,6 +90,8 @@ from fleetdx.probes.parsers.steptime_log import StepTimeLog
 #: a kernel shorter than this is "tiny" (launch overhead on current GPUs is about 5-10 us: NVIDIA, "CUDA C++
 #: Best Practices Guide", and HTA's kernel launch statistics)
 TINY_KERNEL_US = 10.0
+#: convolution and fused-attention kernels above this share (%) of kernel time make a shapes FLOP count partial
+UNCOUNTED_MAX_PCT = 1.0
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 _MEMORY = [int(k) for k in GpuKind if k.is_memory]
@@ -234,6 +238,7 @@ def decompose_trace(t: KinetoTrace) -> RankSteps:
     bounds = np.searchsorted(step_of[order], np.arange(len(t.steps) + 1), side="left")
 
     parts = [_stage_intervals(s.ts, s.ts + s.dur, markers, h2d_cpu, comm) for s in t.steps]
+    flops, flops_in_steps = _step_flops(t, starts, ends)
     on_gpu = bool(len(g["ts"]))
     if on_gpu:
         host = {
@@ -269,6 +274,7 @@ def decompose_trace(t: KinetoTrace) -> RankSteps:
                     step_ms=round((p1 - p0) / 1000, 4),
                     stages_ms=_gpu_partition(p0, p1, act, host_spans),
                     gpu=gpu,
+                    flops=flops[k],
                     host_step_ms=s.dur / 1000,
                     host_stages_ms=host_stages,
                 )
@@ -277,7 +283,7 @@ def decompose_trace(t: KinetoTrace) -> RankSteps:
             cs, ce = comm.window(lo, hi)
             comm_total += length(cs, ce) / 1000
             exposed_total += host_stages[Stage.GRAD_SYNC.value]
-            samples.append(StepSample(step=s.number, step_ms=s.dur / 1000, stages_ms=host_stages))
+            samples.append(StepSample(step=s.number, step_ms=s.dur / 1000, stages_ms=host_stages, flops=flops[k]))
 
     missing: list[str] = []
     temporal = temporal_breakdown(t)
@@ -289,6 +295,8 @@ def decompose_trace(t: KinetoTrace) -> RankSteps:
         )
     if not len(t.markers[Marker.COMM]) and not comm_gpu.any():
         missing.append("no communication seen (no nccl:*/gloo:* record function, no NCCL kernel)")
+    classes, dtype, uncounted = classify(t, step_of >= 0)
+    devices = sorted(set(t.devices))
     return RankSteps(
         rank=rank,
         world_size=t.world_size,
@@ -302,7 +310,48 @@ def decompose_trace(t: KinetoTrace) -> RankSteps:
         kernels=_kernel_stats(g, step_of, ldur[idx] if ldur.size else np.zeros(idx.size), found, len(t.steps)),
         cpu_ops=_cpu_op_stats(t, main_tid, starts, ends),
         missing=missing,
+        device=devices[0] if len(devices) == 1 else None,
+        kernel_classes=classes or None,
+        gemm_dtype=dtype,
+        flops_from=_flops_from(t) if any(f is not None for f in flops) else None,
+        uncounted_kernel_pct=uncounted if classes else None,
+        flops_lower_bound=_lower_bound(t, flops_in_steps, classes, uncounted),
     )
+
+
+def _lower_bound(t: KinetoTrace, counted_ops: int, classes: list[KernelClassShare], uncounted_pct: float) -> str | None:
+    """Why FLOPs counted from matmul shapes miss GPU work, or ``None``: every counted op launches at least one
+    GEMM kernel, so more GEMM-class kernels than counted ops means GEMMs whose FLOPs nobody counted (a library's
+    own GEMMs, an op without shapes); convolutions and fused attention have no shape formula here."""
+    if not counted_ops or not len(t.flop_ops) or not np.frombuffer(t.flop_ops.from_shapes, dtype=np.int8).any():
+        return None
+    gemm = next((c.count for c in classes if c.kernel_class == "gemm"), 0)
+    if uncounted_pct > UNCOUNTED_MAX_PCT:
+        return f"{uncounted_pct:.0f}% of the kernel time is convolutions or fused attention, not counted from shapes"
+    if gemm > counted_ops:
+        return f"{gemm} GEMM-class kernels in the steps against {counted_ops} matmul ops counted"
+    return None
+
+
+def _step_flops(t: KinetoTrace, starts: F, ends: F) -> tuple[list[float | None], int]:
+    """FLOPs of the CPU ops (any thread) starting within each step's ``ProfilerStep`` span (``None`` for every
+    step when the trace counts no FLOPs), and how many ops were counted."""
+    fo = t.flop_ops
+    if not len(fo):
+        return [None] * len(starts), 0
+    ts = np.frombuffer(fo.ts, dtype=np.float64)
+    fl = np.frombuffer(fo.flops, dtype=np.float64)
+    k = np.searchsorted(starts, ts, side="right") - 1
+    inside = (k >= 0) & (ts < ends[np.clip(k, 0, None)])
+    sums = np.bincount(k[inside], weights=fl[inside], minlength=len(starts))
+    return [float(v) for v in sums], int(inside.sum())
+
+
+def _flops_from(t: KinetoTrace) -> str:
+    shapes = np.frombuffer(t.flop_ops.from_shapes, dtype=np.int8)
+    if shapes.all():
+        return "matmul shapes"
+    return "trace args.flops" if not shapes.any() else "trace args.flops and matmul shapes"
 
 
 def _stage_intervals(

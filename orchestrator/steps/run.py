@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from fleetdx.orchestrator.judgement import Finding
-from fleetdx.orchestrator.steps.analyze import StepPolicy, report
+from fleetdx.orchestrator.steps.analyze import StepPolicy, report, with_mfu
 from fleetdx.orchestrator.steps.contracts import (
     MAX_RANK_CHANGES,
     STAGE_ORDER,
@@ -38,6 +38,7 @@ from fleetdx.orchestrator.steps.decompose import (
     decompose_trace,
 )
 from fleetdx.orchestrator.steps.load import expand, is_trainlog, load_steplog, load_steptime_log, load_trace
+from fleetdx.orchestrator.steps.mfu import MfuOptions
 from fleetdx.probes.contracts import Contract, Job, SchedulerKind, Severity
 from fleetdx.probes.errors import FleetdxError
 from fleetdx.probes.parsers.kineto import DEFAULT_MAX_EVENTS
@@ -227,6 +228,7 @@ def analyse(
     policy: StepPolicy | None = None,
     history: Mapping[str, Sequence[Finding]] | None = None,
     job: Job | None = None,
+    mfu: MfuOptions | None = None,
 ) -> StepsReport:
     """The report of one run (and its comparison with ``baseline`` when given).
 
@@ -236,7 +238,7 @@ def analyse(
     if not loaded.ranks:
         why = "; ".join(loaded.errors) if loaded.errors else "no input"
         raise StepsError(f"nothing could be decomposed into steps: {why}")
-    rep = report(loaded.ranks, policy, history, job, missing=loaded.errors)
+    rep = with_mfu(report(loaded.ranks, policy, history, job, missing=loaded.errors), loaded.ranks, mfu)
     if baseline is not None:
         if not baseline.ranks:
             raise StepsError(
@@ -250,7 +252,8 @@ class StepsRequest(Contract):
     """What ``fleetdx steps`` analyses: ``paths`` (traces, StepTimer logs, training logs, or folders of them),
     an optional ``baseline`` run to compare with, the scheduler ``job_id`` to record (as given, not looked up),
     ``history`` (add each straggler host's recent findings from the store at ``db``), ``max_events`` kept per
-    trace (memory bound, about 50 B each) and ``jobs`` processes decomposing ranks."""
+    trace (memory bound, about 50 B each), ``jobs`` processes decomposing ranks, and ``mfu``: the GPU model,
+    data type and model FLOPs per step of the MFU figures (each optional)."""
 
     paths: list[Path] = Field(min_length=1)
     baseline: Path | None = None
@@ -259,6 +262,7 @@ class StepsRequest(Contract):
     db: str | None = None
     max_events: int = Field(default=DEFAULT_MAX_EVENTS, ge=1)
     jobs: int = Field(default=1, ge=1)
+    mfu: MfuOptions = Field(default_factory=MfuOptions)  #: ``--gpu``, ``--dtype``, ``--flops-per-step``
 
 
 @dataclass
@@ -277,6 +281,7 @@ def run(request: StepsRequest) -> StepsRun:
         ConfigError: a path that does not exist or a folder with no input.
         StepsError: nothing could be decomposed into steps.
     """
+    request.mfu.check()
     loaded = load_ranks(request.paths, request.max_events, request.jobs)
     base = load_ranks([request.baseline], request.max_events, request.jobs) if request.baseline is not None else None
     hist: dict[str, list[Finding]] | None = None
@@ -291,7 +296,9 @@ def run(request: StepsRequest) -> StepsRun:
         except FleetdxError as e:
             unread.append(f"the straggler hosts' history: the store could not be read ({e})")
     job = Job(scheduler=SchedulerKind.NONE, job_id=request.job_id) if request.job_id else None
-    rep = analyse(loaded, base, str(request.baseline) if request.baseline else "", history=hist, job=job)
+    rep = analyse(
+        loaded, base, str(request.baseline) if request.baseline else "", history=hist, job=job, mfu=request.mfu
+    )
     if unread:
         rep = rep.model_copy(update={"missing_evidence": [*rep.missing_evidence, *unread]})
     return StepsRun(report=rep, loaded=loaded)
