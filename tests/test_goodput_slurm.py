@@ -28,7 +28,7 @@ from tests.slurmcluster import SlurmCluster, slurm_cluster, wait_for
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(600)]
 
 #: the STAND-IN training loop (synthesised: sleeps stand for the work)
-PROGRAM = r'''
+PROGRAM = r"""
 import sys, time
 from pathlib import Path
 from fleetdx.steps import StepTimer
@@ -48,7 +48,7 @@ with StepTimer(work / "steps", rank=0, world_size=1, sync="none") as timer:
                     time.sleep(0.1)
                     ckpt.write_text(str(n))
         (work / "progress").write_text(str(n))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +78,13 @@ def test_requeued_job_ledger_adds_up(cluster: SlurmCluster, tmp_path: Path) -> N
 
     wait_for(lambda: progress() >= 25, 240, "the first attempt to pass step 25")
     c.run("scontrol", "requeue", job)
+
+    def started_again() -> bool:  # Slurm holds a requeued job for a while (BeginTime): release it now
+        if c.job_field(job, "JobState") == "PENDING":
+            c.run("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+        return c.job_field(job, "JobState") in ("RUNNING", "COMPLETED") and c.job_field(job, "Restarts") != "0"
+
+    wait_for(started_again, 240, "the requeued job to start again", every_s=2)
     assert c.wait_job(job, 300) == "COMPLETED", (work / "out.txt").read_text()
     steps = [json.loads(x)["step"] for x in (work / "steps" / "steps-rank-0.jsonl").read_text().splitlines()]
     restart = next(i for i in range(1, len(steps)) if steps[i] <= steps[i - 1])
