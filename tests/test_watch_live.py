@@ -157,9 +157,9 @@ def test_a_folder_is_scanned_for_new_files_and_each_kind_is_read_by_its_parser(t
         "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n"
     )
     src.scan()
-    steps, events = src.poll()
+    steps, log_steps, events = src.poll()
     assert sorted(src.files) == [tmp_path / "steps-rank-1.jsonl", tmp_path / "train.log"]
-    assert [(s.rank, s.step, s.step_ms) for s in steps] == [(1, 3, 10.0), (None, 5, 205.0)]
+    assert [(s.rank, s.step, s.step_ms) for s in steps + log_steps] == [(1, 3, 10.0), (None, 5, 205.0)]
     assert src.files[tmp_path / "steps-rank-1.jsonl"].bad_lines == 1
     assert any(e.kind.value == "watchdog-timeout" and e.rank == 3 for e in events)
 

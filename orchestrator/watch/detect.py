@@ -495,6 +495,11 @@ class OnlineDetector:
             med = statistics.median(o.step_ms for o in self.last.values())
         return max(p.hang_factor * (med or 0.0) / 1000, p.hang_min_s, 2 * self._longest_ms / 1000)
 
+    def hang_due(self, now: float) -> bool:
+        """Whether :meth:`check_hang` would report a hang now."""
+        p = self.last_progress
+        return p is not None and not self.hang_open and now - p >= self.hang_threshold_s()
+
     def check_hang(self, now: float) -> Finding | None:
         """A ``STEP_HANG`` finding when no rank completed a step for :meth:`hang_threshold_s` (once per hang: a
         new completed step ends it), else ``None``."""

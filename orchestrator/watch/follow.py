@@ -206,9 +206,11 @@ class Sources:
                 k = kind_of(p)
                 self._add(p, "log" if k is None else k)
 
-    def poll(self) -> tuple[list[StepObs], list[JobEvent]]:
-        """The steps completed and the job-log and kernel-log events read since the last poll, in file order."""
+    def poll(self) -> tuple[list[StepObs], list[StepObs], list[JobEvent]]:
+        """What was read since the last poll, in file order: the steps of StepTimer logs, the step times of
+        training logs, and the job-log and kernel-log events."""
         steps: list[StepObs] = []
+        log_steps: list[StepObs] = []
         events: list[JobEvent] = []
         for f in self.files.values():
             lines = f.tail.poll()
@@ -220,8 +222,8 @@ class Sources:
             if f.kind == "steps":
                 steps.extend(_steptimer_lines(f, lines))
             else:
-                _log_lines(f, lines, steps, events)
-        return steps, events
+                _log_lines(f, lines, log_steps, events)
+        return steps, log_steps, events
 
 
 def _steptimer_lines(f: Followed, lines: list[str]) -> list[StepObs]:

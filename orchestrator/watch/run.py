@@ -26,7 +26,7 @@ from pydantic import Field
 from fleetdx.orchestrator.judgement import EvidenceLine, Finding
 from fleetdx.orchestrator.judgement.envelope import judge
 from fleetdx.orchestrator.postmortem import rules
-from fleetdx.orchestrator.watch.detect import OnlineDetector, StepObs, WatchPolicy
+from fleetdx.orchestrator.watch.detect import OnlineDetector, WatchPolicy
 from fleetdx.orchestrator.watch.evidence import DumpCollection, request_dumps
 from fleetdx.orchestrator.watch.follow import Sources
 from fleetdx.probes.contracts import Contract, Verdict
@@ -126,16 +126,16 @@ class Watcher:
     def tick(self) -> None:
         """One round: new files, new lines, the rules, the hang clock, the dump collection."""
         self.sources.scan()
-        steps, events = self.sources.poll()
+        steps, log_steps, events = self.sources.poll()
         now = self.clock()
-        if steps and self.sources.step_dirs():
+        if log_steps and (steps or self.sources.step_dirs()):
             # StepTimer logs time every stage of every rank: a training log's step times of the same job (a
             # rank key of its own, or none) would only mix a coarser view of the same steps into the rules
-            kept = [o for o in steps if self._is_steptimer(o)]
-            if len(kept) < len(steps) and "log steps" not in self._said:
+            if "log steps" not in self._said:
                 self._said.add("log steps")
                 self.note("info", "training-log step times not used: StepTimer logs time the same steps by stage")
-            steps = kept
+        else:
+            steps += log_steps
         if steps or events:
             self.last_activity = now
         was_hung = self.detector.hang_open
@@ -145,7 +145,7 @@ class Watcher:
             self.note("info", f"steps resumed after {now - self.detector.hang_since:.0f} s without one")
         self.steps_read += len(steps)
         self._events(events)
-        ended = self.detector.last_progress is not None and self.sources.all_closed()
+        ended = self.detector.hang_due(now) and self.sources.all_closed()
         if ended and "ended" not in self._said:
             self._said.add("ended")
             self.note("info", "every rank closed its StepTimer: the job ended (no hang is reported after this)")
@@ -158,10 +158,6 @@ class Watcher:
             if followed.first_error and followed.first_error not in self._said:
                 self._said.add(followed.first_error)
                 self.note("problem", f"not read: {followed.first_error}")
-
-    def _is_steptimer(self, o: StepObs) -> bool:
-        f = self.sources.files.get(Path(o.source))
-        return f is not None and f.kind == "steps"
 
     def _collect(self, now: float) -> None:
         if self.collection is not None:
