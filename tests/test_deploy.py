@@ -193,3 +193,42 @@ def test_readme_slurm_steps_push_a_prolog_preflight_to_the_service(
     assert [n["host"] for n in run["nodes"]] == [host] and run["kind"] == "preflight"
     metrics = httpx.get(f"{url}/metrics", headers=headers, timeout=30).text
     assert f'fleetdx_node_verdict{{node="{host}"}}' in metrics
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_upgrades_started_at_once_run_one_after_the_other(pg_url: str) -> None:
+    """Two `fleetdx db upgrade` of one empty PostgreSQL database at once (two pods' initContainers, two hosts'
+    ExecStartPre) both succeed: the test holds the migration lock while both start, sees both wait for it, then
+    lets them go; one creates the schema, the other finds it current. Without the lock both created the same
+    tables and one failed on a duplicate key (measured before the lock was added: 3 of 3 tries)."""
+    from sqlalchemy import create_engine, text
+
+    from fleetdx.orchestrator.store.migrate import MIGRATION_LOCK_KEY
+
+    engine = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        with engine.connect() as conn, conn.begin():
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
+            procs = [subprocess.Popen([str(FLEETDX), "db", "upgrade", "--db", pg_url], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True) for _ in range(2)]
+            waiting = 0
+            for _ in range(600):  # up to 120 s for both interpreters to start and ask for the lock
+                waiting = conn.execute(
+                    text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+                ).scalar_one()
+                if waiting == 2 or any(p.poll() is not None for p in procs):
+                    break
+                time.sleep(0.2)
+            assert waiting == 2, [p.communicate(timeout=30) for p in procs if p.poll() is not None]
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        engine.dispose()
+    assert [p.returncode for p in procs] == [0, 0], outs
+    said = sorted(out.split(": ", 1)[1].strip() for out, _ in outs)
+    assert said[0].startswith("already at schema revision ") and said[1].startswith("schema empty -> "), said

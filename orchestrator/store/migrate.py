@@ -59,20 +59,39 @@ def current_revision(engine: Engine) -> str | None:
     """The revision stamped in the database, ``None`` for a database fleetdx never migrated. Read from
     Alembic's ``alembic_version`` table directly (one row, ``version_num``, for an unbranched history)."""
     with engine.connect() as conn:
-        if not inspect(conn).has_table("alembic_version"):
-            return None
-        rows = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+        return _revision(conn)
+
+
+def _revision(conn: Connection) -> str | None:
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    rows = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
     if len(rows) > 1:
         raise StoreError(f"the database is stamped with several schema revisions {sorted(rows)}; fleetdx has one")
     return str(rows[0]) if rows else None
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Migrate the database up to ``revision`` in one transaction (PostgreSQL DDL is transactional)."""
+#: the PostgreSQL advisory lock key that serialises fleetdx's migrations of one database (any fixed 64-bit
+#: number no other application uses: the ASCII of "fleetdx" here)
+MIGRATION_LOCK_KEY = int.from_bytes(b"fleetdx", "big")
+
+
+def upgrade(engine: Engine, revision: str = "head") -> str | None:
+    """Migrate the database up to ``revision`` in one transaction (PostgreSQL DDL is transactional); returns
+    the revision it found, read once no other migration runs.
+
+    On PostgreSQL the transaction first takes a transaction-level advisory lock (``pg_advisory_xact_lock``,
+    PostgreSQL's "Advisory Locks"), so upgrades started at once (two pods' initContainers, two hosts' service
+    units) run one after the other: the later one finds the schema current and does nothing, where both
+    would otherwise create the same tables and one fail on a duplicate key."""
     from alembic import command
 
     with _migrating(engine) as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        found = _revision(conn)
         command.upgrade(alembic_config(conn), revision)
+    return found
 
 
 def downgrade(engine: Engine, revision: str) -> None:

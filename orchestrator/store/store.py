@@ -156,7 +156,7 @@ class Store:
                     f"database {self.url} has schema revision {before}, newer than this fleetdx knows "
                     f"(head {migrate.head_revision()}): upgrade fleetdx"
                 )
-            migrate.upgrade(self.engine.execution_options(**{WRITE_OPTION: True}))
+            before = migrate.upgrade(self.engine.execution_options(**{WRITE_OPTION: True}))
             return before, migrate.head_revision()
 
     def _check_schema(self, auto_upgrade: bool) -> None:
