@@ -355,7 +355,15 @@ def test_templates_ship_in_the_wheel(tmp_path: Path) -> None:
     wheel = dist / done.stdout.strip().splitlines()[-1]
     names = set(zipfile.ZipFile(wheel).namelist())
     templates = {p.name for p in (REPO / "orchestrator" / "htmlreport" / "templates").glob("*.j2")}
-    assert templates == {"base.html.j2", "macros.html.j2", "postmortem.html.j2", "steps.html.j2"}
+    assert templates == {
+        "base.html.j2",
+        "macros.html.j2",
+        "postmortem.html.j2",
+        "steps.html.j2",
+        "fleet.html.j2",  # the service's pages (GET /, /nodes/{host}, /jobs/{job_id}; fleetdx report --job)
+        "node.html.j2",
+        "job.html.j2",
+    }
     for t in templates:
         assert f"fleetdx/orchestrator/htmlreport/templates/{t}" in names
 
