@@ -20,8 +20,6 @@ LABELS: dict[str, dict[str, Any]] = yaml.safe_load((WILD / "LABELS.yaml").read_t
 
 #: file -> why fleetdx misses it today
 KNOWN_MISSES = {
-    "07-vlmr1-watchdog-got-stuck-hard-wrapped.log": "a paste hard-wrapped at 116 columns cuts 'ProcessGroupNCCL'"
-    "s watchdog got stuck' inside a word: no line holds the message",
     "45-anomalygpt43-deepspeed-launcher-local-rank1-minus9-wrapped.log": "DeepSpeed's argument list is wrapped over "
     "4 lines: the '--local_rank=1' is lines above the 'exits with return code' line",
     "48-ray47461-raylet-worker-died-sigkill-torchtrainer-worker0.log": "Ray's 'A worker died or was killed' report "

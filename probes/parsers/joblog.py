@@ -452,6 +452,7 @@ _RAW_KEYS = (
     "local_rank",
     "error_file",
     "thread terminated with exception",  # may start a wrapped watchdog timeout (see _WRAPPED)
+    "ProcessGroupNCCL'",  # may start a wrapped "ProcessGroupNCCL's watchdog got stuck" (see _WRAPPED)
 )
 
 
@@ -486,6 +487,8 @@ _WRAPPED: list[tuple[str, re.Pattern[str]]] = [
     ("watchdog thread terminated with exception", re.compile(r"exception: (?:\[Rank \d+\] ?)?[^W\[\s]|milliseconds")),
     ("Got completion from peer", re.compile(r"vendor err \d+|\((?:Send|Recv)\)")),
     (" CANCELLED AT ", re.compile(r"\*\*\*\s*$")),
+    # a paste hard-wrapped inside "ProcessGroupNCCL's watchdog got stuck" (a fixed-width terminal, wild log 07)
+    ("ProcessGroupNCCL'", re.compile(r"ProcessGroupNCCL's ")),
 ]
 
 
