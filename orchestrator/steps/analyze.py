@@ -559,7 +559,8 @@ def report(
 
 def with_mfu(rep: StepsReport, ranks: Sequence[RankSteps], opts: MfuOptions | None = None) -> StepsReport:
     """``rep`` (the :func:`report` of ``ranks``) with each rank's and the job's achieved TFLOP/s and MFU, and
-    STEP_LOW_MFU when the GPU is busy but the MFU low (:mod:`fleetdx.orchestrator.steps.mfu`); the verdict is
+    STEP_LOW_MFU when the GPU is busy but the MFU low (:mod:`fleetdx.orchestrator.steps.mfu`), which replaces
+    STEP_COMPUTE_BOUND's "the GPU is saturated" (the kernels fill it, but with little model math); the verdict is
     judged again. ``opts``: the GPU model, data type and job FLOPs per step the caller gives."""
     ordered = sorted(ranks, key=lambda r: r.rank)
     if not ordered:
@@ -569,8 +570,8 @@ def with_mfu(rep: StepsReport, ranks: Sequence[RankSteps], opts: MfuOptions | No
     job = job_mfu(ordered, list(per_rank.values()))
     findings = list(rep.findings)
     low = low_mfu_finding(job, _subject(ordered), sorted({h for rs in ordered for h in _node(rs)}))
-    if low is not None:
-        findings.append(low)
+    if low is not None:  # it refines STEP_COMPUTE_BOUND: the kernels fill the GPU but little of it is model math
+        findings = [f for f in findings if f.code is not FindingCode.STEP_COMPUTE_BOUND] + [low]
     j = judge(findings, floor=[Verdict.UNKNOWN] if rep.missing_evidence else [])
     return rep.model_copy(
         update={

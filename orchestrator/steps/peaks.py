@@ -20,7 +20,7 @@ Sources (NVIDIA product pages and datasheets; the figure per GPU, boost clock):
   https://www.nvidia.com/en-us/data-center/h200/
 * B200 (HGX B200, per GPU: the 8-GPU board's figures over 8): FP32 75, TF32 1,100 (2,200 sparse),
   BF16/FP16 2,250 (4,500), FP8 4,500 (9,000): https://www.nvidia.com/en-us/data-center/hgx/
-* L40S: FP32 91.6, TF32 183 (366), BF16/FP16 362 (733), FP8 733 (1,466):
+* L40S: FP32 91.6, TF32 183 (366), BF16/FP16 362.05 (733), FP8 733 (1,466):
   https://www.nvidia.com/en-us/data-center/l40s/
 * L4: FP32 30.3, TF32 60 (120), BF16/FP16 121 (242), FP8 242.5 (485): https://www.nvidia.com/en-us/data-center/l4/
 * A10: FP32 31.2, TF32 62.5 (125), BF16/FP16 125 (250): https://www.nvidia.com/en-us/data-center/products/a10-gpu/
@@ -83,7 +83,7 @@ PEAKS: dict[str, GpuPeak] = {
         GpuPeak("H200-SXM", 67.0, 494.5, 989.5, 989.5, 1979.0, _H200),
         GpuPeak("H200-NVL", 60.0, 417.5, 835.5, 835.5, 1670.5, _H200),
         GpuPeak("B200", 75.0, 1100.0, 2250.0, 2250.0, 4500.0, "https://www.nvidia.com/en-us/data-center/hgx/"),
-        GpuPeak("L40S", 91.6, 183.0, 362.0, 362.0, 733.0, "https://www.nvidia.com/en-us/data-center/l40s/"),
+        GpuPeak("L40S", 91.6, 183.0, 362.05, 362.05, 733.0, "https://www.nvidia.com/en-us/data-center/l40s/"),
         GpuPeak("L4", 30.3, 60.0, 121.0, 121.0, 242.5, "https://www.nvidia.com/en-us/data-center/l4/"),
         GpuPeak("A10", 31.2, 62.5, 125.0, 125.0, None, "https://www.nvidia.com/en-us/data-center/products/a10-gpu/"),
         GpuPeak("A30", 10.3, 82.0, 165.0, 165.0, None, "https://www.nvidia.com/en-us/data-center/products/a30-gpu/"),
