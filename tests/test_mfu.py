@@ -240,7 +240,7 @@ def test_flops_per_step_gives_the_mfu_of_the_real_h100_trace() -> None:
         .mfu
     )
     assert other is not None and other.peak_tflops == 756.5 and other.dtype_from == "--dtype"
-    assert other.mfu_pct == pytest.approx(m.mfu_pct * 67.0 / 756.5, rel=1e-3)
+    assert m.mfu_pct is not None and other.mfu_pct == pytest.approx(m.mfu_pct * 67.0 / 756.5, rel=1e-3)
 
 
 def test_flops_per_step_is_shared_by_the_world() -> None:
