@@ -206,3 +206,33 @@ def test_a_fleet_of_5000_nodes_is_one_bounded_page(store: Store) -> None:
     assert 'id="state-quarantined"' in page and 'id="state-suspect"' in page and 'id="state-ok"' in page
     assert size < 1_500_000  # about 100 bytes per node, plotly.js served apart
     assert foreign_urls(page) == []
+
+
+def test_hostile_text_is_escaped_on_every_page(store: Store) -> None:
+    hostile = '</td><script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
+    job = Job(scheduler=SchedulerKind.SLURM, job_id='j<b>"1', nodes=["gpu01"])
+    bad = Finding(
+        code=FindingCode.GPU_XID, severity=Severity.CRITICAL, nodes=["gpu01"], subject=hostile, message=hostile
+    )
+    run = assemble_report(RunKind.PREFLIGHT, ["gpu01"], [bad], started_at=T0, level=Level.QUICK, run_id="pf-x")
+    store.save_report(run.model_copy(update={"job": job}))
+    node_states.record(store, "gpu01", DrainEvent(at=T0 + 1, reason=hostile, run_id="pf-x"))
+    client = TestClient(create_app(store))
+    fleet = client.get("/").text
+    assert 'href="jobs/j%3Cb%3E%221"' in fleet
+    for path in ("/", "/nodes/gpu01", '/jobs/j<b>"1'):
+        page = client.get(path)
+        assert page.status_code == 200, path
+        assert "<script>window" not in page.text and "<img" not in page.text, path
+        assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page.text, path
+        assert foreign_urls(page.text) == [], path
+
+
+def test_a_job_id_with_a_slash_has_its_page(store: Store) -> None:
+    job = Job(scheduler=SchedulerKind.KUBERNETES, job_id="team-a/train-7", nodes=["h100-vm-idle"])
+    store.save_report(preflight_run("pf-k", T0).model_copy(update={"job": job}), preflight_raw())
+    client = TestClient(create_app(store))
+    assert 'href="jobs/team-a/train-7"' in client.get("/").text
+    page = client.get("/jobs/team-a/train-7")
+    assert page.status_code == 200 and "job team-a/train-7" in page.text
+    assert '<script src="../../static/plotly.min.js">' in page.text and 'href="../../nodes/h100-vm-idle"' in page.text

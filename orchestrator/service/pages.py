@@ -71,7 +71,8 @@ def job_page(request: Request, job_id: str = Path(pattern=_SAFE, max_length=128)
     report = job_report(_store(request), job_id)
     if report is None:
         raise HTTPException(status_code=404, detail=f"no stored run or postmortem names job {job_id!r}")
-    return _page(render_job(report, plotly_src=".." + PLOTLY_URL, root="../"))
+    root = "../" * (1 + job_id.count("/"))  # a job id may hold slashes ("namespace/name"): the page sits deeper
+    return _page(render_job(report, plotly_src=root.rstrip("/") + PLOTLY_URL, root=root))
 
 
 def postmortem_page(request: Request, postmortem_id: str = Path(pattern=r"^[0-9A-Za-z_.-]{1,64}$")) -> HTMLResponse:
@@ -109,7 +110,7 @@ def router() -> APIRouter:
     r = APIRouter(include_in_schema=False)
     r.add_api_route("/", fleet_page, methods=["GET"], response_class=HTMLResponse, dependencies=read)
     r.add_api_route("/nodes/{host}", node_page, methods=["GET"], response_class=HTMLResponse, dependencies=read)
-    r.add_api_route("/jobs/{job_id}", job_page, methods=["GET"], response_class=HTMLResponse, dependencies=read)
+    r.add_api_route("/jobs/{job_id:path}", job_page, methods=["GET"], response_class=HTMLResponse, dependencies=read)
     r.add_api_route(
         "/postmortems/{postmortem_id}",
         postmortem_page,
