@@ -89,8 +89,8 @@ def _tflops(v: float | None) -> str:
 def _render_mfu(rep: Any) -> None:
     """Achieved TFLOP/s and MFU per rank and for the job, and the GPU time by kernel class."""
     job = rep.mfu
-    if job is None:
-        return
+    if job is None or (job.achieved_tflops is None and not job.kernel_classes_pct and job.device in (None, "CPU")):
+        return  # no FLOPs and no GPU: nothing to say here (--json keeps the note)
     if any(r.mfu is not None and r.mfu.achieved_tflops is not None for r in rep.ranks):
         t = Table(title="throughput (median step)", header_style="bold")
         for col in ("rank", "GPU", "dtype", "GFLOP/step", "TFLOP/s", "peak", "MFU %"):
