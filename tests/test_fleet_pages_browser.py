@@ -137,3 +137,54 @@ def test_job_page_in_chromium(browser: Any, base_url: str, shots: Path) -> None:
     assert "/postmortems/" in page.url and "GPU_HW_FAULT" in page.inner_text("body")
     assert errors == [], errors
     page.close()
+
+
+@pytest.fixture(scope="module")
+def big_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A service over a fleet of 5,000 nodes: one pre-flight naming them all, every 50th CRITICAL, every 100th
+    drained by fleetdx."""
+    from fleetdx.orchestrator.diagnosis.node_states import DrainEvent
+    from fleetdx.orchestrator.judgement import Finding, FindingCode
+    from fleetdx.orchestrator.report import RunKind, assemble_report
+    from fleetdx.orchestrator.store import states as node_states
+    from fleetdx.probes.contracts import Level, Severity
+
+    db = tmp_path_factory.mktemp("big") / "big.db"
+    hosts = [f"gpu{i:05d}" for i in range(5000)]
+    bad = [
+        Finding(code=FindingCode.GPU_XID, severity=Severity.CRITICAL, nodes=[h], subject="GPU0", message="XID 79")
+        for h in hosts[::50]
+    ]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with Store.open(migrated(f"sqlite:///{db}")) as store:
+        store.save_report(assemble_report(RunKind.PREFLIGHT, hosts, bad, started_at=1.7e9, level=Level.QUICK))
+        for h in hosts[::100]:
+            node_states.record(store, h, DrainEvent(at=1.7e9 + 10, reason="XID 79 GPU0"))
+        server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started, "uvicorn did not start"
+        yield f"http://127.0.0.1:{port}"
+        server.should_exit = True
+        thread.join(30)
+
+
+def test_a_fleet_of_5000_nodes_in_chromium(browser: Any, big_url: str, shots: Path) -> None:
+    started = time.monotonic()
+    page, errors, requests = _open(browser, big_url + "/", charts=1)
+    took = time.monotonic() - started
+    shot = shots / "fleet-5000.png"
+    page.screenshot(path=str(shot), full_page=False)  # the first screen
+    print(f"screenshot: {shot}; 5,000-node fleet page loaded and drawn in {took:.1f} s (wall, loaded machine)")
+    assert errors == [], errors
+    assert _foreign(requests, big_url) == []
+    assert page.locator(".grid a").count() == 5000
+    assert _above_the_fold(page, "#state-quarantined .grid a") and _above_the_fold(page, "#state-suspect .grid a")
+    summary = page.inner_text("#fleet-summary")
+    assert "5000 node(s)" in summary and "50 quarantined" in summary and "50 suspect" in summary
+    page.close()
