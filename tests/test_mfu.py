@@ -23,7 +23,7 @@ from fleetdx.orchestrator.steps.mfu import FLOPS_UNKNOWN, LOW_MFU_PCT, MfuOption
 from fleetdx.orchestrator.steps.peaks import DTYPES, PEAKS, lookup
 from fleetdx.orchestrator.steps.run import StepsRequest, run
 from fleetdx.probes.errors import ConfigError
-from fleetdx.probes.parsers.kineto import GpuKind, matmul_flops, parse_kineto_bytes
+from fleetdx.probes.parsers.kineto import GpuKind, matmul_bytes, matmul_flops, parse_kineto_bytes
 from tests.cliapp import cli_app
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
@@ -95,6 +95,41 @@ def test_matmul_flops_follow_torch_compute_flops() -> None:
     assert matmul_flops("aten::mm", [[64, 256]]) is None
     assert matmul_flops("aten::mm", "[[64, 256], [256, 32]]") is None
     assert matmul_flops("aten::bmm", [[8, 64, 16], [4, 16, 64]]) is None
+
+
+def test_matmul_bytes_are_operands_read_and_result_written() -> None:
+    assert matmul_bytes("aten::mm", [[64, 256], [256, 32]], ["float", "float"]) == 4 * (64 * 256 + 256 * 32 + 64 * 32)
+    assert matmul_bytes("aten::addmm", [[32], [64, 256], [256, 32], [], []], ["c10::BFloat16"]) is None
+    assert matmul_bytes("aten::addmm", [[32], [64, 256], [256, 32], [], []], ["float", "c10::BFloat16", "x"]) == (
+        2 * (64 * 256 + 256 * 32 + 64 * 32)
+    )
+    assert matmul_bytes("aten::bmm", [[8, 64, 16], [8, 16, 64]], ["c10::Half"] * 2) == 2 * 8 * (
+        64 * 16 + 16 * 64 + 64 * 64
+    )
+    assert matmul_bytes("aten::mm", [[64, 256], [256, 32]], ["c10::ComplexFloat"] * 2) is None
+    assert matmul_bytes("aten::mm", [[64, 256], [256, 32]], None) is None
+
+
+def test_balance_points_and_memory_bound_matmuls_of_the_real_a100_trace() -> None:
+    """The A100 trace's counted matmuls are skinny (N = 64): 19 and 31 FLOPs per byte, under the A100's TF32
+    balance point of 156 / 2.039 = 76.5: memory-bound, all of their roofline time."""
+    assert PEAKS["A100"].balance("tf32") == pytest.approx(156 / 2.039)
+    assert PEAKS["H100-SXM"].balance("bf16") == pytest.approx(989.5 / 3.35)
+    assert PEAKS["V100-SXM2"].balance("bf16") is None
+    done = run(StepsRequest(paths=[FIX / "hta-a100-16rank"]))
+    groups = done.loaded.ranks[0].matmuls
+    assert groups is not None and sum(g.count for g in groups) == 25
+    assert sorted(round(g.flops / g.bytes, 1) for g in groups) == [19.3, 30.8]
+    m = done.report.ranks[0].mfu
+    assert m is not None and m.balance_flops_per_byte == 76.5 and m.matmul_memory_bound_pct == 100.0
+    # the CPU capture's matmuls have bytes too, but no GPU roofline
+    cpu = run(StepsRequest(paths=[FIX / "cpu-gloo-flops"]))
+    assert cpu.loaded.ranks[0].matmuls and cpu.report.ranks[0].mfu is not None
+    assert cpu.report.ranks[0].mfu.matmul_memory_bound_pct is None
+    # the 128-rank A100 trace (no deviceProperties: --gpu): most, not all, of its matmul time is memory-bound
+    logs = run(StepsRequest(paths=[FIX / "hta-sampled-128rank"], mfu=MfuOptions(gpu="A100")))
+    bound = [r.mfu.matmul_memory_bound_pct for r in logs.report.ranks if r.mfu]
+    assert all(b is not None and 50 < b < 90 for b in bound)
 
 
 def _event(name: str, cat: str, ts: float, dur: float, **args: Any) -> dict[str, Any]:

@@ -121,6 +121,13 @@ def _render_mfu(rep: Any) -> None:
         )
     if job.note:
         console.print(f"MFU: {escape(job.note)}", highlight=False)
+    if job.matmul_memory_bound_pct is not None:
+        console.print(
+            f"matmuls counted from shapes: {job.matmul_memory_bound_pct:.0f}% of their roofline time is "
+            f"memory-bound (intensity under {job.balance_flops_per_byte:g} FLOPs/byte, the {job.gpu_model} "
+            f"{job.dtype} balance point)",
+            highlight=False,
+        )
     if job.kernel_classes_pct:
         occ: dict[str, list[float]] = {}
         for r in rep.ranks:

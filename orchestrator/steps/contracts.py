@@ -110,6 +110,15 @@ class KernelClassShare(Contract):
     occupancy_pct: float | None = None
 
 
+class MatmulGroup(Contract):
+    """Matrix multiplications of one size counted from their shapes in the decomposed steps: FLOPs and the
+    least bytes moved (both per op), and how many ran; their arithmetic intensity is ``flops / bytes``."""
+
+    flops: float
+    bytes: float
+    count: int
+
+
 class CpuOpStats(Contract):
     """``cpu_op`` events on the training thread within the steps: the dispatch rate of a CPU-only trace."""
 
@@ -139,6 +148,8 @@ class RankSteps(Contract):
     flops_from: str | None = None
     #: share (%) of GPU kernel time in kernels a shapes count misses (convolutions, fused attention)
     uncounted_kernel_pct: float | None = None
+    #: the matmuls counted from shapes, by size (bytes known): their arithmetic intensity against the roofline
+    matmuls: list[MatmulGroup] | None = None
     #: why the trace's FLOPs are a lower bound (``None``: not known to be): GEMM kernels no counted op explains
     flops_lower_bound: str | None = None
 
@@ -160,6 +171,11 @@ class Mfu(Contract):
     peak_tflops: float | None = None
     mfu_pct: float | None = None
     lower_bound: bool = False  #: FLOPs from shapes miss kernels of the trace (convolutions, fused attention)
+    #: the GPU's balance point for ``dtype`` (peak FLOP/s over memory bandwidth), FLOPs per byte
+    balance_flops_per_byte: float | None = None
+    #: of the matmuls counted from shapes, the share (%) of their roofline time (``max(FLOPs / peak, bytes /
+    #: bandwidth)`` each) in those whose intensity is under the balance point: memory-bound
+    matmul_memory_bound_pct: float | None = None
     note: str | None = None
 
 

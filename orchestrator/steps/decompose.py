@@ -75,6 +75,7 @@ from fleetdx.orchestrator.steps.contracts import (
     GpuStep,
     KernelClassShare,
     KernelStats,
+    MatmulGroup,
     RankSteps,
     Stage,
     StepSample,
@@ -316,7 +317,24 @@ def decompose_trace(t: KinetoTrace) -> RankSteps:
         flops_from=_flops_from(t) if any(f is not None for f in flops) else None,
         uncounted_kernel_pct=uncounted if classes else None,
         flops_lower_bound=_lower_bound(t, flops_in_steps, classes, uncounted),
+        matmuls=_matmuls(t, starts, ends),
     )
+
+
+def _matmuls(t: KinetoTrace, starts: F, ends: F) -> list[MatmulGroup] | None:
+    """The matmuls counted from shapes with known bytes, within the steps, grouped by (FLOPs, bytes)."""
+    fo = t.flop_ops
+    if not len(fo):
+        return None
+    ts = np.frombuffer(fo.ts, dtype=np.float64)
+    nb = np.frombuffer(fo.nbytes, dtype=np.float64)
+    k = np.searchsorted(starts, ts, side="right") - 1
+    keep = (k >= 0) & (ts < ends[np.clip(k, 0, None)]) & (nb > 0)
+    if not keep.any():
+        return None
+    pairs = np.stack([np.frombuffer(fo.flops, dtype=np.float64)[keep], nb[keep]], axis=1)
+    uniq, counts = np.unique(pairs, axis=0, return_counts=True)
+    return [MatmulGroup(flops=float(f), bytes=float(b), count=int(c)) for (f, b), c in zip(uniq, counts, strict=True)]
 
 
 def _lower_bound(t: KinetoTrace, counted_ops: int, classes: list[KernelClassShare], uncounted_pct: float) -> str | None:

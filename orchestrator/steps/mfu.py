@@ -23,6 +23,13 @@ Without FLOPs there is no MFU: the note says "FLOPs unknown" and how to get them
 achieved FLOP/s (the CPU's) but no MFU: the peak table is of GPUs. The data type is ``--dtype``, else the one
 the GEMM kernels' names say (:func:`fleetdx.orchestrator.steps.kernels.gemm_dtype`), else bf16, said as assumed.
 
+**Memory- or compute-bound matmuls**: where the matmuls' FLOPs come from their shapes, so do their bytes (the two
+operands read, the result written: :func:`fleetdx.probes.parsers.kineto.matmul_bytes`); a matmul whose intensity
+(FLOPs per byte) is under the GPU's balance point (peak FLOP/s over memory bandwidth: the roofline's ridge,
+Williams, Waterman & Patterson 2009) is memory-bound. ``matmul_memory_bound_pct`` is the share of the matmuls'
+roofline time (``max(FLOPs / peak, bytes / bandwidth)`` each) in memory-bound ones: skinny GEMMs (a small batch
+or hidden size) that tensor cores cannot fill.
+
 **STEP_LOW_MFU** (warning): the GPU is busy, HTA's idle share under 10% (the median over ranks), yet the job's
 MFU is under 20%, from FLOPs that are not a lower bound. The 20%: well-tuned large-model training reaches 40-55%
 (PaLM 540B: 46.2%, Chowdhery et al. 2022 table 3; Megatron-LM's 1T-parameter GPT on 3,072 A100s: 52% of peak,
@@ -136,19 +143,39 @@ def rank_mfu(rs: RankSteps, world: int, opts: MfuOptions) -> Mfu:
     elif lower:
         notes.append(f"a lower bound: {rs.flops_lower_bound}")
     mfu = 100 * achieved / tflops if achieved is not None and tflops else None
+    balance = peak.balance(dtype) if peak is not None else None
     return base.model_copy(
         update={
             "gpu_model": peak.model if peak is not None else None,
             "peak_tflops": tflops,
             "mfu_pct": round(mfu, 3) if mfu is not None else None,
+            "balance_flops_per_byte": round(balance, 1) if balance is not None else None,
+            "matmul_memory_bound_pct": _memory_bound_pct(rs, peak, dtype),
             "note": "; ".join(notes) or None,
         }
     )
 
 
+def _memory_bound_pct(rs: RankSteps, peak: GpuPeak | None, dtype: str) -> float | None:
+    """Of the rank's matmuls counted from shapes, the share (%) of their roofline time in those under the
+    balance point (Williams et al. 2009: time = max(FLOPs / peak, bytes / bandwidth))."""
+    tflops = peak.tflops(dtype) if peak is not None else None
+    if not rs.matmuls or peak is None or not tflops or peak.hbm_tbps <= 0:
+        return None
+    balance = tflops / peak.hbm_tbps
+    total = bound = 0.0
+    for g in rs.matmuls:
+        t = g.count * max(g.flops / (tflops * 1e12), g.bytes / (peak.hbm_tbps * 1e12))
+        total += t
+        if g.flops / g.bytes < balance:
+            bound += t
+    return round(100 * bound / total, 2) if total > 0 else None
+
+
 def job_mfu(ranks: Sequence[RankSteps], per_rank: Sequence[Mfu]) -> JobMfu:
     """The job's :class:`JobMfu` from the ranks' (same order): sums over the ranks with a figure, medians of the
-    GPU busy share and of each kernel class's share over the ranks with GPU activity."""
+    GPU busy share and of each kernel class's share over the ranks with GPU activity, and of the matmuls'
+    memory-bound share."""
     with_mfu = [m for m in per_rank if m.mfu_pct is not None and m.achieved_tflops and m.peak_tflops]
     gpu = [rs for rs in ranks if rs.temporal is not None]
     busy = statistics.median(100 - rs.temporal.pct()["idle"] for rs in gpu if rs.temporal) if gpu else None
@@ -159,7 +186,10 @@ def job_mfu(ranks: Sequence[RankSteps], per_rank: Sequence[Mfu]) -> JobMfu:
     shares = {k: round(statistics.median(v + [0.0] * (len(gpu) - len(v))), 2) for k, v in classes.items()}
     shares = dict(sorted(shares.items(), key=lambda kv: -kv[1]))
     first = per_rank[0] if per_rank else Mfu()
+    bound = [m.matmul_memory_bound_pct for m in per_rank if m.matmul_memory_bound_pct is not None]
     common = {
+        "balance_flops_per_byte": first.balance_flops_per_byte,
+        "matmul_memory_bound_pct": round(statistics.median(bound), 2) if bound else None,
         "device": first.device,
         "gpu_model": first.gpu_model,
         "dtype": first.dtype,

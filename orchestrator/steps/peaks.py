@@ -29,6 +29,11 @@ Sources (NVIDIA product pages and datasheets; the figure per GPU, boost clock):
   https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf
 * T4: FP32 8.1, FP16 tensor 65: https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf
 
+Memory bandwidth (``hbm_tbps``, TB/s, the same datasheets; where a model comes with several memories, the
+highest, so that its balance point is the lowest and a matmul called memory-bound is so on every variant):
+A100 2.039 (80 GB SXM4; 80 GB PCIe 1.935, 40 GB 1.555), H100 SXM5 3.35, H100 PCIe 2.0, H100 NVL 3.9, H200 4.8,
+B200 7.7 (HGX B200: 62 TB/s over 8 GPUs), L40S 0.864, L4 0.3, A10 0.6, A30 0.933, V100 0.9, T4 0.32.
+
 A GPU model is found from the CUDA device name a trace's ``deviceProperties`` carries (``NVIDIA A100-SXM4-80GB``,
 ``NVIDIA H100 80GB HBM3``, ``NVIDIA H100 PCIe``) or from a name given (``--gpu H100-SXM``); a name matching no
 row is unknown (no guess: the caller says MFU cannot be computed).
@@ -54,6 +59,15 @@ class GpuPeak:
     fp16: float | None
     fp8: float | None
     source: str
+    #: memory bandwidth, TB/s (the datasheet's "GPU memory bandwidth"; of a model's memory variants the highest)
+    hbm_tbps: float = 0.0
+
+    def balance(self, dtype: str) -> float | None:
+        """The balance point (the ridge of the roofline: Williams, Waterman & Patterson 2009, "Roofline", CACM
+        52(4)) for ``dtype``: peak FLOP/s over memory bandwidth, in FLOPs per byte; ``None`` when either is
+        unknown."""
+        peak = self.tflops(dtype)
+        return peak / self.hbm_tbps if peak and self.hbm_tbps > 0 else None
 
     def tflops(self, dtype: str) -> float | None:
         """The dense peak for ``dtype`` (one of :data:`DTYPES`), TFLOP/s; ``None`` when the GPU lacks it.
@@ -72,32 +86,31 @@ _H100 = "https://www.nvidia.com/en-us/data-center/h100/"
 _H200 = "https://www.nvidia.com/en-us/data-center/h200/"
 _V100 = "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf"
 
-#: the table, by model name (what ``--gpu`` accepts besides a device name)
+_T4 = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf"
+_B200 = "https://www.nvidia.com/en-us/data-center/hgx/"
+_L40S = "https://www.nvidia.com/en-us/data-center/l40s/"
+_L4 = "https://www.nvidia.com/en-us/data-center/l4/"
+_A10 = "https://www.nvidia.com/en-us/data-center/products/a10-gpu/"
+_A30 = "https://www.nvidia.com/en-us/data-center/products/a30-gpu/"
+
+#: the table, by model name (what ``--gpu`` accepts besides a device name): fp32, tf32, bf16, fp16, fp8 TFLOP/s
 PEAKS: dict[str, GpuPeak] = {
     p.model: p
     for p in (
-        GpuPeak("A100", 19.5, 156.0, 312.0, 312.0, None, _A100),
-        GpuPeak("H100-SXM", 67.0, 494.5, 989.5, 989.5, 1979.0, _H100),
-        GpuPeak("H100-PCIe", 51.0, 378.0, 756.5, 756.5, 1513.0, _H100),
-        GpuPeak("H100-NVL", 60.0, 417.5, 835.5, 835.5, 1670.5, _H100),
-        GpuPeak("H200-SXM", 67.0, 494.5, 989.5, 989.5, 1979.0, _H200),
-        GpuPeak("H200-NVL", 60.0, 417.5, 835.5, 835.5, 1670.5, _H200),
-        GpuPeak("B200", 75.0, 1100.0, 2250.0, 2250.0, 4500.0, "https://www.nvidia.com/en-us/data-center/hgx/"),
-        GpuPeak("L40S", 91.6, 183.0, 362.05, 362.05, 733.0, "https://www.nvidia.com/en-us/data-center/l40s/"),
-        GpuPeak("L4", 30.3, 60.0, 121.0, 121.0, 242.5, "https://www.nvidia.com/en-us/data-center/l4/"),
-        GpuPeak("A10", 31.2, 62.5, 125.0, 125.0, None, "https://www.nvidia.com/en-us/data-center/products/a10-gpu/"),
-        GpuPeak("A30", 10.3, 82.0, 165.0, 165.0, None, "https://www.nvidia.com/en-us/data-center/products/a30-gpu/"),
-        GpuPeak("V100-SXM2", 15.7, None, None, 125.0, None, _V100),
-        GpuPeak("V100-PCIe", 14.0, None, None, 112.0, None, _V100),
-        GpuPeak(
-            "T4",
-            8.1,
-            None,
-            None,
-            65.0,
-            None,
-            "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
-        ),
+        GpuPeak("A100", 19.5, 156.0, 312.0, 312.0, None, _A100, hbm_tbps=2.039),
+        GpuPeak("H100-SXM", 67.0, 494.5, 989.5, 989.5, 1979.0, _H100, hbm_tbps=3.35),
+        GpuPeak("H100-PCIe", 51.0, 378.0, 756.5, 756.5, 1513.0, _H100, hbm_tbps=2.0),
+        GpuPeak("H100-NVL", 60.0, 417.5, 835.5, 835.5, 1670.5, _H100, hbm_tbps=3.9),
+        GpuPeak("H200-SXM", 67.0, 494.5, 989.5, 989.5, 1979.0, _H200, hbm_tbps=4.8),
+        GpuPeak("H200-NVL", 60.0, 417.5, 835.5, 835.5, 1670.5, _H200, hbm_tbps=4.8),
+        GpuPeak("B200", 75.0, 1100.0, 2250.0, 2250.0, 4500.0, _B200, hbm_tbps=7.7),
+        GpuPeak("L40S", 91.6, 183.0, 362.05, 362.05, 733.0, _L40S, hbm_tbps=0.864),
+        GpuPeak("L4", 30.3, 60.0, 121.0, 121.0, 242.5, _L4, hbm_tbps=0.3),
+        GpuPeak("A10", 31.2, 62.5, 125.0, 125.0, None, _A10, hbm_tbps=0.6),
+        GpuPeak("A30", 10.3, 82.0, 165.0, 165.0, None, _A30, hbm_tbps=0.933),
+        GpuPeak("V100-SXM2", 15.7, None, None, 125.0, None, _V100, hbm_tbps=0.9),
+        GpuPeak("V100-PCIe", 14.0, None, None, 112.0, None, _V100, hbm_tbps=0.9),
+        GpuPeak("T4", 8.1, None, None, 65.0, None, _T4, hbm_tbps=0.32),
     )
 }
 

@@ -189,6 +189,8 @@ class FlopOps:
     ts: array[float] = field(default_factory=lambda: array("d"))
     flops: array[float] = field(default_factory=lambda: array("d"))
     from_shapes: array[int] = field(default_factory=lambda: array("b"))
+    #: bytes a matmul from shapes reads and writes (:func:`matmul_bytes`), 0 when unknown
+    nbytes: array[float] = field(default_factory=lambda: array("d"))
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -221,6 +223,35 @@ def matmul_flops(name: str, input_dims: Any) -> float | None:
     if name in ("aten::bmm", "aten::baddbmm") and len(a) == 3 and len(b) == 3 and a[0] == b[0] and a[2] == b[1]:
         return 2.0 * a[0] * a[1] * a[2] * b[2]
     return None
+
+
+#: bytes per element of the ``Input type`` names torch's profiler records (``c10::ScalarType`` names)
+ELEMENT_BYTES = {
+    "double": 8,
+    "float": 4,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+    "c10::Float8_e4m3fnuz": 1,
+    "c10::Float8_e5m2fnuz": 1,
+}
+
+
+def matmul_bytes(name: str, input_dims: Any, input_types: Any) -> float | None:
+    """The least bytes a matrix multiplication moves: its two operands read and its result written once
+    (``(MK + KN + MN) x element size``, times the batch for ``bmm``; the bias of ``addmm`` left out), at the
+    element size of its first operand's ``Input type``; ``None`` when the shapes or the type are unknown."""
+    if matmul_flops(name, input_dims) is None or type(input_types) is not list:
+        return None
+    first = 1 if name in ("aten::addmm", "aten::baddbmm") else 0
+    if len(input_types) <= first or input_types[first] not in ELEMENT_BYTES:
+        return None
+    size = ELEMENT_BYTES[input_types[first]]
+    a, b = input_dims[first], input_dims[first + 1]
+    batch = a[0] if len(a) == 3 else 1
+    m, k, n = a[-2], a[-1], b[-1]
+    return float(size * batch * (m * k + k * n + m * n))
 
 
 @dataclass
@@ -391,19 +422,21 @@ class _Reader:
     def _flops(self, name: str, ts: float, args: dict[str, Any]) -> None:
         """A CPU op's FLOPs: ``args.flops``, else a matrix multiplication's from its shapes."""
         fl: Any = args.get("flops")
-        shapes = 0
+        shapes, nbytes = 0, None
         if type(fl) not in _NUMBER or not (0 < fl < 1e30):
             if name not in MATMUL_OPS:
                 return
-            fl = matmul_flops(name, args.get("Input Dims"))
+            dims = args.get("Input Dims")
+            fl = matmul_flops(name, dims)
             if fl is None or fl <= 0:
                 return
-            shapes = 1
+            shapes, nbytes = 1, matmul_bytes(name, dims, args.get("Input type"))
         self._keep()
         f = self.t.flop_ops
         f.ts.append(ts)
         f.flops.append(float(fl))
         f.from_shapes.append(shapes)
+        f.nbytes.append(nbytes or 0.0)
 
     def device_properties(self, props: Any, with_flops: Any) -> None:
         if isinstance(props, list):
