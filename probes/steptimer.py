@@ -58,9 +58,10 @@ Overhead: two ``time.perf_counter_ns`` calls per stage and one ``json.dumps`` + 
 file, one ``stat`` per check. ``fleetdx watch`` writes it when it sees a hang. The check runs off the training
 thread on purpose: a hung rank's training thread is blocked inside a collective and never reaches the next
 step. A request newer than the timer (and than the last one answered) makes the thread call PyTorch's
-Flight Recorder dump (``torch._C._distributed_c10d._dump_fr_trace()``, named ``_dump_nccl_trace()`` before
-torch 2.6: the pickle ProcessGroupNCCL writes to ``TORCH_FR_DUMP_TEMP_FILE<rank>`` on a watchdog timeout) and
-write it as ``DUMP_DIR/<prefix><rank>`` (``prefix``: the file name part of ``$TORCH_FR_DUMP_TEMP_FILE`` or
+Flight Recorder dump (``torch._C._distributed_c10d._dump_nccl_trace()``: the pickle ProcessGroupNCCL writes to
+``TORCH_FR_DUMP_TEMP_FILE<rank>`` on a watchdog timeout, in CUDA builds; ``_dump_fr_trace()``, torch 2.6+, the
+recorder of the other backends such as gloo; the first whose dump holds entries) and write it as
+``DUMP_DIR/<prefix><rank>`` (``prefix``: the file name part of ``$TORCH_FR_DUMP_TEMP_FILE`` or
 ``$TORCH_NCCL_DEBUG_INFO_TEMP_FILE``, else PyTorch's default ``nccl_trace_rank_``), ``DUMP_DIR`` being the
 folder the request names, then ``DUMP_DIR/status-rank-<rank>.json`` saying what it did or why it could not:
 torch not imported by the job (the thread never imports it), no dump function in this torch, the call failing.
@@ -75,6 +76,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import socket
 import sys
 import threading
@@ -310,17 +312,42 @@ class StepTimer:
         self.close()
 
 
-def _dump_function() -> tuple[str, Any] | str:
-    """(name, function) of this process's Flight Recorder dump, or why there is none. Never imports torch."""
+def _entries(data: bytes) -> int:
+    """How many entries a dump's pickle holds (-1: not a readable pickle of a dict). The pickle is the one torch
+    made in this process."""
+    try:
+        obj = pickle.loads(data)  # noqa: S301 - produced in-process by torch's Flight Recorder
+    except Exception:  # noqa: BLE001
+        return -1
+    return len(obj.get("entries") or []) if isinstance(obj, dict) else -1
+
+
+def _dump() -> tuple[str, bytes, int] | str:
+    """This process's Flight Recorder dump: (function, pickle, entries), or why there is none. Never imports
+    torch. ``_dump_nccl_trace`` (ProcessGroupNCCL's recorder, in CUDA builds) first, then ``_dump_fr_trace``
+    (torch 2.6+: the recorder of the other backends, gloo's): the first that holds entries, else the first."""
     torch = sys.modules.get("torch")
     if torch is None:
         return "torch is not imported by this process: no Flight Recorder to dump"
     c10d = getattr(getattr(torch, "_C", None), "_distributed_c10d", None)
-    for name in ("_dump_fr_trace", "_dump_nccl_trace"):
+    got: list[tuple[str, bytes, int]] = []
+    errors: list[str] = []
+    for name in ("_dump_nccl_trace", "_dump_fr_trace"):
         fn = getattr(c10d, name, None)
-        if fn is not None:
-            return name, fn
-    return f"torch {getattr(torch, '__version__', '?')} has no _dump_fr_trace / _dump_nccl_trace"
+        if fn is None:
+            continue
+        try:
+            raw = fn()
+        except Exception as e:  # noqa: BLE001 - said in the status
+            errors.append(f"{name}() failed: {type(e).__name__}: {str(e)[:300]}")
+            continue
+        data = raw if isinstance(raw, bytes) else str(raw).encode()
+        got.append((name, data, _entries(data)))
+        if got[-1][2] > 0:
+            return got[-1]
+    if got:
+        return got[0]
+    return "; ".join(errors) or f"torch {getattr(torch, '__version__', '?')} has no _dump_nccl_trace / _dump_fr_trace"
 
 
 class _DumpRequests(threading.Thread):
@@ -369,27 +396,21 @@ class _DumpRequests(threading.Thread):
             "dumped": False,
             "buffer_size_env": buffer,
         }
-        found = _dump_function()
+        found = _dump()
         if isinstance(found, str):
             status["why"] = found
         else:
-            name, fn = found
-            status["function"] = name
-            try:
-                data = fn()
-            except Exception as e:  # noqa: BLE001 - said in the status
-                status["why"] = f"{name}() failed: {type(e).__name__}: {str(e)[:300]}"
-            else:
-                target = folder / f"{prefix}{self.rank}"
-                tmp = folder / f".{prefix}{self.rank}.tmp"
-                tmp.write_bytes(data if isinstance(data, bytes) else str(data).encode())
-                os.replace(tmp, target)
-                status |= {"dumped": True, "file": str(target), "bytes": len(data)}
-                if not buffer or buffer.strip() == "0":
-                    status["why"] = (
-                        "TORCH_FR_BUFFER_SIZE (TORCH_NCCL_TRACE_BUFFER_SIZE) is unset or 0 in this process: the "
-                        "recorder may hold no entries; set it (e.g. 2000) in the job's environment"
-                    )
+            name, data, entries = found
+            target = folder / f"{prefix}{self.rank}"
+            tmp = folder / f".{prefix}{self.rank}.tmp"
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+            status |= {"dumped": True, "function": name, "file": str(target), "bytes": len(data), "entries": entries}
+            if entries <= 0 and (not buffer or buffer.strip() == "0"):
+                status["why"] = (
+                    "the dump holds no entry and TORCH_FR_BUFFER_SIZE (TORCH_NCCL_TRACE_BUFFER_SIZE) is unset or 0 "
+                    "in this process: set it (e.g. 2000) in the job's environment"
+                )
         tmp = folder / f".status-rank-{self.rank}.tmp"
         tmp.write_text(json.dumps(status), encoding="utf-8")
         os.replace(tmp, folder / f"status-rank-{self.rank}.json")
