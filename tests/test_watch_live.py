@@ -266,3 +266,31 @@ def test_a_job_whose_ranks_closed_their_steptimers_ended_and_is_no_hang(tmp_path
     now[0] = 7200.0
     w.tick()
     assert [f.code.value for f in w.findings] == ["STEP_HANG"]
+
+
+def test_the_live_table_fits_80_columns_and_bad_options_are_usage_errors() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
+    fixture = str(ROOT / "tests" / "fixtures" / "traces" / "cpu-gloo-slow-data-rank2")
+    res = subprocess.run(
+        [sys.executable, "-m", "fleetdx", "watch", fixture, "--until-idle", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 1, res.stderr
+    lines = res.stdout.splitlines()
+    assert all(len(x.rstrip()) <= 80 for x in lines) and "…" not in res.stdout
+    assert lines[1].split() == ["time", "severity", "code", "subject"]
+    assert lines[2].split()[1:] == ["warning", "STEP_STRAGGLER_RANK", "rank", "2"]
+    message = " ".join(x.strip() for x in lines[3:-1])
+    assert "straggler in its data stage" in message and "wait for it in backward" in message
+    for bad in (["--until-idle", "5", "--max-s", "5"], ["--interval", "0"], ["--hang-factor", "nan"]):
+        r = subprocess.run(
+            [sys.executable, "-m", "fleetdx", "watch", fixture, *bad],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 3, (bad, r.stdout, r.stderr)
