@@ -285,12 +285,12 @@ def test_the_live_table_fits_80_columns_and_bad_options_are_usage_errors() -> No
     assert lines[2].split()[1:] == ["warning", "STEP_STRAGGLER_RANK", "rank", "2"]
     message = " ".join(x.strip() for x in lines[3:-1])
     assert "straggler in its data stage" in message and "wait for it in backward" in message
+    from typer.testing import CliRunner
+
+    from fleetdx.orchestrator.cli import watch_cmd
+    from tests.cliapp import cli_app
+
+    app = cli_app(watch_cmd)
     for bad in (["--until-idle", "5", "--max-s", "5"], ["--interval", "0"], ["--hang-factor", "nan"]):
-        r = subprocess.run(
-            [sys.executable, "-m", "fleetdx", "watch", fixture, *bad],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert r.returncode == 3, (bad, r.stdout, r.stderr)
+        r = CliRunner().invoke(app, ["watch", fixture, *bad])
+        assert r.exit_code == 3, (bad, r.output)
