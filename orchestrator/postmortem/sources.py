@@ -101,14 +101,16 @@ class _LineReader:
 
 @dataclass
 class LogFiles:
-    """The job's logs (``--logs``)."""
+    """The job's logs (``--logs``); ``names``, when given, name each path in the evidence (an upload's own file
+    names rather than where the service unpacked them)."""
 
     paths: Sequence[Path]
+    names: Sequence[str] | None = None
 
     def collect(self, ctx: Context) -> Evidence:
         ev = Evidence()
-        for path in self.paths:
-            name = str(path)
+        for i, path in enumerate(self.paths):
+            name = self.names[i] if self.names is not None else str(path)
             try:
                 check_regular(Path(path))
                 year = ctx.year or _mtime_year(Path(path))

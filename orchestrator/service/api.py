@@ -14,6 +14,8 @@ Endpoints (JSON bodies are the store's contracts):
   scripts and stylesheets served by this service (:mod:`fleetdx.orchestrator.service.docs`: no CDN).
 - ``GET /`` (the fleet page), ``GET /nodes/{host}``, ``GET /jobs/{job_id}``, ``GET /postmortems/{id}``: HTML
   pages (:mod:`fleetdx.orchestrator.service.pages`), reads like the JSON endpoints.
+- ``POST /postmortems`` and ``POST /analyze`` (write token): a postmortem of uploaded job logs, an offline
+  diagnosis of uploaded node bundles, each stored (:mod:`fleetdx.orchestrator.service.uploads`).
 - ``GET /metrics``: the Prometheus text format (:mod:`fleetdx.orchestrator.service.metrics`).
 - ``GET /placement?nodes=N&gpus_per_node=K[&partition=&hostlist=&exclude=HOSTLIST&ib_port=1]`` and
   ``POST /placement`` (a ``PlacementRequest`` body) -> ``PlacementAnswer``: where a job should go
@@ -68,7 +70,7 @@ from fleetdx.orchestrator.notify import Notifier, default_notifier
 from fleetdx.orchestrator.placement.contracts import PlacementAnswer, PlacementRequest
 from fleetdx.orchestrator.placement.job import PlacementInputError, place
 from fleetdx.orchestrator.report import RunReport
-from fleetdx.orchestrator.service import pages
+from fleetdx.orchestrator.service import pages, uploads
 from fleetdx.orchestrator.service.alerts import preflight_critical
 from fleetdx.orchestrator.service.auth import Auth, require_read, require_write
 from fleetdx.orchestrator.service.docs import install_docs
@@ -489,16 +491,10 @@ def _router() -> APIRouter:
     r.add_api_route(
         "/nodes/{host}/history", node_history, methods=["GET"], response_model=NodeHistory, dependencies=READ
     )
-    r.add_api_route(
-        "/findings", list_findings, methods=["GET"], response_model=list[FindingRecord], dependencies=READ
-    )
+    r.add_api_route("/findings", list_findings, methods=["GET"], response_model=list[FindingRecord], dependencies=READ)
     r.add_api_route("/metrics", metrics, methods=["GET"], response_class=Response, dependencies=READ)
-    r.add_api_route(
-        "/placement", placement_query, methods=["GET"], response_model=PlacementAnswer, dependencies=READ
-    )
-    r.add_api_route(
-        "/placement", placement_body, methods=["POST"], response_model=PlacementAnswer, dependencies=READ
-    )
+    r.add_api_route("/placement", placement_query, methods=["GET"], response_model=PlacementAnswer, dependencies=READ)
+    r.add_api_route("/placement", placement_body, methods=["POST"], response_model=PlacementAnswer, dependencies=READ)
     r.add_api_route(
         "/reports",
         post_report,
@@ -571,5 +567,6 @@ def create_app(
     app.add_exception_handler(Exception, internal_error)
     app.include_router(_router())
     app.include_router(pages.router())  # GET /, /nodes/{host}, /jobs/{job_id}: HTML for people
+    app.include_router(uploads.router())  # POST /postmortems, /analyze: the jobs over HTTP
     install_docs(app)
     return app

@@ -259,6 +259,39 @@ OPERATIONS: dict[tuple[str, str], OperationDoc] = {
         request={"report": RUN_REPORT, "raw": {_HOST: {"nvidia-smi_topo_-m.txt": "\tGPU0\tCPU Affinity\t..."}}},
         request_model="ReportUpload",
     ),
+    ("post", "/postmortems"): OperationDoc(
+        "Postmortem of uploaded job logs",
+        "The body is one job log (`text/plain`) or a tar archive of a job's logs (`application/x-tar`, "
+        "`application/gzip` for `.tar.gz`, or `Content-Encoding: gzip`). fleetdx names the rank, host and cause "
+        "that failed first, adds the blamed hosts' stored history, keeps the postmortem and answers where to "
+        "read it (`page`, relative to the service). `job_id` records the job. 400 for an archive that does not "
+        f"open or holds no file, 413 over the body limit, 415 for another media type. {_WRITE}",
+        {
+            201: {
+                "postmortem_id": "5f0c2a9e41b34f0e9d6a7c1b2e3f4a5b",
+                "job_id": "4242",
+                "verdict": "CRITICAL",
+                "first_cause": "OOM_GPU",
+                "causes": 2,
+                "page": "postmortems/5f0c2a9e41b34f0e9d6a7c1b2e3f4a5b",
+            }
+        },
+    ),
+    ("post", "/analyze"): OperationDoc(
+        "Diagnose uploaded node bundles",
+        "The body is a tar archive of node bundles (one folder per node, the files `fleetdx collect` or the "
+        "epilog writes). The pre-flight diagnosis runs offline over them and the run is stored as an `analyze` "
+        "run, as a pushed report would be; the answer gives its `run_id`, verdict and report path. 400 when a "
+        f"folder is not a node bundle, 413 over the body limit, 415 for another media type. {_WRITE}",
+        {
+            201: {
+                "run_id": _RUN_ID.replace("pf-", "an-"),
+                "verdict": "WARNING",
+                "nodes": 1,
+                "report": "runs/" + _RUN_ID.replace("pf-", "an-"),
+            }
+        },
+    ),
 }
 
 

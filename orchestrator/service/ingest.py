@@ -81,6 +81,15 @@ def decode_body(
     media = (content_type or "").split(";")[0].strip().lower()
     if media != "application/json":
         raise UploadRejected(415, f"Content-Type must be application/json, not {media or 'missing'!r}")
+    return inflate(body, content_encoding, limit, "the report")
+
+
+def inflate(body: bytes, content_encoding: str | None, limit: int, what: str = "the body") -> bytes:
+    """``body`` with its ``Content-Encoding`` (gzip or identity) undone, within ``limit`` bytes.
+
+    Raises:
+        UploadRejected: 415 (another encoding), 400 (gzip that does not decompress), 413 (over ``limit``).
+    """
     encoding = (content_encoding or "identity").strip().lower()
     if encoding == "identity":
         data = body
@@ -95,7 +104,7 @@ def decode_body(
     else:
         raise UploadRejected(415, f"Content-Encoding must be gzip or identity, not {encoding!r}")
     if len(data) > limit:
-        raise UploadRejected(413, f"the report is over {limit} bytes")
+        raise UploadRejected(413, f"{what} is over {limit} bytes")
     return data
 
 
