@@ -93,8 +93,8 @@ def serve(
         bool,
         typer.Option(
             "--auth-reads",
-            help="Reads (GET /runs, /nodes, /findings, /metrics, /placement) need a read or write token too; "
-            "writes always need a write token. /healthz stays open.",
+            help="Reads (GET /runs, /nodes, /findings, /metrics, /placement, the pages) need a read or write "
+            "token too; writes always need a write token. /healthz stays open.",
         ),
     ] = False,
     workers: Annotated[
@@ -176,6 +176,7 @@ def serve(
 
     GET /runs, /runs/{id}, /nodes/{host}/history, /findings, /metrics, /healthz, GET/POST /placement;
     POST /reports (write token). /docs and /redoc: the API's documentation, served offline.
+    GET /: the fleet page (nodes by state and verdict), /nodes/{host}, /jobs/{job_id}: HTML pages.
     --webhook URL: an event when a pushed pre-flight is CRITICAL.
     Tokens: `fleetdx token create NAME --scope write`. TLS: --ssl-certfile/--ssl-keyfile, or a reverse proxy.
     """
