@@ -32,7 +32,13 @@ from tests.htmlreport_samples import PM_XID, load_postmortem
 from tests.store_samples import bandwidth_raw, bandwidth_run, migrated, preflight_raw, preflight_run
 
 T0 = 1_763_800_000.0
-JOB = Job(scheduler=SchedulerKind.SLURM, job_id="4711", nodes=["h100-vm-idle", "nid005471", "nid005487"])
+JOB = Job(
+    scheduler=SchedulerKind.SLURM,
+    job_id="4711",
+    name="llm-pretrain",
+    state="FAILED",
+    nodes=["h100-vm-idle", "nid005471", "nid005487"],
+)
 #: an attribute that loads or links something: its value must stay on the page's own origin
 _URL_ATTR = re.compile(r"""\b(?:src|href|action)\s*=\s*["']?([^"'\s>]*)""", re.IGNORECASE)
 
@@ -117,6 +123,7 @@ def test_a_job_page_joins_runs_postmortem_and_node_states(store: Store) -> None:
     client = TestClient(create_app(store))
     page = client.get("/jobs/4711").text
     assert 'id="verdict">CRITICAL (exit 2)' in page
+    assert "name <b>llm-pretrain</b>" in page and "state <b>FAILED</b>" in page
     for text in (
         "pf-1",
         "bw-1",

@@ -36,6 +36,22 @@ def render_job(report: JobReport, *, plotly_src: str | None = None, root: str | 
     curves = [c for r in report.runs for c in r.curves]
     job_hosts = [n.host for n in report.nodes]
     findings = [(r, f) for r in report.runs for f in r.findings]
+    j = report.job
+    about: list[tuple[str, str]] = []
+    if j is not None:
+        about = [
+            (k, str(v))
+            for k, v in (
+                ("scheduler", j.scheduler.value),
+                ("name", j.name),
+                ("user", j.user),
+                ("state", j.state),
+                ("exit code", j.exit_code),
+                ("started", utc(j.start_time) if j.start_time is not None else None),
+                ("ended", utc(j.end_time) if j.end_time is not None else None),
+            )
+            if v is not None
+        ]
     return render(
         "job.html.j2",
         plotly_src=plotly_src,
@@ -43,6 +59,7 @@ def render_job(report: JobReport, *, plotly_src: str | None = None, root: str | 
         root=root,
         report=report,
         verdict=report.verdict.name,
+        about=about,
         hosts=fmt_hosts(job_hosts),
         preflights=_rows(report, RunKind.PREFLIGHT),
         analyses=_rows(report, RunKind.ANALYZE),

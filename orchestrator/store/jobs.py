@@ -19,7 +19,7 @@ from fleetdx.orchestrator.store.models import NodeStateRow, PostmortemRow, RunRo
 from fleetdx.orchestrator.store.records import PostmortemRecord
 from fleetdx.orchestrator.store.states import _status_of
 from fleetdx.orchestrator.store.store import Store
-from fleetdx.probes.contracts import Contract, Verdict, VerdictName
+from fleetdx.probes.contracts import Contract, Job, Verdict, VerdictName
 
 JOB_REPORT_SCHEMA = 1
 #: the most runs and postmortems one job report reads (the newest); the rest are counted in ``left_out``
@@ -55,12 +55,14 @@ class JobNode(Contract):
 
 
 class JobReport(Contract):
-    """Everything the store holds about one job: its runs (newest first), its postmortems, its nodes (sorted by
-    host) and their states, and the worst ``verdict`` of all its runs and postmortems (OK when they are all OK).
-    ``left_out``: runs or postmortems past :data:`MAX_JOB_RUNS`; ``not_stored``: what the store does not keep."""
+    """Everything the store holds about one job: the job as its newest run recorded it, its runs (newest first),
+    its postmortems, its nodes (sorted by host) and their states, and the worst ``verdict`` of all its runs and
+    postmortems (OK when they are all OK). ``left_out``: runs or postmortems past :data:`MAX_JOB_RUNS`;
+    ``not_stored``: what the store does not keep."""
 
     schema_version: int = JOB_REPORT_SCHEMA
     job_id: str
+    job: Job | None = None  #: the job as its newest run recorded it (scheduler, name, user, state, times...)
     verdict: VerdictName
     runs: list[RunReport]
     postmortems: list[PostmortemRecord]
@@ -88,6 +90,7 @@ def job_report(store: Store, job_id: str, limit: int = MAX_JOB_RUNS) -> JobRepor
     verdict = Verdict.worst([r.verdict for r in runs] + [p.verdict for p in postmortems])
     return JobReport(
         job_id=job_id,
+        job=next((r.job for r in runs if r.job is not None), None),
         verdict=verdict,
         runs=runs,
         postmortems=postmortems,
