@@ -188,3 +188,23 @@ def test_a_fleet_of_5000_nodes_in_chromium(browser: Any, big_url: str, shots: Pa
     summary = page.inner_text("#fleet-summary")
     assert "5000 node(s)" in summary and "50 quarantined" in summary and "50 suspect" in summary
     page.close()
+
+
+def test_the_job_report_file_in_chromium(browser: Any, tmp_path: Path, shots: Path) -> None:
+    """``fleetdx report --job ID --html OUT``'s file: the same page, self-contained (file://, nothing else)."""
+    from fleetdx.orchestrator.htmlreport import write_html
+    from fleetdx.orchestrator.htmlreport.job import render_job
+    from fleetdx.orchestrator.store.jobs import job_report
+
+    with Store.open(migrated(f"sqlite:///{tmp_path}/file.db")) as store:
+        fill(store)
+        report = job_report(store, "4711")
+    assert report is not None
+    out = tmp_path / "job-4711.html"
+    write_html(out, render_job(report))
+    page, errors, requests = _open(browser, out.as_uri(), charts=1)
+    page.screenshot(path=str(shots / "job-4711-file.png"), full_page=False)
+    assert errors == [], errors
+    assert [u for u in requests if u != out.as_uri()] == []
+    assert _above_the_fold(page, "#verdict") and "CRITICAL" in page.inner_text("#verdict")
+    page.close()
