@@ -124,6 +124,7 @@ _CHOICE_CASES = {
     ("token create", "--scope"): ["token", "create", "n", "--scope", "admin"],
     ("k8s watch", "--level"): ["k8s", "watch", "--level", "bogus"],
     ("nodes check", "--level"): ["nodes", "check", "--level", "bogus"],
+    ("steps", "--dtype"): ["steps", "x", "--dtype", "int4"],
 }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,23 @@ from fleetdx.orchestrator.cli.common import console, err_console, fits, handle_e
 from fleetdx.orchestrator.cli.conventions import computed_default
 
 _DB_DEFAULT = computed_default("$FLEETDX_DB_URL, else SQLite")
+
+
+_DTYPE_HELP = "The data type of the GPU's peak." + computed_default("the GEMM kernels' names' type, else bf16")
+_FLOPS_HELP = (
+    "The job's model FLOPs per training step, all ranks together (a dense transformer: about 6 x parameters x "
+    "tokens per step)." + computed_default("the FLOPs the traces count")
+)
+
+
+class PeakDtype(str, Enum):
+    """``--dtype``: the data types of the peak table (:data:`fleetdx.orchestrator.steps.peaks.DTYPES`)."""
+
+    FP32 = "fp32"
+    TF32 = "tf32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
 
 
 def _fmt(v: float | None, digits: int = 1) -> str:
@@ -255,22 +273,20 @@ def register(app: typer.Typer) -> None:
         gpu: str = typer.Option(
             None,
             "--gpu",
+            metavar="NAME",
             help="The GPU model for MFU when the traces do not name it (deviceProperties) or a StepTimer log is "
             "read: A100, H100-SXM, H100-PCIe, H100-NVL, H200-SXM, H200-NVL, B200, L40S, L4, A10, A30, V100-SXM2, "
             "V100-PCIe, T4, or a CUDA device name.",
         ),
-        dtype: str = typer.Option(
-            None,
-            "--dtype",
-            help="The data type of the peak (fp32, tf32, bf16, fp16, fp8); default: the one the GEMM kernels' "
-            "names say, else bf16.",
+        dtype: PeakDtype = typer.Option(  # noqa: B008 (typer's declaration style)
+            None, "--dtype", help=_DTYPE_HELP
         ),
         flops_per_step: float = typer.Option(
             None,
             "--flops-per-step",
             min=0.0,
-            help="The job's model FLOPs per training step, all ranks together (a dense transformer: about 6 x "
-            "parameters x tokens per step); default: the FLOPs the traces count.",
+            metavar="FLOPS",
+            help=_FLOPS_HELP,
         ),
         html_out: Path = typer.Option(  # noqa: B008 (typer's declaration style)
             None,
@@ -303,7 +319,7 @@ def register(app: typer.Typer) -> None:
             db=db,
             max_events=max_events,
             jobs=jobs,
-            mfu={"gpu": gpu, "dtype": dtype, "flops_per_step": flops_per_step},
+            mfu={"gpu": gpu, "dtype": dtype.value if dtype else None, "flops_per_step": flops_per_step},
         )
         done = run(request)
         rep, loaded = done.report, done.loaded
