@@ -47,6 +47,10 @@ One line per step (schema :data:`SCHEMA`), flushed every ``flush_every`` steps::
 ``close()`` leaves ``steps-rank-N.jsonl.closed`` beside the file (:data:`CLOSED_SUFFIX`; removed when a timer
 opens the file again): ``fleetdx watch`` then knows the rank ended, and does not take a finished job for a hang.
 
+``flops_per_step`` (optional; settable later as ``timer.flops_per_step``): this rank's model FLOPs per step,
+written as ``"flops"`` in each line, from which ``fleetdx steps`` computes the achieved FLOP/s and MFU (about
+6 x parameters x tokens this rank trains on per step for a dense transformer: Kaplan et al. 2020).
+
 ``step`` counts from 0 in each process unless ``timer.step(number)`` gives the training step's own number (do,
 in a job that resumes from checkpoints); ``proc_start_unix_s`` is when the writing process started.
 
@@ -144,6 +148,7 @@ class StepTimer:
         host: default ``socket.gethostname()``.
         sync: see the module docstring.
         flush_every: flush the file every this many steps (1: after every step).
+        flops_per_step: this rank's model FLOPs per step (module doc), or ``None``.
         dump_on_request: answer ``fleetdx watch``'s Flight Recorder dump requests (module doc) from a daemon
             thread checking every ``dump_poll_s`` seconds.
 
@@ -163,6 +168,7 @@ class StepTimer:
         flush_every: int = 1,
         dump_on_request: bool = True,
         dump_poll_s: float = 1.0,
+        flops_per_step: float | None = None,
     ) -> None:
         if sync not in ("auto", "cuda-events", "synchronize", "none"):
             raise ValueError(f"sync must be auto, cuda-events, synchronize or none, not {sync!r}")
@@ -181,6 +187,7 @@ class StepTimer:
         self.rank = rank
         self.world_size = world_size
         self.host = host or socket.gethostname()
+        self.flops_per_step = flops_per_step
         p = Path(str(path).replace("{rank}", str(rank)))
         if p.is_dir() or not p.suffix:
             p = p / f"steps-rank-{rank}.jsonl"
@@ -285,6 +292,8 @@ class StepTimer:
             "timing": "wall" if self.sync == "none" else self.sync,
             "stages_ms": {k: round(v, 4) for k, v in stages.items()},
         }
+        if self.flops_per_step is not None:
+            line["flops"] = float(self.flops_per_step)
         self._step += 1
         if self._file is None:
             raise RuntimeError("StepTimer is closed")

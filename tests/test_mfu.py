@@ -289,6 +289,31 @@ def test_flops_per_step_is_shared_by_the_world() -> None:
     assert rep.mfu.achieved_tflops == pytest.approx(sum(r.mfu.achieved_tflops or 0 for r in rep.ranks if r.mfu))
 
 
+def test_a_steptimer_told_its_flops_gives_the_mfu(tmp_path: Path) -> None:
+    """A real StepTimer (CPU wall clock) told this rank's FLOPs per step writes them in every line; fleetdx steps
+    reads them (a GPU named with --gpu: a StepTimer log has no device)."""
+    from fleetdx.steps import StepTimer
+
+    for rank in range(2):
+        timer = StepTimer(tmp_path, rank=rank, world_size=2, sync="none", flops_per_step=3e12, dump_on_request=False)
+        for _ in range(3):
+            with timer.step(), timer.stage("forward"):
+                sum(range(1000))
+        timer.close()
+    lines = [json.loads(x) for x in (tmp_path / "steps-rank-0.jsonl").read_text().splitlines()]
+    assert [x["flops"] for x in lines] == [3e12] * 3
+    done = run(StepsRequest(paths=[tmp_path], mfu=MfuOptions(gpu="H100-SXM")))
+    for r, rs in zip(done.report.ranks, done.loaded.ranks, strict=True):
+        m = r.mfu
+        step_s = statistics.median(s.step_ms for s in rs.steps) / 1000
+        assert m is not None and m.flops_from == "StepTimer flops_per_step" and not m.lower_bound
+        assert m.flops_per_step == 3e12 and m.achieved_tflops == pytest.approx(3 / step_s, rel=1e-4)
+        assert m.peak_tflops == 989.5 and m.dtype_from == "assumed"
+    # without --gpu: achieved FLOP/s, and the note asks for the GPU
+    bare = run(StepsRequest(paths=[tmp_path])).report
+    assert bare.mfu is not None and bare.mfu.mfu_pct is None and "give --gpu" in (bare.mfu.note or "")
+
+
 def test_bad_options_are_usage_errors() -> None:
     for opts in (MfuOptions(gpu="X100"), MfuOptions(dtype="int4"), MfuOptions(flops_per_step=0)):
         with pytest.raises(ConfigError):

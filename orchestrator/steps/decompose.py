@@ -546,9 +546,12 @@ def decompose_steplog(log: StepLog) -> RankSteps:
             stages[name] = stages.get(name, 0.0) + ms
         stages[Stage.OTHER.value] = max(0.0, r.step_ms - sum(v for k, v in stages.items() if k != Stage.OTHER.value))
         samples.append(
-            StepSample(step=r.step, step_ms=r.step_ms, stages_ms={k: round(v, 4) for k, v in stages.items()})
+            StepSample(
+                step=r.step, step_ms=r.step_ms, stages_ms={k: round(v, 4) for k, v in stages.items()}, flops=r.flops
+            )
         )
     return RankSteps(
+        flops_from="StepTimer flops_per_step" if any(r.flops is not None for r in log.records) else None,
         rank=log.rank,
         world_size=log.world_size,
         host=log.host,

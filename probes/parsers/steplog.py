@@ -34,6 +34,8 @@ class StepRecord(Contract):
     stages_ms: dict[str, float] = Field(default_factory=dict)
     #: when the process that wrote the line started (Unix seconds; absent from logs of older StepTimers)
     proc_start_unix_s: float | None = None
+    #: the rank's model FLOPs of the step, as the StepTimer was told (``flops_per_step``); absent: unknown
+    flops: float | None = None
 
 
 class StepLog(Contract):
@@ -105,6 +107,7 @@ def parse_steplog(text: str, source: str = "<text>") -> StepLog:
                 proc_start_unix_s=_finite(ps, lineno, "proc_start_unix_s")
                 if (ps := d.get("proc_start_unix_s")) is not None
                 else None,
+                flops=_finite(fl, lineno, "flops") if (fl := d.get("flops")) is not None else None,
             )
         )
     if rank is None or not records:
