@@ -18,7 +18,7 @@ from fleetdx.orchestrator.report import NodeHistory, RunReport
 from fleetdx.orchestrator.service import docs
 from fleetdx.orchestrator.service.api import Health, create_app
 from fleetdx.orchestrator.service.ingest import IngestResult, ReportUpload
-from fleetdx.orchestrator.service.uploads import AnalyzeUploaded, PostmortemUploaded
+from fleetdx.orchestrator.service.uploads import AnalyzeUploaded, PostmortemUploaded, StepsUploaded
 from fleetdx.orchestrator.store import FindingRecord, RunSummary, Store
 from fleetdx.orchestrator.store.tokens import TokenScope, create_token
 from tests.store_samples import migrated
@@ -124,6 +124,7 @@ _CONTRACTS: dict[tuple[str, str], dict[str, Any]] = {
     ("post", "/reports"): {"201": IngestResult, "200": IngestResult, "request": ReportUpload},
     ("post", "/postmortems"): {"201": PostmortemUploaded},
     ("post", "/analyze"): {"201": AnalyzeUploaded},
+    ("post", "/steps"): {"201": StepsUploaded},
 }
 
 

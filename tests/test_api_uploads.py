@@ -133,3 +133,27 @@ def test_uploads_need_a_write_token_and_a_sane_job_id(client) -> None:  # type: 
         "/analyze", content=_tar({"x/notes.txt": b"hi"}), headers={**write, "Content-Type": "application/x-tar"}
     )
     assert not_bundle.status_code == 400 and "not a node bundle" in not_bundle.json()["detail"]
+
+
+def test_traces_uploaded_get_a_stored_step_analysis_and_its_page(client, store: Store) -> None:  # type: ignore[no-untyped-def]
+    """The real 4-rank gloo capture whose rank 2 waits 60 ms per batch for data (tests/fixtures/traces)."""
+    c, write, _ = client
+    run = FIXTURES / "traces" / "cpu-gloo-slow-data-rank2"
+    files = {f"cpu-gloo-slow-data-rank2/{p.name}": p.read_bytes() for p in sorted(run.iterdir()) if p.is_file()}
+    res = c.post("/steps?job_id=9", content=_tar(files), headers={**write, "Content-Type": "application/x-tar"})
+    assert res.status_code == 201, res.text
+    body = res.json()
+    assert body["ranks"] == 4 and body["first_finding"] == "STEP_STRAGGLER_RANK" and body["job_id"] == "9"
+    page = c.get("/" + body["page"])
+    assert page.status_code == 200 and "STEP_STRAGGLER_RANK" in page.text
+    assert [r.analysis_id for r in store.list_step_analyses(job_id="9")] == [body["analysis_id"]]
+    assert c.get("/steps/0123abcd").status_code == 404
+
+
+def test_a_training_log_uploaded_alone_is_read(client) -> None:  # type: ignore[no-untyped-def]
+    c, write, _ = client
+    log = FIXTURES / "steplogs" / "torchtitan-gc-profiler_pytorch-torchtitan-1287.log"
+    res = c.post("/steps", content=log.read_bytes(), headers={**write, "Content-Type": "text/plain"})
+    assert res.status_code == 201 and res.json()["ranks"] == 1, res.text
+    bad = c.post("/steps", content=b"no step here\n", headers={**write, "Content-Type": "text/plain"})
+    assert bad.status_code == 400 and "no step analysis" in bad.json()["detail"] and "fleetdx-upload" not in bad.text

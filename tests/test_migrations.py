@@ -35,6 +35,7 @@ TABLES = {
     "postmortem_hosts",
     "node_states",
     "node_transitions",
+    "step_analyses",
 }
 
 

@@ -277,6 +277,24 @@ OPERATIONS: dict[tuple[str, str], OperationDoc] = {
             }
         },
     ),
+    ("post", "/steps"): OperationDoc(
+        "Step analysis of uploaded traces or step logs",
+        "The body is a tar archive of one run's PyTorch profiler traces (`rank-N.json[.gz]`), StepTimer logs "
+        "(`steps-rank-N.jsonl`) or training logs printing step times, or one training log (`text/plain`). "
+        "fleetdx names the stalling stage of the step and any straggler rank (as `fleetdx steps`), keeps the "
+        "analysis and answers where to read it (`page`). 400 when nothing could be decomposed into steps, 413 "
+        f"over the body limit, 415 for another media type. {_WRITE}",
+        {
+            201: {
+                "analysis_id": "9b1d3c0e7a2f4e5d8c6b4a3f2e1d0c9b",
+                "job_id": "4242",
+                "verdict": "WARNING",
+                "first_finding": "STEP_STRAGGLER_RANK",
+                "ranks": 4,
+                "page": "steps/9b1d3c0e7a2f4e5d8c6b4a3f2e1d0c9b",
+            }
+        },
+    ),
     ("post", "/analyze"): OperationDoc(
         "Diagnose uploaded node bundles",
         "The body is a tar archive of node bundles (one folder per node, the files `fleetdx collect` or the "

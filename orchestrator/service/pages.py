@@ -7,6 +7,7 @@
 - ``GET /jobs/{job_id}``: the job's pre-flights, analyze and bandwidth runs, postmortems and its nodes' states,
   the same page ``fleetdx report --job ID --html OUT`` writes (404 for a job no stored run or postmortem names).
 - ``GET /postmortems/{postmortem_id}``: a stored postmortem as its HTML report (404 when unknown).
+- ``GET /steps/{analysis_id}``: a stored step analysis as its HTML report (404 when unknown).
 - ``GET /static/plotly.min.js``: plotly.js from the ``plotly`` Python package, so the pages load nothing from
   another origin; open to all (it is the public library), cached by browsers for a day.
 
@@ -87,6 +88,19 @@ def postmortem_page(request: Request, postmortem_id: str = Path(pattern=r"^[0-9A
     return _page(render_postmortem(report, plotly_src=".." + PLOTLY_URL))
 
 
+def steps_page(request: Request, analysis_id: str = Path(pattern=r"^[0-9A-Za-z_.-]{1,64}$")) -> HTMLResponse:
+    """A stored step analysis as its HTML report (without the per-step series: those are not stored); 404 when
+    unknown."""
+    from fleetdx.orchestrator.htmlreport import render_steps
+    from fleetdx.orchestrator.steps.contracts import StepsReport
+
+    try:
+        report = _store(request).get_step_analysis(analysis_id, StepsReport)
+    except RunNotFound:
+        raise HTTPException(status_code=404, detail=f"no stored step analysis {analysis_id!r}") from None
+    return _page(render_steps(report))
+
+
 @lru_cache(maxsize=1)
 def _plotly() -> tuple[bytes, str]:
     from fleetdx.orchestrator.htmlreport.page import plotly_js
@@ -118,5 +132,6 @@ def router() -> APIRouter:
         response_class=HTMLResponse,
         dependencies=read,
     )
+    r.add_api_route("/steps/{analysis_id}", steps_page, methods=["GET"], response_class=HTMLResponse, dependencies=read)
     r.add_api_route(PLOTLY_URL, plotly_script, methods=["GET"])
     return r

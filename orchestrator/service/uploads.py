@@ -1,11 +1,16 @@
-"""The jobs over HTTP: a postmortem of uploaded logs, an analysis of uploaded node bundles, each stored and
-answered with where to read it.
+"""The jobs over HTTP: a postmortem of uploaded logs, a step analysis of uploaded traces or step logs, an
+analysis of uploaded node bundles, each stored and answered with where to read it.
 
 - ``POST /postmortems?job_id=ID`` (write token): the body is one job log (``text/plain``) or a tar archive of
   logs (``application/x-tar``; ``.tar.gz`` as ``application/gzip``, or any of them with ``Content-Encoding:
   gzip``). fleetdx's postmortem reads them (:func:`fleetdx.orchestrator.postmortem.run.run_postmortem`), adds
   the blamed hosts' stored history and keeps the postmortem: 201 with its id, verdict, first cause and the page
   ``postmortems/{id}``. The evidence names the files as the archive does.
+- ``POST /steps?job_id=ID`` (write token): the body is a tar archive of one run's profiler traces
+  (``rank-N.json[.gz]``), StepTimer logs (``steps-rank-N.jsonl``) or training logs, or one training log
+  (``text/plain``); ``fleetdx steps``' analysis runs over them (:func:`fleetdx.orchestrator.steps.run.run`, the
+  files of the archive's top folder, or of its one folder) and is kept: 201 with its id, verdict and the page
+  ``steps/{id}``; 400 when nothing could be decomposed into steps.
 - ``POST /analyze?job_id=ID`` (write token): the body is a tar archive of node bundles (each a folder of
   ``fleetdx collect`` output, as the epilog keeps them); the pre-flight diagnosis runs offline over them
   (:func:`fleetdx.orchestrator.preflight.run.analyze_bundles`) and the run is stored like a pushed report: 201
@@ -209,6 +214,60 @@ async def post_analyze(
     return JSONResponse(status_code=201, content=answer.model_dump(mode="json"))
 
 
+class StepsUploaded(Contract):
+    """The answer to ``POST /steps``: the stored step analysis's id, job, verdict, first finding's code, how many
+    ranks it read, and its page (relative to the service's root)."""
+
+    analysis_id: str
+    job_id: str | None = None
+    verdict: VerdictName
+    first_finding: str | None = None
+    ranks: int
+    page: str
+
+
+def steps_of(root: Path, job_id: str | None, store: Store) -> dict[str, Any]:
+    """The stored step analysis of the uploaded traces, StepTimer logs or training logs under ``root``.
+
+    Raises:
+        UploadRejected: 400 when nothing could be decomposed into steps (the reason, paths as uploaded).
+    """
+    from fleetdx.orchestrator.steps.run import StepsRequest, run, save
+    from fleetdx.probes.errors import FleetdxError
+
+    entries = list(root.iterdir())
+    folder = entries[0] if len(entries) == 1 and entries[0].is_dir() else root  # an archive of one folder
+    try:
+        done = run(StepsRequest(paths=[folder], job_id=job_id))
+    except FleetdxError as e:
+        raise UploadRejected(400, f"no step analysis: {str(e).replace(str(root) + '/', '')}") from None
+    record = save(done.report, store)
+    return StepsUploaded(
+        analysis_id=record.analysis_id,
+        job_id=record.job_id,
+        verdict=record.verdict,
+        first_finding=record.first_finding,
+        ranks=record.ranks,
+        page=f"steps/{record.analysis_id}",
+    ).model_dump(mode="json")
+
+
+async def post_steps(
+    request: Request, job_id: str | None = Query(None, pattern=_JOB_ID, description="The job the steps are of.")
+) -> JSONResponse:
+    """A step analysis of uploaded traces or step logs, kept in the store (module doc)."""
+    svc = _svc(request)
+    data = await _body(request, svc.max_body_bytes)
+    media = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    with tempfile.TemporaryDirectory(prefix="fleetdx-upload-") as tmp:
+        try:
+            await run_in_threadpool(unpack, data, media, Path(tmp), svc.max_body_bytes, "train.log")
+            answer = await run_in_threadpool(steps_of, Path(tmp), job_id, svc.store)
+        except UploadRejected as e:
+            raise HTTPException(status_code=e.status, detail=e.reason) from None
+    return JSONResponse(status_code=201, content=answer)
+
+
 def router() -> APIRouter:
     r = APIRouter()
     write = [Depends(require_write)]
@@ -219,6 +278,9 @@ def router() -> APIRouter:
         status_code=201,
         response_model=PostmortemUploaded,
         dependencies=write,
+    )
+    r.add_api_route(
+        "/steps", post_steps, methods=["POST"], status_code=201, response_model=StepsUploaded, dependencies=write
     )
     r.add_api_route(
         "/analyze", post_analyze, methods=["POST"], status_code=201, response_model=AnalyzeUploaded, dependencies=write

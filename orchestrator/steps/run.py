@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,7 @@ from fleetdx.probes.errors import FleetdxError
 from fleetdx.probes.parsers.kineto import DEFAULT_MAX_EVENTS
 
 if TYPE_CHECKING:
+    from fleetdx.orchestrator.store.records import StepAnalysisRecord
     from fleetdx.orchestrator.store.store import Store
 
 #: 1.96: the two-sided 95% normal quantile; 1.2533 = sqrt(pi/2): the asymptotic standard error of a sample
@@ -271,6 +274,23 @@ class StepsRun:
 
     report: StepsReport
     loaded: Loaded
+
+
+def save(report: StepsReport, store: Store) -> StepAnalysisRecord:
+    """Keep ``report`` in ``store`` as a step analysis (a new id, made now); its record. Raises the store's
+    ``StoreError``."""
+    from fleetdx.orchestrator.store.records import StepAnalysisRecord
+
+    record = StepAnalysisRecord(
+        analysis_id=uuid.uuid4().hex,
+        job_id=report.job.job_id if report.job else None,
+        created_at=time.time(),
+        verdict=report.verdict,
+        first_finding=report.findings[0].code.value if report.findings else None,
+        ranks=len(report.ranks),
+    )
+    store.save_step_analysis(record, report)
+    return record
 
 
 def run(request: StepsRequest) -> StepsRun:

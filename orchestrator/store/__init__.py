@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         ImportResult,
         PostmortemRecord,
         RunSummary,
+        StepAnalysisRecord,
     )
     from fleetdx.orchestrator.store.spool import (
         SaveOutcome,
@@ -44,6 +45,7 @@ _WHERE = {
     "FindingRecord": "fleetdx.orchestrator.store.records",
     "ImportResult": "fleetdx.orchestrator.store.records",
     "PostmortemRecord": "fleetdx.orchestrator.store.records",
+    "StepAnalysisRecord": "fleetdx.orchestrator.store.records",
     "RunSummary": "fleetdx.orchestrator.store.records",
     "SaveOutcome": "fleetdx.orchestrator.store.spool",
     "SpoolFile": "fleetdx.orchestrator.store.spool",
@@ -63,6 +65,7 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
 __all__ = [
     "BusbwHistoryPoint",
     "DatabaseUnreachable",
@@ -71,6 +74,7 @@ __all__ = [
     "NodeHistory",
     "NodeHistoryEntry",
     "PostmortemRecord",
+    "StepAnalysisRecord",
     "RunNotFound",
     "RunSummary",
     "SaveOutcome",

@@ -300,6 +300,22 @@ class PostmortemHostRow(Base):
     postmortem: Mapped[PostmortemRow] = relationship(back_populates="hosts")
 
 
+class StepAnalysisRow(Base):
+    """One step analysis of a job (``fleetdx steps --save``, ``POST /steps``): ``document`` is the whole report as
+    JSON. Kept apart from ``runs``: step times describe a job, not a pre-flight of its nodes."""
+
+    __tablename__ = "step_analyses"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    analysis_id: Mapped[str] = mapped_column(String(64), unique=True)
+    job_id: Mapped[str | None] = mapped_column(String(128), index=True)
+    created_at: Mapped[float] = mapped_column(Float, index=True)
+    verdict: Mapped[Verdict] = mapped_column(VerdictColumn)
+    first_finding: Mapped[str | None] = mapped_column(String(64))  #: the first finding's code
+    ranks: Mapped[int] = mapped_column(Integer)
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
 class NodeStateRow(Base):
     """A node's current state (:class:`~fleetdx.orchestrator.diagnosis.node_states.NodeStatus`): one row per host,
     rewritten at each transition. ``since`` (Unix s) is the time of its last transition; ``code`` and ``level``

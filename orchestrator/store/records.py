@@ -60,6 +60,18 @@ class ImportResult(Contract):
     removed: bool
 
 
+class StepAnalysisRecord(Contract):
+    """One stored step analysis without its report: its id, job, when it was made (Unix s), verdict, the first
+    finding's code and how many ranks it read."""
+
+    analysis_id: str
+    job_id: str | None = None
+    created_at: float
+    verdict: VerdictName
+    first_finding: str | None = None
+    ranks: int = 0
+
+
 class PostmortemRecord(Contract):
     """One stored postmortem without its report: its id, job, when it was made (Unix s), verdict, the most
     likely cause's code and the hosts its causes name."""

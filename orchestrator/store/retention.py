@@ -1,6 +1,6 @@
 """Retention: remove what is older than a configured age from the store (runs with everything under them,
-postmortems) and from a node's disk (the Slurm prolog's reports, the epilog's bundles). ``fleetdx db prune``
-runs it; slurm/fleetdx-prune.timer and k8s/prune-cronjob.yaml run that every day.
+postmortems, step analyses) and from a node's disk (the Slurm prolog's reports, the epilog's bundles).
+``fleetdx db prune`` runs it; slurm/fleetdx-prune.timer and k8s/prune-cronjob.yaml run that every day.
 
 What is kept whatever its age (decided here, stated in the README):
 
@@ -14,10 +14,10 @@ What is kept whatever its age (decided here, stated in the README):
 - API tokens (they are credentials, not history; ``fleetdx token revoke`` ends them): :data:`KEPT_TABLES`.
   tests/test_retention.py fails when a table is added to the store without being pruned here or kept.
 
-A run's age is its ``started_at``, a postmortem's its ``created_at``, a file's its modification time (a
-bundle's: the newest file in it). Rows are deleted children first (probe results, finding hosts and curve
-hosts, then nodes, findings, recommendations, curves and raw outputs, then the run), explicitly rather than
-through ``ON DELETE CASCADE``, so the same statements hold on SQLite and PostgreSQL; runs go in batches of
+A run's age is its ``started_at``, a postmortem's and a step analysis's its ``created_at``, a file's its
+modification time (a bundle's: the newest file in it). Rows are deleted children first (probe results, finding
+hosts and curve hosts, then nodes, findings, recommendations, curves and raw outputs, then the run), explicitly
+rather than through ``ON DELETE CASCADE``, so the same statements hold on SQLite and PostgreSQL; runs go in batches of
 :data:`BATCH_RUNS`, one transaction each, so a large first prune never holds the database's write lock for
 long. SQLite keeps the freed pages for new rows (``VACUUM`` shrinks the file; not done here: it locks the
 database for its whole duration).
@@ -52,6 +52,7 @@ from fleetdx.orchestrator.store.models import (
     RawOutputRow,
     RecommendationRow,
     RunRow,
+    StepAnalysisRow,
 )
 from fleetdx.orchestrator.store.store import Store
 from fleetdx.probes.contracts import Contract
@@ -97,6 +98,8 @@ POSTMORTEM_CHILDREN: list[tuple[type[Base], Where]] = [
     (PostmortemHostRow, lambda pms: PostmortemHostRow.postmortem_pk.in_(pms)),
     (PostmortemRow, lambda pms: PostmortemRow.id.in_(pms)),
 ]
+#: the same for step analyses (no child rows)
+STEP_ANALYSIS_CHILDREN: list[tuple[type[Base], Where]] = [(StepAnalysisRow, lambda ids: StepAnalysisRow.id.in_(ids))]
 
 
 #: tables never pruned: credentials, and each node's current state (one row per host)
@@ -193,29 +196,42 @@ def prune_store(
 
 
 def _would_remove_names() -> list[str]:
-    return [t.__tablename__ for t, _ in RUN_CHILDREN + POSTMORTEM_CHILDREN] + [NodeTransitionRow.__tablename__]
+    tables = RUN_CHILDREN + POSTMORTEM_CHILDREN + STEP_ANALYSIS_CHILDREN
+    return [t.__tablename__ for t, _ in tables] + [NodeTransitionRow.__tablename__]
 
 
 def _old_postmortems(cutoff: float) -> Select[Any]:
     return select(PostmortemRow.id).where(PostmortemRow.created_at < cutoff)
 
 
+def _old_step_analyses(cutoff: float) -> Select[Any]:
+    return select(StepAnalysisRow.id).where(StepAnalysisRow.created_at < cutoff)
+
+
+#: the stored documents (postmortems, step analyses): their rows, and which are old
+_DOCUMENTS = ((POSTMORTEM_CHILDREN, _old_postmortems), (STEP_ANALYSIS_CHILDREN, _old_step_analyses))
+
+
 def _would_remove(session: Session, cutoff: float) -> dict[str, int]:
     """Rows per table that a prune at ``cutoff`` removes."""
     rows = {t.__tablename__: _count(session, t, where(_old_runs(cutoff))) for t, where in RUN_CHILDREN}
-    rows |= {t.__tablename__: _count(session, t, where(_old_postmortems(cutoff))) for t, where in POSTMORTEM_CHILDREN}
+    for children, old in _DOCUMENTS:
+        rows |= {t.__tablename__: _count(session, t, where(old(cutoff))) for t, where in children}
     transitions = NodeTransitionRow.id.in_(_old_transitions(cutoff))
     rows[NodeTransitionRow.__tablename__] = _count(session, NodeTransitionRow, transitions)
     return rows
 
 
 def _drop_the_rest(session: Session, cutoff: float, batch: int) -> dict[str, int]:
-    """Delete the old postmortems and node state changes (in one transaction, ``batch`` ids per statement)."""
-    counts = {table.__tablename__: 0 for table, _ in POSTMORTEM_CHILDREN}
-    pks = list(session.scalars(_old_postmortems(cutoff)))
-    for start in range(0, len(pks), batch):
-        for name, n in _delete(session, POSTMORTEM_CHILDREN, pks[start : start + batch]).items():
-            counts[name] += n
+    """Delete the old postmortems, step analyses and node state changes (in one transaction, ``batch`` ids per
+    statement)."""
+    counts: dict[str, int] = {}
+    for children, old in _DOCUMENTS:
+        counts |= {table.__tablename__: 0 for table, _ in children}
+        pks = list(session.scalars(old(cutoff)))
+        for start in range(0, len(pks), batch):
+            for name, n in _delete(session, children, pks[start : start + batch]).items():
+                counts[name] += n
     ids = list(session.scalars(_old_transitions(cutoff)))  # materialised: the subquery reads the same table
     counts[NodeTransitionRow.__tablename__] = 0
     for start in range(0, len(ids), batch):  # bounded IN lists (SQLite and libpq cap parameters)

@@ -55,8 +55,15 @@ from fleetdx.orchestrator.store.models import (
     RawOutputRow,
     RecommendationRow,
     RunRow,
+    StepAnalysisRow,
 )
-from fleetdx.orchestrator.store.records import BusbwHistoryPoint, FindingRecord, PostmortemRecord, RunSummary
+from fleetdx.orchestrator.store.records import (
+    BusbwHistoryPoint,
+    FindingRecord,
+    PostmortemRecord,
+    RunSummary,
+    StepAnalysisRecord,
+)
 from fleetdx.orchestrator.store.settings import resolve_db_url, resolve_flap_window_s
 from fleetdx.probes.contracts import Job, Severity
 
@@ -276,6 +283,59 @@ class Store:
         except ValidationError as e:
             first = e.errors()[0]["msg"]
             raise StoreError(f"stored postmortem {postmortem_id!r} is not a {model.__name__}: {first}") from None
+
+    def save_step_analysis(self, record: StepAnalysisRecord, report: Report | Mapping[str, Any]) -> bool:
+        """Store one step analysis (``report``: its model, or the model's JSON data), indexed by its job. Returns
+        False, storing nothing, when one with this ``analysis_id`` is already stored. Raises
+        :class:`DatabaseUnreachable` when the database goes away."""
+        document = report.model_dump(mode="json") if isinstance(report, Report) else dict(report)
+
+        def insert(session: Session) -> bool:
+            if session.scalar(select(StepAnalysisRow.id).where(StepAnalysisRow.analysis_id == record.analysis_id)):
+                return False
+            session.add(StepAnalysisRow(**record.model_dump(), document=dict(document)))
+            return True
+
+        try:
+            return self._write(insert)
+        except _Conflict:
+            return False  # another writer stored the same analysis_id first
+
+    def list_step_analyses(self, limit: int = 20, job_id: str | None = None) -> list[StepAnalysisRecord]:
+        """The ``limit`` newest step analyses, newest first; only job ``job_id``'s when given."""
+        row = StepAnalysisRow
+        stmt = select(row).order_by(row.created_at.desc(), row.id.desc()).limit(limit)
+        if job_id is not None:
+            stmt = stmt.where(row.job_id == job_id)
+        with self._errors(), Session(self.engine) as session:
+            return [
+                StepAnalysisRecord(
+                    analysis_id=r.analysis_id,
+                    job_id=r.job_id,
+                    created_at=r.created_at,
+                    verdict=r.verdict,
+                    first_finding=r.first_finding,
+                    ranks=r.ranks,
+                )
+                for r in session.scalars(stmt)
+            ]
+
+    def get_step_analysis(self, analysis_id: str, model: type[R]) -> R:
+        """The stored report of ``analysis_id`` as ``model`` (the steps report contract, named by the caller).
+
+        Raises:
+            RunNotFound: no such analysis.
+            StoreError: a stored document that ``model`` does not read (one line: the first error).
+        """
+        with self._errors(), Session(self.engine) as session:
+            doc = session.scalar(select(StepAnalysisRow.document).where(StepAnalysisRow.analysis_id == analysis_id))
+            if doc is None:
+                raise RunNotFound(f"no stored step analysis {analysis_id!r} in {self.url}")
+        try:
+            return model.model_validate(doc)
+        except ValidationError as e:
+            first = e.errors()[0]["msg"]
+            raise StoreError(f"stored step analysis {analysis_id!r} is not a {model.__name__}: {first}") from None
 
     def newest_run_pk(self) -> int | None:
         """The primary key of the newest stored run (``None`` when there is none): it changes whenever a run is
