@@ -29,7 +29,7 @@ from __future__ import annotations
 import io
 import tarfile
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -126,7 +126,7 @@ def _job(job_id: str | None) -> Job | None:
     return Job(scheduler=SchedulerKind.SLURM, job_id=job_id) if job_id else None
 
 
-def postmortem_of(files: Sequence[tuple[Path, str]], job_id: str | None, store: Store) -> dict[str, Any]:
+def postmortem_of(_root: Path, files: Sequence[tuple[Path, str]], job_id: str | None, store: Store) -> dict[str, Any]:
     """The stored postmortem of the uploaded logs ``files`` (module doc); its answer body."""
     from fleetdx.orchestrator.postmortem import history
     from fleetdx.orchestrator.postmortem.run import run_postmortem
@@ -151,7 +151,7 @@ def _bundle_dirs(root: Path, files: Sequence[tuple[Path, str]]) -> list[Path]:
     return sorted({p.parent for p, _ in files if p.parent != root} or {root})
 
 
-def analysis_of(root: Path, files: Sequence[tuple[Path, str]], job_id: str | None) -> tuple[Any, Any]:
+def analysis_of(root: Path, files: Sequence[tuple[Path, str]], job_id: str | None, _store: Store) -> tuple[Any, Any]:
     """The offline pre-flight diagnosis of the uploaded bundles: the report (with the job) and its raw outputs.
 
     Raises:
@@ -176,44 +176,6 @@ def analysis_of(root: Path, files: Sequence[tuple[Path, str]], job_id: str | Non
     return report, kept
 
 
-async def post_postmortem(
-    request: Request, job_id: str | None = Query(None, pattern=_JOB_ID, description="The job the logs are of.")
-) -> JSONResponse:
-    """A postmortem of the uploaded job logs, kept in the store (module doc)."""
-    svc = _svc(request)
-    data = await _body(request, svc.max_body_bytes)
-    media = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
-    with tempfile.TemporaryDirectory(prefix="fleetdx-upload-") as tmp:
-        try:
-            files = await run_in_threadpool(unpack, data, media, Path(tmp), svc.max_body_bytes)
-        except UploadRejected as e:
-            raise HTTPException(status_code=e.status, detail=e.reason) from None
-        answer = await run_in_threadpool(postmortem_of, files, job_id, svc.store)
-    return JSONResponse(status_code=201, content=answer)
-
-
-async def post_analyze(
-    request: Request, job_id: str | None = Query(None, pattern=_JOB_ID, description="The job the bundles are of.")
-) -> JSONResponse:
-    """The offline diagnosis of uploaded node bundles, stored as an analyze run (module doc)."""
-    svc = _svc(request)
-    data = await _body(request, svc.max_body_bytes)
-    media = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
-    if media in _TEXT:
-        raise HTTPException(status_code=415, detail="node bundles come as a tar archive (application/x-tar)")
-    with tempfile.TemporaryDirectory(prefix="fleetdx-upload-") as tmp:
-        try:
-            files = await run_in_threadpool(unpack, data, media, Path(tmp), svc.max_body_bytes)
-            report, raw = await run_in_threadpool(analysis_of, Path(tmp), files, job_id)
-        except UploadRejected as e:
-            raise HTTPException(status_code=e.status, detail=e.reason) from None
-    await svc.writer.save(report, raw)
-    answer = AnalyzeUploaded(
-        run_id=report.run_id, verdict=report.verdict, nodes=len(report.nodes), report=f"runs/{report.run_id}"
-    )
-    return JSONResponse(status_code=201, content=answer.model_dump(mode="json"))
-
-
 class StepsUploaded(Contract):
     """The answer to ``POST /steps``: the stored step analysis's id, job, verdict, first finding's code, how many
     ranks it read, and its page (relative to the service's root)."""
@@ -226,7 +188,7 @@ class StepsUploaded(Contract):
     page: str
 
 
-def steps_of(root: Path, job_id: str | None, store: Store) -> dict[str, Any]:
+def steps_of(root: Path, _files: Sequence[tuple[Path, str]], job_id: str | None, store: Store) -> dict[str, Any]:
     """The stored step analysis of the uploaded traces, StepTimer logs or training logs under ``root``.
 
     Raises:
@@ -252,20 +214,50 @@ def steps_of(root: Path, job_id: str | None, store: Store) -> dict[str, Any]:
     ).model_dump(mode="json")
 
 
+#: what an upload is turned into, in the thread pool: (unpacked folder, its files, job id, store) -> the answer
+Work = Callable[[Path, list[tuple[Path, str]], str | None, Store], Any]
+
+
+async def _uploaded(request: Request, job_id: str | None, work: Work, one_name: str, text: bool = True) -> Any:
+    """Read the upload, unpack it into a temporary folder and run ``work`` over it there (module doc); a client's
+    mistake is an HTTPException with its status and one line."""
+    svc = _svc(request)
+    data = await _body(request, svc.max_body_bytes)
+    media = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    if not text and media in _TEXT:
+        raise HTTPException(status_code=415, detail="this upload comes as a tar archive (application/x-tar)")
+    with tempfile.TemporaryDirectory(prefix="fleetdx-upload-") as tmp:
+        try:
+            files = await run_in_threadpool(unpack, data, media, Path(tmp), svc.max_body_bytes, one_name)
+            return await run_in_threadpool(work, Path(tmp), files, job_id, svc.store)
+        except UploadRejected as e:
+            raise HTTPException(status_code=e.status, detail=e.reason) from None
+
+
+async def post_postmortem(
+    request: Request, job_id: str | None = Query(None, pattern=_JOB_ID, description="The job the logs are of.")
+) -> JSONResponse:
+    """A postmortem of the uploaded job logs, kept in the store (module doc)."""
+    return JSONResponse(status_code=201, content=await _uploaded(request, job_id, postmortem_of, "upload.log"))
+
+
 async def post_steps(
     request: Request, job_id: str | None = Query(None, pattern=_JOB_ID, description="The job the steps are of.")
 ) -> JSONResponse:
     """A step analysis of uploaded traces or step logs, kept in the store (module doc)."""
-    svc = _svc(request)
-    data = await _body(request, svc.max_body_bytes)
-    media = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
-    with tempfile.TemporaryDirectory(prefix="fleetdx-upload-") as tmp:
-        try:
-            await run_in_threadpool(unpack, data, media, Path(tmp), svc.max_body_bytes, "train.log")
-            answer = await run_in_threadpool(steps_of, Path(tmp), job_id, svc.store)
-        except UploadRejected as e:
-            raise HTTPException(status_code=e.status, detail=e.reason) from None
-    return JSONResponse(status_code=201, content=answer)
+    return JSONResponse(status_code=201, content=await _uploaded(request, job_id, steps_of, "train.log"))
+
+
+async def post_analyze(
+    request: Request, job_id: str | None = Query(None, pattern=_JOB_ID, description="The job the bundles are of.")
+) -> JSONResponse:
+    """The offline diagnosis of uploaded node bundles, stored as an analyze run (module doc)."""
+    report, raw = await _uploaded(request, job_id, analysis_of, "bundle", text=False)
+    await _svc(request).writer.save(report, raw)
+    answer = AnalyzeUploaded(
+        run_id=report.run_id, verdict=report.verdict, nodes=len(report.nodes), report=f"runs/{report.run_id}"
+    )
+    return JSONResponse(status_code=201, content=answer.model_dump(mode="json"))
 
 
 def router() -> APIRouter:

@@ -274,15 +274,7 @@ class Store:
             RunNotFound: no such postmortem.
             StoreError: a stored document that ``model`` does not read (one line: the first error).
         """
-        with self._errors(), Session(self.engine) as session:
-            doc = session.scalar(select(PostmortemRow.document).where(PostmortemRow.postmortem_id == postmortem_id))
-            if doc is None:
-                raise RunNotFound(f"no stored postmortem {postmortem_id!r} in {self.url}")
-        try:
-            return model.model_validate(doc)
-        except ValidationError as e:
-            first = e.errors()[0]["msg"]
-            raise StoreError(f"stored postmortem {postmortem_id!r} is not a {model.__name__}: {first}") from None
+        return self._document(PostmortemRow.document, PostmortemRow.postmortem_id, postmortem_id, "postmortem", model)
 
     def save_step_analysis(self, record: StepAnalysisRecord, report: Report | Mapping[str, Any]) -> bool:
         """Store one step analysis (``report``: its model, or the model's JSON data), indexed by its job. Returns
@@ -327,15 +319,22 @@ class Store:
             RunNotFound: no such analysis.
             StoreError: a stored document that ``model`` does not read (one line: the first error).
         """
+        return self._document(
+            StepAnalysisRow.document, StepAnalysisRow.analysis_id, analysis_id, "step analysis", model
+        )
+
+    def _document(self, document: Any, key: Any, value: str, what: str, model: type[R]) -> R:
+        """The stored JSON ``document`` column of the row whose ``key`` is ``value``, as ``model`` (RunNotFound:
+        no such row; StoreError: a document ``model`` does not read, one line)."""
         with self._errors(), Session(self.engine) as session:
-            doc = session.scalar(select(StepAnalysisRow.document).where(StepAnalysisRow.analysis_id == analysis_id))
+            doc = session.scalar(select(document).where(key == value))
             if doc is None:
-                raise RunNotFound(f"no stored step analysis {analysis_id!r} in {self.url}")
+                raise RunNotFound(f"no stored {what} {value!r} in {self.url}")
         try:
             return model.model_validate(doc)
         except ValidationError as e:
             first = e.errors()[0]["msg"]
-            raise StoreError(f"stored step analysis {analysis_id!r} is not a {model.__name__}: {first}") from None
+            raise StoreError(f"stored {what} {value!r} is not a {model.__name__}: {first}") from None
 
     def newest_run_pk(self) -> int | None:
         """The primary key of the newest stored run (``None`` when there is none): it changes whenever a run is
