@@ -130,7 +130,8 @@ def test_a_job_page_joins_runs_postmortem_and_node_states(store: Store) -> None:
         "NCCL_BUSBW_LOW",
         "TOPO_AFFINITY_MISSING",
         "nid005471",
-        "step analyses are not stored",
+        "live watch state is not stored",
+        "No stored step analysis of this job",
     ):
         assert text in page, text
     links = re.findall(r'href="\.\./postmortems/([0-9a-f]+)"', page)
@@ -191,7 +192,7 @@ def test_report_job_cli_warning_and_unknown_job(store: Store) -> None:
     assert ok.exit_code == 1 and "job 4711: WARNING" in ok.output
     unknown = CliRunner().invoke(_cli(), ["--job", "9999", "--db", store.url])
     assert unknown.exit_code == 3
-    assert unknown.output.strip().splitlines() == ["error: no stored run or postmortem names job '9999'"]
+    assert unknown.output.strip().splitlines() == ["error: no stored run, postmortem or step analysis names job '9999'"]
 
 
 def test_a_fleet_of_5000_nodes_is_one_bounded_page(store: Store) -> None:
@@ -243,3 +244,22 @@ def test_a_job_id_with_a_slash_has_its_page(store: Store) -> None:
     page = client.get("/jobs/team-a/train-7")
     assert page.status_code == 200 and "job team-a/train-7" in page.text
     assert '<script src="../../static/plotly.min.js">' in page.text and 'href="../../nodes/h100-vm-idle"' in page.text
+
+
+def test_a_stored_step_analysis_is_on_its_job_page(store: Store) -> None:
+    from fleetdx.orchestrator.steps.run import StepsRequest, run
+    from fleetdx.orchestrator.steps.run import save as save_steps
+    from tests.htmlreport_samples import STEP_TRACES
+
+    report = run(StepsRequest(paths=[STEP_TRACES], job_id="4711", jobs=1)).report
+    record = save_steps(report, store)
+    client = TestClient(create_app(store))
+    page = client.get("/jobs/4711")
+    assert page.status_code == 200 and f'href="../steps/{record.analysis_id}"' in page.text
+    steps = page.text.split('id="steps"')[1].split("</section>")[0]
+    assert report.verdict.name in steps and "No stored step analysis" not in steps
+    assert 'href="jobs/4711"' in client.get("/").text
+    assert client.get(f"/steps/{record.analysis_id}").status_code == 200
+    res = CliRunner().invoke(_cli(), ["--job", "4711", "--db", store.url, "--json"])
+    assert res.exit_code == int(report.verdict)
+    assert [a["analysis_id"] for a in json.loads(res.output)["step_analyses"]] == [record.analysis_id]

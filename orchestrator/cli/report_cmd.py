@@ -1,7 +1,7 @@
 """``fleetdx report --job ID``: one report of a job from the store: its pre-flights, analyze and bandwidth runs,
-postmortems and its nodes' states now (:func:`fleetdx.orchestrator.store.jobs.job_report`). ``--html OUT``
-writes the page the service shows at ``GET /jobs/{job_id}`` (:func:`fleetdx.orchestrator.htmlreport.job.
-render_job`) as one self-contained file."""
+postmortems, step analyses and its nodes' states now (:func:`fleetdx.orchestrator.store.jobs.job_report`).
+``--html OUT`` writes the page the service shows at ``GET /jobs/{job_id}``
+(:func:`fleetdx.orchestrator.htmlreport.job.render_job`) as one self-contained file."""
 
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ def _print(report: JobReport) -> None:
     for p in report.postmortems:
         cause = p.first_cause or "no cause"
         runs.add_row(_when(p.created_at), "postmortem", p.postmortem_id[:12], p.verdict.name, cause)
+    for a in report.step_analyses:
+        first = a.first_finding or "no finding"
+        runs.add_row(_when(a.created_at), "steps", a.analysis_id[:12], a.verdict.name, first)
     console.print(runs)
     nodes = Table(title=f"{len(report.nodes)} node(s), state now", title_justify="left")
     for col in ("host", "verdict", "state", "why"):
@@ -66,14 +69,14 @@ def register(app: typer.Typer) -> None:
         ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print the JobReport as JSON.")] = False,
     ) -> None:
-        """One report of a job from the store: its pre-flights, analyze and bandwidth runs, postmortems, and
-        its nodes' states now.
+        """One report of a job from the store: its pre-flights, analyze and bandwidth runs, postmortems, step
+        analyses, and its nodes' states now.
 
-        Step analyses and live-watch state are not stored; the report says so. Example: `fleetdx report --job
+        Live-watch state is not stored; the report says so. Example: `fleetdx report --job
         4711 --html job-4711.html`.
 
-        Exit: the worst verdict of the job's runs and postmortems (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN);
-        3 when no stored run or postmortem names the job, or the database cannot be read.
+        Exit: the worst verdict of the job's runs, postmortems and step analyses (0 OK, 1 WARNING, 2 CRITICAL,
+        3 UNKNOWN); 3 when nothing stored names the job, or the database cannot be read.
         """
         from fleetdx.orchestrator.store import Store
         from fleetdx.orchestrator.store.jobs import job_report
@@ -81,7 +84,7 @@ def register(app: typer.Typer) -> None:
         with Store.open(db) as store:
             result = job_report(store, job)
         if result is None:
-            raise fail(f"no stored run or postmortem names job {job!r}")
+            raise fail(f"no stored run, postmortem or step analysis names job {job!r}")
         if html_out is not None:
             from fleetdx.orchestrator.htmlreport import write_html
             from fleetdx.orchestrator.htmlreport.job import render_job

@@ -4,8 +4,8 @@
   retesting nodes and why; open findings; jobs), :func:`~fleetdx.orchestrator.htmlreport.fleet.render_fleet`.
 - ``GET /nodes/{host}``: a node's state, transitions and runs as a timeline (404 for a node the store does
   not know).
-- ``GET /jobs/{job_id}``: the job's pre-flights, analyze and bandwidth runs, postmortems and its nodes' states,
-  the same page ``fleetdx report --job ID --html OUT`` writes (404 for a job no stored run or postmortem names).
+- ``GET /jobs/{job_id}``: the job's pre-flights, analyze and bandwidth runs, postmortems, step analyses and its
+  nodes' states, the same page ``fleetdx report --job ID --html OUT`` writes (404 for a job nothing stored names).
 - ``GET /postmortems/{postmortem_id}``: a stored postmortem as its HTML report (404 when unknown).
 - ``GET /steps/{analysis_id}``: a stored step analysis as its HTML report (404 when unknown).
 - ``GET /static/plotly.min.js``: plotly.js from the ``plotly`` Python package, so the pages load nothing from
@@ -65,13 +65,13 @@ def node_page(request: Request, host: str = Path(pattern=_SAFE)) -> HTMLResponse
 
 
 def job_page(request: Request, job_id: str = Path(pattern=_SAFE, max_length=128)) -> HTMLResponse:
-    """A job's page; 404 when no stored run or postmortem names ``job_id``."""
+    """A job's page; 404 when no stored run, postmortem or step analysis names ``job_id``."""
     from fleetdx.orchestrator.htmlreport.job import render_job
     from fleetdx.orchestrator.store.jobs import job_report
 
     report = job_report(_store(request), job_id)
     if report is None:
-        raise HTTPException(status_code=404, detail=f"no stored run or postmortem names job {job_id!r}")
+        raise HTTPException(status_code=404, detail=f"no stored run, postmortem or step analysis names job {job_id!r}")
     root = "../" * (1 + job_id.count("/"))  # a job id may hold slashes ("namespace/name"): the page sits deeper
     return _page(render_job(report, plotly_src=root.rstrip("/") + PLOTLY_URL, root=root))
 

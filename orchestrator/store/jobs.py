@@ -2,9 +2,9 @@
 joined with the current states of the job's nodes. What ``fleetdx report --job`` and the service's job pages
 (``GET /jobs/{job_id}``) show; both read it through :func:`job_report`.
 
-The store keeps no step analysis (``fleetdx steps`` writes its report to a file) and no live-watch state
-(``fleetdx watch`` keeps its state in the watching process): :class:`JobReport` says so in ``not_stored``
-rather than showing an empty section as if nothing had been found.
+Step analyses are joined when they were stored (``POST /steps``, table ``step_analyses``). The store keeps no
+live-watch state (``fleetdx watch`` keeps its state in the watching process): :class:`JobReport` says so in
+``not_stored`` rather than showing an empty section as if nothing had been found.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 
 from fleetdx.orchestrator.diagnosis.node_states import NodeStatus
 from fleetdx.orchestrator.report import RunKind, RunReport
-from fleetdx.orchestrator.store.models import NodeStateRow, PostmortemRow, RunRow
-from fleetdx.orchestrator.store.records import PostmortemRecord
+from fleetdx.orchestrator.store.models import NodeStateRow, PostmortemRow, RunRow, StepAnalysisRow
+from fleetdx.orchestrator.store.records import PostmortemRecord, StepAnalysisRecord
 from fleetdx.orchestrator.store.states import _status_of
 from fleetdx.orchestrator.store.store import Store
 from fleetdx.probes.contracts import Contract, Job, Verdict, VerdictName
@@ -26,20 +26,20 @@ JOB_REPORT_SCHEMA = 1
 MAX_JOB_RUNS = 200
 #: what the store does not keep about a job, said on every job report
 NOT_STORED = {
-    "steps": "step analyses are not stored (`fleetdx steps` writes a file)",
     "watch": "live watch state is not stored (kept by `fleetdx watch`)",
 }
 
 
 class JobSummary(Contract):
-    """One job id seen in the store: how many runs of each kind and postmortems name it, the worst verdict
-    among them, and the Unix time of the newest."""
+    """One job id seen in the store: how many runs of each kind, postmortems and step analyses name it, the
+    worst verdict among them, and the Unix time of the newest."""
 
     job_id: str
     preflights: int
     analyses: int
     bandwidth: int
     postmortems: int
+    step_analyses: int
     verdict: VerdictName
     last_at: float
 
@@ -56,9 +56,9 @@ class JobNode(Contract):
 
 class JobReport(Contract):
     """Everything the store holds about one job: the job as its newest run recorded it, its runs (newest first),
-    its postmortems, its nodes (sorted by host) and their states, and the worst ``verdict`` of all its runs and
-    postmortems (OK when they are all OK). ``left_out``: runs or postmortems past :data:`MAX_JOB_RUNS`;
-    ``not_stored``: what the store does not keep."""
+    its postmortems and step analyses, its nodes (sorted by host) and their states, and the worst ``verdict`` of
+    all its runs, postmortems and step analyses (OK when they are all OK). ``left_out``: runs, postmortems or
+    step analyses past :data:`MAX_JOB_RUNS` each; ``not_stored``: what the store does not keep."""
 
     schema_version: int = JOB_REPORT_SCHEMA
     job_id: str
@@ -66,34 +66,40 @@ class JobReport(Contract):
     verdict: VerdictName
     runs: list[RunReport]
     postmortems: list[PostmortemRecord]
+    step_analyses: list[StepAnalysisRecord] = Field(default_factory=list)
     nodes: list[JobNode]
     left_out: int = 0
     not_stored: dict[str, str] = Field(default_factory=lambda: dict(NOT_STORED))
 
 
 def job_report(store: Store, job_id: str, limit: int = MAX_JOB_RUNS) -> JobReport | None:
-    """The job's report (see :class:`JobReport`), ``None`` when no stored run or postmortem names ``job_id``.
+    """The job's report (see :class:`JobReport`), ``None`` when no stored run, postmortem or step analysis names
+    ``job_id``.
     Raises :class:`~fleetdx.orchestrator.store.StoreError` like every store read."""
     summaries = store.list_runs(limit=limit + 1, job_id=job_id)
     postmortems = store.list_postmortems(limit=limit + 1, job_id=job_id)
-    if not summaries and not postmortems:
+    analyses = store.list_step_analyses(limit=limit + 1, job_id=job_id)
+    if not summaries and not postmortems and not analyses:
         return None
-    left_out = max(0, len(summaries) - limit) + max(0, len(postmortems) - limit)
+    left_out = sum(max(0, len(x) - limit) for x in (summaries, postmortems, analyses))
     runs = [store.get_run(s.run_id) for s in summaries[:limit]]
     postmortems = postmortems[:limit]
+    analyses = analyses[:limit]
     worst: dict[str, Verdict] = {}
     for run in runs:
         for n in run.nodes:
             worst[n.host] = Verdict.worst([worst[n.host], n.verdict]) if n.host in worst else n.verdict
     hosts = sorted({*worst, *(h for p in postmortems for h in p.hosts)})
     states = node_states(store, hosts)
-    verdict = Verdict.worst([r.verdict for r in runs] + [p.verdict for p in postmortems])
+    verdicts = [r.verdict for r in runs] + [p.verdict for p in postmortems] + [a.verdict for a in analyses]
+    verdict = Verdict.worst(verdicts)
     return JobReport(
         job_id=job_id,
         job=next((r.job for r in runs if r.job is not None), None),
         verdict=verdict,
         runs=runs,
         postmortems=postmortems,
+        step_analyses=analyses,
         nodes=[JobNode(host=h, verdict=worst.get(h), state=states.get(h)) for h in hosts],
         left_out=left_out,
     )
@@ -110,7 +116,8 @@ def node_states(store: Store, hosts: list[str]) -> dict[str, NodeStatus]:
 
 
 def list_jobs(store: Store, limit: int = 100) -> list[JobSummary]:
-    """The ``limit`` jobs with the newest runs or postmortems, newest first (two grouped queries)."""
+    """The ``limit`` jobs with the newest runs, postmortems or step analyses, newest first (three grouped
+    queries)."""
     runs_stmt = (
         select(RunRow.job_id, RunRow.kind, RunRow.verdict, func.count(), func.max(RunRow.finished_at))
         .where(RunRow.job_id.is_not(None))
@@ -120,6 +127,11 @@ def list_jobs(store: Store, limit: int = 100) -> list[JobSummary]:
         select(PostmortemRow.job_id, PostmortemRow.verdict, func.count(), func.max(PostmortemRow.created_at))
         .where(PostmortemRow.job_id.is_not(None))
         .group_by(PostmortemRow.job_id, PostmortemRow.verdict)
+    )
+    steps_stmt = (
+        select(StepAnalysisRow.job_id, StepAnalysisRow.verdict, func.count(), func.max(StepAnalysisRow.created_at))
+        .where(StepAnalysisRow.job_id.is_not(None))
+        .group_by(StepAnalysisRow.job_id, StepAnalysisRow.verdict)
     )
     counts: dict[str, dict[str, int]] = {}
     verdicts: dict[str, list[Verdict]] = {}
@@ -136,6 +148,8 @@ def list_jobs(store: Store, limit: int = 100) -> list[JobSummary]:
             add(str(job), RunKind(kind).value, verdict, n, at)
         for job, verdict, n, at in session.execute(pm_stmt):
             add(str(job), "postmortem", verdict, n, at)
+        for job, verdict, n, at in session.execute(steps_stmt):
+            add(str(job), "steps", verdict, n, at)
     newest = sorted(last, key=lambda j: (-last[j], j))[:limit]
     return [
         JobSummary(
@@ -144,6 +158,7 @@ def list_jobs(store: Store, limit: int = 100) -> list[JobSummary]:
             analyses=counts[j].get(RunKind.ANALYZE.value, 0),
             bandwidth=counts[j].get(RunKind.BANDWIDTH.value, 0),
             postmortems=counts[j].get("postmortem", 0),
+            step_analyses=counts[j].get("steps", 0),
             verdict=Verdict.worst(verdicts[j]),
             last_at=last[j],
         )
