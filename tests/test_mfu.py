@@ -222,6 +222,8 @@ def test_gemm_dtypes_from_kernel_names() -> None:
     assert name_dtype("cutlass_80_simt_sgemm_128x256_8x4_nt_align1") == "fp32"
     assert name_dtype("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn") == "bf16"
     assert name_dtype("sm90_xmma_gemm_e4m3bf16_e4m3f32_f32_tn_n_tilesize128x128x64") == "fp8"
+    assert name_dtype("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn") == "fp16"
+    assert name_dtype("volta_h884gemm_64x64_ldg8_nn") == "fp16"  # a V100 has an FP16 peak, no BF16 one
     assert name_dtype("void at::native::vectorized_elementwise_kernel<4>") is None
 
 

@@ -19,7 +19,7 @@ Kineto traces carry no bytes per kernel (CUPTI's kernel activity records launch 
 memory- against compute-bound is judged by class, not measured; Nsight Compute measures it per kernel.
 
 **GEMM data type** (:func:`gemm_dtype`), from the names cuBLAS, CUTLASS and cuDNN give their kernels: ``e4m3``/
-``e5m2``/``fp8`` FP8; ``bf16``, ``f16``, ``h1688``/``h16816``/``h884``, ``hgemm`` BF16/FP16 (``bf16``); ``tf32``,
+``e5m2``/``fp8`` FP8; ``bf16`` BF16; ``fp16``, ``f16``, ``h1688``/``h16816``/``h884``, ``hgemm`` FP16; ``tf32``,
 CUTLASS's ``tensorop_s1688``/``s16816`` (single-precision inputs on TF32 tensor cores) TF32; ``sgemm``,
 ``ffma``, ``f32f32`` FP32 without tensor cores. The type holding the most GEMM time wins.
 
@@ -55,7 +55,8 @@ _ELEMENTWISE = re.compile(
 _UNCOUNTED = re.compile(r"conv|implicit_?gemm|fprop|dgrad|wgrad|winograd|flash|fmha|attention", re.IGNORECASE)
 _DTYPES: list[tuple[str, re.Pattern[str]]] = [
     ("fp8", re.compile(r"e4m3|e5m2|fp8|f8f8", re.IGNORECASE)),
-    ("bf16", re.compile(r"bf16|f16|h1688|h16816|h884|hgemm|half", re.IGNORECASE)),
+    ("bf16", re.compile(r"bf16", re.IGNORECASE)),
+    ("fp16", re.compile(r"fp16|f16|h1688|h16816|h884|hgemm|half", re.IGNORECASE)),
     ("tf32", re.compile(r"tf32|tensorop_s1688|tensorop_s16816|s1688gemm|s16816gemm", re.IGNORECASE)),
     ("fp32", re.compile(r"sgemm|ffma|f32f32|fp32", re.IGNORECASE)),
 ]

@@ -134,7 +134,7 @@ def rank_mfu(rs: RankSteps, world: int, opts: MfuOptions) -> Mfu:
         notes.append(
             f"GPU model {rs.device!r} not in the peak table: give --gpu"
             if rs.device
-            else "GPU model unknown (no deviceProperties): give --gpu"
+            else "GPU model unknown (no single device name in deviceProperties, or a log): give --gpu"
         )
     elif tflops is None:
         notes.append(f"{peak.model} has no {dtype} tensor-core mode in its datasheet: give --dtype")
