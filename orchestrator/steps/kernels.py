@@ -16,12 +16,14 @@ Kineto estimates. Pure.
 * ``other``: the rest (unnamed Triton kernels, custom kernels).
 
 Kineto traces carry no bytes per kernel (CUPTI's kernel activity records launch geometry, not DRAM traffic), so
-memory- against compute-bound is judged by class, not measured; Nsight Compute measures it per kernel.
+memory- against compute-bound is judged by class here; the matmuls whose shapes the trace records are placed on
+the roofline by their bytes (:mod:`fleetdx.orchestrator.steps.mfu`); Nsight Compute measures any kernel.
 
-**GEMM data type** (:func:`gemm_dtype`), from the names cuBLAS, CUTLASS and cuDNN give their kernels: ``e4m3``/
-``e5m2``/``fp8`` FP8; ``bf16`` BF16; ``fp16``, ``f16``, ``h1688``/``h16816``/``h884``, ``hgemm`` FP16; ``tf32``,
-CUTLASS's ``tensorop_s1688``/``s16816`` (single-precision inputs on TF32 tensor cores) TF32; ``sgemm``,
-``ffma``, ``f32f32`` FP32 without tensor cores. The type holding the most GEMM time wins.
+**GEMM data type** (:func:`name_dtype`), from the names cuBLAS, CUTLASS and cuDNN give their kernels:
+``e4m3``/``e5m2``/``fp8`` FP8; ``bf16`` BF16; ``fp16``, ``f16``, ``h1688``/``h16816``/``h884``, ``hgemm`` FP16;
+``tf32``, CUTLASS's ``tensorop_s1688``/``s16816`` (single-precision inputs on TF32 tensor cores) TF32;
+``sgemm``, ``ffma``, ``f32f32`` FP32 without tensor cores. :func:`classify` keeps the type holding the most GEMM
+time.
 
 **Occupancy**: Kineto's ``est. achieved occupancy %`` (``libkineto/src/output_json.cpp``): the warps a kernel's
 launch configuration lets each SM hold, over the SM's maximum -- an estimate from blocks, threads, registers and

@@ -21,7 +21,7 @@ The FLOPs per step come from, in this order:
 
 Without FLOPs there is no MFU: the note says "FLOPs unknown" and how to get them. A CPU-only trace gets its
 achieved FLOP/s (the CPU's) but no MFU: the peak table is of GPUs. The data type is ``--dtype``, else the one
-the GEMM kernels' names say (:func:`fleetdx.orchestrator.steps.kernels.gemm_dtype`), else bf16, said as assumed.
+the GEMM kernels' names say (:func:`fleetdx.orchestrator.steps.kernels.name_dtype`), else bf16, said as assumed.
 
 **Memory- or compute-bound matmuls**: where the matmuls' FLOPs come from their shapes, so do their bytes (the two
 operands read, the result written: :func:`fleetdx.probes.parsers.kineto.matmul_bytes`); a matmul whose intensity
