@@ -158,6 +158,20 @@ def test_parser_reads_flops_devices_and_occupancy() -> None:
     assert [t.gpu.names[i] for i in t.gpu.name] == ["sm90_xmma_gemm_bf16bf16", "Memcpy HtoD (Pageable -> Device)"]
 
 
+def test_absurd_shapes_are_skipped_not_fatal() -> None:
+    """Shapes too large for a float (10**200) or for any real tensor are not counted; the trace still parses."""
+    doc = {
+        "traceEvents": [
+            _event("aten::mm", "cpu_op", 0, 5, **{"Input Dims": [[10**200, 2], [2, 10**200]]}),
+            _event("aten::mm", "cpu_op", 10, 5, **{"Input Dims": [[2**62, 2**62], [2**62, 2**62]]}),
+            _event("aten::mm", "cpu_op", 20, 5, **{"Input Dims": [[True, 2], [2, 3]]}),
+            _event("aten::mm", "cpu_op", 30, 5, **{"Input Dims": [[2, 3], [3, 4]], "Input type": ["float"] * 2}),
+        ]
+    }
+    t = parse_kineto_bytes(json.dumps(doc).encode())
+    assert list(t.flop_ops.flops) == [2 * 2 * 3 * 4] and list(t.flop_ops.nbytes) == [4 * (6 + 12 + 8)]
+
+
 def test_real_cpu_capture_counts_every_matmul_of_every_step() -> None:
     """cpu-gloo-flops: train_ddp.py --with-flops on 4 gloo ranks (torch 2.13 CPU)."""
     for r in range(4):

@@ -201,7 +201,7 @@ MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
 
 
 def _dims(v: Any) -> list[int] | None:
-    if type(v) is not list or not all(type(d) is int and d >= 0 for d in v):
+    if type(v) is not list or not all(type(d) is int and 0 <= d < _INT_RANGE for d in v):
         return None
     return v
 
@@ -428,7 +428,7 @@ class _Reader:
                 return
             dims = args.get("Input Dims")
             fl = matmul_flops(name, dims)
-            if fl is None or fl <= 0:
+            if fl is None or not (0 < fl < 1e30):
                 return
             shapes, nbytes = 1, matmul_bytes(name, dims, args.get("Input type"))
         self._keep()
