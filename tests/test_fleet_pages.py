@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import typer
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
@@ -29,7 +27,10 @@ from fleetdx.orchestrator.store import states as node_states
 from fleetdx.orchestrator.store.tokens import TokenScope, create_token
 from fleetdx.probes.contracts import Job, Level, SchedulerKind, Severity
 from tests.htmlreport_samples import PM_XID, load_postmortem
-from tests.store_samples import bandwidth_raw, bandwidth_run, migrated, preflight_raw, preflight_run
+from tests.store_samples import bandwidth_raw, bandwidth_run, preflight_raw, preflight_run
+
+#: ``store``: a fresh migrated store per test, on SQLite and on PostgreSQL when $FLEETDX_TEST_PG_URL names one
+pytest_plugins = ["tests.pgfixtures"]
 
 T0 = 1_763_800_000.0
 JOB = Job(
@@ -47,12 +48,6 @@ def foreign_urls(page: str) -> list[str]:
     """Every ``src``/``href``/``action`` value of ``page`` that names a scheme or another host (``http:``,
     ``https:``, ``//host``...); relative paths and fragments are the page's own origin."""
     return [u for u in _URL_ATTR.findall(page) if re.match(r"^(?:[a-z][a-z0-9+.-]*:|//)", u, re.IGNORECASE)]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(migrated(f"sqlite:///{tmp_path}/pages.db")) as s:
-        yield s
 
 
 def _with_job(report: RunReport) -> RunReport:
