@@ -439,3 +439,15 @@ def test_cli_prints_mfu_and_kernel_classes_in_80_columns(width_80: None, tmp_pat
     assert doc["mfu"]["gpu_model"] == "A100" and doc["ranks"][0]["mfu"]["lower_bound"] is True
     bad = runner.invoke(app, ["steps", str(FIX / "cpu-gloo-flops"), "--gpu", "X100"])
     assert bad.exit_code == 3 and "not in the peak table" in bad.output
+
+
+def test_html_page_has_the_mfu_section(tmp_path: Path) -> None:
+    from fleetdx.orchestrator.htmlreport import render_steps
+
+    done = run(StepsRequest(paths=[_busy_trace(tmp_path)], mfu=MfuOptions(flops_per_step=1e11)))
+    page = render_steps(done.report, ranks=done.loaded.ranks)
+    assert '<section id="mfu">' in page and 'href="#mfu"' in page
+    assert "MFU of the job (1 rank): 3.21%: 10 of 312 TFLOP/s (A100 bf16 dense peak" in page
+    assert "GPU time by kernel class" in page and "STEP_LOW_MFU" in page
+    cpu = run(StepsRequest(paths=[FIX / "cpu-gloo-clean"]))  # no FLOPs, no GPU: no section
+    assert '<section id="mfu">' not in render_steps(cpu.report, ranks=cpu.loaded.ranks)

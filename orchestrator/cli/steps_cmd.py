@@ -13,7 +13,6 @@ unusable input named on stderr), or a usage error. Never 2: step times alone nev
 from __future__ import annotations
 
 import os
-import statistics
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -106,8 +105,10 @@ def _tflops(v: float | None) -> str:
 
 def _render_mfu(rep: Any) -> None:
     """Achieved TFLOP/s and MFU per rank and for the job, and the GPU time by kernel class."""
+    from fleetdx.orchestrator.steps.mfu import summary_lines
+
     job = rep.mfu
-    if job is None or (job.achieved_tflops is None and not job.kernel_classes_pct and job.device in (None, "CPU")):
+    if job is None or not summary_lines(rep):
         return  # no FLOPs and no GPU: nothing to say here (--json keeps the note)
     if any(r.mfu is not None and r.mfu.achieved_tflops is not None for r in rep.ranks):
         t = Table(title="throughput (median step)", header_style="bold")
@@ -128,39 +129,8 @@ def _render_mfu(rep: Any) -> None:
                 mfu,
             )
         console.print(t)
-    if job.mfu_pct is not None:
-        bound = "at least " if job.lower_bound else ""
-        ranks = f"{job.ranks} rank{'s' if job.ranks != 1 else ''}"
-        console.print(
-            f"MFU of the job ({ranks}): {bound}{job.mfu_pct:.3g}%: {_tflops(job.achieved_tflops)} of "
-            f"{_tflops(job.peak_tflops)} TFLOP/s ({escape(job.gpu_model or '?')} {job.dtype} dense peak, dtype "
-            f"{job.dtype_from}; FLOPs from {job.flops_from})",
-            highlight=False,
-        )
-    if job.note:
-        console.print(f"MFU: {escape(job.note)}", highlight=False)
-    if job.matmul_memory_bound_pct is not None:
-        console.print(
-            f"matmuls counted from shapes: {job.matmul_memory_bound_pct:.0f}% of their roofline time is "
-            f"memory-bound (intensity under {job.balance_flops_per_byte:g} FLOPs/byte, the {job.gpu_model} "
-            f"{job.dtype} balance point)",
-            highlight=False,
-        )
-    if job.kernel_classes_pct:
-        occ: dict[str, list[float]] = {}
-        for r in rep.ranks:
-            for c in r.kernel_classes or []:
-                if c.occupancy_pct is not None:
-                    occ.setdefault(c.kernel_class, []).append(c.occupancy_pct)
-        parts = [
-            f"{k} {v:.1f}%" + (f" (occupancy {statistics.median(occ[k]):.0f}%)" if k in occ else "")
-            for k, v in job.kernel_classes_pct.items()
-        ]
-        busy = f"GPU busy {job.gpu_busy_pct:.0f}%; " if job.gpu_busy_pct is not None else ""
-        console.print(
-            f"{busy}GPU time by kernel class (median over ranks; Kineto's estimated occupancy): {', '.join(parts)}",
-            highlight=False,
-        )
+    for line in summary_lines(rep):
+        console.print(escape(line), highlight=False)
 
 
 def _render(rep: Any) -> None:

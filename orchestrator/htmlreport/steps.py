@@ -1,5 +1,6 @@
 """The step-time page (``fleetdx steps --html OUT``): the findings first (what each says, in a line or two),
-then the charts (stacked stage bars per rank, the step-time series), then each finding's evidence (collapsed,
+then the charts (stacked stage bars per rank, the step-time series), the MFU and the GPU time by kernel class
+(:func:`fleetdx.orchestrator.steps.mfu.summary_lines`), then each finding's evidence (collapsed,
 in words and units: "this rank, median per step: 60.29 ms"), the rank table and the baseline comparison (job
 medians, and the ranks whose own stage changed)."""
 
@@ -22,6 +23,7 @@ from fleetdx.orchestrator.htmlreport.page import (
 )
 from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.steps.contracts import STAGE_ORDER, RankSteps, RankSummary, StepsReport
+from fleetdx.orchestrator.steps.mfu import summary_lines
 from fleetdx.topology.binding import cpu_list
 
 #: the colour of a straggler rank's line in the step-time series
@@ -252,6 +254,7 @@ def render_steps(
         table_left_out=len(report.ranks) - len(table),
         stages=stages,
         missing=_missing(ranks, lim),
+        mfu_lines=summary_lines(report),
         errors=[clip(e, lim.text_chars) for e in errors],
         sources=list(sources),
         limits=lim,

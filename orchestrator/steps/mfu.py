@@ -45,7 +45,7 @@ import statistics
 from collections.abc import Sequence
 
 from fleetdx.orchestrator.judgement import Finding, FindingCode
-from fleetdx.orchestrator.steps.contracts import JobMfu, Mfu, RankSteps
+from fleetdx.orchestrator.steps.contracts import JobMfu, Mfu, RankSteps, StepsReport
 from fleetdx.orchestrator.steps.peaks import DTYPES, PEAKS, GpuPeak, lookup
 from fleetdx.probes.contracts import Contract, EvidenceValue, Severity
 from fleetdx.probes.errors import ConfigError
@@ -278,3 +278,47 @@ def low_mfu_finding(job: JobMfu, subject: str, nodes: list[str]) -> Finding | No
         ),
         details=details,
     )
+
+
+def _tflops(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+def summary_lines(rep: StepsReport) -> list[str]:
+    """The report's MFU in words, one line each (``fleetdx steps`` and its HTML page): the job's MFU, the note,
+    the matmuls' roofline, the GPU time by kernel class; none for an input with neither FLOPs nor a GPU."""
+    job = rep.mfu
+    if job is None or (job.achieved_tflops is None and not job.kernel_classes_pct and job.device in (None, "CPU")):
+        return []
+    out: list[str] = []
+    if job.mfu_pct is not None:
+        bound = "at least " if job.lower_bound else ""
+        ranks = f"{job.ranks} rank{'s' if job.ranks != 1 else ''}"
+        out.append(
+            f"MFU of the job ({ranks}): {bound}{job.mfu_pct:.3g}%: {_tflops(job.achieved_tflops)} of "
+            f"{_tflops(job.peak_tflops)} TFLOP/s ({job.gpu_model or '?'} {job.dtype} dense peak, dtype "
+            f"{job.dtype_from}; FLOPs from {job.flops_from})"
+        )
+    if job.note:
+        out.append(f"MFU: {job.note}")
+    if job.matmul_memory_bound_pct is not None:
+        out.append(
+            f"matmuls counted from shapes: {job.matmul_memory_bound_pct:.0f}% of their roofline time is "
+            f"memory-bound (intensity under {job.balance_flops_per_byte:g} FLOPs/byte, the {job.gpu_model} "
+            f"{job.dtype} balance point)"
+        )
+    if job.kernel_classes_pct:
+        occ: dict[str, list[float]] = {}
+        for r in rep.ranks:
+            for c in r.kernel_classes or []:
+                if c.occupancy_pct is not None:
+                    occ.setdefault(c.kernel_class, []).append(c.occupancy_pct)
+        parts = [
+            f"{k} {v:.1f}%" + (f" (occupancy {statistics.median(occ[k]):.0f}%)" if k in occ else "")
+            for k, v in job.kernel_classes_pct.items()
+        ]
+        busy = f"GPU busy {job.gpu_busy_pct:.0f}%; " if job.gpu_busy_pct is not None else ""
+        out.append(
+            f"{busy}GPU time by kernel class (median over ranks; Kineto's estimated occupancy): {', '.join(parts)}"
+        )
+    return out
