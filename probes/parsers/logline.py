@@ -71,6 +71,7 @@ _ISO = r"(\d{4})[-/](\d\d)[-/](\d\d)[T _](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d{1,9})
 _PREFIX_RE = re.compile(
     r"^(?:"
     r"\[(?P<ompi_job>\d+),(?P<ompi_rank>\d+)\]<(?:stdout|stderr)>:[ \t]?"
+    r"|\[(?P<hvd_rank>\d{1,7})\]<(?:stdout|stderr)>:[ \t]?"  # horovodrun's "[1]<stderr>:"
     r"|\[rank(?P<trank>\d+)\]:[ \t]?"
     r"|\[(?P<role>[A-Za-z_][A-Za-z_\-]*?)(?P<lrank>\d+)\]:[ \t]?"
     r"|(?P<task>\d{1,6}):[ \t]"
@@ -179,8 +180,8 @@ def _strip_all(text: str, limit: int) -> LogLine:
                 break
             h, red = host_of(word)
             host, redacted = h or host, redacted or red
-        elif kind == "ompi_rank":
-            rank = int(m.group("ompi_rank"))
+        elif kind in ("ompi_rank", "hvd_rank"):
+            rank = int(m.group(kind))
         elif kind == "trank":
             rank = int(m.group("trank"))
         elif kind == "lrank":
