@@ -1,5 +1,7 @@
 """A real 4-rank gloo job for ``fleetdx watch``'s tests (tests/test_watch_gloo.py): CPU processes on this machine,
-a gradient all-reduce per step timed by fleetdx's StepTimer, with the Flight Recorder on.
+a gradient all-reduce per step timed by fleetdx's StepTimer, with the Flight Recorder on. Each step is mostly
+waiting (a 10 ms data stage, a 20 ms forward with a small matmul, the all-reduce): 4 ranks share this machine's
+2 cores with other work, and CPU-bound stages would be paced by the OS scheduler rather than by the fault.
 
     python tests/watch_gloo_job.py OUT_DIR --fault hang|slow-data [--rank 3] [--at 30] [--steps 400]
 
@@ -47,7 +49,7 @@ def _worker(rank: int, a: argparse.Namespace, port: int) -> None:
     )
     timer = StepTimer(Path(a.out) / f"steps-rank-{rank}.jsonl", rank=rank, world_size=WORLD, dump_poll_s=0.2)
     grad = torch.ones(65536)
-    x = torch.randn(256, 256)
+    x = torch.randn(64, 64)
     for step in range(a.steps):
         with timer.step():
             with timer.stage("data"):
@@ -58,9 +60,9 @@ def _worker(rank: int, a: argparse.Namespace, port: int) -> None:
                     else:
                         time.sleep(0.06)
                 time.sleep(0.01)
-            with timer.stage("forward"):
-                for _ in range(4):
-                    x = torch.tanh(x @ x.T / 256)
+            with timer.stage("forward"):  # mostly a wait, as a GPU rank's host thread waits for its kernels: 4
+                x = torch.tanh(x @ x.T / 64)  # ranks on 2 shared cores would otherwise be paced by the OS scheduler
+                time.sleep(0.02)
             with timer.stage("backward"):
                 dist.all_reduce(grad)
     timer.close()
