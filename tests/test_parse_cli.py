@@ -151,7 +151,24 @@ KIND_FILES = {
     "ibstat": IBSTAT,
     "xid": IDLE / "dmesg_nvrm.txt",
     "microbench": IDLE / "torch_microbench.json",
+    "perfquery": FIX / "ib" / "perfquery_x_0x506b4b03005c2740.txt",
+    "ibdiagnet": FIX / "ib" / "ibdiagnet_logParserTask.txt",
+    "dcgm-diag": FIX / "dcgm" / "diag_r2_4.4.1_pcie_fail_dcgm_issue254.txt",
+    "dcgm-health": FIX / "dcgm" / "health_c_reconstructed_from_dcgm_healthtests.txt",
+    # the sysfs counter dump the collector wrote from prometheus/node_exporter's real tree (its golden's lines)
+    "ib-counters": FIX / "ib" / "golden" / "node_exporter_sys_infiniband.json",
 }
+
+
+def _input(kind: str, tmp_path: Path) -> Path:
+    """The file ``fleetdx parse KIND`` reads for ``kind``: as listed, but the counter dump is made from its
+    golden's lines (the collector's output on the real tree, tests/test_ib_counters.py)."""
+    path = KIND_FILES[kind]
+    if kind != "ib-counters":
+        return path
+    dump = tmp_path / "sysfs_infiniband_counters.txt"
+    dump.write_text("\n".join(json.loads(path.read_text())["lines"]) + "\n")
+    return dump
 
 
 def test_every_kind_is_covered_here() -> None:
@@ -159,11 +176,11 @@ def test_every_kind_is_covered_here() -> None:
 
 
 @pytest.mark.parametrize("kind", sorted(KIND_FILES))
-def test_every_kind_json_is_exactly_the_parser_model_dump(kind: str) -> None:
+def test_every_kind_json_is_exactly_the_parser_model_dump(kind: str, tmp_path: Path) -> None:
 
     from fleetdx.probes.catalog import parser_named
 
-    path = KIND_FILES[kind]
+    path = _input(kind, tmp_path)
     code, out, err = invoke("parse", kind, str(path), "--json")
     assert code == 0, err
     expected = parser_named(kind).parse(path.read_text(encoding="utf-8", errors="replace"))
