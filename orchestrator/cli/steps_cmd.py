@@ -213,6 +213,24 @@ def _render_rank_changes(b: Any) -> None:
         console.print(f"{len(b.rank_changes) - RANK_CHANGES_SHOWN} more rank changes in --json")
 
 
+def _save(rep: Any, db: str | None) -> None:
+    """Keep the analysis in the store and say where on stderr; a store that cannot be reached costs the keeping
+    (said), never the analysis."""
+    from fleetdx.orchestrator.steps.run import save
+    from fleetdx.orchestrator.store import Store, StoreError
+
+    try:
+        with Store.open(db) as store:
+            record = save(rep, store)
+            err_console.print(
+                f"step analysis {record.analysis_id} kept in {store.url}", highlight=False, soft_wrap=True
+            )
+    except StoreError as e:
+        err_console.print(
+            f"[bold yellow]not kept:[/] the store could not be written ({escape(str(e))})", soft_wrap=True
+        )
+
+
 def register(app: typer.Typer) -> None:
     @app.command("steps")
     @handle_errors
@@ -233,7 +251,12 @@ def register(app: typer.Typer) -> None:
             "--history",
             help="Add each straggler host's recent findings from the store (--db / FLEETDX_DB_URL) as evidence.",
         ),
-        db: str = typer.Option(None, "--db", help="Database URL for --history." + _DB_DEFAULT),
+        db: str = typer.Option(None, "--db", help="Database URL for --history and --save." + _DB_DEFAULT),
+        save: bool = typer.Option(
+            False,
+            "--save/--no-save",
+            help="Keep the analysis in the store: fleetdx report --job ID and the service's job page show it.",
+        ),
         max_events: int = typer.Option(
             50_000_000, "--max-events", min=1, help="Most events kept per trace (memory bound, about 50 B each)."
         ),
@@ -293,6 +316,8 @@ def register(app: typer.Typer) -> None:
         )
         done = run(request)
         rep, loaded = done.report, done.loaded
+        if save:
+            _save(rep, db)
         for e in loaded.errors:
             err_console.print(f"[bold yellow]not used:[/] {escape(e)}", highlight=False, soft_wrap=True)
         if html_out is not None:
