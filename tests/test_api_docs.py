@@ -18,8 +18,10 @@ from fleetdx.orchestrator.report import NodeHistory, RunReport
 from fleetdx.orchestrator.service import docs
 from fleetdx.orchestrator.service.api import Health, create_app
 from fleetdx.orchestrator.service.ingest import IngestResult, ReportUpload
+from fleetdx.orchestrator.service.live import LiveStored
 from fleetdx.orchestrator.service.uploads import AnalyzeUploaded, PostmortemUploaded, StepsUploaded
 from fleetdx.orchestrator.store import FindingRecord, RunSummary, Store
+from fleetdx.orchestrator.store.records import LiveJobRecord
 from fleetdx.orchestrator.store.tokens import TokenScope, create_token
 from tests.store_samples import migrated
 
@@ -125,6 +127,8 @@ _CONTRACTS: dict[tuple[str, str], dict[str, Any]] = {
     ("post", "/postmortems"): {"201": PostmortemUploaded},
     ("post", "/analyze"): {"201": AnalyzeUploaded},
     ("post", "/steps"): {"201": StepsUploaded},
+    ("post", "/live"): {"200": LiveStored, "request": LiveJobRecord},
+    ("get", "/live"): {"200": list[LiveJobRecord]},
 }
 
 

@@ -108,7 +108,7 @@ def test_the_fleet_page_groups_nodes_by_state_and_says_why_one_is_quarantined(st
     assert "GPU_XID" in findings and "NCCL_BUSBW_LOW" in findings
     jobs = page.split('id="jobs"')[1].split("</section>")[0]
     assert 'href="jobs/4711"' in jobs and 'href="jobs/4712"' in jobs
-    assert "Live watch" in jobs and "no live-watch state" in jobs  # labelled, not an empty table
+    assert "Live watch" in jobs and "No job pushed a live state" in jobs  # labelled, not an empty table
     assert "Plotly.newPlot" in page and '<script src="static/plotly.min.js">' in page
 
 
@@ -125,7 +125,7 @@ def test_a_job_page_joins_runs_postmortem_and_node_states(store: Store) -> None:
         "NCCL_BUSBW_LOW",
         "TOPO_AFFINITY_MISSING",
         "nid005471",
-        "live watch state is not stored",
+        "No live state pushed for this job",
         "No stored step analysis of this job",
     ):
         assert text in page, text

@@ -36,6 +36,7 @@ TABLES = {
     "node_states",
     "node_transitions",
     "step_analyses",
+    "live_jobs",
 }
 
 

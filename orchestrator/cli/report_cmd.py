@@ -47,6 +47,14 @@ def _print(report: JobReport) -> None:
         why = escape(n.state.reason) if n.state else ""
         nodes.add_row(escape(n.host), n.verdict.name if n.verdict is not None else "-", state, why)
     console.print(nodes)
+    if report.live is not None:
+        j = report.live
+        step = f", step {j.last_step}" if j.last_step is not None else ""
+        newest = f"; newest finding {j.findings[-1].code.value}" if j.findings else ""
+        console.print(
+            f"live: {j.state}, {j.verdict.name}, {j.ranks} ranks{step}{newest} (pushed {_when(j.updated_at)})",
+            highlight=False,
+        )
     for why in report.not_stored.values():
         console.print(escape(why), highlight=False)
     if report.left_out:
@@ -72,7 +80,7 @@ def register(app: typer.Typer) -> None:
         """One report of a job from the store: its pre-flights, analyze and bandwidth runs, postmortems, step
         analyses, and its nodes' states now.
 
-        Live-watch state is not stored; the report says so. Example: `fleetdx report --job
+        The live state fleetdx watch --report-to pushed is shown when there is one. Example: `fleetdx report --job
         4711 --html job-4711.html`.
 
         Exit: the worst verdict of the job's runs, postmortems and step analyses (0 OK, 1 WARNING, 2 CRITICAL,

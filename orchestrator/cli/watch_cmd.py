@@ -8,7 +8,9 @@ usage error, a path that does not exist, or nothing read at all.
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -23,6 +25,8 @@ from rich.padding import Padding
 from rich.text import Text
 
 from fleetdx.orchestrator.cli.common import console, err_console, finite_positive, handle_errors, request_of
+from fleetdx.orchestrator.cli.conventions import computed_default
+from fleetdx.probes.errors import ConfigError
 
 #: the header of the live table; each finding is a row of these columns, its message wrapped under it
 HEADER = f"{'time':<8} {'severity':<8} {'code':<19} subject"
@@ -69,6 +73,19 @@ def register(app: typer.Typer) -> None:
         dump_wait: float = typer.Option(
             30.0, "--dump-wait", callback=finite_positive, help="Seconds to wait for the dumps after a hang."
         ),
+        report_to: str = typer.Option(
+            None,
+            "--report-to",
+            metavar="URL",
+            help="Push the job's live state to this fleetdx service (its fleet and job pages show it) every "
+            "10 s and at each finding; needs --token-file and a job id.",
+        ),
+        token_file: Path = typer.Option(  # noqa: B008 (typer's declaration style)
+            None, "--token-file", help="A file holding a write token of the service (fleetdx token create)."
+        ),
+        job: str = typer.Option(
+            None, "--job", metavar="ID", help="The job's id on the service." + computed_default("$SLURM_JOB_ID")
+        ),
     ) -> None:
         """Follow a running job: name a straggler rank, a hang, a slowdown or data stalls as they happen.
 
@@ -99,7 +116,12 @@ def register(app: typer.Typer) -> None:
             dump_wait_s=dump_wait,
         )
 
-        raise typer.Exit(_run(req, as_json, len(paths)))
+        reporter = _reporter(report_to, token_file, job, as_json)
+        try:
+            raise typer.Exit(_run(req, as_json, len(paths), reporter))
+        finally:
+            if reporter is not None:
+                reporter.close()
 
 
 def notify_hang(f: Any) -> bool:
@@ -122,7 +144,87 @@ def notify_hang(f: Any) -> bool:
     )
 
 
-def _run(req: Any, as_json: bool, n_paths: int) -> int:
+class LiveReporter:
+    """Pushes the watched job's live state to the service from a thread of its own (a slow or dead service
+    never delays the watch): the newest state every :data:`REPORT_EVERY_S` seconds, at once after a finding,
+    and once more at the end. A push that fails is said once per reason on stderr; the watch goes on."""
+
+    def __init__(self, url: str, token: str, job_id: str, note: Any) -> None:
+        self.url, self.token, self.job_id, self.note = url, token, job_id, note
+        self.started = time.time()
+        self.host = socket.gethostname()
+        self._latest: Any = None
+        self._urgent = threading.Event()
+        self._stop = threading.Event()
+        self._said: set[str] = set()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="fleetdx-live-report", daemon=True)
+        self._thread.start()
+
+    def offer(self, watcher: Any, new_findings: int) -> None:
+        with self._lock:
+            self._latest = watcher.live(self.job_id, self.host, self.started)
+        if new_findings:
+            self._urgent.set()
+
+    def _push(self) -> None:
+        from fleetdx.orchestrator.service.client import push_live
+
+        with self._lock:
+            record, self._latest = self._latest, None
+        if record is None:
+            return
+        why = push_live(self.url, self.token, record)
+        if why is not None and why not in self._said:
+            self._said.add(why)
+            self.note("problem", f"live state not pushed: {why}")
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._urgent.wait(REPORT_EVERY_S)
+            self._urgent.clear()
+            self._push()
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop the thread and push the last state (bounded)."""
+        self._stop.set()
+        self._urgent.set()
+        self._thread.join(timeout_s)
+        self._push()
+
+
+#: seconds between two pushes of the live state (a finding pushes at once)
+REPORT_EVERY_S = 10.0
+
+
+def _reporter(url: str | None, token_file: Path | None, job: str | None, as_json: bool) -> LiveReporter | None:
+    """The live reporter ``--report-to`` asks for, ``None`` without it. Raises ConfigError (a usage error): no
+    token file, an unreadable or empty one, no job id."""
+    if url is None:
+        if token_file is not None or job is not None:
+            raise ConfigError("--token-file and --job go with --report-to URL")
+        return None
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"--report-to: {url!r} is not an http(s) URL")
+    if token_file is None:
+        raise ConfigError(
+            "--report-to needs --token-file FILE (a write token: fleetdx token create NAME --scope write)"
+        )
+    try:
+        token = token_file.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise ConfigError(f"--token-file: {token_file}: {e.strerror}") from None
+    job_id = job or os.environ.get("SLURM_JOB_ID")
+    if not token or not job_id:
+        raise ConfigError("--report-to needs a token in --token-file and a job id (--job ID, or $SLURM_JOB_ID)")
+
+    def note(_kind: str, m: str) -> None:
+        err_console.print(f"[bold yellow]watch:[/] {escape(m)}", highlight=False, soft_wrap=True)
+
+    return LiveReporter(url, token, job_id, note)
+
+
+def _run(req: Any, as_json: bool, n_paths: int, reporter: LiveReporter | None = None) -> int:
     """Watch until stopped (SIGINT/SIGTERM end it cleanly); the exit code."""
     from fleetdx.orchestrator.watch.run import Watcher
 
@@ -155,7 +257,7 @@ def _run(req: Any, as_json: bool, n_paths: int) -> int:
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = watcher.run(stop)
+        result = watcher.run(stop, reporter.offer if reporter is not None else None)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

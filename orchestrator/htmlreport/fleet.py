@@ -15,6 +15,7 @@ plotly.js at, on its own origin, so a page loads nothing from another origin.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -45,6 +46,8 @@ STATE_COLOUR = {
 #: rows of the tables of quarantined nodes and open findings, jobs listed, and runs on a node page
 MAX_ROWS = 500
 MAX_JOBS = 100
+#: the fleet page's live watch: jobs whose state was pushed in the last hour
+LIVE_WINDOW_S = 3600.0
 NODE_RUNS = 100
 NODE_TRANSITIONS = 200
 
@@ -169,6 +172,7 @@ def render_fleet(store: Store, *, plotly_src: str | None = None, root: str = "")
     rows = held(store)
     codes = open_findings(state)
     jobs: list[JobSummary] = list_jobs(store, limit=MAX_JOBS)
+    live = store.list_live_jobs(since=time.time() - LIVE_WINDOW_S, limit=MAX_ROWS)
     total = sum(len(g.cells) for g in groups)
     return render(
         "fleet.html.j2",
@@ -186,6 +190,7 @@ def render_fleet(store: Store, *, plotly_src: str | None = None, root: str = "")
         codes=codes[:MAX_ROWS],
         codes_left_out=max(0, len(codes) - MAX_ROWS),
         jobs=jobs,
+        live=live,
         retests={k.value: v for k, v in state.retests.items()},
         utc=utc,
         sources=[],

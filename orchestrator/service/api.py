@@ -16,6 +16,8 @@ Endpoints (JSON bodies are the store's contracts):
   pages (:mod:`fleetdx.orchestrator.service.pages`), reads like the JSON endpoints.
 - ``POST /postmortems`` and ``POST /analyze`` (write token): a postmortem of uploaded job logs, an offline
   diagnosis of uploaded node bundles, each stored (:mod:`fleetdx.orchestrator.service.uploads`).
+- ``POST /live`` (write token) and ``GET /live``: running jobs' live state, pushed by ``fleetdx watch
+  --report-to`` (:mod:`fleetdx.orchestrator.service.live`).
 - ``GET /metrics``: the Prometheus text format (:mod:`fleetdx.orchestrator.service.metrics`).
 - ``GET /placement?nodes=N&gpus_per_node=K[&partition=&hostlist=&exclude=HOSTLIST&ib_port=1]`` and
   ``POST /placement`` (a ``PlacementRequest`` body) -> ``PlacementAnswer``: where a job should go
@@ -70,7 +72,7 @@ from fleetdx.orchestrator.notify import Notifier, default_notifier
 from fleetdx.orchestrator.placement.contracts import PlacementAnswer, PlacementRequest
 from fleetdx.orchestrator.placement.job import PlacementInputError, place
 from fleetdx.orchestrator.report import RunReport
-from fleetdx.orchestrator.service import pages, uploads
+from fleetdx.orchestrator.service import live, pages, uploads
 from fleetdx.orchestrator.service.alerts import preflight_critical
 from fleetdx.orchestrator.service.auth import Auth, require_read, require_write
 from fleetdx.orchestrator.service.docs import install_docs
@@ -567,6 +569,7 @@ def create_app(
     app.add_exception_handler(Exception, internal_error)
     app.include_router(_router())
     app.include_router(pages.router())  # GET /, /nodes/{host}, /jobs/{job_id}: HTML for people
-    app.include_router(uploads.router())  # POST /postmortems, /analyze: the jobs over HTTP
+    app.include_router(uploads.router())  # POST /postmortems, /steps, /analyze: the jobs over HTTP
+    app.include_router(live.router())  # POST /live, GET /live: running jobs' state from fleetdx watch
     install_docs(app)
     return app

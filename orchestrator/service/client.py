@@ -22,6 +22,7 @@ import httpx
 from fleetdx.orchestrator.report import RunReport
 from fleetdx.orchestrator.service.ingest import ReportUpload
 from fleetdx.orchestrator.store import SaveOutcome, write_spool
+from fleetdx.orchestrator.store.records import LiveJobRecord
 from fleetdx.orchestrator.store.settings import resolve_spool_dir
 
 #: seconds to connect, and to wait for each read/write, before the push is given up and spooled
@@ -54,6 +55,23 @@ def push_report(
     except httpx.HTTPError as e:
         return f"cannot reach {url}: {e or type(e).__name__}"
     if r.status_code in (200, 201):
+        return None
+    try:
+        detail = r.json().get("detail", r.text)
+    except ValueError:
+        detail = r.text
+    return f"{url} answered {r.status_code}: {str(detail)[:300]}"
+
+
+def push_live(base_url: str, token: str, record: LiveJobRecord, timeout_s: float = 10.0) -> str | None:
+    """POST a running job's live state to the service's ``/live``; ``None`` when kept, else why not (one line)."""
+    url = base_url.rstrip("/") + "/live"
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    try:
+        r = httpx.post(url, content=record.model_dump_json().encode("utf-8"), headers=headers, timeout=timeout_s)
+    except httpx.HTTPError as e:
+        return f"cannot reach {url}: {e or type(e).__name__}"
+    if r.status_code == 200:
         return None
     try:
         detail = r.json().get("detail", r.text)

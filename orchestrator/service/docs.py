@@ -193,6 +193,19 @@ _TOKEN = "Needs a `read` token only when the service runs with `--auth-reads`."
 _WRITE = "Needs a `write` token (`fleetdx token create NAME --scope write`), sent as `Authorization: Bearer TOKEN`."
 
 #: (method, path) -> what the docs say of it
+LIVE_JOB: dict[str, Any] = {
+    "job_id": "4242",
+    "watcher_host": "login-01",
+    "started_at": _STARTED,
+    "updated_at": _STARTED + 600,
+    "state": "running",
+    "ranks": 16,
+    "last_step": 1842,
+    "step_median_ms": 412.5,
+    "verdict": "WARNING",
+    "findings": [],
+}
+
 OPERATIONS: dict[tuple[str, str], OperationDoc] = {
     ("get", "/healthz"): OperationDoc(
         "Is the service up and its database reachable",
@@ -294,6 +307,23 @@ OPERATIONS: dict[tuple[str, str], OperationDoc] = {
                 "page": "steps/9b1d3c0e7a2f4e5d8c6b4a3f2e1d0c9b",
             }
         },
+    ),
+    ("post", "/live"): OperationDoc(
+        "Push a running job's live state",
+        "What `fleetdx watch --report-to URL` sends every few seconds and at each finding: the job's state "
+        "(`running`, `hung`, `ended`), how many ranks report steps, the newest step, the median step time and the "
+        "newest findings. Kept as the job's latest state (an older push changes nothing); the fleet page and the "
+        "job's page show it. A job first seen `hung` fires the service's webhooks (`job.hang`). 422 for a body "
+        f"that is not a live state. {_WRITE}",
+        {200: {"job_id": "4242"}},
+        request=LIVE_JOB,
+        request_model="LiveJobRecord",
+    ),
+    ("get", "/live"): OperationDoc(
+        "Running jobs' live state",
+        "The live states `fleetdx watch --report-to` pushed in the last `since` seconds (default an hour), "
+        f"newest first. {_TOKEN}",
+        {200: [LIVE_JOB]},
     ),
     ("post", "/analyze"): OperationDoc(
         "Diagnose uploaded node bundles",
@@ -411,8 +441,9 @@ def _reason(status: int) -> str:
 def _add_component(schema: dict[str, Any], name: str) -> None:
     """Put the JSON schema of contract ``name`` (and of the models it refers to) in ``components/schemas``."""
     from fleetdx.orchestrator.service.ingest import ReportUpload
+    from fleetdx.orchestrator.store.records import LiveJobRecord
 
-    models = {"ReportUpload": ReportUpload}
+    models: dict[str, Any] = {"ReportUpload": ReportUpload, "LiveJobRecord": LiveJobRecord}
     model_schema = models[name].model_json_schema(ref_template="#/components/schemas/{model}", mode="validation")
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     for def_name, definition in model_schema.pop("$defs", {}).items():

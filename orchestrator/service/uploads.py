@@ -71,14 +71,14 @@ class AnalyzeUploaded(Contract):
     report: str
 
 
-def _svc(request: Request) -> Any:
+def service_of(request: Request) -> Any:
     svc = getattr(request.app.state, "service", None)
     if getattr(svc, "store", None) is None:
         raise RuntimeError("the app has no Service in app.state.service (build it with create_app)")
     return svc
 
 
-async def _body(request: Request, limit: int) -> bytes:
+async def body_of(request: Request, limit: int) -> bytes:
     """The request body, decoded from its Content-Encoding, within ``limit`` bytes (HTTPException 400/413/415)."""
     body = bytearray()
     try:
@@ -221,8 +221,8 @@ Work = Callable[[Path, list[tuple[Path, str]], str | None, Store], Any]
 async def _uploaded(request: Request, job_id: str | None, work: Work, one_name: str, text: bool = True) -> Any:
     """Read the upload, unpack it into a temporary folder and run ``work`` over it there (module doc); a client's
     mistake is an HTTPException with its status and one line."""
-    svc = _svc(request)
-    data = await _body(request, svc.max_body_bytes)
+    svc = service_of(request)
+    data = await body_of(request, svc.max_body_bytes)
     media = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
     if not text and media in _TEXT:
         raise HTTPException(status_code=415, detail="this upload comes as a tar archive (application/x-tar)")
@@ -253,7 +253,7 @@ async def post_analyze(
 ) -> JSONResponse:
     """The offline diagnosis of uploaded node bundles, stored as an analyze run (module doc)."""
     report, raw = await _uploaded(request, job_id, analysis_of, "bundle", text=False)
-    await _svc(request).writer.save(report, raw)
+    await service_of(request).writer.save(report, raw)
     answer = AnalyzeUploaded(
         run_id=report.run_id, verdict=report.verdict, nodes=len(report.nodes), report=f"runs/{report.run_id}"
     )

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from fleetdx.orchestrator.diagnosis.node_states import NodeStatus
 from fleetdx.orchestrator.report import RunKind, RunReport
 from fleetdx.orchestrator.store.models import NodeStateRow, PostmortemRow, RunRow, StepAnalysisRow
-from fleetdx.orchestrator.store.records import PostmortemRecord, StepAnalysisRecord
+from fleetdx.orchestrator.store.records import LiveJobRecord, PostmortemRecord, StepAnalysisRecord
 from fleetdx.orchestrator.store.states import _status_of
 from fleetdx.orchestrator.store.store import Store
 from fleetdx.probes.contracts import Contract, Job, Verdict, VerdictName
@@ -24,10 +24,8 @@ from fleetdx.probes.contracts import Contract, Job, Verdict, VerdictName
 JOB_REPORT_SCHEMA = 1
 #: the most runs and postmortems one job report reads (the newest); the rest are counted in ``left_out``
 MAX_JOB_RUNS = 200
-#: what the store does not keep about a job, said on every job report
-NOT_STORED = {
-    "watch": "live watch state is not stored (kept by `fleetdx watch`)",
-}
+#: what the store does not keep about a job, said on every job report (everything is kept now)
+NOT_STORED: dict[str, str] = {}
 
 
 class JobSummary(Contract):
@@ -70,6 +68,7 @@ class JobReport(Contract):
     nodes: list[JobNode]
     left_out: int = 0
     not_stored: dict[str, str] = Field(default_factory=lambda: dict(NOT_STORED))
+    live: LiveJobRecord | None = None  #: the job's latest live state (``fleetdx watch --report-to``)
 
 
 def job_report(store: Store, job_id: str, limit: int = MAX_JOB_RUNS) -> JobReport | None:
@@ -79,7 +78,8 @@ def job_report(store: Store, job_id: str, limit: int = MAX_JOB_RUNS) -> JobRepor
     summaries = store.list_runs(limit=limit + 1, job_id=job_id)
     postmortems = store.list_postmortems(limit=limit + 1, job_id=job_id)
     analyses = store.list_step_analyses(limit=limit + 1, job_id=job_id)
-    if not summaries and not postmortems and not analyses:
+    live = store.get_live_job(job_id)
+    if not summaries and not postmortems and not analyses and live is None:
         return None
     left_out = sum(max(0, len(x) - limit) for x in (summaries, postmortems, analyses))
     runs = [store.get_run(s.run_id) for s in summaries[:limit]]
@@ -92,7 +92,7 @@ def job_report(store: Store, job_id: str, limit: int = MAX_JOB_RUNS) -> JobRepor
     hosts = sorted({*worst, *(h for p in postmortems for h in p.hosts)})
     states = node_states(store, hosts)
     verdicts = [r.verdict for r in runs] + [p.verdict for p in postmortems] + [a.verdict for a in analyses]
-    verdict = Verdict.worst(verdicts)
+    verdict = Verdict.worst(verdicts + ([live.verdict] if live is not None else []))
     return JobReport(
         job_id=job_id,
         job=next((r.job for r in runs if r.job is not None), None),
@@ -102,6 +102,7 @@ def job_report(store: Store, job_id: str, limit: int = MAX_JOB_RUNS) -> JobRepor
         step_analyses=analyses,
         nodes=[JobNode(host=h, verdict=worst.get(h), state=states.get(h)) for h in hosts],
         left_out=left_out,
+        live=live,
     )
 
 

@@ -316,6 +316,19 @@ class StepAnalysisRow(Base):
     document: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
+class LiveJobRow(Base):
+    """A running job's latest state (``fleetdx watch --report-to``): one row per job, rewritten at each push;
+    ``document`` is the :class:`~fleetdx.orchestrator.store.records.LiveJobRecord` as JSON."""
+
+    __tablename__ = "live_jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(128), unique=True)
+    updated_at: Mapped[float] = mapped_column(Float, index=True)
+    state: Mapped[str] = mapped_column(String(16))
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
 class NodeStateRow(Base):
     """A node's current state (:class:`~fleetdx.orchestrator.diagnosis.node_states.NodeStatus`): one row per host,
     rewritten at each transition. ``since`` (Unix s) is the time of its last transition; ``code`` and ``level``

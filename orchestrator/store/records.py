@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from fleetdx.orchestrator.judgement import Finding
@@ -58,6 +60,28 @@ class ImportResult(Contract):
     run_id: str
     inserted: bool
     removed: bool
+
+
+#: the most findings one live job's state carries (the newest)
+LIVE_FINDINGS = 50
+
+
+class LiveJobRecord(Contract):
+    """A running job's state as ``fleetdx watch --report-to`` last pushed it: where the watcher runs, when it
+    started and last reported (Unix s), ``state`` (``running``; ``hung``: no rank completed a step for the hang
+    threshold; ``ended``: every rank closed its StepTimer), how many ranks report steps, the newest step, the
+    job's median step (ms), the verdict of its findings so far and the newest :data:`LIVE_FINDINGS` of them."""
+
+    job_id: str = Field(min_length=1, max_length=128)
+    watcher_host: str | None = Field(default=None, max_length=255)
+    started_at: float
+    updated_at: float
+    state: Literal["running", "hung", "ended"]
+    ranks: int = Field(ge=0)
+    last_step: int | None = None
+    step_median_ms: float | None = None
+    verdict: VerdictName
+    findings: list[Finding] = Field(default_factory=list, max_length=LIVE_FINDINGS)
 
 
 class StepAnalysisRecord(Contract):

@@ -1,5 +1,5 @@
 """Retention: remove what is older than a configured age from the store (runs with everything under them,
-postmortems, step analyses) and from a node's disk (the Slurm prolog's reports, the epilog's bundles).
+postmortems, step analyses, live job states) and from a node's disk (the Slurm prolog's reports, the epilog's bundles).
 ``fleetdx db prune`` runs it; slurm/fleetdx-prune.timer and k8s/prune-cronjob.yaml run that every day.
 
 What is kept whatever its age (decided here, stated in the README):
@@ -14,13 +14,13 @@ What is kept whatever its age (decided here, stated in the README):
 - API tokens (they are credentials, not history; ``fleetdx token revoke`` ends them): :data:`KEPT_TABLES`.
   tests/test_retention.py fails when a table is added to the store without being pruned here or kept.
 
-A run's age is its ``started_at``, a postmortem's and a step analysis's its ``created_at``, a file's its
-modification time (a bundle's: the newest file in it). Rows are deleted children first (probe results, finding
-hosts and curve hosts, then nodes, findings, recommendations, curves and raw outputs, then the run), explicitly
-rather than through ``ON DELETE CASCADE``, so the same statements hold on SQLite and PostgreSQL; runs go in batches of
-:data:`BATCH_RUNS`, one transaction each, so a large first prune never holds the database's write lock for
-long. SQLite keeps the freed pages for new rows (``VACUUM`` shrinks the file; not done here: it locks the
-database for its whole duration).
+A run's age is its ``started_at``, a postmortem's and a step analysis's its ``created_at``, a live job state's its
+last push, a file's its modification time (a bundle's: the newest file in it). Rows are deleted children first
+(probe results, finding hosts and curve hosts, then nodes, findings, recommendations, curves and raw outputs, then
+the run), explicitly rather than through ``ON DELETE CASCADE``, so the same statements hold on SQLite and
+PostgreSQL; runs go in batches of :data:`BATCH_RUNS`, one transaction each, so a large first prune never holds the
+database's write lock for long. SQLite keeps the freed pages for new rows (``VACUUM`` shrinks the file; not done
+here: it locks the database for its whole duration).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from fleetdx.orchestrator.store.models import (
     CurveRow,
     FindingNodeRow,
     FindingRow,
+    LiveJobRow,
     NodeRow,
     NodeTransitionRow,
     PostmortemHostRow,
@@ -98,8 +99,9 @@ POSTMORTEM_CHILDREN: list[tuple[type[Base], Where]] = [
     (PostmortemHostRow, lambda pms: PostmortemHostRow.postmortem_pk.in_(pms)),
     (PostmortemRow, lambda pms: PostmortemRow.id.in_(pms)),
 ]
-#: the same for step analyses (no child rows)
+#: the same for step analyses and live job states (no child rows)
 STEP_ANALYSIS_CHILDREN: list[tuple[type[Base], Where]] = [(StepAnalysisRow, lambda ids: StepAnalysisRow.id.in_(ids))]
+LIVE_JOB_CHILDREN: list[tuple[type[Base], Where]] = [(LiveJobRow, lambda ids: LiveJobRow.id.in_(ids))]
 
 
 #: tables never pruned: credentials, and each node's current state (one row per host)
@@ -196,7 +198,7 @@ def prune_store(
 
 
 def _would_remove_names() -> list[str]:
-    tables = RUN_CHILDREN + POSTMORTEM_CHILDREN + STEP_ANALYSIS_CHILDREN
+    tables = RUN_CHILDREN + POSTMORTEM_CHILDREN + STEP_ANALYSIS_CHILDREN + LIVE_JOB_CHILDREN
     return [t.__tablename__ for t, _ in tables] + [NodeTransitionRow.__tablename__]
 
 
@@ -208,8 +210,16 @@ def _old_step_analyses(cutoff: float) -> Select[Any]:
     return select(StepAnalysisRow.id).where(StepAnalysisRow.created_at < cutoff)
 
 
-#: the stored documents (postmortems, step analyses): their rows, and which are old
-_DOCUMENTS = ((POSTMORTEM_CHILDREN, _old_postmortems), (STEP_ANALYSIS_CHILDREN, _old_step_analyses))
+def _old_live_jobs(cutoff: float) -> Select[Any]:
+    return select(LiveJobRow.id).where(LiveJobRow.updated_at < cutoff)
+
+
+#: the stored documents (postmortems, step analyses, live job states): their rows, and which are old
+_DOCUMENTS = (
+    (POSTMORTEM_CHILDREN, _old_postmortems),
+    (STEP_ANALYSIS_CHILDREN, _old_step_analyses),
+    (LIVE_JOB_CHILDREN, _old_live_jobs),
+)
 
 
 def _would_remove(session: Session, cutoff: float) -> dict[str, int]:

@@ -48,6 +48,7 @@ from fleetdx.orchestrator.store.models import (
     CurveRow,
     FindingNodeRow,
     FindingRow,
+    LiveJobRow,
     NodeRow,
     PostmortemHostRow,
     PostmortemRow,
@@ -60,6 +61,7 @@ from fleetdx.orchestrator.store.models import (
 from fleetdx.orchestrator.store.records import (
     BusbwHistoryPoint,
     FindingRecord,
+    LiveJobRecord,
     PostmortemRecord,
     RunSummary,
     StepAnalysisRecord,
@@ -322,6 +324,40 @@ class Store:
         return self._document(
             StepAnalysisRow.document, StepAnalysisRow.analysis_id, analysis_id, "step analysis", model
         )
+
+    def save_live_job(self, record: LiveJobRecord) -> None:
+        """Keep ``record`` as its job's latest live state (replacing the one before, unless that one is newer:
+        pushes that arrive out of order never go back in time). Raises :class:`DatabaseUnreachable` when the
+        database goes away."""
+        doc = record.model_dump(mode="json")
+
+        def upsert(session: Session) -> None:
+            row = session.scalar(select(LiveJobRow).where(LiveJobRow.job_id == record.job_id))
+            if row is None:
+                session.add(
+                    LiveJobRow(job_id=record.job_id, updated_at=record.updated_at, state=record.state, document=doc)
+                )
+            elif row.updated_at <= record.updated_at:
+                row.updated_at, row.state, row.document = record.updated_at, record.state, doc
+
+        try:
+            self._write(upsert)
+        except _Conflict:  # another writer created the job's row first: this push updates it
+            self._write(upsert)
+
+    def list_live_jobs(self, since: float | None = None, limit: int = 100) -> list[LiveJobRecord]:
+        """The live states pushed at or after ``since`` (Unix s), newest first, at most ``limit``."""
+        stmt = select(LiveJobRow.document).order_by(LiveJobRow.updated_at.desc(), LiveJobRow.id.desc()).limit(limit)
+        if since is not None:
+            stmt = stmt.where(LiveJobRow.updated_at >= since)
+        with self._errors(), Session(self.engine) as session:
+            return [LiveJobRecord.model_validate(d) for d in session.scalars(stmt)]
+
+    def get_live_job(self, job_id: str) -> LiveJobRecord | None:
+        """The job's latest live state, ``None`` when none was pushed."""
+        with self._errors(), Session(self.engine) as session:
+            doc = session.scalar(select(LiveJobRow.document).where(LiveJobRow.job_id == job_id))
+        return LiveJobRecord.model_validate(doc) if doc is not None else None
 
     def _document(self, document: Any, key: Any, value: str, what: str, model: type[R]) -> R:
         """The stored JSON ``document`` column of the row whose ``key`` is ``value``, as ``model`` (RunNotFound:

@@ -26,6 +26,7 @@ from pydantic import Field
 from fleetdx.orchestrator.judgement import EvidenceLine, Finding
 from fleetdx.orchestrator.judgement.envelope import judge
 from fleetdx.orchestrator.postmortem import rules
+from fleetdx.orchestrator.store.records import LIVE_FINDINGS, LiveJobRecord
 from fleetdx.orchestrator.watch.detect import OnlineDetector, WatchPolicy
 from fleetdx.orchestrator.watch.evidence import DumpCollection, request_dumps
 from fleetdx.orchestrator.watch.follow import Sources
@@ -197,12 +198,37 @@ class Watcher:
         idle = self.req.until_idle_s
         return idle is not None and self.collection is None and now - self.last_activity >= idle
 
-    def run(self, stop: threading.Event | None = None) -> WatchResult:
-        """Loop until stopped (module doc); the result."""
+    def live(self, job_id: str, host: str | None, started_at: float) -> LiveJobRecord:
+        """The job's live state now, for the service's fleet page (``fleetdx watch --report-to``): ``hung`` while
+        a hang is open, ``ended`` once every rank closed its StepTimer, else ``running``; the newest findings."""
+        d = self.detector
+        last = [o.step for o in d.last.values()]
+        state = "hung" if d.hang_open else ("ended" if self.sources.all_closed() else "running")
+        return LiveJobRecord(
+            job_id=job_id,
+            watcher_host=host,
+            started_at=started_at,
+            updated_at=time.time(),
+            state=state,
+            ranks=sum(1 for k in d.members if isinstance(k, int)),
+            last_step=max(last) if last else None,
+            step_median_ms=d.job_median_ms(),
+            verdict=judge(self.findings).verdict,
+            findings=self.findings[-LIVE_FINDINGS:],
+        )
+
+    def run(
+        self, stop: threading.Event | None = None, after_tick: Callable[[Watcher, int], None] | None = None
+    ) -> WatchResult:
+        """Loop until stopped (module doc); the result. ``after_tick(watcher, new findings)`` runs after each
+        round (``--report-to`` pushes the live state from there)."""
         stop = stop or threading.Event()
         while not stop.is_set():
             t0 = self.clock()
+            seen = len(self.findings)
             self.tick()
+            if after_tick is not None:
+                after_tick(self, len(self.findings) - seen)
             if self.done():
                 break
             stop.wait(max(0.0, self.req.interval_s - (self.clock() - t0)))
