@@ -73,6 +73,14 @@ def register(app: typer.Typer) -> None:
         dump_wait: float = typer.Option(
             30.0, "--dump-wait", callback=finite_positive, help="Seconds to wait for the dumps after a hang."
         ),
+        ras_host: str = typer.Option(
+            None,
+            "--ras-host",
+            metavar="HOST",
+            help="On a hang, query NCCL's RAS (ncclras, NCCL 2.24+) on this node (one of the job's)."
+            + computed_default("this node"),
+        ),
+        ras: bool = typer.Option(True, "--ras/--no-ras", help="On a hang, query NCCL's RAS for unresponsive ranks."),
         report_to: str = typer.Option(
             None,
             "--report-to",
@@ -114,6 +122,8 @@ def register(app: typer.Typer) -> None:
             max_s=max_s,
             dump=dump,
             dump_wait_s=dump_wait,
+            ras=ras,
+            ras_host=ras_host,
         )
 
         reporter = _reporter(report_to, token_file, job, as_json)

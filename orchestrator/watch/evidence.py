@@ -16,6 +16,12 @@ and a second ``STEP_HANG`` finding (``details.phase`` ``evidence``) says what wa
 be: ranks that dumped, ranks whose StepTimer answered without a dump (and why), ranks that never answered (a
 process gone, a StepTimer made with ``dump_on_request=False``, a thread that cannot run), and the analysis'
 own missing evidence. Nothing is inferred for a rank without a dump.
+
+**NCCL's RAS** (NCCL 2.24 and later; :func:`ras_evidence`): at the hang the watcher also runs ``ncclras`` (on the
+job's node, ``--ras-host``, default this one) through the runner, within :data:`RAS_TIMEOUT_S`; when its report
+names missing or dead processes (:func:`fleetdx.probes.parsers.nccl_ras.unresponsive`), a ``STEP_HANG``
+finding (``details.phase`` ``ras``) names them with their rank, node, pid and GPU. Without ``ncclras`` (or with
+no RAS listening: an older NCCL, ``NCCL_RAS_ENABLE=0``) one line says why it was not queried.
 """
 
 from __future__ import annotations
@@ -28,11 +34,65 @@ from pathlib import Path
 from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.postmortem.flight import analyze_dir, missing_evidence, to_causes
 from fleetdx.probes.contracts import EvidenceValue, JsonScalar, Severity
-from fleetdx.probes.errors import ConfigError
+from fleetdx.probes.errors import ConfigError, ParseError
+from fleetdx.probes.parsers.nccl_ras import parse_nccl_ras, unresponsive
+from fleetdx.probes.runner import Runner
 from fleetdx.probes.steptimer import TRIGGER_NAME
 
 #: ranks named in a message (the rest counted)
 MAX_NAMED = 16
+#: how long ``ncclras`` may take to answer (its own ``-t``; the runner allows 5 s more)
+RAS_TIMEOUT_S = 10
+
+
+def ras_evidence(runner: Runner, host: str | None = None) -> tuple[list[Finding], str]:
+    """Query NCCL's RAS at a hang (module doc): the ``STEP_HANG`` finding naming the processes it reports
+    missing or dead (none when every process answered), and one line saying what was done or why not."""
+    argv = ["ncclras", "-t", str(RAS_TIMEOUT_S), *(["-h", host] if host else [])]
+    res = runner.run(argv, timeout_s=RAS_TIMEOUT_S + 5)
+    if not res.ok:
+        why = res.reason or (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
+        return [], f"NCCL RAS not queried: {' '.join(argv)}: {why[:200]}"
+    try:
+        rep = parse_nccl_ras(res.stdout)
+    except ParseError as e:
+        return [], f"NCCL RAS answer not read: {e}"
+    procs = unresponsive(rep)
+    if not procs:
+        return [], f"NCCL RAS ({rep.nccl_version or 'version not said'}): every process answered"
+    named = [p for p in procs if p.pid is not None]
+    bare = sorted({p.rank for p in procs if p.pid is None and p.rank is not None})
+    said = [
+        (f"rank {p.rank} " if p.rank is not None else "") + f"(pid {p.pid} on {p.host}, GPU {p.gpu})"
+        for p in named[:MAX_NAMED]
+    ]
+    if len(named) > MAX_NAMED:
+        said.append(f"{len(named) - MAX_NAMED} more")
+    if bare:
+        said.append(f"missing ranks {bare[:MAX_NAMED]} (their processes not named beside them)")
+    kinds = sorted({p.kind for p in rep.problems if p.severity == "error"})
+    errors = [
+        f"{p.kind} {p.comm or ''} {' / '.join(p.lines[:2])}".strip() for p in rep.problems if p.severity == "error"
+    ]
+    finding = Finding(
+        code=FindingCode.STEP_HANG,
+        severity=Severity.CRITICAL,
+        subject="job",
+        message=f"NCCL RAS ({', '.join(kinds)}): unresponsive " + "; ".join(said),
+        nodes=sorted({p.host for p in procs if p.host}),
+        rank=next((p.rank for p in procs if p.rank is not None), None),
+        details={
+            "phase": "ras",
+            "nccl_version": rep.nccl_version or "",
+            "ras_errors": [e[:300] for e in errors[:MAX_NAMED]],
+            "unresponsive_processes": len(named),
+            "unresponsive_ranks": _scalars(sorted({p.rank for p in procs if p.rank is not None})[:MAX_NAMED]),
+        },
+    )
+    summary = f"NCCL RAS: {len(named)} unresponsive process(es)" + (
+        f", missing ranks {bare[:MAX_NAMED]}" if bare else ""
+    )
+    return [finding], summary
 
 
 def _scalars(xs: list[int]) -> list[JsonScalar]:

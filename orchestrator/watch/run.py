@@ -28,12 +28,13 @@ from fleetdx.orchestrator.judgement.envelope import judge
 from fleetdx.orchestrator.postmortem import rules
 from fleetdx.orchestrator.store.records import LIVE_FINDINGS, LiveJobRecord
 from fleetdx.orchestrator.watch.detect import OnlineDetector, WatchPolicy
-from fleetdx.orchestrator.watch.evidence import DumpCollection, request_dumps
+from fleetdx.orchestrator.watch.evidence import DumpCollection, ras_evidence, request_dumps
 from fleetdx.orchestrator.watch.follow import Sources
 from fleetdx.probes.contracts import Contract, Verdict
 from fleetdx.probes.errors import ConfigError
 from fleetdx.probes.parsers.joblog import JobEvent
 from fleetdx.probes.parsers.logline import iso
+from fleetdx.probes.runner import Runner
 
 
 class WatchRequest(Contract):
@@ -47,6 +48,8 @@ class WatchRequest(Contract):
     max_s: float | None = Field(default=None, gt=0)
     dump: bool = True  #: ask for Flight Recorder dumps on a hang
     dump_wait_s: float = Field(default=30.0, gt=0)
+    ras: bool = True  #: query NCCL's RAS (ncclras) on a hang
+    ras_host: str | None = Field(default=None, max_length=255)  #: where RAS listens (the job's node); None: here
 
 
 class WatchResult(Contract):
@@ -104,12 +107,14 @@ class Watcher:
         emit: Callable[[Finding], None],
         note: Callable[[str, str], None] = lambda _kind, _m: None,
         clock: Callable[[], float] = time.monotonic,
+        runner: Runner | None = None,
     ) -> None:
         missing = [str(p) for p in req.paths if not p.exists()]
         if missing:
             raise ConfigError(f"{missing[0]}: no such file or folder")
         self.req = req
         self.emit, self.note, self.clock = emit, note, clock
+        self.runner = runner
         self.detector = OnlineDetector(WatchPolicy(hang_factor=req.hang_factor, hang_min_s=req.hang_min_s))
         self.sources = Sources(list(req.paths))
         self.findings: list[Finding] = []
@@ -154,6 +159,7 @@ class Watcher:
         if hang is not None:
             self._out(hang)
             self._ask_for_dumps(now)
+            self._ask_ras()
         self._collect(now)
         for followed in self.sources.files.values():
             if followed.first_error and followed.first_error not in self._said:
@@ -189,6 +195,19 @@ class Watcher:
         for w in failed:
             self.note("problem", f"dump request not written: {w}")
         self.collection = DumpCollection(rid, dump_dir, ranks, hosts, now + self.req.dump_wait_s, failed)
+
+    def _ask_ras(self) -> None:
+        """Query NCCL's RAS at a hang (:func:`~fleetdx.orchestrator.watch.evidence.ras_evidence`)."""
+        if not self.req.ras:
+            return
+        if self.runner is None:
+            from fleetdx.probes.runner import SubprocessRunner
+
+            self.runner = SubprocessRunner()
+        found, said = ras_evidence(self.runner, self.req.ras_host)
+        self.note("info", said)
+        for f in found:
+            self._out(f)
 
     def done(self) -> bool:
         """Whether ``max_s`` or ``until_idle_s`` is reached."""
