@@ -5,12 +5,6 @@ tests/test_htmlreport_browser.py's."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,53 +14,29 @@ import pytest
 
 from fleetdx.orchestrator.service.api import create_app
 from fleetdx.orchestrator.store import Store
+from tests.browser import chromium, require_chromium, served, shots_dir
 from tests.store_samples import migrated
 
 pytestmark = pytest.mark.chromium
 
-CHROMIUM = os.environ.get("FLEETDX_CHROMIUM") or (
-    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else shutil.which("chromium") or ""
-)
-if not CHROMIUM or not Path(CHROMIUM).exists():
-    pytest.skip(f"Chromium is not installed ({CHROMIUM or 'none on PATH'})", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-uvicorn = pytest.importorskip("uvicorn")
+sync_api = require_chromium()
 
 
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     db = tmp_path_factory.mktemp("docs") / "docs.db"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with Store.open(migrated(f"sqlite:///{db}")) as store:
-        server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 60
-        while not server.started and thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.started, "uvicorn did not start"
-        yield f"http://127.0.0.1:{port}"
-        server.should_exit = True
-        thread.join(30)
+    with Store.open(migrated(f"sqlite:///{db}")) as store, served(create_app(store)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    with chromium(sync_api) as b:
         yield b
-        b.close()
 
 
 def _shots() -> Path:
-    where = os.environ.get("FLEETDX_TEST_ARTIFACTS")
-    if where:
-        out = Path(where) / "api-docs-screenshots"
-        out.mkdir(parents=True, exist_ok=True)
-        return out
-    return Path(tempfile.mkdtemp(prefix="fleetdx-api-docs-screens-"))
+    return shots_dir("api-docs-screenshots")
 
 
 def _open(browser: Any, url: str, ready: str, count: int) -> tuple[Any, list[str], list[str]]:

@@ -8,11 +8,6 @@ the path)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,18 +18,13 @@ import pytest
 
 from fleetdx.orchestrator.service.api import create_app
 from fleetdx.orchestrator.store import Store
+from tests.browser import chromium, require_chromium, served, shots_dir
 from tests.store_samples import migrated, preflight_raw, preflight_run
 from tests.test_fleet_pages import JOB, fill
 
 pytestmark = pytest.mark.chromium
 
-CHROMIUM = os.environ.get("FLEETDX_CHROMIUM") or (
-    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else shutil.which("chromium") or ""
-)
-if not CHROMIUM or not Path(CHROMIUM).exists():
-    pytest.skip(f"Chromium is not installed ({CHROMIUM or 'none on PATH'})", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-uvicorn = pytest.importorskip("uvicorn")
+sync_api = require_chromium()
 
 VIEWPORT = {"width": 1280, "height": 900}
 
@@ -42,40 +32,22 @@ VIEWPORT = {"width": 1280, "height": 900}
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     db = tmp_path_factory.mktemp("fleet") / "fleet.db"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     with Store.open(migrated(f"sqlite:///{db}")) as store:
         fill(store)
         store.save_report(preflight_run("pf-1", 1_763_800_000.0).model_copy(update={"job": JOB}), preflight_raw())
-        server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 60
-        while not server.started and thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.started, "uvicorn did not start"
-        yield f"http://127.0.0.1:{port}"
-        server.should_exit = True
-        thread.join(30)
+        with served(create_app(store)) as url:
+            yield url
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    with chromium(sync_api) as b:
         yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
 def shots() -> Path:
-    where = os.environ.get("FLEETDX_TEST_ARTIFACTS")
-    if where:
-        out = Path(where) / "fleet-page-screenshots"
-        out.mkdir(parents=True, exist_ok=True)
-        return out
-    return Path(tempfile.mkdtemp(prefix="fleetdx-fleet-screens-"))
+    return shots_dir("fleet-page-screenshots")
 
 
 def _open(browser: Any, url: str, charts: int) -> tuple[Any, list[str], list[str]]:
@@ -155,23 +127,12 @@ def big_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         Finding(code=FindingCode.GPU_XID, severity=Severity.CRITICAL, nodes=[h], subject="GPU0", message="XID 79")
         for h in hosts[::50]
     ]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     with Store.open(migrated(f"sqlite:///{db}")) as store:
         store.save_report(assemble_report(RunKind.PREFLIGHT, hosts, bad, started_at=1.7e9, level=Level.QUICK))
         for h in hosts[::100]:
             node_states.record(store, h, DrainEvent(at=1.7e9 + 10, reason="XID 79 GPU0"))
-        server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 60
-        while not server.started and thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.started, "uvicorn did not start"
-        yield f"http://127.0.0.1:{port}"
-        server.should_exit = True
-        thread.join(30)
+        with served(create_app(store)) as url:
+            yield url
 
 
 def test_a_fleet_of_5000_nodes_in_chromium(browser: Any, big_url: str, shots: Path) -> None:
