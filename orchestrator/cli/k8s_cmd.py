@@ -21,6 +21,15 @@ from fleetdx.probes.contracts import Level
 k8s_app = typer.Typer(help="Write fleetdx verdicts onto Kubernetes nodes.", no_args_is_help=True)
 
 
+#: the options every command that talks to the API server takes
+Kubeconfig = Annotated[
+    str | None,
+    typer.Option("--kubeconfig", help="Kubeconfig file." + computed_default("$KUBECONFIG, then ~/.kube/config")),
+]
+InCluster = Annotated[bool, typer.Option("--in-cluster", help="Use the pod's service account (inside Kubernetes).")]
+Server = Annotated[str | None, typer.Option("--server", help="API server URL, overriding the config's.")]
+
+
 @k8s_app.command("mark")
 @handle_errors
 def mark(
@@ -40,14 +49,9 @@ def mark(
             "nodes that are no longer CRITICAL (other taints are never touched).",
         ),
     ] = False,
-    kubeconfig: Annotated[
-        str | None,
-        typer.Option("--kubeconfig", help="Kubeconfig file." + computed_default("$KUBECONFIG, then ~/.kube/config")),
-    ] = None,
-    in_cluster: Annotated[
-        bool, typer.Option("--in-cluster", help="Use the pod's service account (inside Kubernetes).")
-    ] = False,
-    server: Annotated[str | None, typer.Option("--server", help="API server URL, overriding the config's.")] = None,
+    kubeconfig: Kubeconfig = None,
+    in_cluster: InCluster = False,
+    server: Server = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be written; write nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one result per node as JSON.")] = False,
 ) -> None:
@@ -130,14 +134,9 @@ def watch(
             "within $FLEETDX_FLAP_WINDOW_S (24 h) of such a return stays tainted until a person removes it.",
         ),
     ] = False,
-    kubeconfig: Annotated[
-        str | None,
-        typer.Option("--kubeconfig", help="Kubeconfig file." + computed_default("$KUBECONFIG, then ~/.kube/config")),
-    ] = None,
-    in_cluster: Annotated[
-        bool, typer.Option("--in-cluster", help="Use the pod's service account (inside Kubernetes).")
-    ] = False,
-    server: Annotated[str | None, typer.Option("--server", help="API server URL, overriding the config's.")] = None,
+    kubeconfig: Kubeconfig = None,
+    in_cluster: InCluster = False,
+    server: Server = None,
     report_to: Annotated[
         str | None,
         typer.Option("--report-to", help="Also push each report to this fleetdx service (its base URL)."),
