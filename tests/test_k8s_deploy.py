@@ -297,8 +297,9 @@ def test_init_container_migrates_and_the_server_args_start_serve(
     (init,) = pod["initContainers"]
     (server,) = pod["containers"]
     assert init["command"] == ["fleetdx", "db", "upgrade"] and server["command"] == ["fleetdx", "serve"]
-    for var in _SERVE_ENV:
-        monkeypatch.delenv(var, raising=False)
+    for var in _SERVE_ENV:  # recorded (set, then deleted) so that teardown removes what serve sets in-process
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
     monkeypatch.setenv("FLEETDX_DB_URL", empty_url)
     calls: dict[str, Any] = {}
 
@@ -375,3 +376,26 @@ def test_rayjob_entrypoint_survives_kuberay_s_and_ray_s_shells(tmp_path: Path) -
     for argv in calls:
         res = CliRunner().invoke(app, [*argv, "--help"])
         assert res.exit_code == 0, (argv, res.output)
+
+
+def test_serve_leaves_no_multiprocess_dir_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fleetdx serve --workers 2` run in-process (uvicorn stood in for) removes the PROMETHEUS_MULTIPROC_DIR it
+    made and its variable: a Ray head started later from the same process (the CI's Slurm tests ran after this)
+    died on prometheus-client opening files in the removed folder."""
+    from fleetdx.orchestrator.cli import serve_cmd
+    from fleetdx.orchestrator.store import Store
+    from tests.cliapp import cli_app
+
+    for var in _SERVE_ENV:
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(serve_cmd, "_listening_socket", lambda host, port: socket.socket())
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: seen.update(dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR")))
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    with Store.open(db) as store:  # serve refuses an empty database: migrate it as db upgrade does
+        store.upgrade()
+    res = CliRunner().invoke(cli_app(serve_cmd), ["serve", "--db", db, "--workers", "2"])
+    assert res.exit_code == 0, res.output
+    assert seen["dir"] and not Path(seen["dir"]).exists()
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ

@@ -240,8 +240,18 @@ def serve(
     finally:
         if listener is not None:
             listener.close()
-        if own_dir is not None:
-            shutil.rmtree(own_dir, ignore_errors=True)
+        _drop_multiproc_dir(own_dir)
+
+
+def _drop_multiproc_dir(own_dir: str | None) -> None:
+    """Remove the multiprocess folder serve made (``None``: it made none) and its variable: a process started
+    from here later (a Ray head, a test's next server) must not be pointed at a removed folder
+    (prometheus-client fails opening its files there)."""
+    if own_dir is None:
+        return
+    shutil.rmtree(own_dir, ignore_errors=True)
+    if os.environ.get(MULTIPROC_ENV) == own_dir:
+        del os.environ[MULTIPROC_ENV]
 
 
 def stderr_logging() -> dict[str, Any]:
