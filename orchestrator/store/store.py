@@ -75,6 +75,8 @@ R = TypeVar("R", bound=Report)
 RAW_ENCODING = "zlib"
 #: attempts of one write when SQLite still reports "database is locked" after busy_timeout
 WRITE_ATTEMPTS = 5
+#: attempts of one run's write when a concurrent writer made a row it makes too (a node's first state row)
+CONFLICT_ATTEMPTS = 3
 #: base of the randomised exponential backoff between those attempts (s): attempt k waits 1-4 x base x 2^k
 RETRY_BACKOFF_S = 0.05
 
@@ -192,13 +194,18 @@ class Store:
         hosts = [n.host for n in report.nodes]
         if len(set(hosts)) != len(hosts):
             raise StoreError(f"run {report.run_id}: a host appears twice in its nodes")
-        try:
-            return self._write(lambda session: _insert_run(session, report, raw, self.flap_window_s))
-        except _Conflict:
-            # another writer stored the same run_id between our check and our insert
-            if self._run_exists(report.run_id):
-                return False
-            raise StoreError(f"run {report.run_id}: rejected by a constraint of {self.url}") from None
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                return self._write(lambda session: _insert_run(session, report, raw, self.flap_window_s))
+            except _Conflict:
+                # another writer stored the same run_id between our check and our insert
+                if self._run_exists(report.run_id):
+                    return False
+                # or created a row this run's transaction creates too (a node's first state, stored by a run of
+                # the same host committed meanwhile): the transaction is tried again, and then updates that row
+                if attempt == CONFLICT_ATTEMPTS:
+                    raise StoreError(f"run {report.run_id}: rejected by a constraint of {self.url}") from None
+        raise AssertionError("unreachable")
 
     def save_reports(self, items: Sequence[tuple[RunReport, Mapping[str, Mapping[str, str]] | None]]) -> list[bool]:
         """Store several runs, each with its raw outputs (as :meth:`save_report`), in one transaction: one
