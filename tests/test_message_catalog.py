@@ -14,6 +14,7 @@ from fleetdx.probes.errors import ConfigError
 from fleetdx.probes.parsers import msgcatalog
 from fleetdx.probes.parsers.joblog import EventKind, parse_joblog
 from fleetdx.probes.parsers.joblog_kernel import parse_kernel_log
+from fleetdx.probes.parsers.literals import Literals
 from fleetdx.probes.parsers.logline import normalise_line
 from fleetdx.probes.parsers.msgcatalog import (
     GROUPS,
@@ -22,7 +23,6 @@ from fleetdx.probes.parsers.msgcatalog import (
     catalog,
     load_rows,
     to_bytes,
-    trie_pattern,
 )
 
 ROWS = load_rows()
@@ -236,21 +236,22 @@ def test_lines_without_catalog_literals_give_no_catalog_events() -> None:
 @pytest.mark.parametrize(
     "literals", [["abc", "abd", "ab"], ["Bus error", "Caught signal 7 (Bus error", "B"], [r.literal for r in ROWS]]
 )
-def test_the_trie_gate_matches_exactly_the_lines_holding_a_literal(literals: list[str]) -> None:
-    rx = re.compile(trie_pattern(literals))
+def test_the_literal_gate_matches_exactly_the_lines_holding_a_literal(literals: list[str]) -> None:
+    gate = Literals(literals)
     for lit in literals:
-        assert rx.search(f"<{lit}>") is not None
-        assert rx.fullmatch(lit) is not None
+        assert gate.any_in(f"<{lit}>") and lit in gate.found_in(f"<{lit}>")
         for cut in (lit[:-1], lit[1:]):
             if not any(other in cut for other in literals):
-                assert rx.search(cut) is None
+                assert not gate.any_in(cut) and gate.found_in(cut) == set()
     with pytest.raises(ValueError):
-        trie_pattern(["a", ""])
+        Literals(["a", ""])
+    with pytest.raises(ValueError):
+        Literals([])
 
 
 def test_the_literals_a_line_holds_are_found_by_the_gate_alone() -> None:
-    """``scan`` finds a line's literals from the gate's matches (one search per occurrence), not from an ``in``
-    test per literal: the same set on every fixture, on lines holding several literals, overlapping ones, and
+    """``scan`` finds a line's literals from the gate's one pass, not from an ``in`` test per literal: the same
+    set on every fixture, on lines holding several literals, overlapping ones, and
     literals glued to each other."""
     import random
 

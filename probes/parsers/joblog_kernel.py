@@ -44,8 +44,9 @@ from fleetdx.probes.parsers.joblog import (
     JobEvent,
     JobLog,
 )
+from fleetdx.probes.parsers.literals import Literals
 from fleetdx.probes.parsers.logline import MAX_LINE, LogLine, normalise_line, stamp_ts
-from fleetdx.probes.parsers.msgcatalog import Catalog, catalog, trie_pattern
+from fleetdx.probes.parsers.msgcatalog import Catalog, catalog
 from fleetdx.probes.parsers.xid import parse_xid
 
 FMT = "kernel-log"
@@ -95,9 +96,9 @@ _TRIGGER_KEYS = (
 #: the message catalog's kernel rows that its scan reads (``linux`` rows of the ``catalog`` extractor: mlx5's health
 #: and firmware-command timeouts): a kernel log gives their events too, the PCI address as ``pci`` and ``bus_id``
 _KERNEL_ROWS = Catalog([r for r in catalog().rows if r.extractor == "catalog" and r.source.project == "linux"])
-#: the keys and those rows' literals as one trie-shaped pattern: one pass over a line (a job log's lines all meet
+#: the keys and those rows' literals as one Aho-Corasick automaton: one pass over a line (a job log's lines all meet
 #: it, most miss it)
-_TRIGGER_GATE = re.compile(trie_pattern({k: [] for k in (*_TRIGGER_KEYS, *_KERNEL_ROWS.literals)}))
+_TRIGGER_GATE = Literals((*_TRIGGER_KEYS, *_KERNEL_ROWS.literals))
 
 
 def _event(kind: EventKind, file: str, n: int, raw: str, ll: LogLine, year: int | None, **det: JsonScalar) -> JobEvent:
@@ -156,7 +157,7 @@ class KernelLogScanner:
         if "\x00" in raw:
             raise ParseError(FMT, n, "kernel log text", "binary data (NUL byte) in input")
         raw = raw[:MAX_LINE].rstrip("\r\n")
-        if _TRIGGER_GATE.search(raw) is None and not (self._aer_dev is not None and self._aer_dev in raw):
+        if not _TRIGGER_GATE.any_in(raw) and not (self._aer_dev is not None and self._aer_dev in raw):
             if self._nvrm:
                 self._flush_nvrm()
             return
