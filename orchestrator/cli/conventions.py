@@ -200,8 +200,25 @@ def apply(command: Any) -> None:
     for param in getattr(command, "params", []):
         param.metavar = _metavar(param)
     _quiet_help_option(command)
+    _help_table_on_help(command)
     for sub in getattr(command, "commands", {}).values():
         apply(sub)
+
+
+def _help_table_on_help(command: Any) -> None:
+    """Install :class:`HelpTable` when ``command`` formats its help, not before: typer's ``rich_utils`` (rich's
+    markdown, syntax and traceback modules) costs about 0.05 s of CPU to import, and a command that runs, a Slurm
+    prolog's ``preflight`` above all, never shows help."""
+    format_help = command.format_help
+    if getattr(format_help, "_fleetdx", False):
+        return
+
+    def with_help_table(ctx: Any, formatter: Any) -> Any:
+        install_help_table()
+        return format_help(ctx, formatter)
+
+    with_help_table._fleetdx = True  # type: ignore[attr-defined]
+    command.format_help = with_help_table
 
 
 #: the widest the option-name column of ``--help`` grows (longer names and choices wrap): the help text beside

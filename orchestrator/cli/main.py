@@ -48,8 +48,7 @@ class NagiosGroup(TyperGroup):
         return self.commands.get(cmd_name)
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
-        conventions.apply(self)
-        conventions.install_help_table()
+        conventions.apply(self)  # the help table is installed when help is shown (conventions._help_table_on_help)
         try:
             rv = super().main(*args, **{**kwargs, "standalone_mode": False})
         except typer.TyperException as e:  # click's usage errors (typer vendors click): shown as click shows them
