@@ -280,5 +280,3 @@ def install_help_table() -> None:
     from typer import rich_utils
 
     rich_utils.Table = HelpTable  # type: ignore[attr-defined]
-
-
