@@ -243,13 +243,51 @@ def _segments(raw: str) -> list[str]:
 def normalise_line(raw: str) -> list[LogLine]:
     """The logical lines of one physical line ``raw``: ANSI codes removed, cut after progress bars and carriage
     returns, split where the host of the line's ``host: `` prefix starts a line again mid-line, each without its
-    prefixes (see the module doc). Never raises."""
+    prefixes (see the module doc). Never raises.
+
+    A line that starts with a launcher's rank or task prefix (``[rankN]:``, ``srun -l``'s ``N: ``) and is not cut
+    by a carriage return or a progress bar is read as its prefix plus what follows it, and what follows is read
+    once however many ranks print it (:func:`_after_prefix`): the same answer as the whole line's reading."""
     raw = raw[:MAX_LINE].rstrip("\n")
+    split = _rank_prefix(raw) if ("\r" not in raw and "%|" not in raw) else None
+    if split is not None:
+        rank, task, rest = split
+        lines = _after_prefix(rest) if len(rest) <= MEMO_MAX_CHARS else _normalise(rest, _MAX_PREFIXES - 1)
+        first = lines[0] if lines else LogLine(body="")
+        if rank is not None and first.rank is None:
+            first = first._replace(rank=rank)
+        elif task is not None and first.task is None:
+            first = first._replace(task=task)
+        return [first, *lines[1:]]
+    return _normalise(raw, _MAX_PREFIXES)
+
+
+def _rank_prefix(raw: str) -> tuple[int | None, int | None, str] | None:
+    """(rank, task, the rest) of a line starting with ``[rankN]:`` or ``N: `` (see :func:`_strip_prefixes`)."""
+    if raw.startswith("[rank"):
+        j = raw.find("]:", 5, 14)
+        if j > 5 and raw[5:j].isdecimal():
+            return int(raw[5:j]), None, raw[j + 2 :]
+    elif raw[:1].isdecimal():
+        j = raw.find(":", 1, 7)
+        if j > 0 and raw[:j].isdecimal() and raw[j + 1 : j + 2] in (" ", "\t"):
+            return None, int(raw[:j]), raw[j + 2 :]
+    return None
+
+
+@lru_cache(maxsize=8_192)
+def _after_prefix(rest: str) -> tuple[LogLine, ...]:
+    """The logical lines of what follows a rank or task prefix (no prefix filled in), read with one prefix fewer
+    to go. Neither prefix holds what the ANSI pattern removes, so removing it here is removing it from the line."""
+    return tuple(_normalise(rest, _MAX_PREFIXES - 1))
+
+
+def _normalise(raw: str, limit: int) -> list[LogLine]:
     if "[" in raw or "\x1b" in raw:
         raw = _ANSI_RE.sub("", raw)
     out: list[LogLine] = []
     for seg in _segments(raw):
-        first = _strip_prefixes(seg)
+        first = _strip_prefixes(seg) if limit == _MAX_PREFIXES else _strip_all(seg, limit)
         if first.host is not None and f" {first.host}: " in first.body:
             pieces = first.body.split(f" {first.host}: ")
             out.append(first._replace(body=pieces[0]))
