@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import typer
 import typer.main
@@ -68,3 +70,21 @@ def test_help_lists_every_command_in_table_order() -> None:
 def test_an_unknown_command_is_a_usage_error() -> None:
     proc = subprocess.run([sys.executable, "-m", "fleetdx", "nosuch"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 3 and "No such command 'nosuch'" in proc.stderr
+
+
+def test_the_prologs_path_loads_no_database_library_and_no_help_renderer(tmp_path: Path) -> None:
+    """``preflight --json --spool`` (what slurm/prolog.sh should run) writes its spool file without SQLAlchemy,
+    and typer's rich help renderer (rich's markdown, syntax and traceback modules) loads only to show help."""
+    env = {**os.environ, "FLEETDX_SPOOL_DIR": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOADED, "preflight", "--json", "--spool"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("LOADED "))
+    loaded = set(json.loads(line.removeprefix("LOADED ")))
+    assert "fleetdx.orchestrator.store.spool" in loaded  # the spool file was written by this path
+    assert not loaded & {"sqlalchemy", "alembic", "typer.rich_utils", "rich.markdown", "ray"}
+    assert "typer.rich_utils" in _loaded("preflight", "--help")
