@@ -914,13 +914,13 @@ class JobLogScanner:
         if ev.rank is not None and ev.host is not None and len(self._rank_hosts) < MAX_HOSTS:
             self._rank_hosts.setdefault(ev.rank, ev.host)
 
-    def _time(self, ll: LogLine) -> tuple[str | None, float | None]:
+    def _note_year(self, ll: LogLine) -> None:
+        """Remember the year a line's stamps name (it dates later stamps printed without one)."""
+        if ll.time is None and ll.outer_time is None:
+            return
         y = year_of(ll.outer_time) or year_of(ll.time)
         if y is not None:
             self.year, self.year_assumed = y, False
-        if ll.time is None:
-            return None, None
-        return ll.time, stamp_ts(ll.time, self.year)
 
     # ---- lines
     def feed(self, raw: str) -> None:
@@ -1165,59 +1165,40 @@ class JobLogScanner:
             return
         if facts.glog_stamp is not None:  # the process's own glog stamp is the innermost
             ll = ll._replace(time=facts.glog_stamp, outer_time=ll.outer_time or ll.time)
-        time, ts = self._time(ll)
-        rank = ll.rank
-        msg_rank = facts.msg_rank
+        self._note_year(ll)
         host = ll.host
         red = ll.host_redacted
         if facts.nccl_host is not None:
             h, r2 = host_of(facts.nccl_host)
             host = host or h
             red = red or r2
-        text = raw[: MAX_TEXT * 2] if "\n" in raw else raw[:MAX_TEXT]
+        ts: float | None = None
+        timed = False
         for f in facts.found:
-            det = dict(f.details)
-            if facts.pg is not None:
-                det["pg"] = facts.pg
-                if facts.pg_guid:
-                    det["pg_guid"] = facts.pg_guid
-                if facts.pg_desc:
-                    det["pg_desc"] = facts.pg_desc
-            if msg_rank is not None:
-                det["pg_rank"] = msg_rank
-            if facts.nccl_dev is not None:
-                det["cuda_device"] = facts.nccl_dev
-                det["pid"] = facts.nccl_pid
-            elif ll.pid is not None:
-                det["pid"] = ll.pid
-            if ll.task is not None:
-                det["task"] = ll.task
-            if ll.uptime_s is not None:
-                det["uptime_s"] = ll.uptime_s
-            if ll.outer_time is not None:
-                det["collector_time"] = ll.outer_time
-            if red:
-                det["host_redacted"] = True
-            if self.year_assumed and ts is not None and not f.time:
-                det["year_assumed"] = True
             # a [Rank N] of the default process group is the global rank; of another group, only the group's
-            ev_rank = rank
-            if ev_rank is None and msg_rank is not None and det.get("pg", 0) == 0:
-                ev_rank = msg_rank
+            ev_rank = ll.rank
+            if (
+                ev_rank is None
+                and facts.msg_rank is not None
+                and (facts.pg if facts.pg is not None else f.details.get("pg", 0)) == 0
+            ):
+                ev_rank = facts.msg_rank
             if ev_rank is None and f.rank is not None:
                 ev_rank = f.rank
-            if det.get("culprit_self") is True and ev_rank is not None:  # "from this local rank": it timed out
-                if (ev_rank, f.host or host) in self._timed_out:
-                    continue  # this rank's own watchdog-timeout event already says it, with the collective
-                det.setdefault("culprit_rank", ev_rank)
-            if f.kind is EventKind.CHILD_FAILED and "local_rank" not in det and ll.local_rank is None:
-                lr = _LOCAL_RANK_ARG_RE.search(body)  # DeepSpeed's launcher: the child's own '--local_rank=N'
-                if lr is not None:
-                    det["local_rank"] = int(lr.group(1))
-            if self._full((f.kind, ev_rank, f.host or host)):
+            ev_host = f.host or host
+            culprit_self = f.details.get("culprit_self") is True and ev_rank is not None
+            if culprit_self and (ev_rank, ev_host) in self._timed_out:
+                continue  # this rank's own watchdog-timeout event already says it, with the collective
+            if self._full((f.kind, ev_rank, ev_host)):
                 self.dropped += 1  # as _keep would, before paying for the event
                 continue
-            ev_time, ev_ts = (f.time, stamp_ts(f.time, self.year)) if f.time else (time, ts)
+            if not timed:
+                ts, timed = (stamp_ts(ll.time, self.year) if ll.time is not None else None), True
+            det = self._details(f, facts, ll, red, body)
+            if self.year_assumed and ts is not None and not f.time:
+                det["year_assumed"] = True
+            if culprit_self:  # "from this local rank": it timed out
+                det.setdefault("culprit_rank", ev_rank)
             kept = len(self.events)
             self._keep(
                 JobEvent(
@@ -1225,17 +1206,48 @@ class JobLogScanner:
                     rank=ev_rank,
                     local_rank=ll.local_rank if ll.local_rank is not None else _int(str(det.get("local_rank"))),
                     task=ll.task if f.kind is not EventKind.SRUN_TASK_EXIT else _int(str(det.get("task"))),
-                    host=f.host or host,
-                    time=ev_time,
-                    ts=ev_ts,
+                    host=ev_host,
+                    time=f.time or ll.time,
+                    ts=stamp_ts(f.time, self.year) if f.time else ts,
                     file=self.file,
                     line=n,
-                    text=text,
+                    text=raw[: MAX_TEXT * 2] if "\n" in raw else raw[:MAX_TEXT],
                     details=det,
                 )
             )
             if f.kind is EventKind.SIGNAL and "exception" in det and "what" not in det and len(self.events) > kept:
                 self._terminates.append((kept, n, ll.rank, ll.local_rank, host))
+
+    @staticmethod
+    def _details(f: _Found, facts: _BodyFacts, ll: LogLine, red: bool, body: str) -> dict[str, JsonScalar]:
+        """An event's details: the message's own, and what the line's prefixes and the body's other words say."""
+        det = dict(f.details)
+        if facts.pg is not None:
+            det["pg"] = facts.pg
+            if facts.pg_guid:
+                det["pg_guid"] = facts.pg_guid
+            if facts.pg_desc:
+                det["pg_desc"] = facts.pg_desc
+        if facts.msg_rank is not None:
+            det["pg_rank"] = facts.msg_rank
+        if facts.nccl_dev is not None:
+            det["cuda_device"] = facts.nccl_dev
+            det["pid"] = facts.nccl_pid
+        elif ll.pid is not None:
+            det["pid"] = ll.pid
+        if ll.task is not None:
+            det["task"] = ll.task
+        if ll.uptime_s is not None:
+            det["uptime_s"] = ll.uptime_s
+        if ll.outer_time is not None:
+            det["collector_time"] = ll.outer_time
+        if red:
+            det["host_redacted"] = True
+        if f.kind is EventKind.CHILD_FAILED and "local_rank" not in det and ll.local_rank is None:
+            lr = _LOCAL_RANK_ARG_RE.search(body)  # DeepSpeed's launcher: the child's own '--local_rank=N'
+            if lr is not None:
+                det["local_rank"] = int(lr.group(1))
+        return det
 
     def flush(self) -> None:
         """Close what waits for more lines (a wrapped message, a ChildFailedError entry) as if the log ended here:
