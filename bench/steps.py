@@ -21,6 +21,14 @@ scale on synthesised traces, and the StepTimer's overhead.
    folder, removed at the end.
 3. **StepTimer overhead**: 2,000 empty steps of 7 stages with ``sync="none"`` writing to a real file, against
    the same loop without the timer; the per-step cost as a share of a 100 ms step (the target is under 1%).
+
+``--whole-process`` (issue 22's row: "one real trace, whole process, as users run it") measures instead, on each
+real trace folder, the CPU seconds (user + sys of the process and its children, ``os.wait4``) of the whole
+command as a user runs it, start-up included: ``fleetdx steps FOLDER`` against a fresh ``python -c`` that
+imports HTA and runs ``TraceAnalysis(trace_dir=FOLDER).get_temporal_breakdown(visualize=False)``, with a bare
+``python -c pass`` beside them; the three alternate, ``--repeat`` times, and medians are printed with the ratio
+HTA / fleetdx (goal: at least 3x on one trace). The package's bytecode is compiled first, as ``pip install``
+leaves it (with ``PYTHONDONTWRITEBYTECODE`` set and a stale ``__pycache__``, every run would compile again).
 """
 
 from __future__ import annotations
@@ -261,6 +269,71 @@ def timer_overhead(steps: int = 2000, sync: str = "none") -> dict[str, Any]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+#: what a user runs to get HTA's idle / compute / non-compute split of one folder (HTA's README), in a fresh process
+HTA_SCRIPT = """
+import logging, sys, warnings
+logging.disable(logging.WARNING)
+warnings.simplefilter("ignore")
+from hta.trace_analysis import TraceAnalysis
+TraceAnalysis(trace_dir=sys.argv[1]).get_temporal_breakdown(visualize=False)
+"""
+GOAL_RATIO = 3.0
+
+
+def process_cpu(argv: list[str]) -> tuple[float, int]:
+    """CPU seconds (user + sys, children included) and exit code of ``argv`` in a fresh process."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    _, status, ru = os.wait4(proc.pid, 0)
+    return ru.ru_utime + ru.ru_stime, os.waitstatus_to_exitcode(status)
+
+
+def whole_process(repeat: int, as_json: bool) -> int:
+    """The ``--whole-process`` comparison (module docstring); exit 1 when no trace reaches the goal, 0 when one
+    does, 3 when HTA is missing."""
+    import compileall
+    import statistics
+
+    try:
+        import hta  # noqa: F401
+    except ImportError:
+        print("skipped: HolisticTraceAnalysis is not installed (pip install 'fleetdx[hta]')")
+        return 3
+    compileall.compile_dir(str(ROOT / "fleetdx"), quiet=1)  # follows the links to probes/, topology/, orchestrator/
+    script = Path(sys.executable).with_name("fleetdx")
+    fleetdx = [str(script)] if script.exists() else [sys.executable, "-m", "fleetdx"]
+    rows: dict[str, dict[str, float]] = {}
+    for name in REAL:
+        folder = str(FIX / name)
+        cases = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "fleetdx steps": [*fleetdx, "steps", folder],
+            "HTA": [sys.executable, "-c", HTA_SCRIPT, folder],
+        }
+        runs: dict[str, list[float]] = {k: [] for k in cases}
+        for _ in range(repeat):
+            for k, argv in cases.items():
+                cpu, code = process_cpu(argv)
+                if code not in (0, 1):  # steps exits 1 on a warning finding
+                    raise RuntimeError(f"{k} on {name} exited {code}")
+                runs[k].append(cpu)
+        rows[name] = {k: statistics.median(v) for k, v in runs.items()}
+    best = max(r["HTA"] / r["fleetdx steps"] for r in rows.values())
+    if as_json:
+        print(json.dumps({"repeat": repeat, "cpu_s": rows, "best_ratio": best, "goal_ratio": GOAL_RATIO}, indent=2))
+    else:
+        print(
+            "fleetdx steps vs HTA get_temporal_breakdown, whole process: CPU s (user + sys, children), "
+            f"median of {repeat}"
+        )
+        print(f"   {'traces':22} {'python':>7} {'fleetdx':>8} {'HTA':>7} {'HTA/fleetdx':>11} {'fleetdx/python':>14}")
+        for name, r in rows.items():
+            f, h, p = r["fleetdx steps"], r["HTA"], r["python -c pass"]
+            print(f"   {name:22} {p:7.3f} {f:8.3f} {h:7.3f} {h / f:10.1f}x {f / p:13.1f}x")
+        verdict = "met" if best >= GOAL_RATIO else "MISSED"
+        print(f"goal: HTA / fleetdx at least {GOAL_RATIO:g}x on one trace: {verdict} (best {best:.1f}x)")
+    return 0 if best >= GOAL_RATIO else 1
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, default=128)
@@ -273,7 +346,15 @@ def main() -> None:
     )
     ap.add_argument("--timer-sync", default="none", help="StepTimer sync mode for the overhead: none, cuda-events...")
     ap.add_argument("--worker", nargs=2, metavar=("TOOL", "DIR"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--whole-process",
+        action="store_true",
+        help="CPU of the whole fleetdx steps and HTA processes, start-up included (issue 22's row)",
+    )
+    ap.add_argument("--repeat", type=int, default=5, help="runs of each process with --whole-process (median)")
     args = ap.parse_args()
+    if args.whole_process:
+        raise SystemExit(whole_process(args.repeat, args.json))
     if args.worker:
         print(json.dumps(worker(args.worker[0], Path(args.worker[1]))))
         return
