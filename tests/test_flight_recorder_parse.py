@@ -217,6 +217,24 @@ def _only_parse_error(data: bytes) -> None:
         pass
 
 
+def _same_answer(data: bytes) -> bool:
+    """The column reader (what ``analyze_dir`` reads each rank with) answers as the entry-by-entry reader: the
+    same columns, or the same error. True when it read the entries in bulk (not by falling back)."""
+    try:
+        want: Any = [list(c) for c in flight_recorder.FrCols.of(flight_recorder.scan_flight_recorder(data).rows)]
+    except ParseError as e:
+        want = str(e)
+    try:
+        got: Any = [list(c) for c in flight_recorder.scan_columns(data).cols]
+    except ParseError as e:
+        got = str(e)
+    assert got == want
+    try:
+        return flight_recorder._read(data, False, columns=True)[1] is not None
+    except ParseError:
+        return False
+
+
 @FUZZ
 @given(mutated())
 def test_fuzz_mutated_real_dumps(data: bytes) -> None:
@@ -251,6 +269,7 @@ def test_fuzz_structured_entries(entry: dict[str, Any], extra: dict[str, Any], e
     doc = {"version": "2.10", "entries": [entry], "pg_config": extra, "pg_status": extra}
     data = json.dumps(doc).encode() if enc == "json" else pickle.dumps(doc, protocol=4)
     _only_parse_error(data)
+    _same_answer(data)
 
 
 def test_reference_cycle_refused() -> None:
@@ -321,3 +340,91 @@ def test_shape_check_is_the_walk_of_every_path() -> None:
         assert flight_recorder._shape_ok(pool[-1], budget) == want
         answers.add(want)
     assert answers == {True, False}
+
+
+_ODD_VALUES: list[Any] = [None, "5", "-3", 0, -1, True, 2**70, -(2**64), [1], (1, 2), {"a": 1}, 1.5, "", [], [[]]]
+
+
+def _mutate(rng: random.Random, doc: dict[str, Any]) -> dict[str, Any]:
+    """A few edits of a real dump's entries: odd values, missing keys, coalesced and point-to-point entries,
+    other groups, shared lists, JSON's zeros, frames of other shapes."""
+    es = doc["entries"]
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randrange(len(es))
+        e = es[i] = dict(es[i])
+        key = rng.choice([*e, "seq_id", "extra"])
+        edit = rng.randrange(16)
+        if edit >= 8:  # a value of the usual type (sometimes 0 or None, as JSON dumps and older versions write)
+            v = e.get(key)
+            e[key] = rng.choice([0, None, 7]) if type(v) is int else v
+            e[key] = rng.choice(_ODD_VALUES)
+        elif edit == 1:
+            e.pop(key, None)
+        elif edit == 2:
+            es.insert(i, dict(e, op_id=rng.randrange(3)))
+        elif edit == 3:
+            e["profiling_name"] = rng.choice(["nccl:send", "gloo:all_to_all", "gloo:scatter", "x"])
+            e["is_p2p"] = rng.random() < 0.3
+        elif edit == 4:
+            e["process_group"] = rng.choice([("1", "tp"), ["0", "default_pg"], ("0",), ("0", 1)])
+        elif edit == 5:
+            e["input_sizes"] = es[rng.randrange(len(es))].get("input_sizes")
+        elif edit == 6:
+            e[rng.choice(["time_created_ns", "time_discovered_started_ns"])] = rng.choice([0, "0", "12", None, 2**64])
+        else:
+            many = [{"name": "f", "line": 2}] * (MAX_FRAMES + 1) + [5]  # not a dict past MAX_FRAMES: not read
+            e["frames"] = rng.choice([None, [], [1], [{"name": [1]}], many, [None], [[1, "2"]]])
+    return doc
+
+
+def test_column_reader_answers_as_the_entry_reader() -> None:
+    """Real dumps edited at random (pickle and JSON): the column reader gives the entry reader's columns or its
+    error, reading in bulk where the dump has the usual shape and falling back where it has not."""
+    rng = random.Random(22)
+    docs = [pickle.loads(b) for b in REAL_BYTES if b.startswith(b"\x80")]  # our own fixtures
+    bulk = fallback = 0
+    for _ in range(400):
+        doc = rng.choice(docs)
+        doc = _mutate(rng, {**doc, "entries": list(doc["entries"])})
+        if rng.random() < 0.2:
+            try:
+                data = json.dumps(doc).encode()
+            except (TypeError, ValueError):
+                data = pickle.dumps(doc, protocol=4)
+        else:
+            data = pickle.dumps(doc, protocol=rng.choice([2, 4, 5]))
+        if _same_answer(data):
+            bulk += 1
+        else:
+            fallback += 1
+    assert bulk > 50 and fallback > 50
+    assert all(_same_answer(b) for b in REAL_BYTES)  # every real dump is read in bulk
+
+
+def test_column_reader_refuses_what_the_shape_check_refuses() -> None:
+    """Memo-shared containers inside the usual shape (every entry the same dict, its sizes one shared list), a
+    bomb under a key the reader does not read, in the header, a cycle, deep nesting: refused by the column
+    reader too, before anything walks them."""
+    shape = [[0] * 100] * 100
+    entry = {"record_id": 0, "process_group": ("0", "d"), "collective_seq_id": 1, "profiling_name": "x"}
+    bomb: list[Any] = [0]
+    for _ in range(6):
+        bomb = [bomb] * 100
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    payloads = [
+        {"version": "2.10", "entries": [dict(entry, input_sizes=shape)] * 1000},
+        {"version": "2.10", "entries": [dict(entry, thread_name=bomb)]},
+        {"version": "2.10", "entries": [entry], "pg_config": {"0": {"ranks": bomb}}},
+        {"version": "2.10", "entries": [dict(entry, frames=[{"name": bomb}])]},
+        {"version": "2.10", "entries": [dict(entry, input_sizes=cycle)]},
+    ]
+    for doc in payloads:
+        data = pickle.dumps(doc, protocol=4)
+        assert len(data) < 20_000
+        with pytest.raises(ParseError, match="nested|object per input byte"):
+            flight_recorder.scan_columns(data)
+    head = b"\x80\x02}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries"
+    deep = head + b"]" * 100_000 + b"a" * 99_999 + b"u."  # {"version": "2.10", "entries": [[[...]]]}
+    with pytest.raises(ParseError, match="nested"):
+        flight_recorder.scan_columns(deep)

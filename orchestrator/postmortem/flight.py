@@ -66,9 +66,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, repeat
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -78,15 +78,15 @@ from fleetdx.orchestrator.postmortem.sources import Context, Evidence
 from fleetdx.probes.contracts import Contract, Severity
 from fleetdx.probes.errors import ConfigError, ParseError
 from fleetdx.probes.parsers.flight_recorder import (
+    FrCols,
     FrDump,
     FrEntry,
     FrGroup,
     FrGroupStatus,
     FrRow,
-    FrScan,
     gc_paused,
     parse_flight_recorder,
-    scan_flight_recorder,
+    scan_columns,
 )
 from fleetdx.probes.parsers.logline import iso
 from fleetdx.probes.rawfile import DEFAULT_MAX_BYTES, RawFileError, check_regular
@@ -251,25 +251,6 @@ def _op_kind(profiling_name: str) -> _OpKind:
     )
 
 
-def _signature(entries: list[FrRow], kinds: dict[str, _OpKind]) -> tuple[object, ...]:
-    """What must agree across ranks at one (group, sequence id): ops, sizes (not for the ops whose sizes differ
-    legitimately), dtypes; coalesced ops in ``op_id`` order."""
-    if len(entries) > 1:
-        entries = sorted(entries, key=lambda e: (e.op_id or 0, e.record_id))
-    out = []
-    for e in entries:
-        k = kinds[e.profiling_name]
-        out.append(
-            (
-                e.profiling_name,
-                e.input_sizes if k.same_input else (),
-                e.output_sizes if k.same_output else (),
-                e.input_dtypes,
-            )
-        )
-    return tuple(out)
-
-
 def _rank_op(rank: int, file: str, e: FrEntry, index: int) -> FrRankOp:
     return FrRankOp(
         rank=rank,
@@ -301,7 +282,9 @@ class _RankGroup:
         self.count = len(sigs)
         self.dense: array[int] | None = None
         self.sparse: dict[int, int] | None = None
-        if sigs and self.hi - self.lo < 2 * len(sigs) + 64:
+        if sigs and self.hi - self.lo + 1 == len(sigs) and list(sigs) == list(range(self.lo, self.hi + 1)):
+            self.dense = array("l", sigs.values())  # the usual: every id from lo to hi, in order
+        elif sigs and self.hi - self.lo < 2 * len(sigs) + 64:
             self.dense = array("l", [-1] * (self.hi - self.lo + 1))
             for s, i in sigs.items():
                 self.dense[s - self.lo] = i
@@ -323,10 +306,32 @@ class _RankGroup:
             return None
         return self.sparse.get(seq) if self.sparse is not None else None
 
-    def seqs(self) -> list[int]:
+    def seqs(self, start: int | None = None) -> list[int]:
+        """The sequence ids recorded (from ``start`` on, when given), in order."""
         if self.dense is not None:
-            return [self.lo + k for k, i in enumerate(self.dense) if i >= 0]
-        return sorted(self.sparse or {})
+            skip = 0 if start is None else max(0, start - self.lo)
+            return [self.lo + k for k, i in enumerate(self.dense[skip:], skip) if i >= 0]
+        return sorted(s for s in self.sparse or {} if start is None or s >= start)
+
+
+def _agreed_below(recs: dict[int, _RankGroup], reach: dict[int, int]) -> int | None:
+    """A sequence id below which :func:`_first_divergence` can find nothing: every judged member's record is
+    dense from the same first id and, up to this id, the same signature ids (holes included) as every other's,
+    so at each id every member is present with one signature. None: no such id (records of other shapes)."""
+    firsts = {rec.lo for rec in recs.values()}
+    arrays = [rec.dense for rec in recs.values() if rec.dense is not None]
+    if not recs or set(reach) != set(recs) or len(firsts) != 1 or len(arrays) != len(recs):
+        return None
+    ref = arrays[0]
+    agreed = min(map(len, arrays))
+    for a in arrays:
+        if a[:agreed] != ref[:agreed]:  # the first difference, by bisection (each comparison in C)
+            lo, hi = 0, agreed - 1
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if a[:mid] == ref[:mid] else (lo, mid - 1)
+            agreed = lo
+    return firsts.pop() + agreed
 
 
 @dataclass
@@ -347,65 +352,125 @@ class _RankSummary:
     config: dict[str, list[int]]  #: pg_config's membership of the groups the entries name
 
 
-def _reduce(
-    version: str, groups: Sequence[FrGroup], status_rows: Sequence[FrGroupStatus], rows: Sequence[FrRow]
-) -> _RankSummary:
+def _entry_sigs(c: FrCols, kinds: dict[str, _OpKind]) -> list[tuple[object, ...]]:
+    """Each entry's part of a signature (:func:`_signature`): op, sizes (not for the ops whose sizes differ
+    legitimately), dtypes."""
+    if all(k.same_input and k.same_output for k in kinds.values()):
+        return list(zip(c.profiling_name, c.input_sizes, c.output_sizes, c.input_dtypes, strict=True))
+    return [
+        (p, i if kinds[p].same_input else (), o if kinds[p].same_output else (), d)
+        for p, i, o, d in zip(c.profiling_name, c.input_sizes, c.output_sizes, c.input_dtypes, strict=True)
+    ]
+
+
+@dataclass
+class _GroupCols:
+    """One group's collectives on one rank, in the dump's order: the columns :func:`_group_record` needs."""
+
+    seqs: list[int]
+    sigs: list[tuple[object, ...]]
+    created: list[int | None]
+    op_ids: list[int | None]
+    record_ids: list[int]
+    states: list[str]
+
+
+def _group_record(g: _GroupCols, sig_ids: dict[tuple[object, ...], int], status: int | None) -> _RankGroup:
+    """One group's record (:class:`_RankGroup`) and its earliest creation times by sequence id; signatures get
+    ids in ``sig_ids`` in the order of their sequence ids' first entries."""
+    if len(set(g.seqs)) == len(g.seqs):  # one entry a collective (no coalesced ops): in bulk
+        keyed = list(zip(g.sigs))
+        for sig in dict.fromkeys(keyed):
+            sig_ids.setdefault(sig, len(sig_ids))
+        sigs = dict(zip(g.seqs, map(sig_ids.__getitem__, keyed), strict=True))
+        state = g.states[g.seqs.index(max(g.seqs))] if g.seqs else ""
+        return _RankGroup(sigs, status, state)
+    by: dict[int, list[int]] = {}
+    for j, s in enumerate(g.seqs):
+        by.setdefault(s, []).append(j)
+    sigs = {}
+    for s, js in by.items():
+        ordered = sorted(js, key=lambda j: (g.op_ids[j] or 0, g.record_ids[j])) if len(js) > 1 else js
+        sigs[s] = sig_ids.setdefault(tuple(g.sigs[j] for j in ordered), len(sig_ids))
+    last = by[max(by)]
+    state = "scheduled" if all(g.states[j] == "scheduled" for j in last) else g.states[last[-1]]
+    return _RankGroup(sigs, status, state)
+
+
+def _earliest_times(g: _GroupCols) -> dict[int, int]:
+    """Sequence id -> earliest ``time_created_ns`` of its entries (entries without one left out)."""
+    if len(set(g.seqs)) == len(g.seqs):
+        return dict(compress(zip(g.seqs, g.created, strict=True), g.created))  # type: ignore[arg-type]
+    ts: dict[int, int] = {}
+    for s, t in zip(g.seqs, g.created, strict=True):
+        if t and (s not in ts or t < ts[s]):
+            ts[s] = t
+    return ts
+
+
+def _by_group(c: FrCols, kinds: dict[str, _OpKind]) -> dict[str, tuple[str, _GroupCols]]:
+    """The collectives (point-to-point ops left out: matched by peer, not here) by group name, first seen first:
+    the group's description and its columns."""
+    p2p_names = {p for p, k in kinds.items() if k.p2p}
+    sigs = _entry_sigs(c, kinds)
+    keep: list[int] | None = None
+    if p2p_names or True in c.is_p2p:
+        keep = [j for j, (f, p) in enumerate(zip(c.is_p2p, c.profiling_name, strict=True)) if not (f or p in p2p_names)]
+    names = c.pg_name if keep is None else [c.pg_name[j] for j in keep]
+    firsts: dict[str, list[int]] = {}
+    for j, name in enumerate(names):  # the rows of each group
+        firsts.setdefault(name, []).append(j)
+    rows_of: dict[str, list[int] | None]
+    if len(firsts) == 1 and keep is None:
+        rows_of = {names[0]: None}
+    else:
+        rows_of = {n: (js if keep is None else [keep[j] for j in js]) for n, js in firsts.items()}
+    out = {}
+    for name, rows in rows_of.items():
+        cols = [
+            _pick(col, rows) for col in (c.collective_seq_id, sigs, c.time_created_ns, c.op_id, c.record_id, c.state)
+        ]
+        out[name] = (c.pg_desc[0 if rows is None else rows[0]], _GroupCols(*cols))
+    return out
+
+
+def _pick(col: Sequence[Any], rows: list[int] | None) -> list[Any]:
+    """``col``'s items at ``rows`` (every item when None)."""
+    return list(col) if rows is None else list(map(col.__getitem__, rows))
+
+
+def _reduce(version: str, groups: Sequence[FrGroup], status_rows: Sequence[FrGroupStatus], c: FrCols) -> _RankSummary:
     """Pass 1 for one rank: its entries by (group, sequence id), each collective as an index into this rank's
     table of signatures."""
-    kinds: dict[str, _OpKind] = {}
-    pg_ids: dict[str, str] = {}
-    desc: dict[str, str] = {}
-    by_seq: dict[str, dict[int, list[FrRow]]] = {}
-    times: dict[str, dict[int, int]] = {}
-    for e in rows:
-        k = kinds.get(e.profiling_name)
-        if k is None:
-            k = kinds[e.profiling_name] = _op_kind(e.profiling_name)
-        if e.pg_id is not None:
-            pg_ids[str(e.pg_id)] = e.pg_name
-        if e.is_p2p or k.p2p:
-            continue  # point-to-point ops count in p2p_seq_id, matched by peer, not here
-        name, seq = e.pg_name, e.collective_seq_id
-        if name not in by_seq:
-            desc.setdefault(name, e.pg_desc)
-            by_seq[name], times[name] = {}, {}
-        at = by_seq[name].get(seq)
-        if at is None:
-            by_seq[name][seq] = [e]
-        else:
-            at.append(e)
-        t = e.time_created_ns
-        if t:
-            ts = times[name]
-            if seq not in ts or t < ts[seq]:
-                ts[seq] = t
+    kinds = {p: _op_kind(p) for p in dict.fromkeys(c.profiling_name)}
+    named = zip(c.pg_id, c.pg_name, strict=True)
+    pg_ids = {
+        str(i): n
+        for i, n in dict(named if None not in c.pg_id else ((i, n) for i, n in named if i is not None)).items()
+    }
+    by_group = _by_group(c, kinds)
     # pg_status is keyed by the entries' pg_id (PyTorch's FlightRecorder::getPgStatus), pg_config by name
     status = {pg_ids[s.key]: s.last_enqueued for s in status_rows if s.key in pg_ids}
     sig_ids: dict[tuple[object, ...], int] = {}
-    records: dict[str, _RankGroup] = {}
-    for name in sorted(set(by_seq) | set(status)):
-        seqs = by_seq.get(name, {})
-        sigs = {s: sig_ids.setdefault(_signature(es, kinds), len(sig_ids)) for s, es in seqs.items()}
-        last = seqs.get(max(sigs), []) if sigs else []
-        state = "scheduled" if last and all(e.state == "scheduled" for e in last) else (last[-1].state if last else "")
-        records[name] = _RankGroup(sigs, status.get(name), state)
+    records = {}
+    for name in sorted(set(by_group) | set(status)):
+        if name in by_group:
+            records[name] = _group_record(by_group[name][1], sig_ids, status.get(name))
+        else:
+            records[name] = _RankGroup({}, status.get(name))
     return _RankSummary(
         version=version,
         backends={k.backend for k in kinds.values() if k.backend is not None},
         pg_ids=pg_ids,
-        desc=desc,
-        first_time=times,
+        desc={name: d for name, (d, _) in by_group.items()},
+        first_time={name: _earliest_times(g) for name, (_, g) in by_group.items()},
         sigs=list(sig_ids),
         groups=records,
         pending={s.key: s.last_enqueued for s in status_rows if s.key not in pg_ids and s.last_enqueued is not None},
-        wrapped=bool(rows) and min(e.record_id for e in rows) > 0,
-        tracks_start=any(e.time_started_ns is not None or e.state == "started" for e in rows),
-        config={cfg.key: cfg.ranks for cfg in groups if cfg.ranks and cfg.key in by_seq},
+        wrapped=bool(c.record_id) and min(c.record_id) > 0,
+        tracks_start=c.time_started_ns.count(None) < len(c.time_started_ns) or "started" in c.state,
+        config={cfg.key: cfg.ranks for cfg in groups if cfg.ranks and cfg.key in by_group},
     )
-
-
-def _reduce_scan(scan: FrScan) -> _RankSummary:
-    return _reduce(scan.version, scan.groups, scan.status, scan.rows)
 
 
 def _reduce_dump(dump: FrDump) -> _RankSummary:
@@ -423,16 +488,19 @@ def _reduce_dump(dump: FrDump) -> _RankSummary:
         )
         for e in dump.entries
     ]
-    return _reduce(dump.version, dump.groups, dump.status, rows)
+    return _reduce(dump.version, dump.groups, dump.status, FrCols.of(rows))
 
 
 def _read_reduced(path: Path, max_bytes: int) -> _RankSummary | str:
     """One dump file reduced, or why it cannot be read (picklable both ways: a worker process's task)."""
     try:
         with gc_paused():  # the reduction allocates as much again as the read
-            return _reduce_scan(scan_flight_recorder(_read_bytes(path, max_bytes)))
+            t = scan_columns(_read_bytes(path, max_bytes))
+            summary = _reduce(t.version, t.groups, t.status, t.cols)
+            del t  # freed before the collector is back on, which would otherwise walk it once more
     except (ParseError, RawFileError) as e:
         return str(e)
+    return summary
 
 
 class _Matcher:
@@ -484,6 +552,9 @@ class _Matcher:
         if into is None:
             self.first_time[name] = dict(times)
             return
+        if len(into) == len(times) and list(into) == list(times):  # the usual: the same ids, in the same order
+            self.first_time[name] = dict(zip(into, map(min, into.values(), times.values()), strict=True))
+            return
         for seq, t in times.items():
             if seq not in into or t < into[seq]:
                 into[seq] = t
@@ -527,7 +598,8 @@ def _first_divergence(m: _Matcher, name: str, members: list[int]) -> _Found | No
     reach = {
         r: (recs[r].reach if r in recs else 0) for r in members if r in m.files and (r in recs or r not in m.wrapped)
     }
-    for s in sorted({s for rec in recs.values() for s in rec.seqs()}):
+    start = _agreed_below(recs, reach)
+    for s in sorted({s for rec in recs.values() for s in rec.seqs(start)}):
         present = {r: i for r, rec in recs.items() if (i := rec.get(s)) is not None}
         # never reached s, or recorded the group's ids on both sides of s but not s itself (a ring buffer holds a
         # contiguous run of ids, so a gap is a collective this rank did not issue)

@@ -35,8 +35,11 @@ import gc
 import io
 import json
 import pickle
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
+from itertools import chain, repeat
+from operator import is_not, itemgetter
 from typing import Any, Literal, NamedTuple
 
 from pydantic import Field
@@ -167,6 +170,48 @@ class FrScan(NamedTuple):
             status=self.status,
             entries=[r.entry() for r in self.rows],
         )
+
+
+class FrCols(NamedTuple):
+    """The entries of one dump by column (:func:`scan_columns`): each field of :class:`FrRow` as a sequence, one
+    item an entry, in the dump's order; the values are those of :class:`FrRow` (``frames`` empty: not formatted)."""
+
+    record_id: Sequence[int]
+    pg_name: Sequence[str]
+    pg_desc: Sequence[str]
+    pg_id: Sequence[int | None]
+    collective_seq_id: Sequence[int]
+    p2p_seq_id: Sequence[int]
+    op_id: Sequence[int | None]
+    profiling_name: Sequence[str]
+    is_p2p: Sequence[bool]
+    input_sizes: Sequence[tuple[tuple[int, ...], ...]]
+    output_sizes: Sequence[tuple[tuple[int, ...], ...]]
+    input_dtypes: Sequence[tuple[str, ...]]
+    output_dtypes: Sequence[tuple[str, ...]]
+    state: Sequence[str]
+    retired: Sequence[bool | None]
+    time_created_ns: Sequence[int | None]
+    time_started_ns: Sequence[int | None]
+    time_completed_ns: Sequence[int | None]
+    timeout_ms: Sequence[int | None]
+    frames: Sequence[tuple[str, ...]]
+
+    @classmethod
+    def of(cls, rows: Sequence[FrRow]) -> FrCols:
+        """The rows transposed."""
+        return cls(*zip(*rows, strict=True)) if rows else cls(*([()] * len(cls._fields)))
+
+
+class FrTable(NamedTuple):
+    """One rank's dump as :func:`scan_columns` reads it: the header as contracts, the entries by column."""
+
+    format: Literal["pickle", "json"]
+    version: str
+    comm_lib_version: str
+    groups: list[FrGroup]
+    status: list[FrGroupStatus]
+    cols: FrCols
 
 
 class _NoGlobals(pickle.Unpickler):
@@ -519,23 +564,169 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def scan_flight_recorder(data: bytes, frames: bool = False) -> FrScan:
-    """One rank's Flight Recorder dump from its bytes, checked as :func:`parse_flight_recorder` checks it, with
-    its entries in the lean form :class:`FrRow` (what matching many ranks' dumps needs: no pydantic object per
-    entry); stack frames are checked but formatted only when ``frames``.
+# ---- the column reader: the same checks, in bulk (C-level passes over each field), for a dump of the usual shape
 
-    Raises:
-        ParseError: as :func:`parse_flight_recorder`.
-    """
-    if not isinstance(data, bytes):
-        raise ParseError(FMT, None, "bytes", type(data).__name__)
-    with gc_paused():
-        return _scan(data, frames)
+_NONE = type(None)
+_INT, _OPT_INT = frozenset((int,)), frozenset((int, _NONE))
+_STR, _BOOL, _OPT_BOOL = frozenset((str,)), frozenset((bool,)), frozenset((bool, _NONE))
+_DICT = frozenset((dict,))
+_OPT_SEQ = _SEQ | {_NONE}
+_not_none = partial(is_not, None)
+_first, _second = itemgetter(0), itemgetter(1)
+_as_shapes = partial(map, tuple)
+#: the entry keys the column reader reads; any other key must hold a scalar
+_READ = frozenset(
+    ("record_id", "pg_id", "process_group", "collective_seq_id", "p2p_seq_id", "op_id", "profiling_name", "is_p2p",
+     "input_sizes", "output_sizes", "input_dtypes", "output_dtypes", "state", "retired", "time_created_ns",
+     "time_discovered_started_ns", "time_discovered_completed_ns", "timeout_ms", "frames")
+)  # fmt: skip
 
 
-def _scan(data: bytes, frames: bool) -> FrScan:
+def _types_in(col: Iterable[Any], allowed: frozenset[Any]) -> bool:
+    return set(map(type, col)) <= allowed
+
+
+def _ints_ok(col: list[Any], allowed: frozenset[type]) -> bool:
+    """Every item an int in the 64-bit range (or ``None`` where ``allowed`` has it)."""
+    types = set(map(type, col))
+    if not types <= allowed:
+        return False
+    vals = list(filter(_not_none, col)) if _NONE in types else col
+    return not vals or (min(vals) >= _I64_MIN and max(vals) < _U64_END)
+
+
+class _Budget:
+    """Objects along every path counted so far (as :func:`_shape_ok` counts them), against the budget."""
+
+    def __init__(self, budget: int) -> None:
+        self.left = budget
+
+    def take(self, n: int) -> bool:
+        self.left -= n
+        return self.left >= 0
+
+
+def _seq_col(col: list[Any], b: _Budget) -> list[Any] | None:
+    """The lists or tuples of a column (``None`` items skipped), counted; None when an item is anything else."""
+    types = set(map(type, col))
+    if not types <= _OPT_SEQ:
+        return None
+    seqs = list(filter(_not_none, col)) if _NONE in types else col
+    return seqs if b.take(sum(map(len, seqs)) + len(seqs)) else None
+
+
+def _sizes_col(col: list[Any], b: _Budget) -> list[tuple[tuple[int, ...], ...]] | None:
+    """``input_sizes`` / ``output_sizes`` of every entry as :func:`_sizes` reads them; None: not the usual shape."""
+    seqs = _seq_col(col, b)
+    if seqs is None:
+        return None
+    shapes = list(chain.from_iterable(seqs))
+    if not _types_in(shapes, _SEQ) or not b.take(sum(map(len, shapes)) + len(shapes)):
+        return None
+    if not _ints_ok(list(chain.from_iterable(shapes)), _INT):
+        return None
+    if len(seqs) != len(col):
+        col = [() if v is None else v for v in col]
+    return list(map(tuple, map(_as_shapes, col)))
+
+
+def _strs_col(col: list[Any], b: _Budget) -> list[tuple[str, ...]] | None:
+    seqs = _seq_col(col, b)
+    if seqs is None or not _types_in(list(chain.from_iterable(seqs)), _STR):
+        return None
+    if len(seqs) != len(col):
+        col = [() if v is None else v for v in col]
+    return list(map(tuple, col))
+
+
+def _frames_ok(col: list[Any], b: _Budget) -> bool:
+    """Every entry's frames a list of dicts of scalars (or ``None``), counted."""
+    seqs = _seq_col(col, b)
+    if seqs is None:
+        return False
+    frames = list(chain.from_iterable(seqs))
+    try:
+        items = sum(map(len, frames))  # a frame that is not a dict is refused below, after this count
+    except TypeError:
+        return False
+    distinct = list(dict(zip(map(id, frames), frames, strict=True)).values())  # torch shares frame dicts
+    return (
+        _types_in(distinct, _DICT)
+        and b.take(2 * items + len(frames))
+        and _CONTAINERS.isdisjoint(map(type, chain.from_iterable(distinct)))
+        and _CONTAINERS.isdisjoint(map(type, chain.from_iterable(map(dict.values, distinct))))
+    )
+
+
+def _no_zero(col: list[Any]) -> list[Any]:
+    """A time as :func:`_time` reads it: 0 (JSON's "not discovered") is None."""
+    return [t or None for t in col] if 0 in col else col
+
+
+def _fast_cols(obj: Any, b: _Budget) -> FrCols | None:
+    """The entries of ``obj`` by column, checked as :func:`_row` checks each entry, with the objects along every
+    path below ``entries`` counted into ``b`` as :func:`_shape_ok` counts them; None when the dump is not of the
+    usual shape (a dict with a list of dicts whose fields hold the usual types, each container of a field
+    holding scalars only): the caller then reads it entry by entry, which finds the error if there is one."""
+    entries: Any = obj.get("entries") if type(obj) is dict else None
+    if type(entries) not in _SEQ or type(obj.get("version")) is not str or not _types_in(entries, _DICT):
+        return None
+    n = len(entries)
+    if not b.take(2 * n + 1 + 2 * sum(map(len, entries))):
+        return None
+    keys = set().union(*entries)
+    seq_key = "collective_seq_id" if "collective_seq_id" in keys else "seq_id"
+    if not _types_in(keys, _STR):
+        return None
+
+    def col(key: str, default: Any = None) -> list[Any]:
+        return list(map(dict.get, entries, repeat(key), repeat(default)))
+
+    for k in keys - _READ - {seq_key}:
+        if not _CONTAINERS.isdisjoint(map(type, col(k))):
+            return None
+    pgs = col("process_group")
+    if not _types_in(pgs, _SEQ) or not set(map(len, pgs)) <= {2} or not b.take(3 * n):
+        return None
+    names, descs = list(map(_first, pgs)), list(map(_second, pgs))
+    ints = [col(k) for k in ("record_id", seq_key, "pg_id", "p2p_seq_id", "op_id", "timeout_ms")]
+    times = [col(k) for k in ("time_created_ns", "time_discovered_started_ns", "time_discovered_completed_ns")]
+    rid, seq, pg_id, p2p, op_id, timeout = ints
+    scalars_ok = (
+        _ints_ok(rid, _INT)
+        and _ints_ok(seq, _INT)
+        and all(_ints_ok(c, _OPT_INT) for c in ints[2:] + times)
+        and _types_in(names, _STR)
+        and _types_in(descs, _STR)
+        and _types_in(prof := col("profiling_name"), _STR)
+        and _types_in(state := col("state", ""), _STR)
+        and _types_in(is_p2p := col("is_p2p", False), _BOOL)
+        and _types_in(retired := col("retired"), _OPT_BOOL)
+    )
+    if not scalars_ok or not _frames_ok(col("frames"), b):
+        return None
+    sizes = [_sizes_col(col(k), b) for k in ("input_sizes", "output_sizes")]
+    dtypes = [_strs_col(col(k), b) for k in ("input_dtypes", "output_dtypes")]
+    if sizes[0] is None or sizes[1] is None or dtypes[0] is None or dtypes[1] is None:
+        return None
+    return FrCols(
+        rid, names, descs, pg_id, seq, [0 if v is None else v for v in p2p] if None in p2p else p2p, op_id, prof,
+        is_p2p, sizes[0], sizes[1], dtypes[0], dtypes[1], state, retired, _no_zero(times[0]), _no_zero(times[1]),
+        _no_zero(times[2]), timeout, [()] * n,
+    )  # fmt: skip
+
+
+def _read(data: bytes, frames: bool, columns: bool) -> tuple[FrScan, FrCols | None]:
+    """The dump's header and, by column (:func:`_fast_cols`) where ``columns`` and the dump has the usual shape,
+    its entries; else its entries as rows. The checks and their errors are the same either way."""
     fmt, obj = _load(data)
-    if isinstance(obj, (dict, list, tuple)) and not _shape_ok(obj, 2 * len(data) + 64):
+    budget = _Budget(2 * len(data) + 64)
+    cols = _fast_cols(obj, budget) if columns else None
+    if cols is not None:  # the objects below entries counted; the rest of the dump as _shape_ok counts it
+        ok = _shape_ok({k: v for k, v in obj.items() if k != "entries"}, budget.left - 2)
+    else:
+        ok = not isinstance(obj, (dict, list, tuple)) or _shape_ok(obj, 2 * len(data) + 64)
+    if not ok:
         raise ParseError(
             FMT, None, f"containers nested at most {MAX_DEPTH} deep, about one object per input byte", "refused"
         )
@@ -548,14 +739,50 @@ def _scan(data: bytes, frames: bool) -> FrScan:
     if not isinstance(version, str):
         raise ParseError(FMT, None, "version as a string like '2.10'", _short(version))
     lib = obj.get("comm_lib_version", "")
-    texts: dict[int, str] | None = {} if frames else None
-    return FrScan(
+    head = FrScan(
         fmt,
         version,
         lib if isinstance(lib, str) else "",
         _groups(obj.get("pg_config")),
         _status(obj.get("pg_status")),
-        [_row(i, e, texts) for i, e in enumerate(entries)],
+        [],
+    )
+    if cols is not None:
+        return head, cols
+    texts: dict[int, str] | None = {} if frames else None
+    return head._replace(rows=[_row(i, e, texts) for i, e in enumerate(entries)]), None
+
+
+def scan_flight_recorder(data: bytes, frames: bool = False) -> FrScan:
+    """One rank's Flight Recorder dump from its bytes, checked as :func:`parse_flight_recorder` checks it, with
+    its entries in the lean form :class:`FrRow` (no pydantic object per entry); stack frames are checked but
+    formatted only when ``frames``.
+
+    Raises:
+        ParseError: as :func:`parse_flight_recorder`.
+    """
+    if not isinstance(data, bytes):
+        raise ParseError(FMT, None, "bytes", type(data).__name__)
+    with gc_paused():
+        return _read(data, frames, columns=False)[0]
+
+
+def scan_columns(data: bytes) -> FrTable:
+    """One rank's Flight Recorder dump from its bytes, checked as :func:`parse_flight_recorder` checks it (the
+    same errors), with its entries by column (:class:`FrCols`; frames checked, not formatted): what matching
+    many ranks' dumps needs. A dump of the usual shape is checked and read in bulk, a pass over each field
+    instead of a call per entry, its objects along every path counted as :func:`_shape_ok` counts them; any
+    other is read entry by entry (:func:`scan_flight_recorder`), which names the error if there is one.
+
+    Raises:
+        ParseError: as :func:`parse_flight_recorder`.
+    """
+    if not isinstance(data, bytes):
+        raise ParseError(FMT, None, "bytes", type(data).__name__)
+    with gc_paused():
+        head, cols = _read(data, False, columns=True)
+    return FrTable(
+        head.format, head.version, head.comm_lib_version, head.groups, head.status, cols or FrCols.of(head.rows)
     )
 
 
