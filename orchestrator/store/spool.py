@@ -30,12 +30,12 @@ from pydantic import Field, ValidationError
 
 from fleetdx.orchestrator.report import RunReport
 from fleetdx.orchestrator.store.errors import SpoolError, StoreError
-from fleetdx.orchestrator.store.records import ImportResult
 from fleetdx.orchestrator.store.settings import resolve_spool_dir
 from fleetdx.probes.contracts import Contract
 from fleetdx.probes.rawfile import RawFileError, check_regular
 
 if TYPE_CHECKING:
+    from fleetdx.orchestrator.store.records import ImportResult
     from fleetdx.orchestrator.store.store import Store
 
 SPOOL_SUFFIX = ".fleetdx-spool.json.gz"
@@ -294,4 +294,7 @@ def import_spool_file(
         os.rename(claimed, path)
     else:
         claimed.unlink()
+    # the store's record models load only to import: a Slurm prolog writes its spool file without them
+    from fleetdx.orchestrator.store.records import ImportResult
+
     return ImportResult(path=str(path), run_id=content.report.run_id, inserted=inserted, removed=not keep)
