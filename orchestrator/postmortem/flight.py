@@ -66,7 +66,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import compress, count, repeat
 from pathlib import Path
 from typing import Any, Literal
 
@@ -379,10 +379,10 @@ def _group_record(g: _GroupCols, sig_ids: dict[tuple[object, ...], int], status:
     """One group's record (:class:`_RankGroup`) and its earliest creation times by sequence id; signatures get
     ids in ``sig_ids`` in the order of their sequence ids' first entries."""
     if len(set(g.seqs)) == len(g.seqs):  # one entry a collective (no coalesced ops): in bulk
-        keyed = list(zip(g.sigs))
-        for sig in dict.fromkeys(keyed):
-            sig_ids.setdefault(sig, len(sig_ids))
-        sigs = dict(zip(g.seqs, map(sig_ids.__getitem__, keyed), strict=True))
+        first: dict[tuple[object, ...], int] = {}  # signature -> position of its first entry (one hash an entry)
+        at = list(map(first.setdefault, zip(g.sigs), count()))
+        ids = {j: sig_ids.setdefault(sig, len(sig_ids)) for sig, j in first.items()}
+        sigs = dict(zip(g.seqs, map(ids.__getitem__, at), strict=True))
         state = g.states[g.seqs.index(max(g.seqs))] if g.seqs else ""
         return _RankGroup(sigs, status, state)
     by: dict[int, list[int]] = {}
@@ -417,13 +417,13 @@ def _by_group(c: FrCols, kinds: dict[str, _OpKind]) -> dict[str, tuple[str, _Gro
     if p2p_names or True in c.is_p2p:
         keep = [j for j, (f, p) in enumerate(zip(c.is_p2p, c.profiling_name, strict=True)) if not (f or p in p2p_names)]
     names = c.pg_name if keep is None else [c.pg_name[j] for j in keep]
-    firsts: dict[str, list[int]] = {}
-    for j, name in enumerate(names):  # the rows of each group
-        firsts.setdefault(name, []).append(j)
     rows_of: dict[str, list[int] | None]
-    if len(firsts) == 1 and keep is None:
+    if keep is None and len(set(names)) == 1:  # the usual: one group
         rows_of = {names[0]: None}
     else:
+        firsts: dict[str, list[int]] = {}
+        for j, name in enumerate(names):  # the rows of each group
+            firsts.setdefault(name, []).append(j)
         rows_of = {n: (js if keep is None else [keep[j] for j in js]) for n, js in firsts.items()}
     out = {}
     for name, rows in rows_of.items():
