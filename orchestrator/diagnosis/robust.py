@@ -9,11 +9,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from fleetdx.orchestrator.report import CurveBackend
 from fleetdx.probes.contracts import Contract
+
+if TYPE_CHECKING:
+    from fleetdx.orchestrator.report import CurveBackend
 
 #: 1 / Phi^-1(3/4): makes the MAD a consistent estimator of the standard deviation under normal noise
 MAD_TO_SIGMA = 1.4826
@@ -36,6 +39,9 @@ class DetectionPolicy(Contract):
     def for_backend(cls, backend: CurveBackend) -> DetectionPolicy:
         """Gloo on CPUs varies by about +-50% run to run (measured, see bench/MEASUREMENTS.md): only flag halvings
         (min_drop 0.5; with the scale floored at 15% of the median the z cut alone needs a 52.5% drop)."""
+        # the report's models load here, not with this module: fleetdx steps uses the statistics alone
+        from fleetdx.orchestrator.report import CurveBackend
+
         if backend is CurveBackend.GLOO:
             return cls(min_drop=0.5, noise_floor=0.15)
         return cls()

@@ -66,6 +66,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -86,7 +87,9 @@ from fleetdx.orchestrator.steps.intervals import F, clip, length, subtract, unco
 from fleetdx.orchestrator.steps.kernels import classify
 from fleetdx.probes.parsers.kineto import GpuKind, KinetoTrace, Marker, Spans
 from fleetdx.probes.parsers.steplog import StepLog
-from fleetdx.probes.parsers.steptime_log import StepTimeLog
+
+if TYPE_CHECKING:  # a training log's parser loads only to read one (steps.load)
+    from fleetdx.probes.parsers.steptime_log import StepTimeLog
 
 #: a kernel shorter than this is "tiny" (launch overhead on current GPUs is about 5-10 us: NVIDIA, "CUDA C++
 #: Best Practices Guide", and HTA's kernel launch statistics)

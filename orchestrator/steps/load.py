@@ -12,12 +12,15 @@ of one rank: the trace is used and the log is kept as a cross-check only when no
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fleetdx.probes.errors import ConfigError, ParseError
 from fleetdx.probes.parsers.kineto import DEFAULT_MAX_EVENTS, KinetoTrace, parse_kineto_stream
 from fleetdx.probes.parsers.steplog import StepLog, parse_steplog
-from fleetdx.probes.parsers.steptime_log import StepTimeLog, may_hold_steps, parse_steptime_log
 from fleetdx.probes.rawfile import DEFAULT_MAX_BYTES, RawFileError, check_regular, read_raw
+
+if TYPE_CHECKING:
+    from fleetdx.probes.parsers.steptime_log import StepTimeLog
 
 #: StepTimer logs are small (about 250 bytes per step): 64 MiB is 250,000 steps
 STEPLOG_MAX_BYTES = 64 * 1024 * 1024
@@ -60,6 +63,9 @@ def load_steptime_log(path: Path, max_bytes: int = TRAINLOG_MAX_BYTES) -> StepTi
         RawFileError: missing, not a regular file, unreadable, or over ``max_bytes`` of step lines.
         ParseError: binary, or no step line of a known format (see :mod:`fleetdx.probes.parsers.steptime_log`).
     """
+    # the training-log parser (and the log line normaliser) load only for a training log, not for traces
+    from fleetdx.probes.parsers.steptime_log import may_hold_steps, parse_steptime_log
+
     text = read_raw(path, max_bytes=max_bytes, keep=may_hold_steps)
     try:
         return parse_steptime_log(text, source=str(path))
