@@ -640,21 +640,21 @@ def _strs_col(col: list[Any], b: _Budget) -> list[tuple[str, ...]] | None:
 
 
 def _frames_ok(col: list[Any], b: _Budget) -> bool:
-    """Every entry's frames a list of dicts of scalars (or ``None``), counted."""
+    """Every entry's frames a list of dicts of scalars (or ``None``), counted: each frame reference at most as
+    wide as the widest frame (an upper bound of the count, so a dump within it is within the exact one; one that
+    is not is left to the exact check)."""
     seqs = _seq_col(col, b)
     if seqs is None:
         return False
-    frames = list(chain.from_iterable(seqs))
-    try:
-        items = sum(map(len, frames))  # a frame that is not a dict is refused below, after this count
-    except TypeError:
+    lists = dict(zip(map(id, seqs), seqs, strict=True)).values()  # each list once (shared ones too)
+    frames = dict(zip(map(id, chain.from_iterable(lists)), chain.from_iterable(lists), strict=True)).values()
+    if not _types_in(frames, _DICT):  # torch shares frame dicts between entries: each is checked once
         return False
-    distinct = list(dict(zip(map(id, frames), frames, strict=True)).values())  # torch shares frame dicts
+    widest = max(map(len, frames), default=0)
     return (
-        _types_in(distinct, _DICT)
-        and b.take(2 * items + len(frames))
-        and _CONTAINERS.isdisjoint(map(type, chain.from_iterable(distinct)))
-        and _CONTAINERS.isdisjoint(map(type, chain.from_iterable(map(dict.values, distinct))))
+        b.take(sum(map(len, seqs)) * (2 * widest + 1))
+        and _CONTAINERS.isdisjoint(map(type, chain.from_iterable(frames)))
+        and _CONTAINERS.isdisjoint(map(type, chain.from_iterable(map(dict.values, frames))))
     )
 
 
@@ -722,9 +722,10 @@ def _read(data: bytes, frames: bool, columns: bool) -> tuple[FrScan, FrCols | No
     fmt, obj = _load(data)
     budget = _Budget(2 * len(data) + 64)
     cols = _fast_cols(obj, budget) if columns else None
-    if cols is not None:  # the objects below entries counted; the rest of the dump as _shape_ok counts it
-        ok = _shape_ok({k: v for k, v in obj.items() if k != "entries"}, budget.left - 2)
-    else:
+    # with the columns, the objects below entries are counted (the frames' count bounded from above): the rest of
+    # the dump as _shape_ok counts it; over the budget (maybe only by the bound), the exact check decides
+    ok = cols is not None and _shape_ok({k: v for k, v in obj.items() if k != "entries"}, budget.left - 2)
+    if not ok:
         ok = not isinstance(obj, (dict, list, tuple)) or _shape_ok(obj, 2 * len(data) + 64)
     if not ok:
         raise ParseError(
