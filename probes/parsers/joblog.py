@@ -473,7 +473,10 @@ def _triggered(body: str) -> bool:
 
 
 def _may_matter(raw: str) -> bool:
-    return _RAW_GATE.any_in(raw) or raw.rstrip().endswith("]:")
+    if _RAW_GATE.any_in(raw):
+        return True
+    tail = raw[-16:].rstrip() or raw.rstrip()  # a line's end without copying the line
+    return tail.endswith("]:")
 
 
 #: messages a hard wrap may split, (start marker, the pattern that says the message is whole)
@@ -588,6 +591,25 @@ def _body_facts(body: str) -> _BodyFacts | None:
 @lru_cache(maxsize=EVENTS_MEMO_SIZE)
 def _facts_memo(body: str) -> _BodyFacts | None:
     return _read_facts(body)
+
+
+def _read_shape(body: str) -> tuple[bool, bool]:
+    """(whether ``body`` may be a line of torch elastic's ChildFailedError summary that opens or frames it on its
+    own, whether it starts a message a hard wrap cut short: :data:`_WRAPPED`)."""
+    summary = (
+        body.startswith(("Root Cause", "=====", "-----"))
+        or body == "Failures:"
+        or body.endswith(" FAILED")
+        or "<NO_OTHER_FAILURES>" in body
+        or (":" in body and _CF_FIELD_RE.match(body) is not None)
+    )
+    return summary, any(start in body and not whole.search(body) for start, whole in _WRAPPED)
+
+
+@lru_cache(maxsize=EVENTS_MEMO_SIZE)
+def _shape(body: str) -> tuple[bool, bool]:
+    """:func:`_read_shape`, memoised (the same words on many ranks)."""
+    return _read_shape(body)
 
 
 def _read_facts(body: str) -> _BodyFacts | None:
@@ -1059,12 +1081,12 @@ class JobLogScanner:
                     self._flush_pending(joined)
                 return
             self._flush_pending(None)
-        if self._child(n, raw, ll):
+        summary, wrapped = _shape(body) if len(body) <= MEMO_MAX_CHARS else _read_shape(body)
+        if (summary or self._block is not None or self._root_next is not None) and self._child(n, raw, ll):
             return
-        for start, whole in _WRAPPED:
-            if start in body and not whole.search(body):
-                self._pending = [(n, raw, ll)]
-                return
+        if wrapped:
+            self._pending = [(n, raw, ll)]
+            return
         self._emit(n, raw.strip(), ll, body)
 
     def _what(self, ll: LogLine, body: str) -> None:

@@ -156,11 +156,11 @@ class KernelLogScanner:
         n = self.lines
         if "\x00" in raw:
             raise ParseError(FMT, n, "kernel log text", "binary data (NUL byte) in input")
-        raw = raw[:MAX_LINE].rstrip("\r\n")
         if not _TRIGGER_GATE.any_in(raw) and not (self._aer_dev is not None and self._aer_dev in raw):
             if self._nvrm:
                 self._flush_nvrm()
             return
+        raw = raw[:MAX_LINE].rstrip("\r\n")
         ll = normalise_line(raw)[0] if raw.strip() else LogLine(body="")
         if "NVRM" in raw:
             self._nvrm.append((n, raw, ll))
