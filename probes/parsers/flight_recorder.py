@@ -27,6 +27,10 @@ need nothing more (see ``tests/fixtures/flight_recorder``).
 Input is bytes (the caller reads the file under a size limit); memory is bounded by it (pickle and JSON build
 at most a few objects per input byte). Errors: :class:`~fleetdx.probes.errors.ParseError` (format
 ``"flight-recorder"``) and nothing else, whatever the bytes.
+
+Three readers, one set of checks: :func:`parse_flight_recorder` (contracts), :func:`scan_flight_recorder` (lean
+rows) and :func:`scan_columns` (columns, for many ranks: each field checked in one bulk pass, about 2 to 3 times
+faster; a dump of any other than the usual shape is read entry by entry, so its error is the same).
 """
 
 from __future__ import annotations
