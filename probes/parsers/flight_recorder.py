@@ -39,7 +39,7 @@ import gc
 import io
 import json
 import pickle
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from itertools import chain, repeat
@@ -629,6 +629,8 @@ def _sizes_col(col: list[Any], b: _Budget) -> list[tuple[tuple[int, ...], ...]] 
         return None
     if not _ints_ok(list(chain.from_iterable(shapes)), _INT):
         return None
+    if len(shapes) == len(col) == len(seqs) and set(map(len, seqs)) == {1}:  # the usual: one tensor an entry
+        return list(zip(map(tuple, shapes)))
     if len(seqs) != len(col):
         col = [() if v is None else v for v in col]
     return list(map(tuple, map(_as_shapes, col)))
@@ -667,6 +669,17 @@ def _no_zero(col: list[Any]) -> list[Any]:
     return [t or None for t in col] if 0 in col else col
 
 
+def _fields(entries: Sequence[dict[Any, Any]]) -> tuple[set[Any], Callable[..., list[Any]]]:
+    """The keys of the entries, and ``col(key, default=None)``: that key's value in each entry (``default`` where
+    it is absent)."""
+    n = len(entries)
+    order = tuple(entries[0]) if n else ()
+    if n and all(map(order.__eq__, map(tuple, entries))):  # the usual: every entry the same keys, in one order
+        by_key = dict(zip(order, map(list, zip(*map(dict.values, entries), strict=True)), strict=True))
+        return set(order), lambda key, default=None: by_key[key] if key in by_key else [default] * n
+    return set().union(*entries), lambda key, default=None: list(map(dict.get, entries, repeat(key), repeat(default)))
+
+
 def _fast_cols(obj: Any, b: _Budget) -> FrCols | None:
     """The entries of ``obj`` by column, checked as :func:`_row` checks each entry, with the objects along every
     path below ``entries`` counted into ``b`` as :func:`_shape_ok` counts them; None when the dump is not of the
@@ -678,14 +691,10 @@ def _fast_cols(obj: Any, b: _Budget) -> FrCols | None:
     n = len(entries)
     if not b.take(2 * n + 1 + 2 * sum(map(len, entries))):
         return None
-    keys = set().union(*entries)
+    keys, col = _fields(entries)
     seq_key = "collective_seq_id" if "collective_seq_id" in keys else "seq_id"
     if not _types_in(keys, _STR):
         return None
-
-    def col(key: str, default: Any = None) -> list[Any]:
-        return list(map(dict.get, entries, repeat(key), repeat(default)))
-
     for k in keys - _READ - {seq_key}:
         if not _CONTAINERS.isdisjoint(map(type, col(k))):
             return None
