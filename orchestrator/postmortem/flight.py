@@ -52,9 +52,9 @@ same checks and errors as the entry-by-entry reader, which it falls back to for 
 reduced on its own to sequence ids and signature indexes (:func:`_reduce`, pure), in worker processes from
 :data:`PARALLEL_MIN` dumps on; the reductions are merged in rank order, so the result is the one of a serial
 read, and the sequence ids on which every rank's record agrees are skipped by comparing the records as arrays.
-About 9 ms of CPU per 2000-entry dump whose entries share their lists and 13 ms where each owns its own (as
-torch writes them), where the entry-by-entry reader took 18 and 34 ms (the same run, 2026-11-27) and a dump
-parsed into contracts 105 to 125 ms; unpickling alone takes 1.6 and 4 ms.
+About 7.5 ms of CPU per 2000-entry dump whose entries share their lists and 11 ms where each owns its own (as
+torch writes them), where the entry-by-entry reader took 18 and 33 ms (the same session, 2026-11-27) and a dump
+parsed into contracts 105 to 125 ms; unpickling alone takes 1.6 and 3.6 ms.
 """
 
 from __future__ import annotations
