@@ -36,8 +36,6 @@ KNOWN_MISSES = {
     "peer is not named; the label takes the printer as the host at fault",
     "73-pytorch121209-torchrun-root-cause-rank0-azure-host-four-ranks.log": "rank 2, not the 'Root Cause (first "
     "observed failure)' rank 0: the excerpt starts inside the Other Failures block",
-    "86-torchtune2676-rank2-gloo-recv-timeout-at-checkpoint-barrier.log": "NCCL_NETWORK_ERROR: gloo's 'Timed out "
-    "waiting 1800000ms for recv operation to complete' at a barrier is judged a lost connection, not a timeout",
 }
 
 
