@@ -225,16 +225,6 @@ class NamedNcclLog(Contract):
     log: NcclLog
 
 
-def _nccl_tests_each(file_name: str, report: BaseModel) -> list[Any]:
-    assert isinstance(report, NcclTestsReport)
-    return [NamedNcclTests(file=file_name, report=report)]
-
-
-def _nccl_log_each(file_name: str, log: BaseModel) -> list[Any]:
-    assert isinstance(log, NcclLog)
-    return [NamedNcclLog(file=file_name, log=log)]
-
-
 class NamedDcgmDiag(Contract):
     """One ``dcgmi diag`` output of a bundle: its file name and parsed run (an item of ``NodeFacts.dcgm_diag``)."""
 
@@ -249,14 +239,14 @@ class NamedDcgmHealth(Contract):
     health: DcgmHealth
 
 
-def _dcgm_diag_each(file_name: str, diag: BaseModel) -> list[Any]:
-    assert isinstance(diag, DcgmDiag)
-    return [NamedDcgmDiag(file=file_name, diag=diag)]
+def _named(named: type[Contract], parsed: type[BaseModel], key: str) -> Callable[[str, BaseModel], list[Any]]:
+    """A parser's ``each``: one ``named(file=FILE, key=PARSED)`` item (the bundle's list of outputs of one kind)."""
 
+    def each(file_name: str, value: BaseModel) -> list[Any]:
+        assert isinstance(value, parsed)
+        return [named.model_validate({"file": file_name, key: value})]
 
-def _dcgm_health_each(file_name: str, health: BaseModel) -> list[Any]:
-    assert isinstance(health, DcgmHealth)
-    return [NamedDcgmHealth(file=file_name, health=health)]
+    return each
 
 
 def _microbench_each(file_name: str, report: BaseModel) -> list[Any]:
@@ -317,7 +307,7 @@ CATALOG: tuple[ProbeSpec, ...] = (
         timeout_s=DCGM_HEALTH_TIMEOUT_S,
         parser=DCGM_HEALTH,
         fact="dcgm_health",
-        each=_dcgm_health_each,
+        each=_named(NamedDcgmHealth, DcgmHealth, "health"),
         notes="run with dcgm_probes() when collect is given a DCGM level",
     ),
     ProbeSpec(
@@ -325,7 +315,7 @@ CATALOG: tuple[ProbeSpec, ...] = (
         source=_FILE,
         parser=DCGM_DIAG,
         fact="dcgm_diag",
-        each=_dcgm_diag_each,
+        each=_named(NamedDcgmDiag, DcgmDiag, "diag"),
         match=DCGM_DIAG_MATCH,
         notes="opt-in (collect --dcgm LEVEL, the retest path): dcgm_probes() builds the argv",
     ),
@@ -348,12 +338,17 @@ CATALOG: tuple[ProbeSpec, ...] = (
         timeout_s=NCCL_SWEEP_TIMEOUT_S,
         parser=NCCL_TESTS,
         fact="nccl_tests",
-        each=_nccl_tests_each,
+        each=_named(NamedNcclTests, NcclTestsReport, "report"),
         match=NCCL_TESTS_MATCH,
         notes="the intra-node sweep's argv depends on the node: nccl_sweep_probe() builds it",
     ),
     ProbeSpec(
-        "*NCCL_DEBUG*.txt", source=_FILE, parser=NCCL_LOG, fact="nccl_logs", each=_nccl_log_each, match=NCCL_LOG_MATCH
+        "*NCCL_DEBUG*.txt",
+        source=_FILE,
+        parser=NCCL_LOG,
+        fact="nccl_logs",
+        each=_named(NamedNcclLog, NcclLog, "log"),
+        match=NCCL_LOG_MATCH,
     ),
 )
 
