@@ -7,7 +7,8 @@
 #                documents each line: FLEETDX, FLEETDX_PROLOG_BUDGET_S, FLEETDX_PROLOG_ON_ERROR, ...
 #
 # Verdicts (the exit codes of `fleetdx preflight`):
-#   0 OK, 1 WARNING    the job starts (a WARNING is logged)
+#   0 OK, 1 WARNING    the job starts (a WARNING is logged); an exit 1 whose report does not say WARNING (a
+#                      crash: Python and Ray's core exit 1 too) is no verdict
 #   2 CRITICAL         the node is drained with its first critical finding as the reason, e.g.
 #                      Reason="fleetdx preflight: GPU_COUNT_MISMATCH (7 GPUs visible, 8 expected); report
 #                      /var/log/fleetdx/prolog-JOB-NODE.json", and the prolog fails: Slurm requeues the job on
@@ -63,11 +64,14 @@ took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 # the drain reason of a CRITICAL verdict, read from the report with fleetdx's own Python: its first critical
 # finding naming this host, "fleetdx preflight: CODE[ subject] (message); report PATH", at most 255 bytes
 # (what Slurm's accounting keeps of a node event's reason), the message shortened first
-reason_of() {
+fleetdx_python() {
     local py
     py=$(sed -n '1s/^#!//p' "$FLEETDX" 2>/dev/null)
     [[ -x "${py%% *}" ]] || py=python3
-    $py - "$report" "$host" <<'EOF' 2>/dev/null
+    echo "$py"
+}
+reason_of() {
+    $(fleetdx_python) - "$report" "$host" <<'EOF' 2>/dev/null
 import json, re, sys
 path, host = sys.argv[1], sys.argv[2]
 for f in json.load(open(path)).get("findings", []):
@@ -87,6 +91,17 @@ EOF
 # the report, named only when it was written (fleetdx missing or killed leaves none, or an empty file)
 [[ -s "$report" ]] || { rm -f "$report"; report=; }
 seen=${report:+ (report $report)}
+
+# exit 1 is also how a Python process ends on a crash (an unhandled exception, Ray's core library ending the
+# process): it is a WARNING only when the report written says so, else no verdict
+if [[ $verdict == 1 ]]; then
+    said=
+    [[ -n "$report" ]] && said=$($(fleetdx_python) -c 'import json, sys; print(json.load(open(sys.argv[1]))["exit_code"])' "$report" 2>/dev/null)
+    if [[ "$said" != 1 ]]; then
+        verdict=70
+        why="fleetdx exit 1 without a WARNING report (a crash? see $FLEETDX_LOG_DIR/prolog.err)"
+    fi
+fi
 
 case "$verdict" in
     0) say "OK in ${took} s"; exit 0 ;;

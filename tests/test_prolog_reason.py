@@ -74,3 +74,16 @@ def test_no_report_is_named_when_none_was_written(tmp_path: Path) -> None:
     assert reason == "fleetdx preflight: CRITICAL"
     assert "report" not in log and not report.exists()
     assert os.path.isdir(tmp_path / "log")
+
+
+def test_exit_1_without_a_warning_report_is_no_verdict(tmp_path: Path) -> None:
+    """Python exits 1 on an unhandled exception, and Ray's core library ends the process with 1 too: an exit 1
+    whose report does not say WARNING is no verdict (fail-open by default: logged so, the job starts)."""
+    reason, log, report = _prolog(tmp_path, None, 1)
+    assert reason == "" and "no verdict (fleetdx exit 1 without a WARNING report" in log and "fail-open" in log
+    assert "WARNING in" not in log and not report.exists()
+
+
+def test_exit_1_with_its_warning_report_is_a_warning(tmp_path: Path) -> None:
+    reason, log, report = _prolog(tmp_path, {"exit_code": 1, "verdict": "WARNING", "findings": []}, 1)
+    assert reason == "" and "WARNING in " in log and f"(report {report})" in log and "no verdict" not in log
