@@ -479,6 +479,13 @@ def _may_matter(raw: str) -> bool:
     return tail.endswith("]:")
 
 
+#: what a physical line must hold to be read while a ChildFailedError summary is open (after its "Root Cause" or
+#: "Failures:" header) beyond what opens any line to reading: an entry's field, the summary's frame, a failed
+#: program's line (its ``[N]:`` entry line ends in "]:", which every line is read for)
+_SUMMARY_RAW_RE = re.compile(
+    r"(?:time|host|rank|exitcode|error_file|traceback)\s*:|=====|-----|FAILED|<NO_OTHER_FAILURES>"
+)
+
 #: messages a hard wrap may split, (start marker, the pattern that says the message is whole)
 _WRAPPED: list[tuple[str, re.Pattern[str]]] = [
     ("Watchdog caught collective operation timeout", re.compile(r"milliseconds")),
@@ -962,7 +969,7 @@ class JobLogScanner:
         if not (
             self._pending
             or self._block is not None
-            or self._root_next is not None
+            or (self._root_next is not None and _SUMMARY_RAW_RE.search(raw) is not None)
             or _may_matter(raw)
             or (self._terminates and "what():" in raw)
         ):
