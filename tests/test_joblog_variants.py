@@ -591,3 +591,20 @@ def test_a_bare_clock_time_before_the_rank_prefix_is_a_prefix() -> None:
     ll = normalise_line("18:11:06.680 [rank4]:[E205 18:11:06.375750231 ProcessGroupNCCL.cpp:1870] [Rank 4] x")[0]
     assert ll.rank == 4 and ll.body.startswith("[E205 18:11:06")
     assert normalise_line("12:00:01 step 7 done [x]")[0].body == "12:00:01 step 7 done [x]"
+
+
+def test_a_ray_actor_s_node_death_takes_the_host_of_the_exception_s_ip_field() -> None:
+    """Ray's ActorDiedError prints its fields (class_name, actor_id, pid, namespace, ip) on tab-indented lines, then
+    the GCS's death cause: "The actor is dead because its node has died" names the node by the ip above it (wild log
+    67, ray-project/ray#43751); an ip field further above, or none, names no host."""
+    head = [
+        "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+        "\tclass_name: RayTrainWorker",
+        "\tpid: 6420",
+        "\tip: 10.72.56.3",
+    ]
+    died = "The actor is dead because its node has died. Node Id: 677df2a9020c5db45e755b0078c469e2ce51e05ea093ed3b2835"
+    events = parse_joblog([*head, died]).events
+    assert [(e.kind, e.host) for e in events if e.kind is EventKind.NODE_FAIL] == [(EventKind.NODE_FAIL, "10.72.56.3")]
+    far = parse_joblog([*head, "a", "b", "c", died]).events
+    assert [(e.kind, e.host) for e in far if e.kind is EventKind.NODE_FAIL] == [(EventKind.NODE_FAIL, None)]

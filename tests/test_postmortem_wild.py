@@ -29,8 +29,6 @@ KNOWN_MISSES = {
     "'socketTryAccept: Accept failed'; XLA's 'ncclCommInitRank(...) failed: unhandled system error' is not read",
     "65-gpud46-dmesg-xid13-sm-warp-exception-then-xid109.log": "GPU_HW_FAULT from XID 109 (ctx switch timeout) "
     "5 s after three XID 13 (SM warp exception, illegal instruction) on the same GPU: the application fault came first",
-    "67-ray43751-rayactorerror-node-died-raytrainworker-ip.log": "PROCESS_CRASH with no host: Ray's 'The actor is "
-    "dead because its node has died' and the exception's 'ip: 10.72.56.3' field are not read",
     "70-ucxpy131-ucx-endpoint-timeout-retry-exceeded-mlx5-3-dgx15.log": "NCCL_NETWORK_ERROR naming no node: UCX's "
     "'[dgx15:...] Transport retry count exceeded' is read with its host, but dgx15 printed it (an observer) and the "
     "peer is not named; the label takes the printer as the host at fault",

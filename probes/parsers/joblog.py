@@ -454,7 +454,13 @@ _RAW_KEYS = (
     "error_file",
     "thread terminated with exception",  # may start a wrapped watchdog timeout (see _WRAPPED)
     "ProcessGroupNCCL'",  # may start a wrapped "ProcessGroupNCCL's watchdog got stuck" (see _WRAPPED)
+    "\tip: ",  # a Ray exception's ip field: the host of the actor whose death the next lines tell (_RAY_IP_RE)
 )
+#: a Ray actor exception's ``ip:`` field line (ActorDiedError's fields, python/ray/exceptions.py: class_name,
+#: actor_id, pid, namespace, ip, each on a tab-indented line of its own) and how many lines below it the death
+#: message it belongs to may be
+_RAY_IP_RE = re.compile(r"^ip: (?P<ip>[0-9A-Fa-f.:]{3,45})$")
+_RAY_IP_LINES = 3
 
 
 #: the message catalog (messages.yaml), compiled once; every row's kind an EventKind (ValueError at import if not)
@@ -918,6 +924,7 @@ class JobLogScanner:
         self._pending: list[tuple[int, str, LogLine]] = []
         self._block: _ChildBlock | None = None
         self._root_next: bool | None = None
+        self._ray_ip: tuple[int, str] | None = None  #: (line, ip) of the last Ray exception's ip field
         #: ``terminate called`` events whose ``what():`` line has not been read: (event index, line, the line's
         #: rank, local rank and host prefixes)
         self._terminates: list[tuple[int, int, int | None, int | None, str | None]] = []
@@ -1091,6 +1098,9 @@ class JobLogScanner:
         summary, wrapped = _shape(body) if len(body) <= MEMO_MAX_CHARS else _read_shape(body)
         if (summary or self._block is not None or self._root_next is not None) and self._child(n, raw, ll):
             return
+        if body.startswith("ip: ") and "\tip: " in raw and (m := _RAY_IP_RE.match(body)) is not None:
+            self._ray_ip = (n, m.group("ip"))
+            return
         if wrapped:
             self._pending = [(n, raw, ll)]
             return
@@ -1215,6 +1225,13 @@ class JobLogScanner:
             if ev_rank is None and f.rank is not None:
                 ev_rank = f.rank
             ev_host = f.host or host
+            if (
+                ev_host is None
+                and f.kind is EventKind.NODE_FAIL
+                and self._ray_ip
+                and n - self._ray_ip[0] <= _RAY_IP_LINES
+            ):
+                ev_host = self._ray_ip[1]  # the Ray actor exception's ip field above: the node that died
             culprit_self = f.details.get("culprit_self") is True and ev_rank is not None
             if culprit_self and (ev_rank, ev_host) in self._timed_out:
                 continue  # this rank's own watchdog-timeout event already says it, with the collective
