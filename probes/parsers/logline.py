@@ -139,17 +139,33 @@ def _strip_prefixes(text: str) -> LogLine:
     """``text`` without its prefixes, and what they said. The launchers' rank prefixes (torchrun's ``[rankN]:``,
     ``srun -l``'s ``N: ``) say only a rank or a task: what follows them is read once however many ranks print it
     (the same traceback on every rank), with the outer rank or task filled in where the rest names none."""
-    if text.startswith("[rank"):
-        j = text.find("]:", 5, 14)
-        if j > 5 and text[5:j].isdecimal() and len(text) - j <= MEMO_MAX_CHARS:
-            inner = _strip_rest(text[j + 2 :])
-            return inner if inner.rank is not None else inner._replace(rank=int(text[5:j]))
-    elif text[:1].isdecimal():
-        j = text.find(":", 1, 7)  # the task prefix is 1 to 6 digits
-        if j > 0 and text[:j].isdecimal() and text[j + 1 : j + 2] in (" ", "\t") and len(text) - j <= MEMO_MAX_CHARS:
-            inner = _strip_rest(text[j + 2 :])
-            return inner if inner.task is not None else inner._replace(task=int(text[:j]))
+    split = _rank_prefix(text)
+    if split is not None and len(split[2]) <= MEMO_MAX_CHARS:
+        return _with_prefix(_strip_rest(split[2]), split[0], split[1])
     return _strip_all(text, _MAX_PREFIXES)
+
+
+def _rank_prefix(raw: str) -> tuple[int | None, int | None, str] | None:
+    """(rank, task, the rest) of a line starting with ``[rankN]:`` or ``srun -l``'s ``N: `` (1 to 6 digits)."""
+    if raw.startswith("[rank"):
+        j = raw.find("]:", 5, 14)
+        if j > 5 and raw[5:j].isdecimal():
+            return int(raw[5:j]), None, raw[j + 2 :]
+    elif raw[:1].isdecimal():
+        j = raw.find(":", 1, 7)
+        if j > 0 and raw[:j].isdecimal() and raw[j + 1 : j + 2] in (" ", "\t"):
+            return None, int(raw[:j]), raw[j + 2 :]
+    return None
+
+
+def _with_prefix(ll: LogLine, rank: int | None, task: int | None) -> LogLine:
+    """``ll`` (what follows a rank or task prefix) with the prefix's rank or task where it names none itself (built
+    whole: NamedTuple._replace costs 5x as much)."""
+    if rank is not None and ll.rank is None:
+        return LogLine(ll.body, rank, *ll[2:])
+    if task is not None and ll.task is None:
+        return LogLine(ll.body, ll.rank, ll.local_rank, task, *ll[4:])
+    return ll
 
 
 @lru_cache(maxsize=8_192)
@@ -253,26 +269,8 @@ def normalise_line(raw: str) -> list[LogLine]:
     if split is not None:
         rank, task, rest = split
         lines = _after_prefix(rest) if len(rest) <= MEMO_MAX_CHARS else _normalise(rest, _MAX_PREFIXES - 1)
-        first = lines[0] if lines else LogLine(body="")
-        if rank is not None and first.rank is None:  # (built whole: NamedTuple._replace costs 5x as much)
-            first = LogLine(first.body, rank, *first[2:])
-        elif task is not None and first.task is None:
-            first = LogLine(first.body, first.rank, first.local_rank, task, *first[4:])
-        return [first, *lines[1:]]
+        return [_with_prefix(lines[0] if lines else LogLine(body=""), rank, task), *lines[1:]]
     return _normalise(raw, _MAX_PREFIXES)
-
-
-def _rank_prefix(raw: str) -> tuple[int | None, int | None, str] | None:
-    """(rank, task, the rest) of a line starting with ``[rankN]:`` or ``N: `` (see :func:`_strip_prefixes`)."""
-    if raw.startswith("[rank"):
-        j = raw.find("]:", 5, 14)
-        if j > 5 and raw[5:j].isdecimal():
-            return int(raw[5:j]), None, raw[j + 2 :]
-    elif raw[:1].isdecimal():
-        j = raw.find(":", 1, 7)
-        if j > 0 and raw[:j].isdecimal() and raw[j + 1 : j + 2] in (" ", "\t"):
-            return None, int(raw[:j]), raw[j + 2 :]
-    return None
 
 
 @lru_cache(maxsize=8_192)
