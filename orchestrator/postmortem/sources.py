@@ -84,19 +84,42 @@ def _mtime_year(path: Path) -> int | None:
 
 
 class _LineReader:
-    """The lines of a file, each cut at :data:`MAX_LINE` bytes (the rest of a longer line is skipped), decoded
-    as UTF-8 with bad bytes replaced: bounded memory whatever the file."""
+    """The lines of a file, each with its newline, cut at :data:`MAX_LINE` bytes (the rest of a longer line is
+    skipped; a cut line has no newline), decoded as UTF-8 with bad bytes replaced, in blocks of about
+    :data:`BLOCK_BYTES`: bounded memory whatever the file."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
     def __iter__(self) -> Iterator[str]:
+        for block in self.blocks():
+            yield from block
+
+    def blocks(self) -> Iterator[list[str]]:
         with open(self.path, "rb") as f:
-            while raw := f.readline(MAX_LINE):
-                if len(raw) == MAX_LINE and not raw.endswith(b"\n"):
-                    while (rest := f.readline(MAX_LINE)) and not rest.endswith(b"\n"):
-                        pass
-                yield raw.decode("utf-8", errors="replace")
+            carry = b""  # the line the last read cut: at most MAX_LINE bytes of it are kept
+            while chunk := f.read(BLOCK_BYTES):
+                parts = chunk.split(b"\n")
+                if len(carry) < MAX_LINE:
+                    parts[0] = carry + parts[0]
+                else:  # a line longer than MAX_LINE goes on: its first MAX_LINE bytes are all it keeps
+                    parts[0] = carry
+                carry = parts.pop()[: MAX_LINE + 1]  # after the last newline: the start of a line, or b""
+                if parts:
+                    yield [_decode(raw) for raw in parts]
+            if carry:  # the last line, without its newline
+                yield [carry[:MAX_LINE].decode("utf-8", errors="replace")]
+
+
+#: bytes read at once (the lines of a block are read together: :meth:`KernelLogScanner.feed_lines`)
+BLOCK_BYTES = 1 << 20
+
+
+def _decode(raw: bytes) -> str:
+    """One whole line (without its newline) as read: with its newline, or cut at MAX_LINE bytes without it."""
+    if len(raw) < MAX_LINE:
+        return (raw + b"\n").decode("utf-8", errors="replace")
+    return raw[:MAX_LINE].decode("utf-8", errors="replace")
 
 
 @dataclass
@@ -116,11 +139,12 @@ class LogFiles:
                 year = ctx.year or _mtime_year(Path(path))
                 job = JobLogScanner(name, year, year_assumed=ctx.year is None)
                 kernel: KernelLogScanner | None = KernelLogScanner(name, year=year)
-                for line in _LineReader(Path(path)):
-                    job.feed(line)
+                for block in _LineReader(Path(path)).blocks():
+                    for line in block:
+                        job.feed(line)
                     if kernel is not None:
                         try:
-                            kernel.feed(line)
+                            kernel.feed_lines(block)
                         except ParseError as e:  # a garbled NVRM line costs the kernel reading, not the job log
                             ev.missing.append(f"{name}: kernel-log lines not read after line {kernel.lines - 1}: {e}")
                             kernel = None

@@ -63,9 +63,12 @@ from fleetdx.probes.parsers.literals import Literals
 from fleetdx.probes.parsers.logline import (
     MEMO_MAX_CHARS,
     LogLine,
+    after_prefix,
     host_of,
     is_host_prefix,
     normalise_line,
+    prefix_crossings,
+    prefixed,
     stamp_ts,
     year_of,
 )
@@ -590,7 +593,8 @@ class _BodyFacts(NamedTuple):
     pg_guid: str | None
     pg_desc: str | None
     msg_rank: int | None  #: the rank the message names ([PG ... Rank N], [Rank N])
-    nccl_host: str | None  #: an NCCL line's ``host:pid:tid [dev]``
+    nccl_host: str | None  #: the host of an NCCL line's ``host:pid:tid [dev]`` (``None`` when redacted)
+    nccl_redacted: bool  #: that host is redacted
     nccl_pid: int | None
     nccl_dev: int | None
 
@@ -604,6 +608,67 @@ def _body_facts(body: str) -> _BodyFacts | None:
 @lru_cache(maxsize=EVENTS_MEMO_SIZE)
 def _facts_memo(body: str) -> _BodyFacts | None:
     return _read_facts(body)
+
+
+def _message_rank(f: _Found, facts: _BodyFacts) -> int | None:
+    """The rank of an event whose line's prefixes name none: a ``[Rank N]`` of the default process group is the
+    global rank (of another group, only the group's), else the rank the message itself names."""
+    if facts.msg_rank is not None and (facts.pg if facts.pg is not None else f.details.get("pg", 0)) == 0:
+        return facts.msg_rank
+    return f.rank
+
+
+class _Plan(NamedTuple):
+    """What a line reading ``rest`` after a launcher's rank or task prefix does to a scanner with nothing open (no
+    wrapped message, no ChildFailedError summary): whether it is read at all, its events' keys, and what else it
+    tells (:func:`_plan_of`)."""
+
+    matters: bool  #: the line holds what opens it to reading (:func:`_may_matter`)
+    rank: int | None  #: the rank ``rest`` names itself (else the prefix's)
+    task: int | None  #: the task ``rest`` names itself (else the prefix's)
+    year: int | None  #: the year its stamps name (it dates later stamps)
+    #: (kind, rank when no prefix names one, host) of each event, in order
+    targets: tuple[tuple[EventKind, int | None, str | None], ...]
+
+
+#: how a prefixed line's rest starts when a gate literal may cross its prefix (such lines are gated whole)
+_REST_CROSSINGS = prefix_crossings(_RAW_GATE.literals)
+#: the plan of a line no event can start on
+_UNREAD = _Plan(False, None, None, None, ())
+
+
+@lru_cache(maxsize=EVENTS_MEMO_SIZE)
+def _plan_of(rest: str) -> _Plan | None:
+    """The :class:`_Plan` of ``rest`` (a pure function of it, memoised), ``None`` when reading it depends on more
+    than the prefix's rank and the caps: it is no single logical line of events, names a host (the scanner learns
+    it), may belong to a ChildFailedError summary or a hard wrap, is a Ray ``ip:`` field or a ``what():`` line, or
+    has an event that depends on what came before (a Flight Recorder "this local rank" line, a node failure
+    without its host); also when a gate literal may cross the prefix, or ``rest`` is blank (the gate then reads
+    the whole line). A line that says no event has no targets."""
+    if not rest.strip() or rest.startswith(_REST_CROSSINGS):
+        return None
+    if not _may_matter(rest):
+        return _UNREAD
+    lines = after_prefix(rest)
+    if len(lines) != 1 or lines[0].host is not None:
+        return None
+    ll = lines[0]
+    body = ll.body
+    if _shape(body) != (False, False) or body.startswith(("ip: ", "what():")):
+        return None
+    facts = _body_facts(body)
+    if facts is None:
+        return _Plan(True, ll.rank, ll.task, None, ())  # no event: nothing but its task's rank to learn
+    host = facts.nccl_host
+    targets = []
+    for f in facts.found:
+        if f.details.get("culprit_self") is True or (f.kind is EventKind.NODE_FAIL and (f.host or host) is None):
+            return None
+        targets.append((f.kind, _message_rank(f, facts), f.host or host))
+    outer = (ll.outer_time or ll.time) if facts.glog_stamp is not None else ll.outer_time
+    time = facts.glog_stamp or ll.time
+    year = (year_of(outer) or year_of(time)) if outer is not None or time is not None else None
+    return _Plan(True, ll.rank, ll.task, year, tuple(targets))
 
 
 def _read_shape(body: str) -> tuple[bool, bool]:
@@ -638,6 +703,7 @@ def _read_facts(body: str) -> _BodyFacts | None:
         r = _RANK_RE.search(body)
         msg_rank = int(r.group(1)) if r else None
     nccl = _NCCL_LINE_RE.search(body) if "NCCL" in body else None
+    nccl_host, nccl_red = host_of(nccl.group("host")) if nccl is not None else (None, False)
     return _BodyFacts(
         found=found,
         glog_stamp=glog.group("stamp") if glog is not None else None,
@@ -645,7 +711,8 @@ def _read_facts(body: str) -> _BodyFacts | None:
         pg_guid=pg_m.group("guid") if pg_m is not None else None,
         pg_desc=pg_m.group("desc") if pg_m is not None else None,
         msg_rank=msg_rank,
-        nccl_host=nccl.group("host") if nccl is not None else None,
+        nccl_host=nccl_host,
+        nccl_redacted=nccl_red,
         nccl_pid=int(nccl.group("pid")) if nccl is not None else None,
         nccl_dev=int(nccl.group("dev")) if nccl is not None else None,
     )
@@ -973,20 +1040,60 @@ class JobLogScanner:
             self._learn_gpu(n, raw)  # tested inline: this runs on every line
         if self._terminates and n - self._terminates[0][1] > _WHAT_WINDOW:
             self._terminates = [t for t in self._terminates if n - t[1] <= _WHAT_WINDOW]
-        if not (
+        if (
+            self._pending
+            or self._block is not None
+            or self._root_next is not None
+            or (self._terminates and "what():" in raw)
+        ):
+            self._gate(n, raw)
+            return
+        # nothing open: a launcher-prefixed line is judged by what follows its prefix, once for every rank
+        split = prefixed(raw)
+        if split is None or len(split[2]) > MEMO_MAX_CHARS or (plan := _plan_of(split[2])) is None:
+            self._gate(n, raw)
+        elif not plan.matters:
+            self._learn_task(raw)  # a prefixed line names no host (_learn_host)
+        elif not self._saturated(plan, split[0], split[1]):
+            self._read(n, raw)
+
+    def _gate(self, n: int, raw: str) -> None:
+        """Read ``raw`` if an event can start on it (or it can belong to what is open), else learn the host and
+        task its first words name: most lines of a large log are not normalised."""
+        if (
             self._pending
             or self._block is not None
             or (self._root_next is not None and _SUMMARY_RAW_RE.search(raw) is not None)
             or _may_matter(raw)
             or (self._terminates and "what():" in raw)
         ):
+            self._read(n, raw)
+        else:
             self._learn_host(raw)
             self._learn_task(raw)
-            return  # no event can start on this line: not normalised (most lines of a large log)
+
+    def _read(self, n: int, raw: str) -> None:
         for ll in normalise_line(raw):
             if ll.host is not None and raw[:1] not in " \t" and len(self._prefix_hosts) < MAX_HOSTS:
                 self._prefix_hosts.add(ll.host)
             self._logical(n, raw, ll)
+
+    def _saturated(self, plan: _Plan, prefix_rank: int | None, prefix_task: int | None) -> bool:
+        """Whether a launcher-prefixed line read with nothing open, of ``plan`` (:func:`_plan_of`) after its prefix,
+        has every event over its cap (:meth:`_full`): it is then counted as dropped and what else it tells is kept
+        (its task's rank, the year) without reading it further: the same outcome as reading it, at a fraction of
+        the cost once a large log's events are capped (most of an event-dense log)."""
+        rank = plan.rank if plan.rank is not None else prefix_rank
+        for kind, message_rank, host in plan.targets:
+            if not self._full((kind, rank if rank is not None else message_rank, host)):
+                return False
+        self.dropped += len(plan.targets)
+        task = plan.task if plan.task is not None else prefix_task
+        if task is not None and rank is not None and len(self._task_ranks) < MAX_HOSTS:
+            self._task_ranks.setdefault(task, rank)
+        if plan.year is not None:
+            self.year, self.year_assumed = plan.year, False
+        return True
 
     def _learn_host(self, raw: str) -> None:
         """Remember the ``host: `` prefix of a line not read further, and the rank a ``host: [rankN]:`` line
@@ -1205,25 +1312,12 @@ class JobLogScanner:
         if facts.glog_stamp is not None:  # the process's own glog stamp is the innermost
             ll = ll._replace(time=facts.glog_stamp, outer_time=ll.outer_time or ll.time)
         self._note_year(ll)
-        host = ll.host
-        red = ll.host_redacted
-        if facts.nccl_host is not None:
-            h, r2 = host_of(facts.nccl_host)
-            host = host or h
-            red = red or r2
+        host = ll.host or facts.nccl_host
+        red = ll.host_redacted or facts.nccl_redacted
         ts: float | None = None
         timed = False
         for f in facts.found:
-            # a [Rank N] of the default process group is the global rank; of another group, only the group's
-            ev_rank = ll.rank
-            if (
-                ev_rank is None
-                and facts.msg_rank is not None
-                and (facts.pg if facts.pg is not None else f.details.get("pg", 0)) == 0
-            ):
-                ev_rank = facts.msg_rank
-            if ev_rank is None and f.rank is not None:
-                ev_rank = f.rank
+            ev_rank = ll.rank if ll.rank is not None else _message_rank(f, facts)
             ev_host = f.host or host
             if (
                 ev_host is None

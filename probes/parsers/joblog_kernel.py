@@ -31,7 +31,9 @@ Errors: :class:`~fleetdx.probes.errors.ParseError` for binary input or a malform
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from itertools import accumulate
 
 from fleetdx.probes.contracts import JsonScalar
 from fleetdx.probes.errors import ParseError
@@ -96,26 +98,9 @@ _TRIGGER_KEYS = (
 #: the message catalog's kernel rows that its scan reads (``linux`` rows of the ``catalog`` extractor: mlx5's health
 #: and firmware-command timeouts): a kernel log gives their events too, the PCI address as ``pci`` and ``bus_id``
 _KERNEL_ROWS = Catalog([r for r in catalog().rows if r.extractor == "catalog" and r.source.project == "linux"])
-#: the keys and those rows' literals as one Aho-Corasick automaton: one pass over a line (a job log's lines all meet
-#: it, most miss it)
+#: the keys and those rows' literals as one Aho-Corasick automaton: one pass over a line, or over a block of lines
+#: (:meth:`KernelLogScanner.feed_lines`: a job log's lines all meet it, most miss it)
 _TRIGGER_GATE = Literals((*_TRIGGER_KEYS, *_KERNEL_ROWS.literals))
-
-
-def _event(kind: EventKind, file: str, n: int, raw: str, ll: LogLine, year: int | None, **det: JsonScalar) -> JobEvent:
-    details: dict[str, JsonScalar] = {k: v for k, v in det.items() if v is not None}
-    details["kernel_log"] = True  # read from a kernel log: the job's window and node list apply
-    if ll.uptime_s is not None:
-        details["uptime_s"] = ll.uptime_s
-    return JobEvent(
-        kind=kind,
-        host=ll.host,
-        time=ll.time,
-        ts=stamp_ts(ll.time, year) if ll.time else None,
-        file=file,
-        line=n,
-        text=raw.strip()[:MAX_TEXT],
-        details=details,
-    )
 
 
 class KernelLogScanner:
@@ -133,18 +118,43 @@ class KernelLogScanner:
         self._nvrm: list[tuple[int, str, LogLine]] = []
         self._aer_dev: str | None = None
 
-    def _keep(self, ev: JobEvent, subject: str = "") -> None:
-        if ev.host is None and self.host is not None:
-            ev = ev.model_copy(update={"host": self.host})
-        key = (ev.kind, ev.host, subject)
-        n = self._per_key.get(key, 0)
+    def _add(
+        self,
+        kind: EventKind,
+        at: tuple[int, str, LogLine],
+        subject: str,
+        det: dict[str, JsonScalar],
+        text: str | None = None,
+    ) -> None:
+        """Keep the event of ``kind`` that line ``at`` (number, text, normalised) tells, with the details ``det``
+        (``None`` values left out) and ``text`` (default: the line's, stripped, up to MAX_TEXT), unless its (kind,
+        host, subject) is over the job-log parser's caps: past EVENT_BUDGET the first of each key only, never more
+        than MAX_EVENTS (counted as dropped, before the event is built)."""
+        n, raw, ll = at
+        host = ll.host if ll.host is not None else self.host
+        key = (kind, host, subject)
+        count = self._per_key.get(key, 0)
         kept = len(self.events)
-        # the job-log parser's bounds: past EVENT_BUDGET the first of each key only, never more than MAX_EVENTS
-        if kept >= MAX_EVENTS or n >= (MAX_EVENTS_PER_KEY if kept < EVENT_BUDGET else 1):
+        if kept >= MAX_EVENTS or count >= (MAX_EVENTS_PER_KEY if kept < EVENT_BUDGET else 1):
             self.dropped += 1
             return
-        self._per_key[key] = n + 1
-        self.events.append(ev)
+        self._per_key[key] = count + 1
+        details: dict[str, JsonScalar] = {k: v for k, v in det.items() if v is not None}
+        details["kernel_log"] = True  # read from a kernel log: the job's window and node list apply
+        if ll.uptime_s is not None:
+            details["uptime_s"] = ll.uptime_s
+        self.events.append(
+            JobEvent(
+                kind=kind,
+                host=host,
+                time=ll.time,
+                ts=stamp_ts(ll.time, self.year) if ll.time else None,
+                file=self.file,
+                line=n,
+                text=text if text is not None else raw.strip()[:MAX_TEXT],
+                details=details,
+            )
+        )
 
     def feed(self, raw: str) -> None:
         """Read one line.
@@ -170,118 +180,120 @@ class KernelLogScanner:
         if self._nvrm:
             self._flush_nvrm()
         body = ll.body
-        m = _LINK_RE.search(body)
+        # each pattern runs only on a body holding a fixed substring it needs (``in`` costs a tenth of a search)
+        m = _LINK_RE.search(body) if "ink " in body else None
         if m is not None:
             kind = EventKind.IB_LINK_DOWN if m.group("state").lower() == "down" else EventKind.IB_LINK_UP
-            self._keep(
-                _event(kind, self.file, n, raw, ll, self.year, device=m.group("dev"), pci=m.group("pci")),
-                m.group("dev"),
-            )
+            self._add(kind, (n, raw, ll), m.group("dev"), {"device": m.group("dev"), "pci": m.group("pci")})
             return
-        m = _PORT_RE.search(body)
+        m = _PORT_RE.search(body) if "ort" in body else None
         if m is not None and (m.group("module") is not None or "mlx" in body or "ib" in body.lower()):
-            self._keep(
-                _event(
-                    EventKind.IB_PORT_STATE,
-                    self.file,
-                    n,
-                    raw,
-                    ll,
-                    self.year,
-                    device=dev.group(1) if (dev := _IBDEV_RE.search(body)) else None,
-                    port=m.group("port"),
-                    state=m.group("state"),
-                    module=m.group("module"),
-                    event=m.group("event"),
-                ),
+            self._add(
+                EventKind.IB_PORT_STATE,
+                (n, raw, ll),
                 str(m.group("port") or m.group("module")),
+                {
+                    "device": dev.group(1) if (dev := _IBDEV_RE.search(body)) else None,
+                    "port": m.group("port"),
+                    "state": m.group("state"),
+                    "module": m.group("module"),
+                    "event": m.group("event"),
+                },
             )
             return
-        m = _AER_RE.search(body)
+        m = _AER_RE.search(body) if ("AER: " in body or "PCIe Bus Error" in body or "[" in body) else None
         if m is not None and (m.group("recv") or m.group("sev")):
             self._aer_dev = m.group("dev")
-            self._keep(
-                _event(
-                    EventKind.AER,
-                    self.file,
-                    n,
-                    raw,
-                    ll,
-                    self.year,
-                    pci=m.group("dev"),
-                    received=m.group("recv"),
-                    severity=m.group("sev"),
-                    type=m.group("type"),
-                ),
+            self._add(
+                EventKind.AER,
+                (n, raw, ll),
                 m.group("dev"),
+                {
+                    "pci": m.group("dev"),
+                    "received": m.group("recv"),
+                    "severity": m.group("sev"),
+                    "type": m.group("type"),
+                },
             )
             return
-        b = _AER_BIT_RE.search(body)
-        if b is not None and self._aer_dev is not None and self._aer_dev in body:
-            self._keep(
-                _event(
-                    EventKind.AER,
-                    self.file,
-                    n,
-                    raw,
-                    ll,
-                    self.year,
-                    pci=self._aer_dev,
-                    bit=int(b.group("bit")),
-                    error=b.group("name"),
-                    first=bool(b.group("first")),
-                ),
+        b = _AER_BIT_RE.search(body) if self._aer_dev is not None and self._aer_dev in body else None
+        if b is not None and self._aer_dev is not None:
+            self._add(
+                EventKind.AER,
+                (n, raw, ll),
                 self._aer_dev,
+                {
+                    "pci": self._aer_dev,
+                    "bit": int(b.group("bit")),
+                    "error": b.group("name"),
+                    "first": bool(b.group("first")),
+                },
             )
             return
         for cm in _KERNEL_ROWS.scan(body):
             det = dict(cm.details)
             pci = det.get("bus_id")
             det.update({"pci": pci, "catalog": cm.row.id, "failure_class": cm.row.failure_class, "role": cm.row.role})
-            self._keep(_event(EventKind(cm.row.kind), self.file, n, raw, ll, self.year, **det), str(pci))
+            self._add(EventKind(cm.row.kind), (n, raw, ll), str(pci), det)
             return
-        m = _OOM_RE.search(body)
+        m = _OOM_RE.search(body) if ("of memory" in body or "oom-kill:" in body) else None
         if m is not None:
             pid = m.group("pid")
-            self._keep(
-                _event(
-                    EventKind.OOM_HOST,
-                    self.file,
-                    n,
-                    raw,
-                    ll,
-                    self.year,
-                    pid=int(pid) if pid else None,
-                    process=m.group("name") or m.group("task"),
-                )
+            self._add(
+                EventKind.OOM_HOST,
+                (n, raw, ll),
+                "",
+                {"pid": int(pid) if pid else None, "process": m.group("name") or m.group("task")},
             )
+
+    def feed_lines(self, lines: Sequence[str]) -> None:
+        """Read a block of lines: the same as :meth:`feed` on each in turn, with the lines no kernel message can
+        start on (most of a job log) found by one pass over the block (:meth:`Literals.lines_holding`) and
+        counted, not read one by one.
+
+        Raises:
+            ParseError: as :meth:`feed` (``lines`` is the number of lines read up to the bad one).
+        """
+        if any("\x00" in raw for raw in lines):  # fed one by one: the error names its line
+            for raw in lines:
+                self.feed(raw)
+            return
+        hits = _TRIGGER_GATE.lines_holding(lines)
+        text, starts = "".join(lines), list(accumulate(map(len, lines), initial=0))
+        h, i, end = 0, 0, len(lines)
+        while i < end:
+            while h < len(hits) and hits[h] < i:
+                h += 1
+            nxt = hits[h] if h < len(hits) else end
+            if self._nvrm:  # held NVRM lines: the next line says whether their message goes on
+                nxt = i
+            elif self._aer_dev is not None:  # an AER error-bit line names the device of the AER line before it
+                at = text.find(self._aer_dev, starts[i], starts[nxt])
+                nxt = nxt if at < 0 else bisect_right(starts, at) - 1
+            self.lines += nxt - i
+            if nxt < end:
+                self.feed(lines[nxt])
+            i = nxt + 1
 
     def _flush_nvrm(self) -> None:
         chunk, self._nvrm = self._nvrm, []
         xlog = parse_xid("\n".join(raw for _, raw, _ in chunk))
         for x in xlog.events:
-            n, raw, ll = chunk[x.line - 1]
-            self._keep(
-                _event(
-                    EventKind.XID,
-                    self.file,
-                    n,
-                    raw,
-                    ll,
-                    self.year,
-                    xid=x.code,
-                    pci=x.pci,
-                    pid=x.pid,
-                    process=x.process_name,
-                    message=x.message[:300],
-                ),
+            self._add(
+                EventKind.XID,
+                chunk[x.line - 1],
                 f"{x.code}/{x.pci}",
+                {"xid": x.code, "pci": x.pci, "pid": x.pid, "process": x.process_name, "message": x.message[:300]},
             )
         for d in xlog.driver_events:
-            n, raw, ll = chunk[d.line - 1]
             text = "\n".join(r for _, r, _ in chunk[d.line - 1 : d.line - 1 + d.raw.count("\n") + 1])
-            ev = _event(EventKind.GPU_LOST, self.file, n, raw, ll, self.year, event=d.kind.value, pci=d.pci)
-            self._keep(ev.model_copy(update={"text": text[: MAX_TEXT * 2]}), str(d.pci))
+            self._add(
+                EventKind.GPU_LOST,
+                chunk[d.line - 1],
+                str(d.pci),
+                {"event": d.kind.value, "pci": d.pci},
+                text=text[: MAX_TEXT * 2],
+            )
 
     def flush(self) -> None:
         """Judge the ``NVRM:`` lines held back (an XID message may continue on the next line) as if the log ended

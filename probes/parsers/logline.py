@@ -39,6 +39,7 @@ lines). Memoised where many ranks print the same words (bounded caches, :data:`M
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import NamedTuple
@@ -263,20 +264,58 @@ def normalise_line(raw: str) -> list[LogLine]:
 
     A line that starts with a launcher's rank or task prefix (``[rankN]:``, ``srun -l``'s ``N: ``) and is not cut
     by a carriage return or a progress bar is read as its prefix plus what follows it, and what follows is read
-    once however many ranks print it (:func:`_after_prefix`): the same answer as the whole line's reading."""
+    once however many ranks print it (:func:`after_prefix`): the same answer as the whole line's reading."""
     raw = raw[:MAX_LINE].rstrip("\n")
-    split = _rank_prefix(raw) if ("\r" not in raw and "%|" not in raw) else None
+    split = _cut_prefix(raw)
     if split is not None:
         rank, task, rest = split
-        lines = _after_prefix(rest) if len(rest) <= MEMO_MAX_CHARS else _normalise(rest, _MAX_PREFIXES - 1)
+        lines = after_prefix(rest) if len(rest) <= MEMO_MAX_CHARS else _normalise(rest, _MAX_PREFIXES - 1)
         return [_with_prefix(lines[0] if lines else LogLine(body=""), rank, task), *lines[1:]]
     return _normalise(raw, _MAX_PREFIXES)
 
 
+def prefixed(raw: str) -> tuple[int | None, int | None, str] | None:
+    """(rank, task, rest) of a physical line that :func:`normalise_line` reads as a launcher's rank or task prefix
+    (``[rankN]:``, ``srun -l``'s ``N: ``) followed by ``rest`` (the line's newline removed), ``None`` for any other
+    line (no such prefix, or a carriage return or progress bar that cuts the line). ``rest`` of up to
+    :data:`MEMO_MAX_CHARS` characters is read by :func:`after_prefix`; the line's first logical line is then that
+    reading with the prefix's rank (or task) where it names none itself."""
+    return _cut_prefix(raw[:MAX_LINE].rstrip("\n"))
+
+
+#: what the end of a launcher's rank or task prefix (:func:`prefixed`) can be: ``[rank12]:``, ``]:``, ``2: ``,
+#: ``:``, the blank after ``N:``
+_PREFIX_TAIL_RE = re.compile(r"(?:(?:\[rank|rank|ank|nk|k)\d+|\d*)\]:|:|\d*:[ \t]|[ \t]")
+
+
+def prefix_crossings(literals: Iterable[str]) -> tuple[str, ...]:
+    """How the rest of a prefixed line (:func:`prefixed`) may start when one of ``literals`` begins inside the
+    prefix and ends in the rest (``" CANCELLED AT "`` on ``3: CANCELLED AT ...``): a line whose rest starts with
+    none of them holds a literal exactly when its rest does (a line's rest may then be looked up once for all the
+    ranks that print it).
+
+    Raises:
+        ValueError: a literal fits inside a prefix (``"]:"``): every prefixed line holds it.
+    """
+    out: list[str] = []
+    for lit in literals:
+        for k in range(1, len(lit) + 1):
+            if _PREFIX_TAIL_RE.fullmatch(lit[:k]):
+                if k == len(lit):
+                    raise ValueError(f"literal {lit!r} fits inside a launcher's rank or task prefix")
+                out.append(lit[k:])
+    return tuple(dict.fromkeys(out))
+
+
+def _cut_prefix(raw: str) -> tuple[int | None, int | None, str] | None:
+    return _rank_prefix(raw) if ("\r" not in raw and "%|" not in raw) else None
+
+
 @lru_cache(maxsize=8_192)
-def _after_prefix(rest: str) -> tuple[LogLine, ...]:
+def after_prefix(rest: str) -> tuple[LogLine, ...]:
     """The logical lines of what follows a rank or task prefix (no prefix filled in), read with one prefix fewer
-    to go. Neither prefix holds what the ANSI pattern removes, so removing it here is removing it from the line."""
+    to go (memoised: the same words on many ranks are read once). Neither prefix holds what the ANSI pattern
+    removes, so removing it here is removing it from the line."""
     return tuple(_normalise(rest, _MAX_PREFIXES - 1))
 
 

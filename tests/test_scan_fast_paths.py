@@ -1,0 +1,229 @@
+"""The log scanners' fast paths read exactly as their line-by-line paths: the block reader of job logs
+(``_LineReader.blocks``), the kernel scanner's block gate (``KernelLogScanner.feed_lines``), the job scanner's
+per-rest plans of launcher-prefixed lines (``_plan_of``, ``JobLogScanner._saturated``) and the one-pass block
+prefilter (``Literals.lines_holding``). Each is compared with the plain path on real fixture logs (and, for the
+caps, a log SYNTHESISED from their lines behind made-up rank prefixes) and on edge cases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetdx.orchestrator.postmortem import sources
+from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers import joblog
+from fleetdx.probes.parsers.joblog import JobLogScanner
+from fleetdx.probes.parsers.joblog_kernel import KernelLogScanner
+from fleetdx.probes.parsers.literals import Literals
+from fleetdx.probes.parsers.logline import prefix_crossings
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LOG_DIRS = ("joblogs", "joblogs_catalog", "joblogs_wild", "kmsg")
+
+
+def _logs() -> list[Path]:
+    return sorted(p for d in LOG_DIRS for p in (FIXTURES / d).iterdir() if p.suffix in (".log", ".kmsg", ".txt"))
+
+
+def _lines(path: Path) -> list[str]:
+    return list(sources._LineReader(path))
+
+
+def _reference_reader(path: Path, max_line: int) -> Iterator[str]:
+    """The reader's specification, line by line: each line cut at ``max_line`` bytes (the rest of a longer
+    line skipped), decoded as UTF-8 with bad bytes replaced."""
+    with open(path, "rb") as f:
+        while raw := f.readline(max_line):
+            if len(raw) == max_line and not raw.endswith(b"\n"):
+                while (rest := f.readline(max_line)) and not rest.endswith(b"\n"):
+                    pass
+            yield raw.decode("utf-8", errors="replace")
+
+
+def test_the_fixture_logs_are_there() -> None:
+    assert len(_logs()) > 100
+
+
+# ------------------------------------------------------------------------------------------------- reader
+
+_EDGES = [
+    b"",
+    b"no newline at all",
+    b"a\nb\n",
+    b"a\r\nb\r\n\n\n",
+    b"x" * 15 + b"\n" + b"y" * 16 + b"\n" + b"z" * 17 + b"\nshort\n",  # a MAX_LINE of 16: under, at, over
+    b"w" * 100 + b"\nafter a long line\n" + b"v" * 40,  # a long last line without its newline
+    "é€😀 bytes split across reads\n".encode() * 3 + b"\xff\xfe bad bytes\n",
+    b"\n" * 20,
+]
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 64, 1 << 20])
+@pytest.mark.parametrize("data", _EDGES)
+def test_the_block_reader_reads_as_the_line_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes, block: int
+) -> None:
+    path = tmp_path / "log"
+    path.write_bytes(data)
+    monkeypatch.setattr(sources, "MAX_LINE", 16)
+    monkeypatch.setattr(sources, "BLOCK_BYTES", block)
+    assert _lines(path) == list(_reference_reader(path, 16))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=300), block=st.integers(1, 40))
+def test_the_block_reader_reads_any_bytes_as_the_line_reader(tmp_path: Path, data: bytes, block: int) -> None:
+    path = tmp_path / "hyp.log"
+    path.write_bytes(data)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sources, "MAX_LINE", 16)
+        mp.setattr(sources, "BLOCK_BYTES", block)
+        assert _lines(path) == list(_reference_reader(path, 16))
+
+
+def test_the_block_reader_reads_the_fixture_logs_as_the_line_reader() -> None:
+    for path in _logs():
+        assert _lines(path) == list(_reference_reader(path, sources.MAX_LINE)), path.name
+
+
+# ----------------------------------------------------------------------------------------- block prefilter
+
+_LITS = Literals(["NVRM", "ut of memory", "état", "😀", "AER"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(list("NVRMAEut ofmemoryé😀ta\n\x00x")), max_size=30), max_size=12))
+def test_lines_holding_are_the_lines_any_in_finds(lines: list[str]) -> None:
+    assert _LITS.lines_holding(lines) == [i for i, line in enumerate(lines) if _LITS.any_in(line)]
+
+
+def test_lines_holding_on_the_fixture_lines() -> None:
+    gate = Literals(list(joblog._RAW_GATE.literals))
+    for path in _logs():
+        lines = _lines(path)
+        assert gate.lines_holding(lines) == [i for i, line in enumerate(lines) if gate.any_in(line)], path.name
+
+
+def test_a_literal_with_a_newline_is_refused() -> None:
+    with pytest.raises(ValueError, match="newline"):
+        Literals(["a\nb"])
+
+
+# --------------------------------------------------------------------------------------- kernel block gate
+
+
+def _kernel_by_line(lines: list[str]) -> KernelLogScanner:
+    k = KernelLogScanner("k", year=2024)
+    for line in lines:
+        k.feed(line)
+    return k
+
+
+def _kernel_by_block(lines: list[str], size: int) -> KernelLogScanner:
+    k = KernelLogScanner("k", year=2024)
+    for i in range(0, len(lines), size):
+        k.feed_lines(lines[i : i + size])
+    return k
+
+
+@pytest.mark.parametrize("size", [1, 3, 50, 100_000])
+def test_the_kernel_block_gate_reads_as_line_by_line(size: int) -> None:
+    kernel_events = 0
+    for path in _logs():
+        lines = _lines(path)
+        try:
+            want = _kernel_by_line(lines).result()
+        except ParseError as e:
+            with pytest.raises(ParseError, match=str(e.args[0])[:20]):
+                _kernel_by_block(lines, size).result()
+            continue
+        got = _kernel_by_block(lines, size).result()
+        assert got == want, path.name
+        kernel_events += len(got.events)
+    assert kernel_events > 20  # the fixtures hold XIDs, AER, IB link lines: the comparison saw events
+
+
+def test_aer_error_bits_are_read_after_their_aer_line_in_a_block() -> None:
+    aer = [
+        "[ 10.000001] pcieport 0000:00:02.0: AER: Uncorrected (Fatal) error received: 0000:00:02.0\n",
+        "unrelated line\n",
+        "[ 10.000002] pcieport 0000:00:02.0:    [ 5] Surprise Down Error    (First)\n",
+        "[ 10.000003] pcieport 0000:00:03.0:    [ 6] Another device's bit\n",
+    ]
+    lines = ["filler\n"] * 5 + aer + ["filler\n"] * 5
+    got = _kernel_by_block(lines, 100).result()
+    assert got == _kernel_by_line(lines).result()
+    assert [e.details.get("bit") for e in got.events] == [None, 5]
+    assert got.lines_read == len(lines)
+
+
+def test_a_nul_in_a_block_names_its_line() -> None:
+    lines = ["ok\n", "NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.\n", "bin\x00ary\n", "ok\n"]
+    with pytest.raises(ParseError) as by_block:
+        _kernel_by_block(lines, 10)
+    with pytest.raises(ParseError) as by_line:
+        _kernel_by_line(lines)
+    assert str(by_block.value) == str(by_line.value)
+
+
+# ------------------------------------------------------------------------------- job scanner's rest plans
+
+
+def _job(lines: list[str], plans: bool, monkeypatch: pytest.MonkeyPatch) -> joblog.JobLog:
+    with monkeypatch.context() as mp:
+        if not plans:
+            mp.setattr(joblog, "_plan_of", lambda rest: None)
+        scanner = JobLogScanner("j", 2024)
+        for line in lines:
+            scanner.feed(line)
+        return scanner.result()
+
+
+def _dense(ranks: int, repeat: int) -> list[str]:
+    """SYNTHESISED: the fixture logs' lines in turn, each behind the ``[rankN]:`` or ``srun -l`` ``N: `` prefix of
+    the next of ``ranks`` ranks (few ranks: the per-key caps fill, and most lines are then dropped)."""
+    fixture = [
+        line
+        for d in ("joblogs", "joblogs_catalog")
+        for p in sorted((FIXTURES / d).glob("*.log"))
+        for line in p.read_text(encoding="utf-8", errors="replace").splitlines()
+        if line.strip()
+    ]
+    out = []
+    for n, line in enumerate(fixture * repeat):
+        r = n % ranks
+        out.append(f"[rank{r}]:{line}\n" if r % 2 == 0 else f"{r}: {line}\n")
+    return out
+
+
+def test_the_rest_plans_read_an_event_dense_log_as_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _dense(ranks=2, repeat=40)
+    fast = _job(lines, True, monkeypatch)
+    assert fast == _job(lines, False, monkeypatch)
+    assert fast.events_dropped > len(fast.events) > 100  # caps filled: the saturated path was taken
+
+
+def test_the_rest_plans_read_the_fixture_logs_as_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    for path in _logs():
+        lines = _lines(path)
+        try:
+            want = _job(lines, False, monkeypatch)
+        except ParseError:
+            continue
+        assert _job(lines, True, monkeypatch) == want, path.name
+
+
+def test_a_literal_crossing_a_prefix_is_found() -> None:
+    # " CANCELLED AT " begins in srun -l's "3: " and ends in the rest: such rests are gated whole
+    assert "CANCELLED AT " in prefix_crossings([" CANCELLED AT "])
+    assert "CANCELLED AT " in joblog._REST_CROSSINGS
+    assert joblog._plan_of("CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***") is None
+
+
+def test_a_literal_inside_a_prefix_is_refused() -> None:
+    with pytest.raises(ValueError, match="inside"):
+        prefix_crossings(["]:"])
