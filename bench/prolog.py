@@ -17,7 +17,9 @@ commands count), median of ``--repeat``:
 
 This machine has no GPU: the probes that need one are skipped (the verdict is UNKNOWN, exit 3) and the figure is
 fleetdx's own cost plus the CPU-side probes (lscpu, numactl, sysfs). The goal (issue 22) is at most 0.5 s of
-CPU for the prolog's path (``--spool``), printed as met or MISSED; exit 1 when missed. The package's bytecode is
+CPU for the prolog's path, both ``--spool`` and the save into an existing SQLite file (the steady state; it is
+written through ``sqlite3`` without SQLAlchemy: ``fleetdx.orchestrator.store.direct``), each printed as met or
+MISSED; exit 1 when one is missed. The package's bytecode is
 compiled first, as ``pip install`` leaves it.
 """
 
@@ -96,8 +98,9 @@ def main() -> int:
             figures[name] = statistics.median(c for c, _ in done)
             print(f"  {name:<48} {figures[name]:6.2f} s  [{done[-1][1]}]")
         spool = figures["preflight --json --spool (the prolog's path)"]
+        saved = figures["preflight --json --db <existing SQLite>"]
         base = figures["python -c pass (interpreter)"]
-        print(f"  the prolog's path is {spool / base:.1f}x the bare interpreter")
+        print(f"  the prolog's path is {spool / base:.1f}x the bare interpreter, {saved / base:.1f}x with its save")
         if args.ray_baseline:
             ray = ray_baseline(env)
             if ray is None:
@@ -105,8 +108,11 @@ def main() -> int:
             else:
                 name = "ray start --head + ray stop (bare Ray head)"
                 print(f"  {name:<48} {ray:6.2f} s; the prolog's path is {spool / ray:.2f}x it")
-        met = spool <= GOAL_CPU_S
-        print(f"goal: the prolog's path at most {GOAL_CPU_S} s of CPU: {'met' if met else 'MISSED'} ({spool:.2f} s)")
+        met = True
+        for what, cpu in (("the prolog's path (--spool)", spool), ("with its save into an existing SQLite", saved)):
+            ok = cpu <= GOAL_CPU_S
+            met = met and ok
+            print(f"goal: {what} at most {GOAL_CPU_S} s of CPU: {'met' if ok else 'MISSED'} ({cpu:.2f} s)")
     return 0 if met else 1
 
 

@@ -17,8 +17,9 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 
-#: how long a SQLite writer waits for the lock (ms) before "database is locked"
-SQLITE_BUSY_TIMEOUT_MS = 30_000
+from fleetdx.orchestrator.store.schema import SQLITE_BUSY_TIMEOUT_MS, sqlite_pragmas
+
+__all__ = ["SQLITE_BUSY_TIMEOUT_MS", "WRITE_OPTION", "display_url", "is_sqlite", "make_engine", "parse_url"]
 #: libpq connect_timeout (s) for PostgreSQL
 PG_CONNECT_TIMEOUT_S = 5
 #: execution option that marks a write transaction (BEGIN IMMEDIATE on SQLite)
@@ -71,11 +72,8 @@ def _sqlite_engine(url: URL) -> Engine:
         # take transaction control away from the sqlite3 module so that BEGIN is ours
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        if path is not None:
-            cur.execute("PRAGMA journal_mode = WAL")
-            cur.execute("PRAGMA synchronous = NORMAL")  # durable at each checkpoint; safe with WAL
-        cur.execute("PRAGMA foreign_keys = ON")
+        for pragma in sqlite_pragmas(file=path is not None, busy_timeout_ms=SQLITE_BUSY_TIMEOUT_MS):
+            cur.execute(pragma)
         cur.close()
 
     @event.listens_for(engine, "begin")

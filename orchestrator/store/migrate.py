@@ -11,22 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, inspect, text
 
 from fleetdx.orchestrator.store.errors import StoreError
+from fleetdx.orchestrator.store.schema import HEAD, MIGRATIONS_DIR
+
+__all__ = ["HEAD", "MIGRATIONS_DIR", "current_revision", "downgrade", "head_revision", "known_revisions", "upgrade"]
 
 if TYPE_CHECKING:
     from alembic.config import Config
-
-MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-#: the newest packaged revision, known without importing Alembic (about 0.15 s of a pre-flight's start), so
-#: that a database already at it needs no Alembic at all: revisions are numbered, their files named
-#: ``NNNN_what.py`` after them, each revising the one before (tests/test_migrations.py checks all three
-#: against Alembic's own reading of the scripts)
-HEAD = max(p.name.split("_", 1)[0] for p in (MIGRATIONS_DIR / "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
 
 
 def alembic_config(connection: Connection | None = None) -> Config:

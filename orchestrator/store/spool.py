@@ -30,7 +30,7 @@ from pydantic import Field, ValidationError
 
 from fleetdx.orchestrator.report import RunReport
 from fleetdx.orchestrator.store.errors import SpoolError, StoreError
-from fleetdx.orchestrator.store.settings import resolve_spool_dir
+from fleetdx.orchestrator.store.settings import resolve_db_url, resolve_flap_window_s, resolve_spool_dir
 from fleetdx.probes.contracts import Contract
 from fleetdx.probes.rawfile import RawFileError, check_regular
 
@@ -97,7 +97,20 @@ def save_or_spool(
     """Save ``report`` to the database at ``url`` (None: the default) or, if that fails for any database
     reason (unreachable, schema missing, locked past every retry), write it to a spool file in ``spool_dir``
     (None: ``$FLEETDX_SPOOL_DIR``, else ``<user data dir>/spool``). Never raises for a database or disk
-    failure: the outcome says what happened."""
+    failure: the outcome says what happened.
+
+    An SQLite file whose schema is current is written through ``sqlite3`` without SQLAlchemy
+    (:mod:`fleetdx.orchestrator.store.direct`: the same rows, a prolog's CPU); anything else through the Store."""
+    from fleetdx.orchestrator.store import direct
+
+    resolved = resolve_db_url(url)
+    try:
+        window = resolve_flap_window_s(None)
+    except ValueError:
+        window = None  # the Store says what is wrong with it
+    if window is not None and direct.save(resolved, report, raw, window) is not None:
+        return SaveOutcome(saved=True, database=resolved)
+
     from sqlalchemy.exc import SQLAlchemyError  # the database path only: the spool writer stays light
 
     from fleetdx.orchestrator.store.store import Store

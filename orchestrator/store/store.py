@@ -21,10 +21,10 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
-from sqlalchemy import ColumnElement, Engine, func, select
+from sqlalchemy import ColumnElement, Engine, Table, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
@@ -40,10 +40,11 @@ from fleetdx.orchestrator.report import (
     Recommendation,
     RunReport,
 )
-from fleetdx.orchestrator.store import migrate, transitions
+from fleetdx.orchestrator.store import migrate
 from fleetdx.orchestrator.store.engine import WRITE_OPTION, display_url, is_sqlite, make_engine, parse_url
 from fleetdx.orchestrator.store.errors import DatabaseUnreachable, SchemaOutdated, StoreError
 from fleetdx.orchestrator.store.models import (
+    Base,
     CurveNodeRow,
     CurveRow,
     FindingNodeRow,
@@ -52,7 +53,6 @@ from fleetdx.orchestrator.store.models import (
     NodeRow,
     PostmortemHostRow,
     PostmortemRow,
-    ProbeResultRow,
     RawOutputRow,
     RecommendationRow,
     RunRow,
@@ -66,13 +66,16 @@ from fleetdx.orchestrator.store.records import (
     RunSummary,
     StepAnalysisRecord,
 )
+from fleetdx.orchestrator.store.rows import RAW_ENCODING, Row, write_runs
 from fleetdx.orchestrator.store.settings import resolve_db_url, resolve_flap_window_s
 from fleetdx.probes.contracts import Job, Severity
+
+if TYPE_CHECKING:
+    from fleetdx.orchestrator.notify import Event as NotifyEvent
 
 T = TypeVar("T")
 R = TypeVar("R", bound=Report)
 
-RAW_ENCODING = "zlib"
 #: attempts of one write when SQLite still reports "database is locked" after busy_timeout
 WRITE_ATTEMPTS = 5
 #: attempts of one run's write when a concurrent writer made a row it makes too (a node's first state row)
@@ -196,7 +199,7 @@ class Store:
             raise StoreError(f"run {report.run_id}: a host appears twice in its nodes")
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
             try:
-                return self._write(lambda session: _insert_run(session, report, raw, self.flap_window_s))
+                return self._write(lambda s: write_runs(CoreSink(s), [(report, raw)], self.flap_window_s)[0])
             except _Conflict:
                 # another writer stored the same run_id between our check and our insert
                 if self._run_exists(report.run_id):
@@ -223,7 +226,7 @@ class Store:
             if len(set(hosts)) != len(hosts):
                 raise StoreError(f"run {report.run_id}: a host appears twice in its nodes")
         try:
-            return self._write(lambda session: _insert_runs(session, items, self.flap_window_s))
+            return self._write(lambda session: write_runs(CoreSink(session), items, self.flap_window_s))
         except _Conflict as e:
             raise StoreError(f"a batch of {len(items)} runs was refused by a constraint: {e}") from None
 
@@ -574,90 +577,57 @@ def _reason(e: SQLAlchemyError) -> str:
     return " ".join(line.strip() for line in text.splitlines() if line.strip()) or type(e).__name__
 
 
-# -- report <-> rows -------------------------------------------------------------------------------------
-def _insert_run(
-    session: Session, report: RunReport, raw: Mapping[str, Mapping[str, str]], flap_window_s: float
-) -> bool:
-    if session.scalar(select(RunRow.id).where(RunRow.run_id == report.run_id)) is not None:
-        return False
-    session.add(_run_row(report, raw))
-    session.flush()
-    transitions.apply_run(session, report, flap_window_s)
-    return True
+# -- report -> rows: the writer is rows.write_runs; this is its SQLAlchemy Core sink ---------------------
+class CoreSink:
+    """:class:`~fleetdx.orchestrator.store.rows.Sink` on a session's connection (SQLite or PostgreSQL): bulk Core
+    inserts of each table's rows (``executemany``; ``RETURNING id`` in parameter order where the keys are
+    needed), no ORM objects. Webhook events go out after the session commits."""
 
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.conn = session.connection()
 
-def _insert_runs(
-    session: Session,
-    items: Sequence[tuple[RunReport, Mapping[str, Mapping[str, str]] | None]],
-    flap_window_s: float,
-) -> list[bool]:
-    """Add every run of ``items`` not stored yet (one query for which are), then one flush for all; then move
-    their nodes' states, in the order of ``items``."""
-    ids = [report.run_id for report, _raw in items]
-    seen = set(session.scalars(select(RunRow.run_id).where(RunRow.run_id.in_(ids))))
-    inserted = []
-    for report, raw in items:
-        inserted.append(report.run_id not in seen)
-        if report.run_id in seen:
-            continue
-        seen.add(report.run_id)
-        session.add(_run_row(report, raw or {}))
-    session.flush()
-    for (report, _raw), new in zip(items, inserted, strict=True):
-        if new:
-            transitions.apply_run(session, report, flap_window_s)
-    return inserted
+    @staticmethod
+    def _table(name: str) -> Table:
+        return Base.metadata.tables[name]
 
+    def insert(self, table: str, rows: Sequence[Row]) -> None:
+        self.conn.execute(insert(self._table(table)), list(rows))
 
-def _run_row(report: RunReport, raw: Mapping[str, Mapping[str, str]]) -> RunRow:
-    """The rows of one run, to add to a session (the children with it)."""
-    run = RunRow(
-        run_id=report.run_id,
-        schema_version=report.schema_version,
-        kind=report.kind,
-        started_at=report.started_at,
-        finished_at=report.finished_at,
-        level=report.level,
-        schedule=report.schedule,
-        verdict=report.verdict,
-        exit_code=report.exit_code,
-        simulated=report.simulated,
-        exclude=report.exclude,
-        job_id=report.job.job_id if report.job else None,
-        job=report.job.model_dump(mode="json") if report.job else None,
-    )
-    run.nodes = [_node_row(i, n) for i, n in enumerate(report.nodes)]
-    run.raw_outputs = [
-        # host by host: a lazy ``raw`` (PreflightResult.raw of analyze) holds one host's text at a time
-        _raw_row(host, name, text)
-        for host in sorted(raw)
-        for name, text in sorted(raw[host].items())
-    ]
-    run.findings = [_finding_row(i, f) for i, f in enumerate(report.findings)]
-    run.recommendations = [_recommendation_row(i, r) for i, r in enumerate(report.recommendations)]
-    run.curves = [_curve_row(i, c) for i, c in enumerate(report.curves)]
-    return run
+    def insert_ids(self, table: str, rows: Sequence[Row]) -> list[int]:
+        t = self._table(table)
+        if len(rows) == 1:
+            return [self.conn.execute(insert(t).returning(t.c.id), rows[0]).scalar_one()]
+        stmt = insert(t).returning(t.c.id, sort_by_parameter_order=True)
+        return list(self.conn.execute(stmt, list(rows)).scalars())
 
+    def stored_run_ids(self, run_ids: Sequence[str]) -> set[str]:
+        return set(self.conn.execute(select(RunRow.run_id).where(RunRow.run_id.in_(run_ids))).scalars())
 
-def _node_row(position: int, node: NodeReport) -> NodeRow:
-    row = NodeRow(position=position, host=node.host, verdict=node.verdict, unjudged=node.unjudged)
-    row.probes = [
-        ProbeResultRow(position=i, name=p.name, status=p.status, duration_s=p.duration_s, error=p.error)
-        for i, p in enumerate(node.probes)
-    ]
-    return row
+    def node_states(self, hosts: Sequence[str]) -> dict[str, Row]:
+        t = self._table("node_states")
+        stmt = select(t).where(t.c.host.in_(hosts)).order_by(t.c.host).with_for_update()
+        return {row.host: dict(row._mapping) for row in self.conn.execute(stmt)}
 
+    def update_node_states(self, rows: Sequence[Row]) -> None:
+        t = self._table("node_states")
+        stmt = update(t).where(t.c.host == bindparam("key_host"))
+        self.conn.execute(stmt, [{**row, "key_host": row["host"]} for row in rows])
 
-def _raw_row(host: str, file_name: str, text: str) -> RawOutputRow:
-    data = text.encode("utf-8")
-    return RawOutputRow(
-        host=host,
-        file_name=file_name,
-        encoding=RAW_ENCODING,
-        size=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
-        data=zlib.compress(data, 6),
-    )
+    def after_commit(self, events: Sequence[NotifyEvent]) -> None:
+        from sqlalchemy import event as sa_event
+
+        from fleetdx.orchestrator.notify import notify
+
+        pending = self.session.info.setdefault("fleetdx_notify", [])
+        if not pending:
+
+            @sa_event.listens_for(self.session, "after_commit", once=True)
+            def _send(committed: Session) -> None:
+                for e in committed.info.pop("fleetdx_notify", []):
+                    notify(e)
+
+        pending.extend(events)
 
 
 def _decompress(row: RawOutputRow) -> str:
