@@ -16,6 +16,8 @@
 # * STAND-IN GPUs: Gres=gpu:G per node (default 8) declared through gres.conf over character devices
 #   DIR/dev/nvidia0..G-1 (mknod c 1 3, i.e. /dev/null's numbers): Slurm counts and hands them out, nothing
 #   behind them is a GPU.
+# * a test's intervals (CRED_EXPIRE_S, SCHED_INTERVAL_S below): a requeued job may start again 21 s after its
+#   requeue and is started within 2 s of that (Slurm's defaults: 121 s, then up to 30-60 s).
 # Optional inputs (environment): SIM_NODES (4), SIM_PREFIX (sim), SIM_GPUS (8), SLURMD_PATH (PATH of slurmd
 # and so of its prolog/epilog; default PATH), DIR/slurm.conf.extra (lines appended to slurm.conf, e.g.
 # Prolog=, Epilog=, PrologFlags=Alloc), SLURMD_ENV (extra `NAME=VALUE ...` for slurmd's environment),
@@ -30,6 +32,10 @@ die() {
   if [[ -n "${STARTING:-}" ]]; then stop "$STARTING"; fi
   exit 1
 }
+
+# Slurm intervals chosen for a test cluster (see where they are written in slurm.conf); not knobs of the scenario
+CRED_EXPIRE_S=20
+SCHED_INTERVAL_S=2
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
@@ -98,7 +104,9 @@ start() {
     echo "SlurmctldPort=$(free_port)"
     echo "SlurmUser=root"
     echo "AuthType=auth/munge"
-    echo "AuthInfo=socket=$munge/munge.socket"
+    # cred_expire: a job step credential's lifetime, which is also how long a requeued job waits before it may
+    # start again (slurm.conf(5) AuthInfo; Slurm's default 120 s). Launches here cross one machine's loopback
+    echo "AuthInfo=socket=$munge/munge.socket,cred_expire=$CRED_EXPIRE_S"
     echo "CredType=cred/munge"
     echo "StateSaveLocation=$dir/state"
     echo "SlurmdSpoolDir=$dir/spool/%n"
@@ -116,7 +124,15 @@ start() {
     echo "KillWait=5"
     echo "TopologyPlugin=topology/tree"
     if [[ -n "${SIM_MIN_JOB_AGE:-}" ]]; then echo "MinJobAge=$SIM_MIN_JOB_AGE"; fi
-    [[ -f "$dir/slurm.conf.extra" ]] && cat "$dir/slurm.conf.extra"
+    # the scheduler's periodic passes (main and backfill: Slurm's defaults 60 s and 30 s) come often, so that a
+    # job whose BeginTime has passed (a requeued one) starts within seconds; the extra lines' own
+    # SchedulerParameters are kept, with these added (a second SchedulerParameters line would replace the first)
+    local sched="sched_interval=$SCHED_INTERVAL_S,bf_interval=$SCHED_INTERVAL_S" theirs=""
+    if [[ -f "$dir/slurm.conf.extra" ]]; then
+      theirs=$(sed -n 's/^SchedulerParameters=//p' "$dir/slurm.conf.extra" | head -n 1)
+      grep -v '^SchedulerParameters=' "$dir/slurm.conf.extra" || true
+    fi
+    echo "SchedulerParameters=${theirs:+$theirs,}$sched"
     for i in $(seq 1 "$n"); do
       echo "NodeName=$prefix$i NodeHostname=$prefix$i NodeAddr=127.0.0.1 Port=$(free_port) CPUs=2 RealMemory=1000 Gres=gpu:$gpus"
     done
