@@ -624,33 +624,45 @@ class _Plan(NamedTuple):
     tells (:func:`_plan_of`)."""
 
     matters: bool  #: the line holds what opens it to reading (:func:`_may_matter`)
+    gpu: bool  #: the line may say which GPU a process uses (:meth:`JobLogScanner._learn_gpu`)
     rank: int | None  #: the rank ``rest`` names itself (else the prefix's)
     task: int | None  #: the task ``rest`` names itself (else the prefix's)
+    host: str | None  #: the host a prefix within ``rest`` names (the scanner learns it)
     year: int | None  #: the year its stamps name (it dates later stamps)
-    #: (kind, rank when no prefix names one, host) of each event, in order
+    #: (kind, rank when no prefix names one, host) of each event, in order (a node failure without a host takes
+    #: the Ray actor exception's ``ip:`` field read just above, as the line's reading does)
     targets: tuple[tuple[EventKind, int | None, str | None], ...]
 
 
 #: how a prefixed line's rest starts when a gate literal may cross its prefix (such lines are gated whole)
 _REST_CROSSINGS = prefix_crossings(_RAW_GATE.literals)
-#: the plan of a line no event can start on
-_UNREAD = _Plan(False, None, None, None, ())
+#: what a line must hold to say which GPU a process uses (:meth:`JobLogScanner._learn_gpu`)
+_GPU_KEYS = ("cudaDev", "LOCAL_RANK", "local_rank", "CUDA_VISIBLE_DEVICES")
+_GPU_CROSSINGS = prefix_crossings(_GPU_KEYS)
+#: the plans of a line no event can start on
+_UNREAD = _Plan(False, False, None, None, None, None, ())
+_UNREAD_GPU = _UNREAD._replace(gpu=True)
+
+
+def _gpu_line(raw: str) -> bool:
+    """Whether a physical line may say which GPU a process uses (tested inline: this runs on every line)."""
+    return "cudaDev" in raw or "LOCAL_RANK" in raw or "local_rank" in raw or "CUDA_VISIBLE_DEVICES" in raw
 
 
 @lru_cache(maxsize=EVENTS_MEMO_SIZE)
 def _plan_of(rest: str) -> _Plan | None:
     """The :class:`_Plan` of ``rest`` (a pure function of it, memoised), ``None`` when reading it depends on more
-    than the prefix's rank and the caps: it is no single logical line of events, names a host (the scanner learns
-    it), may belong to a ChildFailedError summary or a hard wrap, is a Ray ``ip:`` field or a ``what():`` line, or
-    has an event that depends on what came before (a Flight Recorder "this local rank" line, a node failure
-    without its host); also when a gate literal may cross the prefix, or ``rest`` is blank (the gate then reads
-    the whole line). A line that says no event has no targets."""
+    than the prefix's rank and the caps: it is no single logical line of events, may belong to a ChildFailedError
+    summary or a hard wrap, is a Ray ``ip:`` field or a ``what():`` line, or has an event that depends on the
+    events before it (a Flight Recorder "this local rank" line); also when a gate literal may cross the prefix,
+    or ``rest`` is blank (the gate then reads the whole line). A line that says no event has no targets."""
     if not rest.strip() or rest.startswith(_REST_CROSSINGS):
         return None
+    gpu = _gpu_line(rest) or rest.startswith(_GPU_CROSSINGS)
     if not _may_matter(rest):
-        return _UNREAD
+        return _UNREAD_GPU if gpu else _UNREAD
     lines = after_prefix(rest)
-    if len(lines) != 1 or lines[0].host is not None:
+    if len(lines) != 1:
         return None
     ll = lines[0]
     body = ll.body
@@ -658,17 +670,17 @@ def _plan_of(rest: str) -> _Plan | None:
         return None
     facts = _body_facts(body)
     if facts is None:
-        return _Plan(True, ll.rank, ll.task, None, ())  # no event: nothing but its task's rank to learn
-    host = facts.nccl_host
+        return _Plan(True, gpu, ll.rank, ll.task, ll.host, None, ())  # no event: its task's rank and host to learn
+    host = ll.host or facts.nccl_host
     targets = []
     for f in facts.found:
-        if f.details.get("culprit_self") is True or (f.kind is EventKind.NODE_FAIL and (f.host or host) is None):
+        if f.details.get("culprit_self") is True:
             return None
         targets.append((f.kind, _message_rank(f, facts), f.host or host))
     outer = (ll.outer_time or ll.time) if facts.glog_stamp is not None else ll.outer_time
     time = facts.glog_stamp or ll.time
     year = (year_of(outer) or year_of(time)) if outer is not None or time is not None else None
-    return _Plan(True, ll.rank, ll.task, year, tuple(targets))
+    return _Plan(True, gpu, ll.rank, ll.task, ll.host, year, tuple(targets))
 
 
 def _read_shape(body: str) -> tuple[bool, bool]:
@@ -1036,25 +1048,26 @@ class JobLogScanner:
         n = self.lines
         if "\x00" in raw:
             raise ParseError(FMT, n, "text", "binary data (NUL byte) in input")
-        if "cudaDev" in raw or "LOCAL_RANK" in raw or "local_rank" in raw or "CUDA_VISIBLE_DEVICES" in raw:
-            self._learn_gpu(n, raw)  # tested inline: this runs on every line
+        # a launcher-prefixed line is judged by what follows its prefix, once for every rank that prints it
+        split = prefixed(raw)
+        plan = _plan_of(split[2]) if split is not None and len(split[2]) <= MEMO_MAX_CHARS else None
+        if plan.gpu if plan is not None else _gpu_line(raw):
+            self._learn_gpu(n, raw)
         if self._terminates and n - self._terminates[0][1] > _WHAT_WINDOW:
             self._terminates = [t for t in self._terminates if n - t[1] <= _WHAT_WINDOW]
         if (
-            self._pending
+            plan is None
+            or split is None
+            or self._pending
             or self._block is not None
             or self._root_next is not None
             or (self._terminates and "what():" in raw)
         ):
             self._gate(n, raw)
-            return
-        # nothing open: a launcher-prefixed line is judged by what follows its prefix, once for every rank
-        split = prefixed(raw)
-        if split is None or len(split[2]) > MEMO_MAX_CHARS or (plan := _plan_of(split[2])) is None:
-            self._gate(n, raw)
         elif not plan.matters:
-            self._learn_task(raw)  # a prefixed line names no host (_learn_host)
-        elif not self._saturated(plan, split[0], split[1]):
+            if split[1] is not None:  # a "[rankN]:" line names no task; no prefixed line names a host (_learn_host)
+                self._learn_task(raw)
+        elif not self._saturated(n, plan, split[0], split[1]):
             self._read(n, raw)
 
     def _gate(self, n: int, raw: str) -> None:
@@ -1078,22 +1091,34 @@ class JobLogScanner:
                 self._prefix_hosts.add(ll.host)
             self._logical(n, raw, ll)
 
-    def _saturated(self, plan: _Plan, prefix_rank: int | None, prefix_task: int | None) -> bool:
-        """Whether a launcher-prefixed line read with nothing open, of ``plan`` (:func:`_plan_of`) after its prefix,
-        has every event over its cap (:meth:`_full`): it is then counted as dropped and what else it tells is kept
-        (its task's rank, the year) without reading it further: the same outcome as reading it, at a fraction of
-        the cost once a large log's events are capped (most of an event-dense log)."""
+    def _saturated(self, n: int, plan: _Plan, prefix_rank: int | None, prefix_task: int | None) -> bool:
+        """Whether launcher-prefixed line ``n``, read with nothing open, of ``plan`` (:func:`_plan_of`) after its
+        prefix, has every event over its cap (:meth:`_full`): it is then counted as dropped and what else it tells
+        is kept (its host, its task's rank, the year) without reading it further: the same outcome as reading it,
+        at a fraction of the cost once a large log's events are capped (most of an event-dense log)."""
         rank = plan.rank if plan.rank is not None else prefix_rank
-        for kind, message_rank, host in plan.targets:
-            if not self._full((kind, rank if rank is not None else message_rank, host)):
-                return False
+        kept = len(self.events)
+        if kept < MAX_EVENTS:  # else every key is full (:meth:`_full`, its test inlined: this runs on most lines)
+            cap = MAX_EVENTS_PER_KEY if kept < EVENT_BUDGET else 1
+            for kind, message_rank, host in plan.targets:
+                if host is None and kind is EventKind.NODE_FAIL:
+                    host = self._ray_host(n)
+                if self._per_key.get((kind, rank if rank is not None else message_rank, host), 0) < cap:
+                    return False
         self.dropped += len(plan.targets)
+        if plan.host is not None and len(self._prefix_hosts) < MAX_HOSTS:
+            self._prefix_hosts.add(plan.host)
         task = plan.task if plan.task is not None else prefix_task
         if task is not None and rank is not None and len(self._task_ranks) < MAX_HOSTS:
             self._task_ranks.setdefault(task, rank)
         if plan.year is not None:
             self.year, self.year_assumed = plan.year, False
         return True
+
+    def _ray_host(self, n: int) -> str | None:
+        """The host of a node failure told on line ``n`` without one: the Ray actor exception's ``ip:`` field read
+        just above (the node that died), if any."""
+        return self._ray_ip[1] if self._ray_ip and n - self._ray_ip[0] <= _RAY_IP_LINES else None
 
     def _learn_host(self, raw: str) -> None:
         """Remember the ``host: `` prefix of a line not read further, and the rank a ``host: [rankN]:`` line
@@ -1319,13 +1344,8 @@ class JobLogScanner:
         for f in facts.found:
             ev_rank = ll.rank if ll.rank is not None else _message_rank(f, facts)
             ev_host = f.host or host
-            if (
-                ev_host is None
-                and f.kind is EventKind.NODE_FAIL
-                and self._ray_ip
-                and n - self._ray_ip[0] <= _RAY_IP_LINES
-            ):
-                ev_host = self._ray_ip[1]  # the Ray actor exception's ip field above: the node that died
+            if ev_host is None and f.kind is EventKind.NODE_FAIL:
+                ev_host = self._ray_host(n)
             culprit_self = f.details.get("culprit_self") is True and ev_rank is not None
             if culprit_self and (ev_rank, ev_host) in self._timed_out:
                 continue  # this rank's own watchdog-timeout event already says it, with the collective

@@ -33,7 +33,9 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from itertools import accumulate
+from typing import NamedTuple
 
 from fleetdx.probes.contracts import JsonScalar
 from fleetdx.probes.errors import ParseError
@@ -47,7 +49,7 @@ from fleetdx.probes.parsers.joblog import (
     JobLog,
 )
 from fleetdx.probes.parsers.literals import Literals
-from fleetdx.probes.parsers.logline import MAX_LINE, LogLine, normalise_line, stamp_ts
+from fleetdx.probes.parsers.logline import MAX_LINE, MEMO_MAX_CHARS, LogLine, normalise_line, stamp_ts
 from fleetdx.probes.parsers.msgcatalog import Catalog, catalog
 from fleetdx.probes.parsers.xid import parse_xid
 
@@ -101,6 +103,63 @@ _KERNEL_ROWS = Catalog([r for r in catalog().rows if r.extractor == "catalog" an
 #: the keys and those rows' literals as one Aho-Corasick automaton: one pass over a line, or over a block of lines
 #: (:meth:`KernelLogScanner.feed_lines`: a job log's lines all meet it, most miss it)
 _TRIGGER_GATE = Literals((*_TRIGGER_KEYS, *_KERNEL_ROWS.literals))
+
+
+_Said1 = tuple[EventKind, str, dict[str, JsonScalar]]  # kind, subject (what the caps count by), details
+
+
+class _Said(NamedTuple):
+    """What one kernel-log body says (:func:`_said`), in the order it is judged: the first of an IB link, an IB
+    port state or an AER line; else an AER error bit (of the device of the AER line before it, if the body names
+    it); else a catalog row or the OOM killer."""
+
+    first: _Said1 | None
+    bit: dict[str, JsonScalar] | None
+    later: _Said1 | None
+
+
+def _read_said(body: str) -> _Said:
+    # each pattern runs only on a body holding a fixed substring it needs (``in`` costs a tenth of a search)
+    m = _LINK_RE.search(body) if "ink " in body else None
+    if m is not None:
+        kind = EventKind.IB_LINK_DOWN if m.group("state").lower() == "down" else EventKind.IB_LINK_UP
+        return _Said((kind, m.group("dev"), {"device": m.group("dev"), "pci": m.group("pci")}), None, None)
+    m = _PORT_RE.search(body) if "ort" in body else None
+    if m is not None and (m.group("module") is not None or "mlx" in body or "ib" in body.lower()):
+        det: dict[str, JsonScalar] = {
+            "device": dev.group(1) if (dev := _IBDEV_RE.search(body)) else None,
+            "port": m.group("port"),
+            "state": m.group("state"),
+            "module": m.group("module"),
+            "event": m.group("event"),
+        }
+        return _Said((EventKind.IB_PORT_STATE, str(m.group("port") or m.group("module")), det), None, None)
+    m = _AER_RE.search(body) if ("AER: " in body or "PCIe Bus Error" in body or "[" in body) else None
+    if m is not None and (m.group("recv") or m.group("sev")):
+        det = {"pci": m.group("dev"), "received": m.group("recv"), "severity": m.group("sev"), "type": m.group("type")}
+        return _Said((EventKind.AER, m.group("dev"), det), None, None)
+    b = _AER_BIT_RE.search(body) if "[" in body else None
+    bit: dict[str, JsonScalar] | None = None
+    if b is not None:
+        bit = {"bit": int(b.group("bit")), "error": b.group("name"), "first": bool(b.group("first"))}
+    for cm in _KERNEL_ROWS.scan(body):
+        det = dict(cm.details)
+        pci = det.get("bus_id")
+        det.update({"pci": pci, "catalog": cm.row.id, "failure_class": cm.row.failure_class, "role": cm.row.role})
+        return _Said(None, bit, (EventKind(cm.row.kind), str(pci), det))
+    m = _OOM_RE.search(body) if ("of memory" in body or "oom-kill:" in body) else None
+    if m is not None:
+        pid = m.group("pid")
+        det = {"pid": int(pid) if pid else None, "process": m.group("name") or m.group("task")}
+        return _Said(None, bit, (EventKind.OOM_HOST, "", det))
+    return _Said(None, bit, None)
+
+
+@lru_cache(maxsize=4_096)
+def _said(body: str) -> _Said:
+    """:func:`_read_said`, memoised (the same words on many ranks or GPUs; callers never change what it gives:
+    :meth:`KernelLogScanner._add` copies the details)."""
+    return _read_said(body)
 
 
 class KernelLogScanner:
@@ -180,71 +239,17 @@ class KernelLogScanner:
         if self._nvrm:
             self._flush_nvrm()
         body = ll.body
-        # each pattern runs only on a body holding a fixed substring it needs (``in`` costs a tenth of a search)
-        m = _LINK_RE.search(body) if "ink " in body else None
-        if m is not None:
-            kind = EventKind.IB_LINK_DOWN if m.group("state").lower() == "down" else EventKind.IB_LINK_UP
-            self._add(kind, (n, raw, ll), m.group("dev"), {"device": m.group("dev"), "pci": m.group("pci")})
-            return
-        m = _PORT_RE.search(body) if "ort" in body else None
-        if m is not None and (m.group("module") is not None or "mlx" in body or "ib" in body.lower()):
-            self._add(
-                EventKind.IB_PORT_STATE,
-                (n, raw, ll),
-                str(m.group("port") or m.group("module")),
-                {
-                    "device": dev.group(1) if (dev := _IBDEV_RE.search(body)) else None,
-                    "port": m.group("port"),
-                    "state": m.group("state"),
-                    "module": m.group("module"),
-                    "event": m.group("event"),
-                },
-            )
-            return
-        m = _AER_RE.search(body) if ("AER: " in body or "PCIe Bus Error" in body or "[" in body) else None
-        if m is not None and (m.group("recv") or m.group("sev")):
-            self._aer_dev = m.group("dev")
-            self._add(
-                EventKind.AER,
-                (n, raw, ll),
-                m.group("dev"),
-                {
-                    "pci": m.group("dev"),
-                    "received": m.group("recv"),
-                    "severity": m.group("sev"),
-                    "type": m.group("type"),
-                },
-            )
-            return
-        b = _AER_BIT_RE.search(body) if self._aer_dev is not None and self._aer_dev in body else None
-        if b is not None and self._aer_dev is not None:
-            self._add(
-                EventKind.AER,
-                (n, raw, ll),
-                self._aer_dev,
-                {
-                    "pci": self._aer_dev,
-                    "bit": int(b.group("bit")),
-                    "error": b.group("name"),
-                    "first": bool(b.group("first")),
-                },
-            )
-            return
-        for cm in _KERNEL_ROWS.scan(body):
-            det = dict(cm.details)
-            pci = det.get("bus_id")
-            det.update({"pci": pci, "catalog": cm.row.id, "failure_class": cm.row.failure_class, "role": cm.row.role})
-            self._add(EventKind(cm.row.kind), (n, raw, ll), str(pci), det)
-            return
-        m = _OOM_RE.search(body) if ("of memory" in body or "oom-kill:" in body) else None
-        if m is not None:
-            pid = m.group("pid")
-            self._add(
-                EventKind.OOM_HOST,
-                (n, raw, ll),
-                "",
-                {"pid": int(pid) if pid else None, "process": m.group("name") or m.group("task")},
-            )
+        said = _said(body) if len(body) <= MEMO_MAX_CHARS else _read_said(body)
+        if said.first is not None:
+            kind, subject, det = said.first
+            if kind is EventKind.AER:
+                self._aer_dev = subject  # its error bits follow, naming the same device
+            self._add(kind, (n, raw, ll), subject, det)
+        elif said.bit is not None and self._aer_dev is not None and self._aer_dev in body:
+            self._add(EventKind.AER, (n, raw, ll), self._aer_dev, {"pci": self._aer_dev, **said.bit})
+        elif said.later is not None:
+            kind, subject, det = said.later
+            self._add(kind, (n, raw, ll), subject, det)
 
     def feed_lines(self, lines: Sequence[str]) -> None:
         """Read a block of lines: the same as :meth:`feed` on each in turn, with the lines no kernel message can
@@ -254,12 +259,13 @@ class KernelLogScanner:
         Raises:
             ParseError: as :meth:`feed` (``lines`` is the number of lines read up to the bad one).
         """
-        if any("\x00" in raw for raw in lines):  # fed one by one: the error names its line
+        text = "".join(lines)
+        if "\x00" in text:  # fed one by one: the error names its line
             for raw in lines:
                 self.feed(raw)
             return
         hits = _TRIGGER_GATE.lines_holding(lines)
-        text, starts = "".join(lines), list(accumulate(map(len, lines), initial=0))
+        starts = list(accumulate(map(len, lines), initial=0))
         h, i, end = 0, 0, len(lines)
         while i < end:
             while h < len(hits) and hits[h] < i:

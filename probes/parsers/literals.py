@@ -15,15 +15,11 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from itertools import accumulate
-from operator import methodcaller
+from operator import add, methodcaller
 
 from ahocorasick_rs import AhoCorasick, BytesAhoCorasick, MatchKind
 
 _UTF8 = methodcaller("encode", "utf-8", "surrogatepass")
-
-
-def _len_and_newline(b: bytes) -> int:
-    return len(b) + 1
 
 
 class Literals:
@@ -61,7 +57,8 @@ class Literals:
         :meth:`any_in` is true), in one pass over the block: about 30x cheaper a line than :meth:`any_in` on a job
         log's lines when the literals are rare."""
         encoded = list(map(_UTF8, lines))
-        # each line followed by a newline no literal holds: no match spans two lines
-        starts = list(accumulate(map(_len_and_newline, encoded), initial=0))
+        # each line followed by a newline, which no literal holds: no match spans two lines; line i starts at the
+        # bytes of the lines before it plus their i newlines
+        starts = list(map(add, accumulate(map(len, encoded), initial=0), range(len(encoded) + 1)))
         hits = {bisect_right(starts, s) - 1 for _, s, _ in self._block(b"\n".join(encoded))}
         return sorted(hits)

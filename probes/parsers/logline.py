@@ -280,7 +280,10 @@ def prefixed(raw: str) -> tuple[int | None, int | None, str] | None:
     line (no such prefix, or a carriage return or progress bar that cuts the line). ``rest`` of up to
     :data:`MEMO_MAX_CHARS` characters is read by :func:`after_prefix`; the line's first logical line is then that
     reading with the prefix's rank (or task) where it names none itself."""
-    return _cut_prefix(raw[:MAX_LINE].rstrip("\n"))
+    if raw[:1] != "[" and not raw[:1].isdecimal():  # no prefix can start here (most lines: a cheap look first)
+        return None
+    split = _rank_prefix(raw[:MAX_LINE].rstrip("\n"))
+    return None if split is None or "\r" in split[2] or "%|" in split[2] else split
 
 
 #: what the end of a launcher's rank or task prefix (:func:`prefixed`) can be: ``[rank12]:``, ``]:``, ``2: ``,
