@@ -269,6 +269,53 @@ def pct(xs: list[float], q: float) -> float:
     return statistics.quantiles(xs, n=100, method="inclusive")[q - 1] if len(xs) > 1 else xs[0]
 
 
+def ingest_baseline(port: int, concurrency: int, n: int, pid: int, ingestion: tuple[float, float]) -> None:
+    """``GET /healthz`` (the service's cheapest answer) at the ingestion's concurrency, ``n`` requests, in the same
+    run: the one-node ingestion's rate and service CPU per report (``ingestion``) as ratios to it."""
+    rate, cpu_ms = ingestion
+
+    def healthz(client: RawClient, _: int) -> None:
+        status, body = client.get("/healthz")
+        if status != 200:
+            raise RuntimeError(f"/healthz {status} {body[:300]!r}")
+
+    timed(min(n, 50), concurrency, healthz, lambda: RawClient(port))  # warm-up, not measured
+    cpu = service_cpu_s(pid)
+    times, wall = timed(n, concurrency, healthz, lambda: RawClient(port))
+    base_ms = (service_cpu_s(pid) - cpu) / n * 1e3
+    print(f"/healthz, concurrency {concurrency}: {n} queries, {n / wall:.0f} queries/s, p99 "
+          f"{pct(times, 99) * 1e3:.1f} ms, service CPU {base_ms:.2f} ms/query [baseline]; one-node ingestion: "
+          f"{rate / (n / wall):.2f}x its rate, {cpu_ms / base_ms:.1f}x its service CPU")  # fmt: skip
+
+
+def ingest(url: str, auth: dict[str, str], pid: int, batches: list[tuple[str, list[bytes], int]], concurrency: int
+           ) -> list[tuple[float, float]]:  # fmt: skip
+    """Push each batch of gzip bodies through ``POST /reports`` at ``concurrency``; print and return, per batch,
+    reports/s and the service's CPU ms per report."""
+    out = []
+    for label, batch, per in batches:
+        failures: list[str] = []
+
+        def push(client: httpx.Client, i: int, batch: list[bytes] = batch, failures: list[str] = failures) -> None:
+            r = client.post(f"{url}/reports", content=batch[i], headers=auth)
+            if r.status_code != 201:
+                failures.append(f"{r.status_code} {r.text[:200]}")
+
+        cpu = service_cpu_s(pid)
+        times, wall = timed(len(batch), concurrency, push)
+        rate = len(batch) / wall
+        cpu_ms = (service_cpu_s(pid) - cpu) / len(batch) * 1e3
+        print(f"ingestion of {label} reports: {len(batch)} in {wall:.1f} s = {rate:.0f} reports/s "
+              f"({rate * per:.0f} node entries/s) at concurrency {concurrency}; "
+              f"p50 {pct(times, 50) * 1e3:.1f} ms, p99 {pct(times, 99) * 1e3:.1f} ms per report; "
+              f"service CPU {cpu_ms:.2f} ms/report; "
+              f"goal >= {INGEST_GOAL:.0f}/s: {rate / INGEST_GOAL:.2f}x; failures {len(failures)}")  # fmt: skip
+        if failures:
+            print("  first failure:", failures[0])
+        out.append((rate, cpu_ms))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=1000)
@@ -280,6 +327,11 @@ def main() -> None:
     ap.add_argument("--placements", type=int, default=200, help="placement queries at concurrency 1 (x4 at 16)")
     ap.add_argument("--push-rate", type=float, default=10.0, help="reports/s pushed during the last placement phase")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="measure ingestion, and /healthz at the same concurrency as its baseline, then stop",
+    )
     args = ap.parse_args()
 
     from fleetdx.orchestrator.store import Store
@@ -311,26 +363,11 @@ def main() -> None:
         )
         with service(db, port, args.workers, conf if has_topology_option else None) as (url, pid):
             auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Content-Encoding": "gzip"}
-            failures: list[str] = []
-
-            for label, batch, per in (("one-node", bodies, 1), (f"{PER_RUN}-node", wide, PER_RUN)):
-
-                def ingest(client: httpx.Client, i: int, batch: list[bytes] = batch) -> None:
-                    r = client.post(f"{url}/reports", content=batch[i], headers=auth)
-                    if r.status_code != 201:
-                        failures.append(f"{r.status_code} {r.text[:200]}")
-
-                cpu = service_cpu_s(pid)
-                times, wall = timed(len(batch), args.ingest_concurrency, ingest)
-                rate = len(batch) / wall
-                cpu_ms = (service_cpu_s(pid) - cpu) / len(batch) * 1e3
-                print(f"ingestion of {label} reports: {len(batch)} in {wall:.1f} s = {rate:.0f} reports/s "
-                      f"({rate * per:.0f} node entries/s) at concurrency {args.ingest_concurrency}; "
-                      f"p50 {pct(times, 50) * 1e3:.1f} ms, p99 {pct(times, 99) * 1e3:.1f} ms per report; "
-                      f"service CPU {cpu_ms:.2f} ms/report; "
-                      f"goal >= {INGEST_GOAL:.0f}/s: {rate / INGEST_GOAL:.2f}x; failures {len(failures)}")  # fmt: skip
-                if failures:
-                    print("  first failure:", failures[0])
+            batches = [("one-node", bodies, 1), (f"{PER_RUN}-node", wide, PER_RUN)]
+            figures = ingest(url, auth, pid, batches[:1] if args.ingest_only else batches, args.ingest_concurrency)
+            if args.ingest_only:
+                ingest_baseline(port, args.ingest_concurrency, len(bodies), pid, figures[0])
+                return
 
             sizes: list[int] = []
             series: list[int] = []

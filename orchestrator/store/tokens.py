@@ -146,6 +146,8 @@ def check_token(store: Store, token: str) -> TokenInfo | None:
     else (malformed, unknown). Raises the store's errors when the database does not answer."""
     if not TOKEN_RE.match(token):
         return None
-    with store._errors(), Session(store.engine) as session:
-        row = session.scalar(select(TokenRow).where(TokenRow.sha256 == digest(token)))
-        return None if row is None else _info(row)
+    # a Core query on a pooled connection, no ORM session: this runs for every authenticated request
+    table = TokenRow.__table__
+    with store._errors(), store.engine.connect() as conn:
+        row = conn.execute(select(table).where(table.c.sha256 == digest(token))).one_or_none()
+        return None if row is None else _info(row)  # type: ignore[arg-type]  # the row has TokenRow's columns
