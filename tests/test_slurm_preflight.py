@@ -8,7 +8,7 @@ machine, each node its own hostname sim1..sim5, one STAND-IN GPU each through gr
   resubmitted job's pre-flight passes and its training step (a real gloo all-reduce over the 4 nodes) runs.
 * The epilog (slurm/epilog.sh) leaves one bundle per node under the job id.
 * Ray's output goes to FLEETDX_RAY_LOG_DIR (the script's ``fleetdx-JOBID/ray``), not the job's output.
-* A node whose slurmd hangs (SIGSTOP) never joins Ray: NODE_UNREACHABLE "did not join Ray within 20 s".
+* A node whose slurmd hangs (SIGSTOP) never joins Ray: NODE_UNREACHABLE "did not join Ray within 60 s".
 
 Deadlines are generous (a loaded 2-core machine); nothing here asserts a duration.
 """
@@ -34,6 +34,9 @@ SBATCH = ROOT / "slurm" / "preflight.sbatch"
 TRAIN = Path(__file__).parent / "fixtures" / "slurm" / "train_allreduce.py"
 BUSY = "sim3"
 JOB_S = 900  # a job's deadline here: four Ray nodes start on a 2-core machine shared with other work
+#: the join deadline of the never-joins case: the Ray head and the node that does join must be up within it on a
+#: loaded machine (20 s was too short at load average 8: "the Ray head ... was not up within the join deadline")
+JOIN_S = 60
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +138,7 @@ def test_node_that_never_joins_ray_is_unreachable(cluster: SlurmCluster, work: P
     script.write_text(
         "#!/bin/bash\n"
         f"while [ ! -e {go} ]; do sleep 0.2; done\n"
-        f"{FLEETDX} preflight --level quick --join-timeout 20 --no-save --json > {run}/preflight.json\n"
+        f"{FLEETDX} preflight --level quick --join-timeout {JOIN_S} --no-save --json > {run}/preflight.json\n"
         f"echo $? > {done}\n"
     )
     job = c.run("sbatch", "--parsable", "-N2", "-w", "sim4,sim5", "-o", f"{run}/slurm-%j.out", str(script)).stdout
@@ -153,6 +156,6 @@ def test_node_that_never_joins_ray_is_unreachable(cluster: SlurmCluster, work: P
     report = json.loads((run / "preflight.json").read_text())
     lost = [f for f in report["findings"] if f["code"] == "NODE_UNREACHABLE"]
     assert [f["nodes"] for f in lost] == [["sim5"]]
-    assert "did not join Ray within 20 s" in lost[0]["message"]
+    assert f"did not join Ray within {JOIN_S} s" in lost[0]["message"]
     assert {n["host"]: n["verdict"] for n in report["nodes"]}["sim5"] in ("CRITICAL", 2)
     c.wait_job(job, 300)
