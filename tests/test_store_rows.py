@@ -377,3 +377,31 @@ def test_the_prolog_save_leaves_other_databases_to_the_store(tmp_path: Path) -> 
     assert direct.save(f"sqlite:///{new}", second, raw, WINDOW) is True
     with Store.open(f"sqlite:///{new}") as store:
         assert store.get_run("pf-2") == second and store.get_raw("pf-2", "h100-vm-idle") == raw["h100-vm-idle"]
+
+
+def test_a_prolog_save_that_quarantines_sends_the_event_after_its_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retest's CRITICAL pre-flight saved by ``direct.save`` quarantines the node (retest fail) and sends one
+    node.quarantined event, after the commit; a save that fails sends nothing and stores nothing."""
+    from fleetdx.orchestrator import notify as notify_mod
+    from fleetdx.orchestrator.diagnosis.node_states import DrainEvent, RetestEvent
+    from fleetdx.orchestrator.store import states
+
+    url = migrated(f"sqlite:///{tmp_path / 'q.db'}")
+    sent: list[Any] = []
+    monkeypatch.setattr(notify_mod, "notify", sent.append)
+    with Store.open(url) as store:
+        assert store.save_report(critical_run("c-1", T0, "gpu07")) is True  # suspect
+        states.record(store, "gpu07", DrainEvent(at=T0 + 10, reason="drained by fleetdx", run_id="c-1"))
+        states.record(store, "gpu07", RetestEvent(at=T0 + 20))
+    sent.clear()  # the drain's event (through the Store's sink)
+    broken = critical_run("c-2", T0 + 30, "gpu07").model_copy(update={"exit_code": None})  # NOT NULL refuses it
+    assert direct.save(url, broken, None, WINDOW) is None and sent == []
+    assert direct.save(url, critical_run("c-3", T0 + 40, "gpu07"), None, WINDOW) is True
+    assert [(e.kind.value, e.hosts, e.run_id, e.details["from_state"]) for e in sent] == [
+        ("node.quarantined", ["gpu07"], "c-3", "retesting")
+    ]
+    with Store.open(url) as store:
+        assert states.get(store, "gpu07").state.value == "quarantined"  # type: ignore[union-attr]
+        assert [r.run_id for r in store.list_runs()] == ["c-3", "c-1"]

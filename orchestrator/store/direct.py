@@ -119,11 +119,13 @@ def save(url: str, report: RunReport, raw: Mapping[str, Mapping[str, str]] | Non
     try:
         for pragma in sqlite_pragmas(file=True):
             conn.execute(pragma)
-        if conn.execute("SELECT version_num FROM alembic_version").fetchall() != [(HEAD,)]:
-            return None
         sink = _Sqlite3Sink(conn)
         conn.execute("BEGIN IMMEDIATE")
         try:
+            # read under the write lock: no migration can run between this check and the commit
+            if conn.execute("SELECT version_num FROM alembic_version").fetchall() != [(HEAD,)]:
+                conn.execute("ROLLBACK")
+                return None
             stored = write_runs(sink, [(report, raw)], flap_window_s)[0]
             conn.execute("COMMIT")
         except BaseException:
