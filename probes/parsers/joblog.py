@@ -67,6 +67,7 @@ from fleetdx.probes.parsers.logline import (
     host_of,
     is_host_prefix,
     normalise_line,
+    normalise_prefixed,
     prefix_crossings,
     prefixed,
     stamp_ts,
@@ -1068,7 +1069,7 @@ class JobLogScanner:
             if split[1] is not None:  # a "[rankN]:" line names no task; no prefixed line names a host (_learn_host)
                 self._learn_task(raw)
         elif not self._saturated(n, plan, split[0], split[1]):
-            self._read(n, raw)
+            self._read(n, raw, split)
 
     def _gate(self, n: int, raw: str) -> None:
         """Read ``raw`` if an event can start on it (or it can belong to what is open), else learn the host and
@@ -1085,8 +1086,9 @@ class JobLogScanner:
             self._learn_host(raw)
             self._learn_task(raw)
 
-    def _read(self, n: int, raw: str) -> None:
-        for ll in normalise_line(raw):
+    def _read(self, n: int, raw: str, split: tuple[int | None, int | None, str] | None = None) -> None:
+        """Read line ``n`` (``split``: its rank or task prefix and rest when :func:`prefixed` has split it)."""
+        for ll in normalise_prefixed(split) if split is not None else normalise_line(raw):
             if ll.host is not None and raw[:1] not in " \t" and len(self._prefix_hosts) < MAX_HOSTS:
                 self._prefix_hosts.add(ll.host)
             self._logical(n, raw, ll)

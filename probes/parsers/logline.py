@@ -265,13 +265,17 @@ def normalise_line(raw: str) -> list[LogLine]:
     A line that starts with a launcher's rank or task prefix (``[rankN]:``, ``srun -l``'s ``N: ``) and is not cut
     by a carriage return or a progress bar is read as its prefix plus what follows it, and what follows is read
     once however many ranks print it (:func:`after_prefix`): the same answer as the whole line's reading."""
-    raw = raw[:MAX_LINE].rstrip("\n")
-    split = _cut_prefix(raw)
+    split = prefixed(raw)
     if split is not None:
-        rank, task, rest = split
-        lines = after_prefix(rest) if len(rest) <= MEMO_MAX_CHARS else _normalise(rest, _MAX_PREFIXES - 1)
-        return [_with_prefix(lines[0] if lines else LogLine(body=""), rank, task), *lines[1:]]
-    return _normalise(raw, _MAX_PREFIXES)
+        return normalise_prefixed(split)
+    return _normalise(raw[:MAX_LINE].rstrip("\n"), _MAX_PREFIXES)
+
+
+def normalise_prefixed(split: tuple[int | None, int | None, str]) -> list[LogLine]:
+    """:func:`normalise_line` of a line that :func:`prefixed` has split into (rank, task, rest)."""
+    rank, task, rest = split
+    lines = after_prefix(rest) if len(rest) <= MEMO_MAX_CHARS else _normalise(rest, _MAX_PREFIXES - 1)
+    return [_with_prefix(lines[0] if lines else LogLine(body=""), rank, task), *lines[1:]]
 
 
 def prefixed(raw: str) -> tuple[int | None, int | None, str] | None:
@@ -308,10 +312,6 @@ def prefix_crossings(literals: Iterable[str]) -> tuple[str, ...]:
                     raise ValueError(f"literal {lit!r} fits inside a launcher's rank or task prefix")
                 out.append(lit[k:])
     return tuple(dict.fromkeys(out))
-
-
-def _cut_prefix(raw: str) -> tuple[int | None, int | None, str] | None:
-    return _rank_prefix(raw) if ("\r" not in raw and "%|" not in raw) else None
 
 
 @lru_cache(maxsize=8_192)
