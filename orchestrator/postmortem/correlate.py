@@ -168,10 +168,13 @@ def timeline(events: Sequence[JobEvent]) -> list[JobEvent]:
     return [e for _, e in sorted(enumerate(events), key=lambda p: _order_key(p[1], p[0]))]
 
 
-def first_decisive(events: Sequence[JobEvent]) -> JobEvent | None:
+def first_decisive(events: Sequence[JobEvent], judged: Sequence[Judged | None] | None = None) -> JobEvent | None:
     """The first failure: among decisive events, the earliest dated one, a more decisive one within
-    :data:`SKEW_TOLERANCE_S` of it winning; an undated event wins only if more decisive than that."""
-    scored = [(e, j) for e in events if (j := judge(e)) is not None and j.priority >= DECISIVE]
+    :data:`SKEW_TOLERANCE_S` of it winning; an undated event wins only if more decisive than that. ``judged``:
+    each event's :func:`judge`, when the caller has them."""
+    if judged is None:
+        judged = [judge(e) for e in events]
+    scored = [(e, j) for e, j in zip(events, judged, strict=True) if j is not None and j.priority >= DECISIVE]
     if not scored:
         return None
     dated = [(e, j) for e, j in scored if e.ts is not None]
@@ -758,15 +761,15 @@ def correlate(
     ordered = mark_flaps(ordered)
     every_host = {e.host for e in ordered if e.host} | known_hosts | set(job.nodes if job else [])
     ordered = _peers_as_hosts(ordered, every_host)
+    judged = [judge(e) for e in ordered]  # once each: a large log's events are judged three times below
     groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]] = defaultdict(list)
-    for e in ordered:
-        j = judge(e)
+    for e, j in zip(ordered, judged, strict=True):
         if j is not None:
             groups[(j.code,) + j.key].append((e, j))
     _fold(groups)
     _fold_teardowns(groups)
     _fold_outside_kills(groups)
-    first = first_decisive(ordered)
+    first = first_decisive(ordered, judged)
     # the decisive events naming a rank (OOM, crash, CUDA error): the rank that failed before the others timed out
     failed = [e for e, j in (p for m in groups.values() for p in m) if j.priority >= DECISIVE and e.rank is not None]
     failed.sort(key=lambda e: _order_key(e, e.line))
@@ -842,7 +845,7 @@ def correlate(
         severity_rank = 0 if cause.severity is Severity.CRITICAL else 1
         causes.append(((severity_rank, 0 if is_first else 1, -best_j.priority), cause))
     causes.sort(key=lambda p: p[0])
-    entries = _timeline_entries(ordered)
+    entries = _timeline_entries(ordered, judged)
     return Correlation(
         causes=[c for _, c in causes], timeline=entries, missing=missing, priorities=[-k[2] for k, _ in causes]
     )
@@ -931,10 +934,14 @@ def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> No
     # a group that names no place (no host, rank, task...) into the only group of the same code that names one:
     # slurmstepd's oom-kill line beside srun's line of one host; an unprefixed CUDA error beside the same error
     # behind a rank's prefix
+    named: dict[tuple[int, tuple[object, ...]], list[tuple[object, ...]]] = defaultdict(list)
+    for k in groups:  # the groups that name a place, by length and (code, kind): this loop moves none of them
+        if any(p is not None for p in k[2:]):
+            named[(len(k), k[:2])].append(k)
     for key in [k for k in groups if len(k) >= 3 and all(p is None for p in k[2:]) and k[1] != "observed"]:
-        named = [k for k in groups if len(k) == len(key) and k[:2] == key[:2] and any(p is not None for p in k[2:])]
-        if len(named) == 1:
-            groups[named[0]] = groups.pop(key) + groups[named[0]]
+        same = named.get((len(key), key[:2]), [])
+        if len(same) == 1:
+            groups[same[0]] = groups.pop(key) + groups[same[0]]
 
 
 def _own_critical_xid(e: JobEvent) -> bool:
@@ -1019,12 +1026,12 @@ def _fold_bursts(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]
                     groups[lead] += groups.pop(k)
 
 
-def _timeline_entries(ordered: Sequence[JobEvent]) -> list[TimelineEntry]:
+def _timeline_entries(ordered: Sequence[JobEvent], judged: Sequence[Judged | None]) -> list[TimelineEntry]:
     keep = list(ordered)
     if len(keep) > MAX_TIMELINE:
         scored = sorted(
             range(len(keep)),
-            key=lambda i: (-((j := judge(keep[i])) is not None and j.priority >= DECISIVE), i),
+            key=lambda i: (-((j := judged[i]) is not None and j.priority >= DECISIVE), i),
         )
         chosen = sorted(scored[:MAX_TIMELINE])
         keep = [keep[i] for i in chosen]
