@@ -146,17 +146,17 @@ def _strip_prefixes(text: str) -> LogLine:
     return _strip_all(text, _MAX_PREFIXES)
 
 
+#: a launcher's rank prefix ``[rankN]:`` (1 to 7 digits) or ``srun -l``'s task prefix ``N: `` (1 to 6 digits)
+_RANK_PREFIX_RE = re.compile(r"\[rank(\d{1,7})\]:|(\d{1,6}):[ \t]")
+
+
 def _rank_prefix(raw: str) -> tuple[int | None, int | None, str] | None:
-    """(rank, task, the rest) of a line starting with ``[rankN]:`` or ``srun -l``'s ``N: `` (1 to 6 digits)."""
-    if raw.startswith("[rank"):
-        j = raw.find("]:", 5, 14)
-        if j > 5 and raw[5:j].isdecimal():
-            return int(raw[5:j]), None, raw[j + 2 :]
-    elif raw[:1].isdecimal():
-        j = raw.find(":", 1, 7)
-        if j > 0 and raw[:j].isdecimal() and raw[j + 1 : j + 2] in (" ", "\t"):
-            return None, int(raw[:j]), raw[j + 2 :]
-    return None
+    """(rank, task, the rest) of a line starting with ``[rankN]:`` or ``srun -l``'s ``N: ``."""
+    m = _RANK_PREFIX_RE.match(raw)
+    if m is None:
+        return None
+    rank, task = m.groups()
+    return (int(rank), None, raw[m.end() :]) if rank is not None else (None, int(task), raw[m.end() :])
 
 
 def _with_prefix(ll: LogLine, rank: int | None, task: int | None) -> LogLine:
