@@ -1064,16 +1064,16 @@ class JobLogScanner:
             or self._root_next is not None
             or (self._terminates and "what():" in raw)
         ):
-            self._gate(n, raw)
+            self._gate(n, raw, split)
         elif not plan.matters:
             if split[1] is not None:  # a "[rankN]:" line names no task; no prefixed line names a host (_learn_host)
                 self._learn_task(raw)
         elif not self._saturated(n, plan, split[0], split[1]):
             self._read(n, raw, split)
 
-    def _gate(self, n: int, raw: str) -> None:
-        """Read ``raw`` if an event can start on it (or it can belong to what is open), else learn the host and
-        task its first words name: most lines of a large log are not normalised."""
+    def _gate(self, n: int, raw: str, split: tuple[int | None, int | None, str] | None) -> None:
+        """Read ``raw`` (``split`` by :func:`prefixed`) if an event can start on it (or it can belong to what is
+        open), else learn the host and task its first words name: most lines of a large log are not normalised."""
         if (
             self._pending
             or self._block is not None
@@ -1081,13 +1081,13 @@ class JobLogScanner:
             or _may_matter(raw)
             or (self._terminates and "what():" in raw)
         ):
-            self._read(n, raw)
+            self._read(n, raw, split)
         else:
             self._learn_host(raw)
             self._learn_task(raw)
 
-    def _read(self, n: int, raw: str, split: tuple[int | None, int | None, str] | None = None) -> None:
-        """Read line ``n`` (``split``: its rank or task prefix and rest when :func:`prefixed` has split it)."""
+    def _read(self, n: int, raw: str, split: tuple[int | None, int | None, str] | None) -> None:
+        """Read line ``n`` (``split``: its rank or task prefix and rest, as :func:`prefixed` gives)."""
         for ll in normalise_prefixed(split) if split is not None else normalise_line(raw):
             if ll.host is not None and raw[:1] not in " \t" and len(self._prefix_hosts) < MAX_HOSTS:
                 self._prefix_hosts.add(ll.host)

@@ -140,7 +140,7 @@ def _strip_prefixes(text: str) -> LogLine:
     """``text`` without its prefixes, and what they said. The launchers' rank prefixes (torchrun's ``[rankN]:``,
     ``srun -l``'s ``N: ``) say only a rank or a task: what follows them is read once however many ranks print it
     (the same traceback on every rank), with the outer rank or task filled in where the rest names none."""
-    split = _rank_prefix(text)
+    split = prefixed(text)
     if split is not None and len(split[2]) <= MEMO_MAX_CHARS:
         return _with_prefix(_strip_rest(split[2]), split[0], split[1])
     return _strip_all(text, _MAX_PREFIXES)
@@ -148,15 +148,6 @@ def _strip_prefixes(text: str) -> LogLine:
 
 #: a launcher's rank prefix ``[rankN]:`` (1 to 7 digits) or ``srun -l``'s task prefix ``N: `` (1 to 6 digits)
 _RANK_PREFIX_RE = re.compile(r"\[rank(\d{1,7})\]:|(\d{1,6}):[ \t]")
-
-
-def _rank_prefix(raw: str) -> tuple[int | None, int | None, str] | None:
-    """(rank, task, the rest) of a line starting with ``[rankN]:`` or ``srun -l``'s ``N: ``."""
-    m = _RANK_PREFIX_RE.match(raw)
-    if m is None:
-        return None
-    rank, task = m.groups()
-    return (int(rank), None, raw[m.end() :]) if rank is not None else (None, int(task), raw[m.end() :])
 
 
 def _with_prefix(ll: LogLine, rank: int | None, task: int | None) -> LogLine:
@@ -284,10 +275,16 @@ def prefixed(raw: str) -> tuple[int | None, int | None, str] | None:
     line (no such prefix, or a carriage return or progress bar that cuts the line). ``rest`` of up to
     :data:`MEMO_MAX_CHARS` characters is read by :func:`after_prefix`; the line's first logical line is then that
     reading with the prefix's rank (or task) where it names none itself."""
-    if raw[:1] != "[" and not raw[:1].isdecimal():  # no prefix can start here (most lines: a cheap look first)
+    m = _RANK_PREFIX_RE.match(raw)
+    if m is None:
         return None
-    split = _rank_prefix(raw[:MAX_LINE].rstrip("\n"))
-    return None if split is None or "\r" in split[2] or "%|" in split[2] else split
+    rest = raw[m.end() : MAX_LINE]
+    if rest[-1:] == "\n":
+        rest = rest.rstrip("\n")
+    if "\r" in rest or "%|" in rest:
+        return None
+    rank, task = m.groups()
+    return (int(rank), None, rest) if rank is not None else (None, int(task), rest)
 
 
 #: what the end of a launcher's rank or task prefix (:func:`prefixed`) can be: ``[rank12]:``, ``]:``, ``2: ``,
