@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from operator import methodcaller
 from pathlib import Path
 from typing import Protocol
 
@@ -84,9 +85,9 @@ def _mtime_year(path: Path) -> int | None:
 
 
 class _LineReader:
-    """The lines of a file, each with its newline, cut at :data:`MAX_LINE` bytes (the rest of a longer line is
-    skipped; a cut line has no newline), decoded as UTF-8 with bad bytes replaced, in blocks of about
-    :data:`BLOCK_BYTES`: bounded memory whatever the file."""
+    """The lines of a file, without their newlines, each cut at :data:`MAX_LINE` bytes (the rest of a longer line
+    is skipped), decoded as UTF-8 with bad bytes replaced, in blocks of about :data:`BLOCK_BYTES`: bounded memory
+    whatever the file."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -106,20 +107,16 @@ class _LineReader:
                     parts[0] = carry
                 carry = parts.pop()[: MAX_LINE + 1]  # after the last newline: the start of a line, or b""
                 if parts:
-                    yield [_decode(raw) for raw in parts]
-            if carry:  # the last line, without its newline
-                yield [carry[:MAX_LINE].decode("utf-8", errors="replace")]
+                    if max(map(len, parts)) > MAX_LINE:
+                        parts = [raw[:MAX_LINE] for raw in parts]
+                    yield list(map(_DECODE, parts))
+            if carry:  # the last line, without a newline
+                yield [_DECODE(carry[:MAX_LINE])]
 
 
 #: bytes read at once (the lines of a block are read together: :meth:`KernelLogScanner.feed_lines`)
 BLOCK_BYTES = 1 << 20
-
-
-def _decode(raw: bytes) -> str:
-    """One whole line (without its newline) as read: with its newline, or cut at MAX_LINE bytes without it."""
-    if len(raw) < MAX_LINE:
-        return (raw + b"\n").decode("utf-8", errors="replace")
-    return raw[:MAX_LINE].decode("utf-8", errors="replace")
+_DECODE = methodcaller("decode", "utf-8", "replace")
 
 
 @dataclass

@@ -229,6 +229,10 @@ class KernelLogScanner:
             if self._nvrm:
                 self._flush_nvrm()
             return
+        self._read(n, raw)
+
+    def _read(self, n: int, raw: str) -> None:
+        """Read line ``n``, one that holds a gate literal or the device of the last AER line."""
         raw = raw[:MAX_LINE].rstrip("\r\n")
         ll = normalise_line(raw)[0] if raw.strip() else LogLine(body="")
         if "NVRM" in raw:
@@ -277,7 +281,10 @@ class KernelLogScanner:
                 at = text.find(self._aer_dev, starts[i], starts[nxt])
                 nxt = nxt if at < 0 else bisect_right(starts, at) - 1
             self.lines += nxt - i
-            if nxt < end:
+            if h < len(hits) and nxt == hits[h]:  # it holds a gate literal: read it
+                self.lines += 1
+                self._read(self.lines, lines[nxt])
+            elif nxt < end:
                 self.feed(lines[nxt])
             i = nxt + 1
 
