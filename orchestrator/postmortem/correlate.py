@@ -383,8 +383,8 @@ def _time(e: JobEvent) -> str | None:
 
 def _evidence(events: Sequence[JobEvent]) -> list[EvidenceLine]:
     """The events' lines, each once, at most :data:`MAX_EVIDENCE`."""
-    lines = {(e.file, e.line): EvidenceLine(file=e.file, line=e.line, text=e.text) for e in reversed(events)}
-    return list(reversed(lines.values()))[:MAX_EVIDENCE]
+    lines = {(e.file, e.line): e for e in reversed(events)}
+    return [EvidenceLine(file=e.file, line=e.line, text=e.text) for e in list(reversed(lines.values()))[:MAX_EVIDENCE]]
 
 
 def _where(rank: int | None, host: str | None) -> str:
