@@ -17,7 +17,7 @@
 #   DIR/dev/nvidia0..G-1 (mknod c 1 3, i.e. /dev/null's numbers): Slurm counts and hands them out, nothing
 #   behind them is a GPU.
 # * a test's intervals (CRED_EXPIRE_S, SCHED_INTERVAL_S below): a requeued job may start again 21 s after its
-#   requeue and is started within 2 s of that (Slurm's defaults: 121 s, then up to 30-60 s).
+#   requeue and is started within 2 s of that (Slurm's defaults: 121 s, then up to 30 s).
 # Optional inputs (environment): SIM_NODES (4), SIM_PREFIX (sim), SIM_GPUS (8), SLURMD_PATH (PATH of slurmd
 # and so of its prolog/epilog; default PATH), DIR/slurm.conf.extra (lines appended to slurm.conf, e.g.
 # Prolog=, Epilog=, PrologFlags=Alloc), SLURMD_ENV (extra `NAME=VALUE ...` for slurmd's environment),
@@ -124,10 +124,12 @@ start() {
     echo "KillWait=5"
     echo "TopologyPlugin=topology/tree"
     if [[ -n "${SIM_MIN_JOB_AGE:-}" ]]; then echo "MinJobAge=$SIM_MIN_JOB_AGE"; fi
-    # the scheduler's periodic passes (main and backfill: Slurm's defaults 60 s and 30 s) come often, so that a
-    # job whose BeginTime has passed (a requeued one) starts within seconds; the extra lines' own
-    # SchedulerParameters are kept, with these added (a second SchedulerParameters line would replace the first)
-    local sched="sched_interval=$SCHED_INTERVAL_S,bf_interval=$SCHED_INTERVAL_S" theirs=""
+    # the main scheduler's periodic pass (Slurm's default: every 60 s) comes often, so that a job whose BeginTime
+    # has passed (a requeued one) starts within seconds. Backfill keeps its 30 s: run often, it started jobs ahead
+    # of the main scheduler, with the --time-min limit instead of --time (tests/test_slurm_resubmit.py). The extra
+    # lines' own SchedulerParameters are kept, with this added (a second SchedulerParameters line would replace
+    # the first)
+    local sched="sched_interval=$SCHED_INTERVAL_S" theirs=""
     if [[ -f "$dir/slurm.conf.extra" ]]; then
       theirs=$(sed -n 's/^SchedulerParameters=//p' "$dir/slurm.conf.extra" | head -n 1)
       grep -v '^SchedulerParameters=' "$dir/slurm.conf.extra" || true
