@@ -56,9 +56,18 @@ class Literals:
         """The indexes, ascending, of the ``lines`` that hold at least one literal (exactly those for which
         :meth:`any_in` is true), in one pass over the block: about 30x cheaper a line than :meth:`any_in` on a job
         log's lines when the literals are rare."""
+        if "\n" not in "".join(lines):  # lines without newlines (a reader's): joined by one, counted by them
+            blob = "\n".join(lines).encode("utf-8", "surrogatepass")
+            out: list[int] = []
+            line = pos = 0
+            for _, start, _ in self._block(blob):  # ascending, none spanning a newline (no literal holds one)
+                line += blob.count(b"\n", pos, start)
+                pos = start
+                if not out or out[-1] != line:
+                    out.append(line)
+            return out
         encoded = list(map(_UTF8, lines))
         # each line followed by a newline, which no literal holds: no match spans two lines; line i starts at the
         # bytes of the lines before it plus their i newlines
         starts = list(map(add, accumulate(map(len, encoded), initial=0), range(len(encoded) + 1)))
-        hits = {bisect_right(starts, s) - 1 for _, s, _ in self._block(b"\n".join(encoded))}
-        return sorted(hits)
+        return sorted({bisect_right(starts, s) - 1 for _, s, _ in self._block(b"\n".join(encoded))})
