@@ -322,6 +322,24 @@ def _int(v: Any, default: int = -1) -> int:
 
 
 _INT_RANGE = 2**63
+#: names remembered per CPU span category (a trace of unique names must not grow the cache without bound)
+_MAX_CACHED_NAMES = 1 << 16
+
+
+class _Markers(dict[str, "Marker | None"]):
+    """One category's CPU span names and their :func:`marker_of`, computed once per distinct name."""
+
+    def __init__(self, cat: str) -> None:
+        super().__init__()
+        self.cat = cat
+
+    def __missing__(self, name: str) -> Marker | None:
+        mk = marker_of(name, self.cat)
+        if len(self) < _MAX_CACHED_NAMES:
+            self[name] = mk
+        return mk
+
+
 #: timestamps and durations beyond this (us; 3e4 years) are not real and would overflow the float columns
 _MAX_US = 1e18
 
@@ -334,6 +352,8 @@ class _Reader:
         self.max_events = max_events
         self.kept = 0
         self.name_ids: dict[str, tuple[int, int]] = {}  #: GPU activity name: (index in names, GpuKind)
+        #: CPU span category: {name: its stage marker or None} (marker_of, computed once per distinct name)
+        self.marker_ids = {c: _Markers(c) for c in ("cpu_op", "user_annotation", "python_function")}
 
     def _keep(self) -> None:
         self.kept += 1
@@ -376,7 +396,7 @@ class _Reader:
                 args = e.get("args")
                 if type(args) is dict:
                     self._flops(name, ts, args)
-            mk = marker_of(name, cat)
+            mk = self.marker_ids[cat][name]
             if mk is not None:
                 self._keep()
                 t.markers[mk].add(ts, dur, tid)
@@ -457,6 +477,8 @@ _NUMBER = {int, float}
 #: characters read at a time
 _CHUNK_CHARS = 1 << 20
 _WS = re.compile(r"[ \t\n\r]*")
+#: an item's separator and the whitespace after it
+_COMMA = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
 _DECODE = json.JSONDecoder().raw_decode
 _SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # the C scanner raw_decode calls, without its wrapper
 
@@ -520,16 +542,21 @@ class _TopLevel:
     def _items(self, array_key: str, on_item: Callable[[Any], None]) -> None:
         """The items of an array up to its ``]``: a tight loop over the current buffer; an item or separator
         that reaches the buffer's end is read again by the careful methods, which refill the buffer."""
-        scan, ws = _SCAN, _WS.match
+        scan, ws, comma = _SCAN, _WS.match, _COMMA.match
         while True:
-            buf, pos = self.buf, self.pos
+            buf = self.buf
             n = len(buf)
+            pos = ws(buf, self.pos).end()  # type: ignore[union-attr]
             while True:
-                pos = ws(buf, pos).end()  # type: ignore[union-attr]
                 try:
                     item, end = scan(buf, pos)
                 except (StopIteration, ValueError):
                     break  # cut by the buffer end, or malformed: the careful path decides
+                m = comma(buf, end)  # the common case, one match: a comma and the next item's start in the buffer
+                if m is not None and m.end() < n:
+                    on_item(item)
+                    pos = m.end()
+                    continue
                 sep = ws(buf, end).end()  # type: ignore[union-attr]
                 if sep >= n:
                     break  # a number may go on, or the separator is in the next chunk
@@ -540,7 +567,7 @@ class _TopLevel:
                     return
                 if c != ",":
                     raise _Malformed(f"',' or ']' after an item of {array_key} (got {c!r})")
-                pos = sep + 1
+                pos = ws(buf, sep + 1).end()  # type: ignore[union-attr]
             self.pos = pos
             on_item(self._value())
             c = self._peek()
