@@ -476,6 +476,8 @@ class _Reader:
 _NUMBER = {int, float}
 #: characters read at a time
 _CHUNK_CHARS = 1 << 20
+#: the tight loop refills the buffer once fewer characters than this are left in it
+_MARGIN_CHARS = 1 << 16
 _WS = re.compile(r"[ \t\n\r]*")
 #: an item's separator and the whitespace after it
 _COMMA = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
@@ -547,6 +549,9 @@ class _TopLevel:
             buf = self.buf
             n = len(buf)
             pos = ws(buf, self.pos).end()  # type: ignore[union-attr]
+            # an item starting past ``low`` may be cut by the buffer's end: the buffer is refilled before it is
+            # read (a cut item's JSONDecodeError counts the lines of the whole buffer before it, twice)
+            low = n if self.eof else n - _MARGIN_CHARS
             while True:
                 try:
                     item, end = scan(buf, pos)
@@ -556,7 +561,9 @@ class _TopLevel:
                 if m is not None and m.end() < n:
                     on_item(item)
                     pos = m.end()
-                    continue
+                    if pos < low:
+                        continue
+                    break
                 sep = ws(buf, end).end()  # type: ignore[union-attr]
                 if sep >= n:
                     break  # a number may go on, or the separator is in the next chunk
@@ -569,6 +576,8 @@ class _TopLevel:
                     raise _Malformed(f"',' or ']' after an item of {array_key} (got {c!r})")
                 pos = ws(buf, sep + 1).end()  # type: ignore[union-attr]
             self.pos = pos
+            if pos > 0 and self._fill():
+                continue  # the item at pos now starts the buffer: the tight loop again
             on_item(self._value())
             c = self._peek()
             self.pos += 1
