@@ -54,7 +54,6 @@ from fleetdx.orchestrator.store.models import (
     PostmortemHostRow,
     PostmortemRow,
     RawOutputRow,
-    RecommendationRow,
     RunRow,
     StepAnalysisRow,
 )
@@ -663,33 +662,6 @@ def _names(host: str) -> ColumnElement[bool]:
     """The condition "this finding is about ``host``" (an EXISTS on ``finding_nodes``: one row per finding
     even when its nodes name the host twice)."""
     return FindingRow.hosts.any(FindingNodeRow.host == host)
-
-
-def _recommendation_row(position: int, r: Recommendation) -> RecommendationRow:
-    return RecommendationRow(
-        position=position,
-        node=r.node,
-        kind=r.kind,
-        subject=r.subject,
-        message=r.message,
-        data=r.model_dump(mode="json")["data"],
-    )
-
-
-def _curve_row(position: int, c: BusbwCurve) -> CurveRow:
-    peak = max(c.points, key=lambda p: p.busbw_gbps, default=None)
-    row = CurveRow(
-        position=position,
-        collective=c.collective,
-        nranks=c.nranks,
-        backend=c.backend,
-        nodes=list(c.nodes),
-        points=[p.model_dump(mode="json") for p in c.points],
-        peak_busbw_gbps=None if peak is None else peak.busbw_gbps,
-        peak_size=None if peak is None else peak.size,
-    )
-    row.hosts = [CurveNodeRow(host=h) for h in dict.fromkeys(c.nodes)]
-    return row
 
 
 def _finding_of(row: FindingRow) -> Finding:
