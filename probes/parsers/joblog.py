@@ -69,7 +69,7 @@ from fleetdx.probes.parsers.logline import (
     normalise_line,
     normalise_prefixed,
     prefix_crossings,
-    prefixed,
+    split_prefix,
     stamp_ts,
     year_of,
 )
@@ -657,7 +657,7 @@ def _plan_of(rest: str) -> _Plan | None:
     summary or a hard wrap, is a Ray ``ip:`` field or a ``what():`` line, or has an event that depends on the
     events before it (a Flight Recorder "this local rank" line); also when a gate literal may cross the prefix,
     or ``rest`` is blank (the gate then reads the whole line). A line that says no event has no targets."""
-    if not rest.strip() or rest.startswith(_REST_CROSSINGS):
+    if not rest.strip() or rest.startswith(_REST_CROSSINGS) or "\r" in rest or "%|" in rest:
         return None
     gpu = _gpu_line(rest) or rest.startswith(_GPU_CROSSINGS)
     if not _may_matter(rest):
@@ -1050,8 +1050,10 @@ class JobLogScanner:
         if "\x00" in raw:
             raise ParseError(FMT, n, "text", "binary data (NUL byte) in input")
         # a launcher-prefixed line is judged by what follows its prefix, once for every rank that prints it
-        split = prefixed(raw)
+        split = split_prefix(raw)
         plan = _plan_of(split[2]) if split is not None and len(split[2]) <= MEMO_MAX_CHARS else None
+        if plan is None and split is not None and ("\r" in split[2] or "%|" in split[2]):
+            split = None  # a line a carriage return or a progress bar cuts is normalised whole (prefixed())
         if plan.gpu if plan is not None else _gpu_line(raw):
             self._learn_gpu(n, raw)
         if self._terminates and n - self._terminates[0][1] > _WHAT_WINDOW:
@@ -1066,7 +1068,9 @@ class JobLogScanner:
         ):
             self._gate(n, raw, split)
         elif not plan.matters:
-            if split[1] is not None:  # a "[rankN]:" line names no task; no prefixed line names a host (_learn_host)
+            # a "[rankN]:" line names no task, nor a line without "[rank" where _learn_task looks; no prefixed
+            # line names a host (_learn_host)
+            if split[1] is not None and "[rank" in raw[:16]:
                 self._learn_task(raw)
         elif not self._saturated(n, plan, split[0], split[1]):
             self._read(n, raw, split)

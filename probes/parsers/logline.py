@@ -275,14 +275,19 @@ def prefixed(raw: str) -> tuple[int | None, int | None, str] | None:
     line (no such prefix, or a carriage return or progress bar that cuts the line). ``rest`` of up to
     :data:`MEMO_MAX_CHARS` characters is read by :func:`after_prefix`; the line's first logical line is then that
     reading with the prefix's rank (or task) where it names none itself."""
+    split = split_prefix(raw)
+    return None if split is None or "\r" in split[2] or "%|" in split[2] else split
+
+
+def split_prefix(raw: str) -> tuple[int | None, int | None, str] | None:
+    """(rank, task, rest) of a physical line that starts with a launcher's rank or task prefix, whatever follows
+    (:func:`prefixed` is this without the lines a carriage return or a progress bar cuts)."""
     m = _RANK_PREFIX_RE.match(raw)
     if m is None:
         return None
     rest = raw[m.end() : MAX_LINE]
     if rest[-1:] == "\n":
         rest = rest.rstrip("\n")
-    if "\r" in rest or "%|" in rest:
-        return None
     rank, task = m.groups()
     return (int(rank), None, rest) if rank is not None else (None, int(task), rest)
 
