@@ -638,26 +638,6 @@ def _decompress(row: RawOutputRow) -> str:
     return data.decode("utf-8")
 
 
-def _finding_row(position: int, f: Finding) -> FindingRow:
-    data = f.model_dump(mode="json", include={"evidence", "details"})
-    row = FindingRow(
-        position=position,
-        code=f.code,
-        severity=f.severity,
-        subject=f.subject,
-        message=f.message,
-        evidence=data["evidence"],
-        scope=f.scope.value,
-        rank=f.rank,
-        gpu=f.gpu,
-        action=f.action,
-        time=f.time,
-        details=data["details"],
-    )
-    row.hosts = [FindingNodeRow(position=i, host=h) for i, h in enumerate(f.nodes)]
-    return row
-
-
 def _names(host: str) -> ColumnElement[bool]:
     """The condition "this finding is about ``host``" (an EXISTS on ``finding_nodes``: one row per finding
     even when its nodes name the host twice)."""
