@@ -46,6 +46,7 @@ _OWN = {
     "SubmitTime", "EligibleTime", "AccrueTime", "StartTime", "EndTime", "LastSchedEval", "AllocNode:Sid",
     "NodeList", "BatchHost", "ExcNodeList", "StdOut", "StdErr", "SuspendTime", "SecsPreSuspend", "Dependency",
     "PreemptEligibleTime", "PreemptTime", "ResizeTime",
+    "Scheduler",  # which of slurmctld's passes started the job (Main or Backfill), not an option of it
 }  # fmt: skip
 
 
