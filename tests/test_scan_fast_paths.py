@@ -6,6 +6,7 @@ caps, a log SYNTHESISED from their lines behind made-up rank prefixes) and on ed
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,11 +16,12 @@ from hypothesis import strategies as st
 
 from fleetdx.orchestrator.postmortem import sources
 from fleetdx.probes.errors import ParseError
-from fleetdx.probes.parsers import joblog
-from fleetdx.probes.parsers.joblog import JobLogScanner
+from fleetdx.probes.parsers import joblog, joblog_kernel
+from fleetdx.probes.parsers.joblog import EventKind, JobLogScanner
 from fleetdx.probes.parsers.joblog_kernel import KernelLogScanner
 from fleetdx.probes.parsers.literals import Literals
 from fleetdx.probes.parsers.logline import prefix_crossings
+from fleetdx.probes.parsers.xid import parse_xid, xid_line_keys
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LOG_DIRS = ("joblogs", "joblogs_catalog", "joblogs_wild", "kmsg")
@@ -147,6 +149,68 @@ def test_the_kernel_block_gate_reads_as_line_by_line(size: int) -> None:
     assert kernel_events > 20  # the fixtures hold XIDs, AER, IB link lines: the comparison saw events
 
 
+def test_a_capped_xid_line_is_dropped_as_its_parse_would_drop_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the kernel scanner drops a one-line XID message over its cap by xid_key, without parse_xid: the same
+    # events and counts as parsing every one (the fixture logs, and a SYNTHESISED dense log whose caps fill)
+    logs = [_lines(path) for path in _logs()] + [_dense(ranks=2, repeat=40)]
+    with monkeypatch.context() as mp:
+        mp.setattr(joblog_kernel, "xid_line_keys", lambda lines: None)
+        want = [_kernel_result(lines) for lines in logs]
+    parsed: list[str] = []
+    with monkeypatch.context() as mp:
+        mp.setattr(joblog_kernel, "parse_xid", lambda text: parsed.append(text) or parse_xid(text))
+        got = [_kernel_result(lines) for lines in logs]
+    assert got == want
+    dense = got[-1]
+    assert isinstance(dense, joblog.JobLog) and dense.events_dropped > 100
+    assert sum(e.kind is EventKind.XID for e in dense.events) > 10
+    xid_lines = sum("NVRM: Xid" in line for lines in logs for line in lines)
+    assert len(parsed) < xid_lines / 2  # the capped ones were not parsed
+
+
+def _kernel_result(lines: list[str]) -> joblog.JobLog | str:
+    try:
+        return _kernel_by_block(lines, 1000).result()
+    except ParseError as e:
+        return str(e)
+
+
+def test_xid_line_keys_are_what_parse_xid_reads_in_the_lines() -> None:
+    seen = 0
+    for path in _logs():
+        nvrm = [line for line in _lines(path) if "NVRM:" in line]
+        for i in range(0, len(nvrm), 7):
+            chunk = nvrm[i : i + 7]
+            keys = xid_line_keys(chunk)
+            try:
+                whole = parse_xid("\n".join(chunk))
+            except ParseError:
+                assert keys is None, chunk
+                continue
+            if keys is None:
+                continue
+            seen += sum(k is not None for k in keys)
+            # the XID lines, and what the lines between them say read apart, are the parse of the whole
+            assert [(x.code, x.pci) for x in whole.events] == [k for k in keys if k is not None]
+            runs, start = [], 0
+            for j, k in enumerate(keys + [(0, "end")]):
+                if k is not None:
+                    runs.append((start, chunk[start:j]))
+                    start = j + 1
+            apart = [
+                (d.kind, d.line + at, d.raw) for at, run in runs if run for d in parse_xid("\n".join(run)).driver_events
+            ]
+            assert apart == [(d.kind, d.line, d.raw) for d in whole.driver_events]
+    assert seen > 20
+    two = "NVRM: Xid (PCI:0000:3b:00): 79, a\x0cNVRM: Xid (PCI:0000:3c:00): 48"  # two lines to splitlines
+    assert xid_line_keys([two]) is None and xid_line_keys(["NVRM: Xid (PCI:0000:3b:00): 79, \ufffd"]) is None
+    assert xid_line_keys(["NVRM: Xid (PCI:0000:3b:00) garbled"]) is None  # parse_xid says what is wrong
+    assert xid_line_keys(["NVRM: GPU at PCI:0000:3b:00: GPU-1", "NVRM: Xid (PCI:0000:3b:00): 79, pid=1"]) == [
+        None,
+        (79, "0000:3b:00"),
+    ]
+
+
 def test_aer_error_bits_are_read_after_their_aer_line_in_a_block() -> None:
     aer = [
         "[ 10.000001] pcieport 0000:00:02.0: AER: Uncorrected (Fatal) error received: 0000:00:02.0\n",
@@ -205,6 +269,21 @@ def test_the_rest_plans_read_an_event_dense_log_as_line_by_line(monkeypatch: pyt
     fast = _job(lines, True, monkeypatch)
     assert fast == _job(lines, False, monkeypatch)
     assert fast.events_dropped > len(fast.events) > 100  # caps filled: the saturated path was taken
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_rest_plans_read_a_shuffled_event_dense_log_as_line_by_line(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    # SYNTHESISED: the lines of _dense in a random order, as a 1,024-rank job's interleaving gives them: a
+    # ChildFailedError summary's lines ("Root Cause", "[0]:", its fields, its frames) are then scattered among
+    # events, and the summary stays open across them
+    lines = _dense(ranks=4, repeat=30)
+    random.Random(seed).shuffle(lines)
+    fast = _job(lines, True, monkeypatch)
+    assert fast == _job(lines, False, monkeypatch)
+    assert fast.events_dropped > 1000 and len(fast.events) > 1000
+    assert any(e.kind is EventKind.CHILD_FAILED for e in fast.events)
 
 
 def test_the_rest_plans_read_the_fixture_logs_as_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -667,7 +667,7 @@ def _plan_of(rest: str) -> _Plan | None:
         return None
     ll = lines[0]
     body = ll.body
-    if _shape(body) != (False, False) or body.startswith(("ip: ", "what():")):
+    if _shape(body) != (False, False) or body.startswith(("ip: ", "what():")) or _CF_ENTRY_RE.match(body):
         return None
     facts = _body_facts(body)
     if facts is None:
@@ -1062,18 +1062,23 @@ class JobLogScanner:
             plan is None
             or split is None
             or self._pending
-            or self._block is not None
-            or self._root_next is not None
             or (self._terminates and "what():" in raw)
+            or (not plan.matters and (self._block is not None or self._root_next is not None))
         ):
             self._gate(n, raw, split)
-        elif not plan.matters:
+        elif plan.matters:
+            # an open ChildFailedError summary does not change how such a line is read (its plan says it is no
+            # line of the summary: _child ends the open block and gives the line back); this is most of an
+            # event-dense log's lines after its first summary
+            if self._block is not None:
+                self._end_block()
+            if not self._saturated(n, plan, split[0], split[1]):
+                self._read(n, raw, split)
+        else:
             # a "[rankN]:" line names no task, nor a line without "[rank" where _learn_task looks; no prefixed
             # line names a host (_learn_host)
             if split[1] is not None and "[rank" in raw[:16]:
                 self._learn_task(raw)
-        elif not self._saturated(n, plan, split[0], split[1]):
-            self._read(n, raw, split)
 
     def _gate(self, n: int, raw: str, split: tuple[int | None, int | None, str] | None) -> None:
         """Read ``raw`` (``split`` by :func:`prefixed`) if an event can start on it (or it can belong to what is

@@ -51,7 +51,7 @@ from fleetdx.probes.parsers.joblog import (
 from fleetdx.probes.parsers.literals import Literals
 from fleetdx.probes.parsers.logline import MAX_LINE, MEMO_MAX_CHARS, LogLine, normalise_line, stamp_ts
 from fleetdx.probes.parsers.msgcatalog import Catalog, catalog
-from fleetdx.probes.parsers.xid import parse_xid
+from fleetdx.probes.parsers.xid import parse_xid, xid_line_keys
 
 FMT = "kernel-log"
 #: NVRM lines handed to the XID parser at once
@@ -177,6 +177,12 @@ class KernelLogScanner:
         self._nvrm: list[tuple[int, str, LogLine]] = []
         self._aer_dev: str | None = None
 
+    def _full(self, key: tuple[EventKind, str | None, str]) -> bool:
+        """Whether an event of ``key`` (kind, host, subject) is over the job-log parser's caps: past EVENT_BUDGET
+        the first of each key only, never more than MAX_EVENTS."""
+        kept = len(self.events)
+        return kept >= MAX_EVENTS or self._per_key.get(key, 0) >= (MAX_EVENTS_PER_KEY if kept < EVENT_BUDGET else 1)
+
     def _add(
         self,
         kind: EventKind,
@@ -192,12 +198,10 @@ class KernelLogScanner:
         n, raw, ll = at
         host = ll.host if ll.host is not None else self.host
         key = (kind, host, subject)
-        count = self._per_key.get(key, 0)
-        kept = len(self.events)
-        if kept >= MAX_EVENTS or count >= (MAX_EVENTS_PER_KEY if kept < EVENT_BUDGET else 1):
+        if self._full(key):
             self.dropped += 1
             return
-        self._per_key[key] = count + 1
+        self._per_key[key] = self._per_key.get(key, 0) + 1
         details: dict[str, JsonScalar] = {k: v for k, v in det.items() if v is not None}
         details["kernel_log"] = True  # read from a kernel log: the job's window and node list apply
         if ll.uptime_s is not None:
@@ -289,7 +293,32 @@ class KernelLogScanner:
             i = nxt + 1
 
     def _flush_nvrm(self) -> None:
+        """Judge the held ``NVRM:`` lines: their XID lines one by one, an XID line over its cap counted as dropped
+        without its parse (:func:`xid_line_keys`), then the driver messages of the lines between them, in the
+        order a parse of the whole would give (its XID events, then its driver events)."""
         chunk, self._nvrm = self._nvrm, []
+        keys = xid_line_keys([raw for _, raw, _ in chunk])
+        if keys is None:
+            self._judge_nvrm(chunk)
+            return
+        runs, start = [], 0
+        for i, key in enumerate(keys):
+            if key is None:
+                continue
+            runs.append(chunk[start:i])
+            start = i + 1
+            ll = chunk[i][2]
+            if self._full((EventKind.XID, ll.host if ll.host is not None else self.host, f"{key[0]}/{key[1]}")):
+                self.dropped += 1
+            else:
+                self._judge_nvrm(chunk[i : i + 1])
+        runs.append(chunk[start:])
+        for run in runs:
+            if run:
+                self._judge_nvrm(run)
+
+    def _judge_nvrm(self, chunk: list[tuple[int, str, LogLine]]) -> None:
+        """Add the XID and driver events :func:`parse_xid` reads in ``chunk`` (NVRM lines read as one text)."""
         xlog = parse_xid("\n".join(raw for _, raw, _ in chunk))
         for x in xlog.events:
             self._add(

@@ -44,6 +44,7 @@ no line of its own for a reset; two public ones are read as :class:`GpuReset` s,
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import Enum
 
 from pydantic import Field
@@ -240,6 +241,32 @@ def _with_uuid_pcis(resets: list[GpuReset], uuids: dict[str, str]) -> list[GpuRe
             r = r.model_copy(update={"pci": pci, "pci_key": bus_key(pci)})
         out.append(r)
     return out
+
+
+#: what :meth:`str.splitlines` ends a line on (:func:`parse_xid` reads a text's lines that way)
+_LINE_BREAK_RE = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def xid_line_keys(lines: Sequence[str]) -> list[tuple[int, str] | None] | None:
+    """How :func:`parse_xid` reads ``lines`` (a kernel log's ``NVRM:`` lines, joined by newlines) as to its XID
+    lines: for each line, (XID code, device as printed) if it is one, else ``None``; ``None`` for the whole when
+    it would read them otherwise (bad bytes, a line that :meth:`str.splitlines` cuts, a malformed XID line: it
+    then raises, or numbers the lines differently). :func:`parse_xid` reads each XID line alone, and an XID line
+    ends whatever message the lines before it began: so the lines between XID lines can be parsed apart, and a
+    reader that caps events by code and device (:class:`fleetdx.probes.parsers.joblog_kernel.KernelLogScanner`)
+    skips the parse of the XID lines it would drop."""
+    keys: list[tuple[int, str] | None] = []
+    for line in lines:
+        if "\x00" in line or "\ufffd" in line or _LINE_BREAK_RE.search(line):
+            return None
+        if _XID_MARK not in line:
+            keys.append(None)
+            continue
+        m = _XID_RE.search(line)
+        if m is None:
+            return None
+        keys.append((int(m.group(2)), m.group(1)))
+    return keys
 
 
 def parse_xid(text: str) -> XidLog:
