@@ -160,12 +160,19 @@ _KERNEL_LINK = frozenset({EventKind.IB_LINK_DOWN, EventKind.IB_LINK_UP, EventKin
 
 
 def _order_key(e: JobEvent, index: int) -> tuple[float, int]:
-    return (e.ts if e.ts is not None else float("inf"), index)
+    return (e.ts if e.ts is not None else _UNDATED, index)
+
+
+_UNDATED = float("inf")  #: where an event without a stamp sorts: after the dated ones
 
 
 def timeline(events: Sequence[JobEvent]) -> list[JobEvent]:
     """``events`` ordered as the module doc says (dated first by ``ts``, then the rest in input order)."""
-    return [e for _, e in sorted(enumerate(events), key=lambda p: _order_key(p[1], p[0]))]
+    return sorted(events, key=_ts_or_last)  # a stable sort: the undated, and equal stamps, keep their order
+
+
+def _ts_or_last(e: JobEvent) -> float:
+    return e.ts if e.ts is not None else _UNDATED
 
 
 def first_decisive(events: Sequence[JobEvent], judged: Sequence[Judged | None] | None = None) -> JobEvent | None:
@@ -927,9 +934,12 @@ def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> No
     _fold_xid_root(groups)
     _fold_bursts(groups)
     # a configuration error explains the "internal error" NCCL wraps it in, on the same host and rank
+    by_place: dict[tuple[object, ...], list[tuple[object, ...]]] = defaultdict(list)  # in the groups' order
+    for k in groups:
+        by_place[k[2:]].append(k)
     for key in [k for k in groups if any(j.rule is not None and j.rule.absorbs for _, j in groups[k])]:
         absorbs = {c for _, j in groups[key] if j.rule is not None for c in j.rule.absorbs}
-        for other in [k for k in groups if k[0] in absorbs and k[2:] == key[2:] and k != key]:
+        for other in [k for k in by_place[key[2:]] if k[0] in absorbs and k != key and k in groups]:
             groups[key] += groups.pop(other)
     # a group that names no place (no host, rank, task...) into the only group of the same code that names one:
     # slurmstepd's oom-kill line beside srun's line of one host; an unprefixed CUDA error beside the same error

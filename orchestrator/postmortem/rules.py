@@ -156,7 +156,8 @@ def _oom_reason(e: JobEvent) -> bool:
 
 
 def _crash_reason(e: JobEvent) -> bool:
-    return any(s in _d(e, "reason") for s in _CRASH_SIGNALS)
+    reason = _d(e, "reason")
+    return any(s in reason for s in _CRASH_SIGNALS)
 
 
 def _not_root(e: JobEvent) -> bool:
