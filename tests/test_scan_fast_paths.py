@@ -286,6 +286,34 @@ def test_the_rest_plans_read_a_shuffled_event_dense_log_as_line_by_line(
     assert any(e.kind is EventKind.CHILD_FAILED for e in fast.events)
 
 
+class _BuildsEveryChildEvent(JobLogScanner):
+    """The scanner as it was: each ChildFailedError entry's event built, then judged by the caps (_keep)."""
+
+    built = 0
+
+    def _end_block(self) -> None:
+        b, self._block = self._block, None
+        if b is not None and (ev := joblog._child_event(b, self.file, self.year)) is not None:
+            _BuildsEveryChildEvent.built += 1
+            self._keep(ev)
+
+
+def test_a_capped_child_failed_entry_is_dropped_before_its_event_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _dense(ranks=2, repeat=40)
+    lines += [f"[rank{n % 2}]:{line}" for n, line in enumerate(lines)]  # the summaries again: their caps are full
+    old = _BuildsEveryChildEvent("j", 2024)
+    for line in lines:
+        old.feed(line)
+    built: list[int] = []
+    real = joblog._child_event
+    monkeypatch.setattr(joblog, "_child_event", lambda *a: built.append(1) or real(*a))
+    new = JobLogScanner("j", 2024)
+    for line in lines:
+        new.feed(line)
+    assert new.result() == old.result()
+    assert len(built) < _BuildsEveryChildEvent.built / 2  # the capped ones were not built
+
+
 def test_the_rest_plans_read_the_fixture_logs_as_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:
     for path in _logs():
         lines = _lines(path)

@@ -939,10 +939,24 @@ class _ChildBlock:
         self.lines: list[str] = []
 
 
-def _child_event(block: _ChildBlock, file: str, year: int | None) -> JobEvent | None:
+def _child_place(block: _ChildBlock) -> tuple[int | None, str | None, bool] | None:
+    """(rank, host, whether the host is redacted) of the event :func:`_child_event` makes of ``block`` (its rank
+    and host are the key of the caps, known before the event is built); ``None`` when it makes none (no rank and
+    no exit code)."""
     f = block.fields
     if "rank" not in f and "exitcode" not in f:
         return None
+    rm = _CF_RANK_RE.match(f.get("rank", ""))
+    host, red = host_of(f["host"]) if f.get("host") else (None, False)
+    return int(rm.group(1)) if rm and int(rm.group(1)) >= 0 else None, host, red
+
+
+def _child_event(block: _ChildBlock, file: str, year: int | None) -> JobEvent | None:
+    place = _child_place(block)
+    if place is None:
+        return None
+    rank, host, red = place
+    f = block.fields
     rm = _CF_RANK_RE.match(f.get("rank", ""))
     em = _CF_EXIT_RE.match(f.get("exitcode", ""))
     det: dict[str, JsonScalar] = {"root_cause": block.root}
@@ -960,13 +974,12 @@ def _child_event(block: _ChildBlock, file: str, year: int | None) -> JobEvent | 
         det["signal"] = sig.group("name") or sig.group("name2")
     elif exit_code is not None and exit_code < 0:
         det["signal_number"] = -exit_code
-    host, red = host_of(f["host"]) if f.get("host") else (None, False)
     if red:
         det["host_redacted"] = True
     t = f.get("time")
     return JobEvent(
         kind=EventKind.CHILD_FAILED,
-        rank=int(rm.group(1)) if rm and int(rm.group(1)) >= 0 else None,
+        rank=rank,
         local_rank=int(rm.group(2)) if rm and rm.group(2) else None,
         host=host,
         time=t,
@@ -1336,6 +1349,10 @@ class JobLogScanner:
     def _end_block(self) -> None:
         b, self._block = self._block, None
         if b is None:
+            return
+        place = _child_place(b)
+        if place is not None and self._full((EventKind.CHILD_FAILED, place[0], place[1])):
+            self.dropped += 1  # as _keep would, before paying for the event
             return
         ev = _child_event(b, self.file, self.year)
         if ev is not None:
