@@ -64,6 +64,24 @@ _EDGES = [
 ]
 
 
+#: pieces of SYNTHESISED logs: literal parts, bad and cut UTF-8 around them, newlines
+_BYTES = [
+    b"NVRM",
+    b"Xid",
+    "é€".encode(),
+    "😀 b".encode(),
+    b"\xe2",
+    b"\x82",
+    b"\xff",
+    b"\xc3",
+    b"ut ",
+    b"of",
+    b"\t",
+    b"\n",
+    b"a",
+]
+
+
 @pytest.mark.parametrize("block", [1, 2, 3, 7, 64, 1 << 20])
 @pytest.mark.parametrize("data", _EDGES)
 def test_the_block_reader_reads_as_the_line_reader(
@@ -108,6 +126,34 @@ def test_lines_holding_on_the_fixture_lines() -> None:
     for path in _logs():
         lines = _lines(path)
         assert gate.lines_holding(lines) == [i for i, line in enumerate(lines) if gate.any_in(line)], path.name
+
+
+_READ_LITERALS = Literals(["NVRM", "Xid", "é€", "😀 b", "ut of", "\t", "a"])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=400) | st.lists(st.sampled_from(_BYTES), max_size=40).map(b"".join))
+def test_lines_holding_reads_a_block_as_read_as_its_lines(tmp_path: Path, data: bytes) -> None:
+    # the reader's bytes of a block (bad UTF-8 included) find the same lines as the decoded lines encoded again
+    path = tmp_path / "hyp.log"
+    path.write_bytes(data)
+    for lines, read in sources._LineReader(path).blocks_read():
+        assert _READ_LITERALS.lines_holding(lines, read) == _READ_LITERALS.lines_holding(lines)
+        assert [i for i, line in enumerate(lines) if _READ_LITERALS.any_in(line)] == _READ_LITERALS.lines_holding(
+            lines, read
+        )
+
+
+def test_the_kernel_scanner_reads_a_block_as_read_as_its_lines() -> None:
+    for path in _logs():
+        try:
+            want = _kernel_by_line(_lines(path)).result()
+        except ParseError:
+            continue  # the block path's error is test_a_nul_in_a_block_names_its_line's
+        by_read = KernelLogScanner("k", year=2024)
+        for lines, read in sources._LineReader(path).blocks_read():
+            by_read.feed_lines(lines, read)
+        assert by_read.result() == want, path.name
 
 
 def test_a_literal_with_a_newline_is_refused() -> None:

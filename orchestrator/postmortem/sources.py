@@ -97,6 +97,12 @@ class _LineReader:
             yield from block
 
     def blocks(self) -> Iterator[list[str]]:
+        for lines, _ in self.blocks_read():
+            yield lines
+
+    def blocks_read(self) -> Iterator[tuple[list[str], bytes]]:
+        """The blocks, each with its lines as read: their bytes (each cut at :data:`MAX_LINE`) joined by
+        ``b"\\n"`` (what :meth:`KernelLogScanner.feed_lines` gates without encoding the lines again)."""
         with open(self.path, "rb") as f:
             carry = b""  # the line the last read cut: at most MAX_LINE bytes of it are kept
             while chunk := f.read(BLOCK_BYTES):
@@ -109,9 +115,9 @@ class _LineReader:
                 if parts:
                     if max(map(len, parts)) > MAX_LINE:
                         parts = [raw[:MAX_LINE] for raw in parts]
-                    yield list(map(_DECODE, parts))
+                    yield list(map(_DECODE, parts)), b"\n".join(parts)
             if carry:  # the last line, without a newline
-                yield [_DECODE(carry[:MAX_LINE])]
+                yield [_DECODE(carry[:MAX_LINE])], carry[:MAX_LINE]
 
 
 #: bytes read at once (the lines of a block are read together: :meth:`KernelLogScanner.feed_lines`)
@@ -136,12 +142,12 @@ class LogFiles:
                 year = ctx.year or _mtime_year(Path(path))
                 job = JobLogScanner(name, year, year_assumed=ctx.year is None)
                 kernel: KernelLogScanner | None = KernelLogScanner(name, year=year)
-                for block in _LineReader(Path(path)).blocks():
+                for block, read in _LineReader(Path(path)).blocks_read():
                     for line in block:
                         job.feed(line)
                     if kernel is not None:
                         try:
-                            kernel.feed_lines(block)
+                            kernel.feed_lines(block, read)
                         except ParseError as e:  # a garbled NVRM line costs the kernel reading, not the job log
                             ev.missing.append(f"{name}: kernel-log lines not read after line {kernel.lines - 1}: {e}")
                             kernel = None

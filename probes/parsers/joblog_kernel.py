@@ -259,31 +259,32 @@ class KernelLogScanner:
             kind, subject, det = said.later
             self._add(kind, (n, raw, ll), subject, det)
 
-    def feed_lines(self, lines: Sequence[str]) -> None:
+    def feed_lines(self, lines: Sequence[str], read: bytes | None = None) -> None:
         """Read a block of lines: the same as :meth:`feed` on each in turn, with the lines no kernel message can
         start on (most of a job log) found by one pass over the block (:meth:`Literals.lines_holding`) and
-        counted, not read one by one.
+        counted, not read one by one. ``read``: the lines as a reader read them (lines without newlines, their
+        bytes joined by ``b"\\n"``; :meth:`Literals.lines_holding` says what it saves).
 
         Raises:
             ParseError: as :meth:`feed` (``lines`` is the number of lines read up to the bad one).
         """
-        text = "".join(lines)
-        if "\x00" in text:  # fed one by one: the error names its line
+        if b"\x00" in read if read is not None else "\x00" in "".join(lines):  # fed one by one: names its line
             for raw in lines:
                 self.feed(raw)
             return
-        hits = _TRIGGER_GATE.lines_holding(lines)
-        starts = list(accumulate(map(len, lines), initial=0))
+        hits = _TRIGGER_GATE.lines_holding(lines, read)
+        where: list[tuple[str, list[int]]] = []  # the block's text and its lines' starts, once an AER line needs it
         h, i, end = 0, 0, len(lines)
         while i < end:
             while h < len(hits) and hits[h] < i:
                 h += 1
             nxt = hits[h] if h < len(hits) else end
+            if self._nvrm and self._aer_dev is None and nxt != i:
+                self._flush_nvrm()  # a line without a gate literal ends their message (as :meth:`feed` reads it)
             if self._nvrm:  # held NVRM lines: the next line says whether their message goes on
                 nxt = i
             elif self._aer_dev is not None:  # an AER error-bit line names the device of the AER line before it
-                at = text.find(self._aer_dev, starts[i], starts[nxt])
-                nxt = nxt if at < 0 else bisect_right(starts, at) - 1
+                nxt = self._aer_line(self._aer_dev, lines, i, nxt, where)
             self.lines += nxt - i
             if h < len(hits) and nxt == hits[h]:  # it holds a gate literal: read it
                 self.lines += 1
@@ -291,6 +292,16 @@ class KernelLogScanner:
             elif nxt < end:
                 self.feed(lines[nxt])
             i = nxt + 1
+
+    @staticmethod
+    def _aer_line(dev: str, lines: Sequence[str], i: int, nxt: int, where: list[tuple[str, list[int]]]) -> int:
+        """The first of ``lines[i:nxt]`` that holds ``dev``, else ``nxt`` (``where``: the block's text and where
+        each line starts in it, made on the first call)."""
+        if not where:
+            where.append(("".join(lines), list(accumulate(map(len, lines), initial=0))))
+        text, starts = where[0]
+        at = text.find(dev, starts[i], starts[nxt])
+        return nxt if at < 0 else bisect_right(starts, at) - 1
 
     def _flush_nvrm(self) -> None:
         """Judge the held ``NVRM:`` lines: their XID lines one by one, an XID line over its cap counted as dropped

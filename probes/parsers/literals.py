@@ -43,6 +43,7 @@ class Literals:
         self._block = BytesAhoCorasick(
             [lit.encode("utf-8", "surrogatepass") for lit in self.literals], matchkind=MatchKind.LeftmostFirst
         ).find_matches_as_indexes
+        self._blob_safe = not any("\ufffd" in lit for lit in self.literals)
 
     def any_in(self, line: str) -> bool:
         """Whether ``line`` holds at least one literal."""
@@ -52,22 +53,33 @@ class Literals:
         """Every literal ``line`` holds (each once), overlapping ones included."""
         return set(self._all(line, overlapping=True))
 
-    def lines_holding(self, lines: Sequence[str]) -> list[int]:
+    def lines_holding(self, lines: Sequence[str], blob: bytes | None = None) -> list[int]:
         """The indexes, ascending, of the ``lines`` that hold at least one literal (exactly those for which
         :meth:`any_in` is true), in one pass over the block: about 30x cheaper a line than :meth:`any_in` on a job
-        log's lines when the literals are rare."""
+        log's lines when the literals are rare.
+
+        ``blob``, when given, is the lines as they were read: lines without newlines whose bytes, joined by
+        ``b"\\n"``, decode (UTF-8, bad bytes replaced) to ``lines`` joined by newlines (a reader's block: it saves
+        encoding them again). A literal is valid UTF-8 and starts on a character, so a byte the decoder replaced
+        neither makes nor breaks its match: the answer is the same (unless a literal holds U+FFFD, the
+        replacement character itself: the lines are then encoded)."""
+        if blob is not None and self._blob_safe:
+            return self._holding(blob)
         if "\n" not in "".join(lines):  # lines without newlines (a reader's): joined by one, counted by them
-            blob = "\n".join(lines).encode("utf-8", "surrogatepass")
-            out: list[int] = []
-            line = pos = 0
-            for _, start, _ in self._block(blob):  # ascending, none spanning a newline (no literal holds one)
-                line += blob.count(b"\n", pos, start)
-                pos = start
-                if not out or out[-1] != line:
-                    out.append(line)
-            return out
+            return self._holding("\n".join(lines).encode("utf-8", "surrogatepass"))
         encoded = list(map(_UTF8, lines))
         # each line followed by a newline, which no literal holds: no match spans two lines; line i starts at the
         # bytes of the lines before it plus their i newlines
         starts = list(map(add, accumulate(map(len, encoded), initial=0), range(len(encoded) + 1)))
         return sorted({bisect_right(starts, s) - 1 for _, s, _ in self._block(b"\n".join(encoded))})
+
+    def _holding(self, blob: bytes) -> list[int]:
+        """:meth:`lines_holding` of lines without newlines given as their UTF-8 bytes joined by newlines."""
+        out: list[int] = []
+        line = pos = 0
+        for _, start, _ in self._block(blob):  # ascending, none spanning a newline (no literal holds one)
+            line += blob.count(b"\n", pos, start)
+            pos = start
+            if not out or out[-1] != line:
+                out.append(line)
+        return out
