@@ -159,11 +159,11 @@ def mark_flaps(ordered: Sequence[JobEvent]) -> list[JobEvent]:
 _KERNEL_LINK = frozenset({EventKind.IB_LINK_DOWN, EventKind.IB_LINK_UP, EventKind.IB_PORT_STATE})
 
 
+_UNDATED = float("inf")  #: where an event without a stamp sorts: after the dated ones
+
+
 def _order_key(e: JobEvent, index: int) -> tuple[float, int]:
     return (e.ts if e.ts is not None else _UNDATED, index)
-
-
-_UNDATED = float("inf")  #: where an event without a stamp sorts: after the dated ones
 
 
 def timeline(events: Sequence[JobEvent]) -> list[JobEvent]:
