@@ -257,6 +257,24 @@ def test_xid_line_keys_are_what_parse_xid_reads_in_the_lines() -> None:
     ]
 
 
+@pytest.mark.parametrize("size", [1, 2, 100])
+@pytest.mark.parametrize("as_read", [False, True])
+def test_a_garbled_xid_line_stops_the_block_gate_on_the_line_feed_stops_on(size: int, as_read: bool) -> None:
+    # the held NVRM line is judged when the next line (no gate literal) is read: the error counts that line, as
+    # feed does (the postmortem's note says "kernel-log lines not read after line N")
+    lines = ["filler"] * 3 + ["NVRM: Xid (PCI:0000:3b:00): notanumber", "after", "more"]
+    by_line = KernelLogScanner("k", year=2024)
+    with pytest.raises(ParseError):
+        for line in lines:
+            by_line.feed(line)
+    by_block = KernelLogScanner("k", year=2024)
+    with pytest.raises(ParseError):
+        for i in range(0, len(lines), size):
+            block = lines[i : i + size]
+            by_block.feed_lines(block, "\n".join(block).encode() if as_read else None)
+    assert by_block.lines == by_line.lines == 5
+
+
 def test_aer_error_bits_are_read_after_their_aer_line_in_a_block() -> None:
     aer = [
         "[ 10.000001] pcieport 0000:00:02.0: AER: Uncorrected (Fatal) error received: 0000:00:02.0\n",

@@ -280,7 +280,10 @@ class KernelLogScanner:
                 h += 1
             nxt = hits[h] if h < len(hits) else end
             if self._nvrm and self._aer_dev is None and nxt != i:
-                self._flush_nvrm()  # a line without a gate literal ends their message (as :meth:`feed` reads it)
+                self.lines += 1  # line i holds no gate literal: it ends their message (as :meth:`feed` reads it)
+                self._flush_nvrm()
+                i += 1
+                continue
             if self._nvrm:  # held NVRM lines: the next line says whether their message goes on
                 nxt = i
             elif self._aer_dev is not None:  # an AER error-bit line names the device of the AER line before it
