@@ -357,9 +357,9 @@ class _BuildsEveryChildEvent(JobLogScanner):
 
     def _end_block(self) -> None:
         b, self._block = self._block, None
-        if b is not None and (ev := joblog._child_event(b, self.file, self.year)) is not None:
+        if b is not None and (place := joblog._child_place(b)) is not None:
             _BuildsEveryChildEvent.built += 1
-            self._keep(ev)
+            self._keep(joblog._child_event(b, place, self.file, self.year))
 
 
 def test_a_capped_child_failed_entry_is_dropped_before_its_event_is_built(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -163,7 +163,7 @@ _UNDATED = float("inf")  #: where an event without a stamp sorts: after the date
 
 
 def _order_key(e: JobEvent, index: int) -> tuple[float, int]:
-    return (e.ts if e.ts is not None else _UNDATED, index)
+    return (_ts_or_last(e), index)
 
 
 def timeline(events: Sequence[JobEvent]) -> list[JobEvent]:

@@ -50,10 +50,10 @@ text, however damaged, is read.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from enum import Enum
 from functools import lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from pydantic import Field
 
@@ -951,10 +951,10 @@ def _child_place(block: _ChildBlock) -> tuple[int | None, str | None, bool] | No
     return int(rm.group(1)) if rm and int(rm.group(1)) >= 0 else None, host, red
 
 
-def _child_event(block: _ChildBlock, file: str, year: int | None) -> JobEvent | None:
-    place = _child_place(block)
-    if place is None:
-        return None
+def _child_event(
+    block: _ChildBlock, place: tuple[int | None, str | None, bool], file: str, year: int | None
+) -> JobEvent:
+    """The CHILD_FAILED event of ``block``, whose :func:`_child_place` is ``place``."""
     rank, host, red = place
     f = block.fields
     rm = _CF_RANK_RE.match(f.get("rank", ""))
@@ -991,6 +991,17 @@ def _child_event(block: _ChildBlock, file: str, year: int | None) -> JobEvent | 
     )
 
 
+#: an event key of a scanner's caps
+_Key = TypeVar("_Key", bound=Hashable)
+
+
+def over_cap(per_key: Mapping[_Key, int], key: _Key, kept: int) -> bool:
+    """Whether one more event of ``key`` is over the caps (the module doc), ``kept`` events being kept and
+    ``per_key`` counting them by key: past :data:`EVENT_BUDGET` the first of each key only, never more than
+    :data:`MAX_EVENTS`. The job-log and kernel-log scanners' one test."""
+    return kept >= MAX_EVENTS or per_key.get(key, 0) >= (MAX_EVENTS_PER_KEY if kept < EVENT_BUDGET else 1)
+
+
 class JobLogScanner:
     """Streams a job log: :meth:`feed` one physical line at a time, then :meth:`result`. Memory is bounded as
     the module doc says. ``year`` dates stamps that print none (glog, syslog) until the log prints a full
@@ -1025,8 +1036,7 @@ class JobLogScanner:
     # ---- bookkeeping
     def _full(self, key: tuple[EventKind, int | None, str | None]) -> bool:
         """Whether an event of ``key`` (kind, rank, host) is over its cap (see the module doc)."""
-        kept = len(self.events)
-        return kept >= MAX_EVENTS or self._per_key.get(key, 0) >= (MAX_EVENTS_PER_KEY if kept < EVENT_BUDGET else 1)
+        return over_cap(self._per_key, key, len(self.events))
 
     def _keep(self, ev: JobEvent) -> None:
         key = (ev.kind, ev.rank, ev.host)
@@ -1351,12 +1361,12 @@ class JobLogScanner:
         if b is None:
             return
         place = _child_place(b)
-        if place is not None and self._full((EventKind.CHILD_FAILED, place[0], place[1])):
+        if place is None:
+            return
+        if self._full((EventKind.CHILD_FAILED, place[0], place[1])):
             self.dropped += 1  # as _keep would, before paying for the event
             return
-        ev = _child_event(b, self.file, self.year)
-        if ev is not None:
-            self._keep(ev)
+        self._keep(_child_event(b, place, self.file, self.year))
 
     def _emit(self, n: int, raw: str, ll: LogLine, body: str) -> None:
         facts = _body_facts(body)

@@ -40,13 +40,11 @@ from typing import NamedTuple
 from fleetdx.probes.contracts import JsonScalar
 from fleetdx.probes.errors import ParseError
 from fleetdx.probes.parsers.joblog import (
-    EVENT_BUDGET,
-    MAX_EVENTS,
-    MAX_EVENTS_PER_KEY,
     MAX_TEXT,
     EventKind,
     JobEvent,
     JobLog,
+    over_cap,
 )
 from fleetdx.probes.parsers.literals import Literals
 from fleetdx.probes.parsers.logline import MAX_LINE, MEMO_MAX_CHARS, LogLine, normalise_line, stamp_ts
@@ -178,10 +176,8 @@ class KernelLogScanner:
         self._aer_dev: str | None = None
 
     def _full(self, key: tuple[EventKind, str | None, str]) -> bool:
-        """Whether an event of ``key`` (kind, host, subject) is over the job-log parser's caps: past EVENT_BUDGET
-        the first of each key only, never more than MAX_EVENTS."""
-        kept = len(self.events)
-        return kept >= MAX_EVENTS or self._per_key.get(key, 0) >= (MAX_EVENTS_PER_KEY if kept < EVENT_BUDGET else 1)
+        """Whether an event of ``key`` (kind, host, subject) is over the job-log parser's caps (:func:`over_cap`)."""
+        return over_cap(self._per_key, key, len(self.events))
 
     def _add(
         self,
