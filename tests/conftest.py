@@ -8,7 +8,6 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -32,14 +31,6 @@ REBUILDERS = ("tests", "fleetdx.orchestrator.store", "fleetdx.orchestrator.place
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for key, value in getattr(config, "workerinput", {}).get("fleetdx_terminal_env", {}).items():
-        if value is None:
-            os.environ.pop(key, None)  # as in a plain run: see pytest_configure_node
-        else:
-            os.environ[key] = value
-    if _loadfile(config):
-        # modules are queued in the order pytest_collection_modifyitems gives (long ones first), not by size
-        config.option.loadscopereorder = False
     from fleetdx.orchestrator.judgement.catalog import spec
     from fleetdx.orchestrator.judgement.findings import Finding
 
@@ -65,10 +56,6 @@ def _whole_suite(config: pytest.Config) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    worker_output = getattr(session.config, "workeroutput", None)
-    if worker_output is not None:  # a pytest-xdist worker: its emissions go to the controller, which judges
-        worker_output["fleetdx_emitted"] = sorted(EMITTED)
-        return
     if not _whole_suite(session.config):
         return
     from fleetdx.orchestrator.judgement.catalog import catalog
@@ -120,94 +107,6 @@ SLOW = (
 )
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: object) -> None:
-    """pytest-xdist, in the controller: a worker ended; add the findings its tests emitted."""
-    EMITTED.update((code, severity) for code, severity in getattr(node, "workeroutput", {}).get("fleetdx_emitted", []))
-
-
-def _loadfile(config: pytest.Config) -> bool:
-    """Whether this run is ``pytest -n N --dist loadfile`` (pytest-xdist: each test module runs whole on one
-    worker, so its module fixtures, a Slurm or Ray cluster, start once)."""
-    return config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") == "loadfile"
-
-
-#: the modules that take longest (CI's ``--durations``), longest first; the Ray ones (test_collective,
-#: test_preflight_full, test_bandwidth_netns) between Slurm's, so that few Ray clusters start at once
-LONGEST = (
-    "test_slurm_preflight.py",
-    "test_collective.py",
-    "test_slurm_prolog.py",
-    "test_slurm_healthcheck.py",
-    "test_watch_live.py",
-    "test_preflight_full.py",
-    "test_watch_gloo.py",
-    "test_steps_live.py",
-    "test_postmortem_slurm_forgotten.py",
-    "test_postmortem_slurm.py",
-    "test_bandwidth_netns.py",
-    "test_place_slurm_live.py",
-    "test_goodput_slurm.py",
-    "test_slurm_cluster.py",
-    "test_preflight_e2e.py",
-    "test_report_not_lost.py",
-)
-
-
-#: the modules that start Ray (their tests marked ``ray``, and test_slurm_preflight's Ray on a Slurm allocation):
-#: under ``--dist loadfile`` they run one after the other on one worker, as in a plain run. Several Ray clusters
-#: at once on 2 cores failed to start in time ("The current node timed out during startup"), and gloo sweeps
-#: hung past their 60 s. A worker checks the list against the marks (:func:`pytest_collection_modifyitems`).
-RAY_MODULES = frozenset(
-    {
-        "test_api_push.py",
-        "test_bandwidth_netns.py",
-        "test_collective.py",
-        "test_fanout.py",
-        "test_new_probe.py",
-        "test_preflight_e2e.py",
-        "test_preflight_full.py",
-        "test_ray_connect.py",
-        "test_report_not_lost.py",
-        "test_simulate_start.py",
-        "test_slurm_preflight.py",
-    }
-)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """pytest-xdist's ``--dist loadfile``, with every module of :data:`RAY_MODULES` in one scope (one worker).
-    (``--dist loadgroup`` with ``xdist_group`` marks would say this, but pytest-xdist 3.8 cannot group under
-    pytest 9.2: it renames the test ids, which pytest 9.2 no longer reads; pytest-xdist issue 1386.)"""
-    if config.getoption("dist", "no") != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    class RayTogether(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            file = super()._split_scope(nodeid)
-            return "ray" if file.rsplit("/", 1)[-1] in RAY_MODULES else file
-
-    return RayTogether(config, log)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist, in the controller: hand each worker this process's terminal size variables. A worker is
-    started with ``COLUMNS=80 LINES=24`` where a plain run has none, and fleetdx's human output (and that of the
-    commands the tests run) then wraps at 80 columns instead of its 140 for logs."""
-    node.workerinput["fleetdx_terminal_env"] = {k: os.environ.get(k) for k in ("COLUMNS", "LINES")}
-
-
-def _queue_rank(item: pytest.Item) -> int:
-    """Where a test's module goes in pytest-xdist's queue: the long modules first, then the other slow ones, so
-    that none of them starts last and runs on alone."""
-    if item.path.name in LONGEST:
-        return LONGEST.index(item.path.name)
-    return len(LONGEST) + (0 if item.get_closest_marker("slow") else 1)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     slow = pytest.mark.slow
     for item in items:
@@ -216,11 +115,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(slow)
         if item.path.name == "test_htmlreport_browser.py":
             item.add_marker(pytest.mark.chromium)
-    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller queues tests in this order
-        items.sort(key=_queue_rank)  # stable: a module's tests keep their order and stay together
-        unlisted = sorted({i.path.name for i in items if i.get_closest_marker("ray")} - RAY_MODULES)
-        if unlisted:
-            raise pytest.UsageError(f"tests/conftest.py RAY_MODULES lacks {', '.join(unlisted)} (tests marked ray)")
     gpu_items = [i for i in items if "gpu" in i.keywords]
     if gpu_items and not _has_cuda():
         skip = pytest.mark.skip(reason="no NVIDIA GPU with CUDA on this machine")
