@@ -608,3 +608,34 @@ def test_a_ray_actor_s_node_death_takes_the_host_of_the_exception_s_ip_field() -
     assert [(e.kind, e.host) for e in events if e.kind is EventKind.NODE_FAIL] == [(EventKind.NODE_FAIL, "10.72.56.3")]
     far = parse_joblog([*head, "a", "b", "c", died]).events
     assert [(e.kind, e.host) for e in far if e.kind is EventKind.NODE_FAIL] == [(EventKind.NODE_FAIL, None)]
+
+
+def test_summary_entries_before_root_cause_header_are_other_failures_when_failures_header_is_cut() -> None:
+    """A paste that starts inside torch's ChildFailedError summary (its ``Failures:`` header cut off): the
+    entries before the ``Root Cause`` header are the other failures, the one after it the root cause."""
+    entry = "  time      : 2024-03-05_07:01:51\n  host      : node1\n  rank      : {r} (local_rank: {r})\n"
+    entry += "  exitcode  : 1 (pid: 6981{r})\n  error_file: <N/A>\n"
+    text = (
+        entry.format(r=2)
+        + "[3]:\n"
+        + entry.format(r=3)
+        + "------------------------------------------------------------\n"
+        + "Root Cause (first observed failure):\n[0]:\n"
+        + entry.format(r=0)
+        + "============================================================\n"
+    )
+    roots = {e.rank: e.details["root_cause"] for e in parse_joblog(text, "v.log").events}
+    assert roots == {2: False, 3: False, 0: True}
+
+
+def test_deepspeed_launcher_line_wrapped_over_lines_keeps_its_local_rank() -> None:
+    """DeepSpeed's sigkill_handler line with its command list wrapped by a terminal (wild log 45's shape): the
+    ``'--local_rank=N'`` of the first line and the return code of the last are one event."""
+    text = (
+        "[2023-11-13 16:59:55,650] [ERROR] [launch.py:320:sigkill_handler] ['/opt/conda/bin/python', '-u', "
+        "'train.py', '--local_rank=1', '--model', 'm', \n"
+        "'--data_path', '../data/x.json', '--save_path', './ckpt/', \n"
+        "] exits with return code = -9\n"
+    )
+    ev = _one(text, EventKind.CHILD_FAILED)
+    assert (ev.local_rank, ev.details["exit_code"], ev.details["signal"]) == (1, -9, "SIGKILL")

@@ -20,8 +20,6 @@ LABELS: dict[str, dict[str, Any]] = yaml.safe_load((WILD / "LABELS.yaml").read_t
 
 #: file -> why fleetdx misses it today
 KNOWN_MISSES = {
-    "45-anomalygpt43-deepspeed-launcher-local-rank1-minus9-wrapped.log": "DeepSpeed's argument list is wrapped over "
-    "4 lines: the '--local_rank=1' is lines above the 'exits with return code' line",
     "48-ray47461-raylet-worker-died-sigkill-torchtrainer-worker0.log": "Ray's 'A worker died or was killed' report "
     "(three possible causes, OOM among them) is read as a crash; 'Worker 0 has failed' is not read",
     # added with logs 53-90 (each: what fleetdx says today, and the deciding line)
@@ -29,11 +27,6 @@ KNOWN_MISSES = {
     "'socketTryAccept: Accept failed'; XLA's 'ncclCommInitRank(...) failed: unhandled system error' is not read",
     "65-gpud46-dmesg-xid13-sm-warp-exception-then-xid109.log": "GPU_HW_FAULT from XID 109 (ctx switch timeout) "
     "5 s after three XID 13 (SM warp exception, illegal instruction) on the same GPU: the application fault came first",
-    "70-ucxpy131-ucx-endpoint-timeout-retry-exceeded-mlx5-3-dgx15.log": "NCCL_NETWORK_ERROR naming no node: UCX's "
-    "'[dgx15:...] Transport retry count exceeded' is read with its host, but dgx15 printed it (an observer) and the "
-    "peer is not named; the label takes the printer as the host at fault",
-    "73-pytorch121209-torchrun-root-cause-rank0-azure-host-four-ranks.log": "rank 2, not the 'Root Cause (first "
-    "observed failure)' rank 0: the excerpt starts inside the Other Failures block",
 }
 
 

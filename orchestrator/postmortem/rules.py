@@ -320,6 +320,19 @@ RULES: tuple[Rule, ...] = (
         "--exclude={host}",
     ),
     Rule(EventKind.NCCL_IB_COMPLETION, _F.NCCL_NETWORK_ERROR, priority=83, key=("ib", "host")),
+    # UCX's mlx5 transport printing a completion with error (the CQE syndrome: 0x15 transport retry counter
+    # exceeded, 0x13 remote access error): the same work completion error as NCCL's NET/IB one, read by UCX
+    Rule(
+        EventKind.UCX_ERROR,
+        _F.NCCL_NETWORK_ERROR,
+        priority=83,
+        key=("ib", "host"),
+        when=_from("ucx.mlx5.transport_retry_exceeded", "ucx.mlx5.remote_access_error"),
+        message="InfiniBand work completion error on {d[device]} {where}, read by UCX (mlx5 syndrome 0x{d[status]}, "
+        "vendor error 0x{d[vendor_err]}) ({text})",
+        action="check the IB path of {host}'s {d[device]} and its peer (ibstat, mlx5 Link down in dmesg, switch port "
+        "error counters); if one host is in every error, resubmit with --exclude=<it> and drain it",
+    ),
     # the bus errors of a too small /dev/shm (SIGBUS: srun's "Bus error", UCX's "Caught signal 7")
     Rule(
         EventKind.BUS_ERROR,

@@ -458,6 +458,7 @@ _RAW_KEYS = (
     "error_file",
     "thread terminated with exception",  # may start a wrapped watchdog timeout (see _WRAPPED)
     "ProcessGroupNCCL'",  # may start a wrapped "ProcessGroupNCCL's watchdog got stuck" (see _WRAPPED)
+    "sigkill_handler] [",  # may start DeepSpeed's launcher line, its command list wrapped (see _WRAPPED)
     "\tip: ",  # a Ray exception's ip field: the host of the actor whose death the next lines tell (_RAY_IP_RE)
 )
 #: a Ray actor exception's ``ip:`` field line (ActorDiedError's fields, python/ray/exceptions.py: class_name,
@@ -510,6 +511,8 @@ _WRAPPED: list[tuple[str, re.Pattern[str]]] = [
     (" CANCELLED AT ", re.compile(r"\*\*\*\s*$")),
     # a paste hard-wrapped inside "ProcessGroupNCCL's watchdog got stuck" (a fixed-width terminal, wild log 07)
     ("ProcessGroupNCCL'", re.compile(r"ProcessGroupNCCL's ")),
+    # DeepSpeed's launcher line, its long command list wrapped by a terminal (wild log 45)
+    ("sigkill_handler] [", re.compile(r"\] exits with return code = -?\d")),
 ]
 
 
@@ -1028,6 +1031,8 @@ class JobLogScanner:
         self._pending: list[tuple[int, str, LogLine]] = []
         self._block: _ChildBlock | None = None
         self._root_next: bool | None = None
+        #: indexes in ``events`` of summary entries read under no header since the summary's frame
+        self._headless: list[int] = []
         self._ray_ip: tuple[int, str] | None = None  #: (line, ip) of the last Ray exception's ip field
         #: ``terminate called`` events whose ``what():`` line has not been read: (event index, line, the line's
         #: rank, local rank and host prefixes)
@@ -1326,10 +1331,12 @@ class JobLogScanner:
         if body.startswith("Root Cause"):
             self._end_block()
             self._root_next = True
+            self._demote_headless()
             return True
         if body == "Failures:":
             self._end_block()
             self._root_next = False
+            self._headless.clear()
             return True
         m = _CF_ENTRY_RE.match(body)
         if m is not None and (self._root_next is not None or self._block is not None):
@@ -1351,6 +1358,7 @@ class JobLogScanner:
             self._end_block()
         if body.startswith("====="):  # the summary's frame: what follows is no longer the summary
             self._root_next = None
+            self._headless.clear()
             return True
         if body.startswith("-----") or body.endswith(" FAILED") or "<NO_OTHER_FAILURES>" in body:
             return True
@@ -1366,7 +1374,19 @@ class JobLogScanner:
         if self._full((EventKind.CHILD_FAILED, place[0], place[1])):
             self.dropped += 1  # as _keep would, before paying for the event
             return
+        if b.root is None and len(self._headless) < MAX_HOSTS:
+            self._headless.append(len(self.events))
         self._keep(_child_event(b, place, self.file, self.year))
+
+    def _demote_headless(self) -> None:
+        """The summary's entries read under no header (its "Failures:" line cut off the log) before its "Root
+        Cause" header are its other failures: torch's summary prints them there (``torch.distributed.elastic.
+        multiprocessing.errors.ChildFailedError.format_msg``), so they are not root causes."""
+        for idx in self._headless:
+            ev = self.events[idx]
+            if ev.kind is EventKind.CHILD_FAILED and ev.details.get("root_cause") is None:
+                self.events[idx] = ev.model_copy(update={"details": {**ev.details, "root_cause": False}})
+        self._headless.clear()
 
     def _emit(self, n: int, raw: str, ll: LogLine, body: str) -> None:
         facts = _body_facts(body)
