@@ -15,14 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timezone
+from typing import TYPE_CHECKING
 
 from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve
 from fleetdx.orchestrator.report import BusbwCurve, BusbwPoint, CurveBackend
-from fleetdx.orchestrator.store import NodeHistory, Store
+from fleetdx.orchestrator.store import NodeHistory
 from fleetdx.probes.bundle import BundleData
 from fleetdx.probes.catalog import rows_reading
 from fleetdx.probes.errors import ParseError
 from fleetdx.probes.parsers.nccl_tests import NcclTestsRun, collective_from_name, parse_nccl_tests
+
+if TYPE_CHECKING:  # the store (SQLAlchemy, about 0.3 s of CPU) loads only when a store is opened
+    from fleetdx.orchestrator.store import Store
 
 #: curves kept from bundles and from the store, each (the rest are counted in a note)
 MAX_CURVES = 256

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 from fleetdx.orchestrator.postmortem.bandwidth import stored_curves
 from fleetdx.orchestrator.postmortem.contracts import PostmortemReport
-from fleetdx.orchestrator.store import NodeHistory, PostmortemRecord, Store
+from fleetdx.orchestrator.store import NodeHistory, PostmortemRecord
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) loads only when a store is opened
+    from fleetdx.orchestrator.store import Store
 
 #: how many hosts get their history (the causes' first ones), and how many runs each
 HISTORY_HOSTS = 8

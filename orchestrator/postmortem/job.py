@@ -27,7 +27,8 @@ from fleetdx.orchestrator.postmortem.sources import Bundles, EvidenceSource, Log
 from fleetdx.orchestrator.scheduler import job as scheduler_job
 from fleetdx.orchestrator.scheduler.job import JobNotFoundError
 from fleetdx.orchestrator.scheduler.targets import expand_hostlist
-from fleetdx.orchestrator.store import Store, StoreError
+from fleetdx.orchestrator.store import StoreError
+from fleetdx.orchestrator.store.settings import resolve_db_url, sqlite_file
 from fleetdx.probes.contracts import Contract, Job, SchedulerKind
 from fleetdx.probes.errors import ConfigError
 
@@ -136,7 +137,17 @@ def sources_of(req: PostmortemRequest, bundles: list[Path], world_size: int | No
 def _with_store(report: PostmortemReport, req: PostmortemRequest) -> tuple[PostmortemReport, str]:
     """The report with the blamed hosts' stored history (their runs, this job's included), kept in
     the store unless ``req.save`` is false; and one line saying what happened. A store that cannot be opened
-    costs the history and the keeping, never the postmortem: the line and ``missing_evidence`` say why."""
+    costs the history and the keeping, never the postmortem: the line and ``missing_evidence`` say why.
+    With ``req.save`` false, a store is not opened (nor SQLAlchemy imported) when no cause names a host or when
+    the SQLite file of the URL does not exist: there is no history to read, and nothing is created."""
+    if not req.save:
+        if not history.blamed_hosts(report):
+            return report, "postmortem not kept (--no-save); no host blamed, no history read"
+        url = resolve_db_url(req.db)
+        if (db := sqlite_file(url)) is not None and not db.exists():
+            return report, f"postmortem not kept (--no-save); no history read: no store at {db}"
+    from fleetdx.orchestrator.store import Store
+
     try:
         with Store.open(req.db) as store:
             if req.history:

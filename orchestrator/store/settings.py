@@ -39,6 +39,19 @@ def resolve_db_url(url: str | None, env: Mapping[str, str] | None = None) -> str
     return f"sqlite:///{user_data_dir() / 'fleetdx.db'}"
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file an SQLite URL names (``sqlite:///relative.db``, ``sqlite:////abs/path.db``, any
+    ``sqlite+DRIVER``), read without SQLAlchemy so that a caller can tell a store that was never made before
+    paying for the ORM's import; ``None`` for another database or an in-memory or ``file:`` URI one."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.split("+", 1)[0] != "sqlite" or not rest.startswith("/"):
+        return None
+    db = rest[1:].partition("?")[0]
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return Path(db)
+
+
 def resolve_spool_dir(spool_dir: Path | str | None, env: Mapping[str, str] | None = None) -> Path:
     """``spool_dir`` if given, else ``$FLEETDX_SPOOL_DIR``, else ``<user data dir>/spool`` (not created)."""
     if spool_dir is not None:
