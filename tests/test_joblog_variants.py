@@ -639,3 +639,16 @@ def test_deepspeed_launcher_line_wrapped_over_lines_keeps_its_local_rank() -> No
     )
     ev = _one(text, EventKind.CHILD_FAILED)
     assert (ev.local_rank, ev.details["exit_code"], ev.details["signal"]) == (1, -9, "SIGKILL")
+
+
+def test_raylet_oom_report_wrapped_behind_syslog_escaped_colours_keeps_its_node() -> None:
+    """Ray's raylet OOM report as rsyslog stores it (ESC escaped as ``#033``) and a terminal wrapped it, inside
+    the node's ID (wild log 117's shape): one event, with the IP of the node as its host."""
+    text = (
+        "#033[2m#033[33m(raylet)#033[0m [DATE] (raylet) node_manager.cc:3007: 2 Workers (tasks /\n"
+        " actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: abd406d4\n"
+        "e281968fd76aa2, IP: 10.0.167.26) over the last time period. To see more information about th\n"
+    )
+    ev = _one(text, EventKind.OOM_HOST)
+    assert ev.host == "10.0.167.26"
+    assert [ll.body for ll in normalise_line("#033[2m#033[33m(raylet)#033[0m Out of memory")] == ["Out of memory"]

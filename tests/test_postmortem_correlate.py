@@ -312,3 +312,26 @@ def test_a_c10d_terminate_whose_what_is_unread_ranks_below_the_timeout(tmp_path:
     log.write_text(_wd(1, 7) + "\nterminate called after throwing an instance of 'c10::DistBackendError'\n")
     causes = run_postmortem([LogFiles([log])]).causes
     assert [c.code for c in causes] == [F.NCCL_TIMEOUT, F.PROCESS_CRASH]
+
+
+_JOBACCT = [
+    "slurmstepd: error: Job 7518 exceeded memory limit (626359956 > 512000000), being killed",
+    "slurmstepd: error: Exceeded job memory limit",
+    "slurmstepd: error: *** JOB 7518 ON xantipa CANCELLED AT 2022-06-10T17:11:35 ***",
+]
+
+
+def test_slurm_job_line_takes_the_host_of_its_cancelled_line_on_a_one_node_job(tmp_path: Path) -> None:
+    log = tmp_path / "job.out"
+    log.write_text("\n".join(["Epoch 0 | Steps: 93 | Loss: 24.58", *_JOBACCT]) + "\n")
+    c = run_postmortem([LogFiles([log])]).causes[0]
+    assert (c.code, c.nodes) == (F.OOM_HOST, ["xantipa"])
+    assert [e.line for e in c.evidence] == [2, 4]  # the OOM line, and the line that named its host
+
+
+def test_slurm_job_line_gets_no_host_when_the_logs_name_two(tmp_path: Path) -> None:
+    """On a job of two nodes the stepd that printed the memory line is not known: no host is guessed."""
+    log = tmp_path / "job.out"
+    log.write_text("\n".join([*_JOBACCT, "srun: error: n2: task 1: Exited with exit code 1"]) + "\n")
+    c = run_postmortem([LogFiles([log])]).causes[0]
+    assert (c.code, c.nodes) == (F.OOM_HOST, [])

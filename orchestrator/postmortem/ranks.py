@@ -20,7 +20,11 @@ Sources, first found wins for a rank:
 5. a launcher's local rank (torch elastic's ``local_rank: N``, DeepSpeed's ``'--local_rank=N'``) is the rank of
    an event that names no other when the evidence shows a one-node job (one host at most, no rank whose local
    rank differs): the local rank is then the global rank (torchrun: ``RANK = node_rank x nproc_per_node +
-   LOCAL_RANK``, with node_rank 0), said in the event's details (``rank_from_local_rank``).
+   LOCAL_RANK``, with node_rank 0), said in the event's details (``rank_from_local_rank``);
+6. a line Slurm prints for the whole job or step with no host (``slurmstepd: error: Job N exceeded memory
+   limit``, its oom-kill count) ran on the host of that job's ``*** JOB N ON HOST CANCELLED ***`` line
+   (``src/slurmd/slurmstepd/req.c``: the step daemon names its own node) when that is the only host the logs
+   name: on a one-node job no other stepd could have printed it.
 
 A rank's host is never guessed from a number: when none of these names it, it stays unknown.
 """
@@ -107,6 +111,8 @@ class RankMap:
     assumed: bool = False
     #: the logs show one host at most and no rank whose local rank differs: a local rank is the rank (source 5)
     single_node: bool = False
+    #: Slurm job id -> the host of its ``*** JOB N ON HOST CANCELLED ***`` line and that line (source 6)
+    job_hosts: dict[str, tuple[str, EvidenceLine]] = field(default_factory=dict)
 
     def add(self, rank: int, host: str, line: EvidenceLine | None) -> None:
         if rank not in self.hosts:
@@ -146,10 +152,22 @@ class RankMap:
                     update["host"], line = self.hosts[rank], self.lines.get(rank)
                 elif e.task is not None and e.task in self.task_hosts:
                     update["host"], line = self.task_hosts[e.task], self.task_lines.get(e.task)
+                elif (job_host := self.job_hosts.get(_slurm_job(e))) is not None:
+                    update["host"], line = job_host
                 if line is not None and (line.file, line.line) != (e.file, e.line):
                     named[(e.file, e.line)] = line
             out.append(e.model_copy(update=update) if update else e)
         return out, named
+
+
+def _slurm_job(e: JobEvent) -> str:
+    """The Slurm job id of a line Slurm itself printed (its ``step`` or ``job`` detail, a step's ``.N`` cut);
+    ``""`` for any other line."""
+    return _job_id(e) if str(e.details.get("catalog") or "").startswith("slurm.") else ""
+
+
+def _job_id(e: JobEvent) -> str:
+    return str(e.details.get("step") or e.details.get("job") or "").split(".", 1)[0]
 
 
 def _srun_tasks(m: RankMap, e: JobEvent, host: str) -> None:
@@ -191,4 +209,14 @@ def rank_map(
             m.add(p.rank, p.host, None)
             m.task_hosts.setdefault(p.rank, p.host)
             m.task_lines.setdefault(p.rank, None)
+    m.job_hosts = _cancelled_hosts(events) if m.single_node else {}  # source 6
     return m
+
+
+def _cancelled_hosts(events: Iterable[JobEvent]) -> dict[str, tuple[str, EvidenceLine]]:
+    """Slurm job id -> the host of its first ``*** JOB N ON HOST CANCELLED ***`` line, and that line."""
+    out: dict[str, tuple[str, EvidenceLine]] = {}
+    for e in events:
+        if e.kind is EventKind.SLURM_CANCELLED and e.host is not None and (jid := _job_id(e)):
+            out.setdefault(jid, (e.host, _line(e)))
+    return out

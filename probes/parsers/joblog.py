@@ -459,6 +459,7 @@ _RAW_KEYS = (
     "thread terminated with exception",  # may start a wrapped watchdog timeout (see _WRAPPED)
     "ProcessGroupNCCL'",  # may start a wrapped "ProcessGroupNCCL's watchdog got stuck" (see _WRAPPED)
     "sigkill_handler] [",  # may start DeepSpeed's launcher line, its command list wrapped (see _WRAPPED)
+    "Workers (tasks /",  # may start Ray's raylet OOM report, wrapped before its node's IP (see _WRAPPED)
     "\tip: ",  # a Ray exception's ip field: the host of the actor whose death the next lines tell (_RAY_IP_RE)
 )
 #: a Ray actor exception's ``ip:`` field line (ActorDiedError's fields, python/ray/exceptions.py: class_name,
@@ -513,6 +514,9 @@ _WRAPPED: list[tuple[str, re.Pattern[str]]] = [
     ("ProcessGroupNCCL'", re.compile(r"ProcessGroupNCCL's ")),
     # DeepSpeed's launcher line, its long command list wrapped by a terminal (wild log 45)
     ("sigkill_handler] [", re.compile(r"\] exits with return code = -?\d")),
+    # Ray's raylet OOM report, wrapped by a terminal before the IP of its node (wild logs 117, 119, 120)
+    ("Workers (tasks /", re.compile(r"IP: [0-9A-Fa-f.:]{3,45}\)")),
+    ("killed due to memory pressure (OOM)", re.compile(r"IP: [0-9A-Fa-f.:]{3,45}\)")),
 ]
 
 

@@ -24,10 +24,11 @@ before and inside the lines a process prints; each is removed, and what it says 
 * the damage terminals and pasting do: a line glued to the end of a tqdm/Lightning progress bar (``Epoch 0:
   6%|██ | 32040/500150 [6:28:43<94:39:17, 1.37it/s, ...][E ProcessGroupNCCL.cpp:458] ...``) or after a
   carriage return; markdown quote prefixes (``> ``, ``> > ``) and indents; ANSI colour codes, with or without
-  their ESC byte (``[36m``); a collector's ``host [stderr] `` tag; a stream tag (``stdout: ``, the container
-  runtime's ``stderr F ``); a ``hostname: `` prefix repeated mid-line where outputs of several hosts interleave
-  (the line is split there); Ray's ``[repeated 7x across cluster]``. Redacted hosts and addresses (``xxx``,
-  ``***``, ``<redacted>``, ``<hostname>``, NCCL's ``-``) are never read as a host.
+  their ESC byte (``[36m``) or with it as rsyslog escapes it (``#033[36m``); a collector's ``host [stderr] ``
+  tag; a stream tag (``stdout: ``, the container runtime's ``stderr F ``); a ``hostname: `` prefix repeated
+  mid-line where outputs of several hosts interleave (the line is split there); Ray's ``[repeated 7x across
+  cluster]``. Redacted hosts and addresses (``xxx``, ``***``, ``<redacted>``, ``<hostname>``, NCCL's ``-``) are
+  never read as a host.
 
 Hard wraps that split one message over several lines, even inside a word, are joined by the job-log parser
 (:mod:`fleetdx.probes.parsers.joblog`), which knows which messages may be wrapped.
@@ -65,7 +66,7 @@ class LogLine(NamedTuple):
 
 # ---------------------------------------------------------------------------------------------- normalisation
 
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\[(?:\d{1,3};)*\d{1,3}m")
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|(?:#033)?\[(?:\d{1,3};)*\d{1,3}m")
 _QUOTE_RE = re.compile(r"^[ \t]{0,8}(?:>[ \t]?)+")
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
 _ISO = r"(\d{4})[-/](\d\d)[-/](\d\d)[T _](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d{1,9}))?)?(Z|[+-]\d\d:?\d\d)?"
