@@ -215,3 +215,22 @@ def test_any_mix_of_real_lines_parses_and_every_event_points_at_its_lines(lines:
     )
     assert len(log.events) == sum(1 for ln in lines if "NVRM: Xid" in ln)
 
+
+
+GSP_TIMEOUT = """\
+[   24.302465] NVRM: GPU6 _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs 812751949 heartbeat 1899482 \
+heartbeatWithOffsetMs 812745879 diff 6070 timeout 5200
+[   84.300476] NVRM: GPU6 kbusSendSysmembarSingle_GH100: - timeout error waiting for startToken = 0x3 cnt=24105122
+[   84.300488] NVRM: GPU6 _kgspLogRpcTimeout: ********************************* GSP Timeout ****************
+"""
+
+
+def test_gsp_heartbeat_and_rpc_timeout_without_an_xid() -> None:
+    """Public dmesg of an H100 node (open-gpu-kernel-modules issue #1230's shape): the GSP stopped answering and
+    no XID line was printed; the heartbeat line and the banner are GSP_TIMEOUT, the sysmembar line is neither."""
+    log = parse_xid(GSP_TIMEOUT)
+    assert log.events == []
+    assert [(e.kind, e.line, e.pci) for e in log.driver_events] == [
+        (DriverEventKind.GSP_TIMEOUT, 1, None),
+        (DriverEventKind.GSP_TIMEOUT, 3, None),
+    ]

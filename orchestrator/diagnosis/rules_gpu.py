@@ -593,6 +593,10 @@ _LOST_WHAT = {
         "rejected a GPU at probe or initialised none: a GPU cannot be used; drain, check which GPU is missing "
         "(nvidia-smi, lspci) and the messages before this one"
     ),
+    DriverEventKind.GSP_TIMEOUT: (
+        "lost its GPU System Processor (GSP heartbeat or RPC timeout, no XID: XID 119's fault): drain, reset the "
+        "GPU or reboot, check the driver version"
+    ),
 }
 
 

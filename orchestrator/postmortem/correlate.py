@@ -473,8 +473,9 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
         )
     if k is EventKind.GPU_LOST:
         return (
-            f"a GPU {where} was lost by the driver ({d.get('event')}, {d.get('pci')})",
-            f"drain {host}: {lookup(79).action}",
+            f"a GPU {where} was lost by the driver ({d.get('event')}"
+            + (f", {d['pci']})" if d.get("pci") else f": {lead.text.splitlines()[0][:120]})"),
+            f"drain {host}: {lookup(119 if d.get('event') == 'gsp-timeout' else 79).action}",
         )
     if k is EventKind.AER:
         aer_what = d.get("error") or d.get("received") or d.get("severity")

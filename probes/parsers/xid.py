@@ -23,6 +23,10 @@ the bus, but the driver also reports a lost or unusable GPU in plain ``NVRM:`` l
   ``rm_init_adapter failed, device minor number 0`` (older drivers: the same words with no device).
 * ``PROBE_FAILED``: ``NVRM: The NVIDIA probe routine failed for 1 device(s).``, ``... was not called for ...``,
   ``NVRM: None of the NVIDIA devices were initialized.`` (no device named).
+* ``GSP_TIMEOUT``: ``NVRM: GPU6 _kgspIsHeartbeatTimedOut: Heartbeat timed out, ...`` and the
+  ``_kgspLogRpcTimeout: *** GSP Timeout ***`` banner (open-gpu-kernel-modules ``kernel_gsp.c``): the GPU System
+  Processor stopped answering, the fault of XID 119 (GSP RPC timeout), which the open kernel module may print
+  without the XID (the device is the driver's ``GPUn``, no PCI address).
 
 Other NVRM lines (driver banner, crash-dump notices, detail lines such as ``RmInitAdapter: osInitNvMapping
 failed, bailing out``) and non-NVRM lines (AER) are neither. ``NVRM: GPU at PCI:0000:3b:00: GPU-<uuid>`` (the
@@ -91,6 +95,8 @@ class DriverEventKind(str, Enum):
     FALLEN_OFF_BUS = "fallen-off-bus"  #: the GPU stopped answering on PCIe
     INIT_FAILED = "init-failed"  #: the driver could not initialise the GPU (RmInitAdapter)
     PROBE_FAILED = "probe-failed"  #: the driver's probe rejected a device or initialised none
+    #: the GPU System Processor stopped answering: XID 119's fault (GSP RPC timeout) printed without an XID
+    GSP_TIMEOUT = "gsp-timeout"
 
 
 _DRIVER_RES: list[tuple[DriverEventKind, re.Pattern[str]]] = [
@@ -100,6 +106,7 @@ _DRIVER_RES: list[tuple[DriverEventKind, re.Pattern[str]]] = [
         DriverEventKind.PROBE_FAILED,
         re.compile(r"probe routine (?:failed|was not called)|None of the NVIDIA devices (?:were|was) initiali[sz]ed"),
     ),
+    (DriverEventKind.GSP_TIMEOUT, re.compile(r"_kgspIsHeartbeatTimedOut: Heartbeat timed out|\bGSP Timeout\b")),
 ]
 
 
