@@ -321,13 +321,14 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(EventKind.NCCL_IB_COMPLETION, _F.NCCL_NETWORK_ERROR, priority=83, key=("ib", "host")),
     # UCX's mlx5 transport printing a completion with error (the CQE syndrome: 0x15 transport retry counter
-    # exceeded, 0x13 remote access error): the same work completion error as NCCL's NET/IB one, read by UCX
+    # exceeded, 0x13 remote access error, 0x4 local protection, ...): the same work completion error as NCCL's
+    # NET/IB one, read by UCX
     Rule(
         EventKind.UCX_ERROR,
         _F.NCCL_NETWORK_ERROR,
         priority=83,
         key=("ib", "host"),
-        when=_from("ucx.mlx5.transport_retry_exceeded", "ucx.mlx5.remote_access_error"),
+        when=_from("ucx.mlx5.transport_retry_exceeded", "ucx.mlx5.remote_access_error", "ucx.mlx5.completion_error"),
         message="InfiniBand work completion error on {d[device]} {where}, read by UCX (mlx5 syndrome 0x{d[status]}, "
         "vendor error 0x{d[vendor_err]}) ({text})",
         action="check the IB path of {host}'s {d[device]} and its peer (ibstat, mlx5 Link down in dmesg, switch port "
@@ -438,6 +439,29 @@ RULES: tuple[Rule, ...] = (
         action="more than the world size: processes of an earlier run (a requeue or restart) still use the same "
         "MASTER_ADDR:MASTER_PORT, give each run its own port; fewer: some processes never started, read their "
         "nodes' logs",
+    ),
+    Rule(
+        EventKind.RENDEZVOUS_ERROR,
+        _F.CONFIG_ERROR,
+        C,
+        40,
+        "observer",
+        ("rendezvous-join",),
+        when=_from("xla.coordination.barrier_timed_out"),
+        message="the coordination service's barrier {d[op]} {where} expired before every process reached it ({text})",
+        action="the missing tasks never started or could not reach the coordinator: check that the launch starts "
+        "num_processes processes (one per task of jax.distributed.initialize) and read their nodes' logs for an "
+        "earlier failure",
+    ),
+    # the scheduler could not start the tasks on a node: that node's slurmd (or its munge, clock, prolog)
+    Rule(
+        EventKind.LAUNCH_FAILED,
+        _F.CONFIG_ERROR,
+        priority=60,
+        key=("launch", "host"),
+        message="Slurm could not launch the step's tasks {where}: {d[error]} ({text})",
+        action="check slurmd on {host} (running, reachable on its port, the same munge key and clock as the "
+        "controller, its prolog); resubmit with --exclude={host} if only it fails",
     ),
     Rule(
         EventKind.RENDEZVOUS_ERROR,

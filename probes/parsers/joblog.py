@@ -142,6 +142,8 @@ class EventKind(str, Enum):
     #: torch's c10d store / rendezvous could not start or be reached: its port in use (the store's host), a
     #: client's connect refused or timed out, fewer clients joined than the world size, the store's link lost
     RENDEZVOUS_ERROR = "rendezvous-error"
+    #: the scheduler could not start the job's tasks on a node (srun's ``Task launch for ... failed on node``)
+    LAUNCH_FAILED = "launch-failed"
 
 
 class JobEvent(Contract):
