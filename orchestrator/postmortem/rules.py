@@ -256,6 +256,17 @@ RULES: tuple[Rule, ...] = (
         action="drain {host}: reboot it to recover the GPU, read its kernel log for the XID that lost it; reseat or "
         "RMA the GPU if it repeats; resubmit with --exclude={host}",
     ),
+    Rule(
+        EventKind.GPU_LOST,
+        _F.GPU_HW_FAULT,
+        priority=100,
+        key=("gpu", "host", "bus_id"),
+        when=_from("linux.amdgpu.ras_uncorrectable"),
+        message="the amdgpu driver reported an uncorrectable hardware error ({d[error]}) {where} on GPU {d[bus_id]} "
+        "({text})",
+        action="drain {host}: its GPU {d[bus_id]} lost its work to a RAS-fatal error; read the ACA/'[Hardware Error]' "
+        "lines and amdgpu's RAS error counts, reset or reboot, RMA if it repeats; resubmit with --exclude={host}",
+    ),
     Rule(EventKind.GPU_LOST, _F.GPU_HW_FAULT, priority=100, key=("gpu", "host", "pci")),
     Rule(EventKind.AER, _F.GPU_HW_FAULT, C, 95, key=("pcie", "host", "pci"), when=_fatal_aer),
     Rule(EventKind.AER, _F.GPU_HW_FAULT, W, 15, "observer", ("pcie", "host", "pci")),
