@@ -335,3 +335,17 @@ def test_slurm_job_line_gets_no_host_when_the_logs_name_two(tmp_path: Path) -> N
     log.write_text("\n".join([*_JOBACCT, "srun: error: n2: task 1: Exited with exit code 1"]) + "\n")
     c = run_postmortem([LogFiles([log])]).causes[0]
     assert (c.code, c.nodes) == (F.OOM_HOST, [])
+
+
+def test_a_placeless_line_merged_into_a_placed_group_leads_it_only_if_it_came_first(tmp_path: Path) -> None:
+    """NCCL's specific WARN (host and rank named) before torch's generic 'invalid usage' RuntimeError (no place):
+    one cause, and its message quotes the WARN, the line that says what was wrong."""
+    log = tmp_path / "job.out"
+    log.write_text(
+        "node-1:5514:5577 [0] init.cc:703 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device "
+        "1b000\nRuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:219, invalid usage, "
+        "NCCL version 2.21.5\n"
+    )
+    (c,) = run_postmortem([LogFiles([log])]).causes
+    assert (c.code, c.rank, c.nodes) == (F.CONFIG_ERROR, 1, ["node-1"])
+    assert "Duplicate GPU detected" in c.message and [e.line for e in c.evidence] == [1, 2]

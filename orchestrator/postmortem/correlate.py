@@ -951,8 +951,9 @@ def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> No
             named[(len(k), k[:2])].append(k)
     for key in [k for k in groups if len(k) >= 3 and all(p is None for p in k[2:]) and k[1] != "observed"]:
         same = named.get((len(key), key[:2]), [])
-        if len(same) == 1:
-            groups[same[0]] = groups.pop(key) + groups[same[0]]
+        if len(same) == 1:  # the merged group in log order: its first line of the best rule leads it
+            merged = groups.pop(key) + groups[same[0]]
+            groups[same[0]] = sorted(merged, key=lambda p: (_ts_or_last(p[0]), p[0].file, p[0].line))
 
 
 def _own_critical_xid(e: JobEvent) -> bool:
