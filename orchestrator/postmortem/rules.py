@@ -464,6 +464,37 @@ RULES: tuple[Rule, ...] = (
         "num_processes processes (one per task of jax.distributed.initialize) and read their nodes' logs for an "
         "earlier failure",
     ),
+    # the scheduler would not allocate or place what the job asked for, or its program could not be executed
+    Rule(
+        EventKind.LAUNCH_FAILED,
+        _F.CONFIG_ERROR,
+        priority=60,
+        key=("launch", "host"),
+        when=_from("slurm.srun.unable_to_allocate"),
+        message="Slurm refused the job's allocation: {d[error]} ({text})",
+        action="the request cannot be met by the partition, the account or its QOS (nodes, GPUs per node, memory, "
+        "time): read 'scontrol show partition' and 'sinfo -o %N %G %m', fix the request and resubmit",
+    ),
+    Rule(
+        EventKind.LAUNCH_FAILED,
+        _F.CONFIG_ERROR,
+        priority=60,
+        key=("launch", "host"),
+        when=_from("slurm.srun.unable_to_create_step"),
+        message="Slurm could not create the job step: {d[error]} ({text})",
+        action="the step asks for more than the job's allocation (tasks, CPUs, memory or GPUs per task): make "
+        "srun's request fit the sbatch allocation and resubmit",
+    ),
+    Rule(
+        EventKind.LAUNCH_FAILED,
+        _F.CONFIG_ERROR,
+        priority=60,
+        key=("launch", "host"),
+        when=_from("slurm.stepd.execve_failed"),
+        message="the step's program could not be executed {where}: {d[error]} ({text})",
+        action="check the program's path and execute permission, its #! interpreter, and that its file system is "
+        "mounted on {host}; then resubmit",
+    ),
     # the scheduler could not start the tasks on a node: that node's slurmd (or its munge, clock, prolog)
     Rule(
         EventKind.LAUNCH_FAILED,
