@@ -88,3 +88,16 @@ def test_the_prologs_path_loads_no_database_library_and_no_help_renderer(tmp_pat
     assert "fleetdx.orchestrator.store.spool" in loaded  # the spool file was written by this path
     assert not loaded & {"sqlalchemy", "alembic", "fleetdx.orchestrator.store.records", "typer.rich_utils", "ray"}
     assert "typer.rich_utils" in _loaded("preflight", "--help")
+
+
+def test_a_postmortem_of_logs_alone_loads_no_database_library_and_no_bundle_reader(tmp_path: Path) -> None:
+    """``postmortem --logs LOG --no-save`` with no store at the URL: no history to read, so no SQLAlchemy; no
+    bundle given, so neither the bundle reader nor the pre-flight diagnosis (issue 20: the start-up of a large
+    postmortem). With a store there, the history is read (tests/test_postmortem_store.py)."""
+    log = tmp_path / "job.out"
+    log.write_text("[rank3]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a\n")
+    db = tmp_path / "none.db"
+    loaded = _loaded("postmortem", "--logs", str(log), "--json", "--no-save", "--db", f"sqlite:///{db}")
+    assert "fleetdx.orchestrator.postmortem.correlate" in loaded  # the postmortem ran
+    assert not loaded & {"sqlalchemy", "fleetdx.probes.bundle", "fleetdx.orchestrator.diagnosis.engine"}
+    assert not db.exists()

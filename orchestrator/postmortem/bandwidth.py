@@ -20,13 +20,12 @@ from typing import TYPE_CHECKING
 from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve
 from fleetdx.orchestrator.report import BusbwCurve, BusbwPoint, CurveBackend
 from fleetdx.orchestrator.store import NodeHistory
-from fleetdx.probes.bundle import BundleData
-from fleetdx.probes.catalog import rows_reading
 from fleetdx.probes.errors import ParseError
 from fleetdx.probes.parsers.nccl_tests import NcclTestsRun, collective_from_name, parse_nccl_tests
 
-if TYPE_CHECKING:  # the store (SQLAlchemy, about 0.3 s of CPU) loads only when a store is opened
+if TYPE_CHECKING:  # the store (SQLAlchemy, about 0.3 s of CPU) and the bundle reader load only when used
     from fleetdx.orchestrator.store import Store
+    from fleetdx.probes.bundle import BundleData
 
 #: curves kept from bundles and from the store, each (the rest are counted in a note)
 MAX_CURVES = 256
@@ -60,6 +59,8 @@ def run_curve(run: NcclTestsRun, host: str) -> BusbwCurve | None:
 def bundle_curves(bundle: BundleData, where: str) -> tuple[list[BandwidthCurve], list[str]]:
     """The nccl-tests curves of ``bundle`` (read from ``where``), and one line per nccl-tests file that could
     not be read."""
+    from fleetdx.probes.catalog import rows_reading  # the bundle files' readers, loaded with a bundle
+
     curves: list[BandwidthCurve] = []
     notes: list[str] = []
     started = bundle.created_at.astimezone(timezone.utc).timestamp() if bundle.created_at else None

@@ -22,21 +22,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from operator import methodcaller
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from fleetdx.orchestrator.diagnosis.base import Fleet
-from fleetdx.orchestrator.diagnosis.engine import diagnose
 from fleetdx.orchestrator.judgement import Finding, FindingCode
 from fleetdx.orchestrator.postmortem.bandwidth import MAX_CURVES, bundle_curves
 from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, TimelineEntry
-from fleetdx.probes.bundle import BundleData, read_bundle
 from fleetdx.probes.contracts import Severity
 from fleetdx.probes.errors import BundleError, ParseError
-from fleetdx.probes.facts import node_facts
 from fleetdx.probes.parsers.joblog import JobLog, JobLogScanner
 from fleetdx.probes.parsers.joblog_kernel import KernelLogScanner, parse_kernel_log
 from fleetdx.probes.parsers.logline import MAX_LINE
 from fleetdx.probes.rawfile import RawFileError, check_regular
+
+if TYPE_CHECKING:  # a bundle's reader, its facts and the pre-flight diagnosis load only when bundles are read
+    from fleetdx.probes.bundle import BundleData
 
 #: bundle files read as kernel logs
 KERNEL_FILE_RE = re.compile(r"^(?:dmesg|journalctl.*-k|journal.*kernel|kern\.log|kernel|syslog|messages)", re.I)
@@ -180,6 +179,10 @@ def bundle_findings(bundle: BundleData) -> list[Finding]:
     """The pre-flight diagnosis of one node bundle (a foreign process on a GPU, a GPU missing, ECC counters, ...,
     :func:`fleetdx.orchestrator.diagnosis.engine.diagnose`), its WARNING and CRITICAL findings naming the bundle's
     host, but those the bundle's kernel log gives as events (XIDs). Raises what the diagnosis raises (a bug)."""
+    from fleetdx.orchestrator.diagnosis.base import Fleet
+    from fleetdx.orchestrator.diagnosis.engine import diagnose
+    from fleetdx.probes.facts import node_facts
+
     diagnosis = diagnose(Fleet(nodes=[node_facts(bundle)]))
     return [
         f.model_copy(update={"nodes": list(dict.fromkeys([bundle.host, *f.nodes]))})
@@ -198,6 +201,8 @@ class Bundles:
     findings: bool = True
 
     def collect(self, ctx: Context) -> Evidence:
+        from fleetdx.probes.bundle import read_bundle
+
         ev = Evidence()
         found: list[Finding] = []
         for d in self.dirs:
