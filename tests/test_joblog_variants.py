@@ -652,3 +652,26 @@ def test_raylet_oom_report_wrapped_behind_syslog_escaped_colours_keeps_its_node(
     ev = _one(text, EventKind.OOM_HOST)
     assert ev.host == "10.0.167.26"
     assert [ll.body for ll in normalise_line("#033[2m#033[33m(raylet)#033[0m Out of memory")] == ["Out of memory"]
+
+
+def test_kernel_log_after_a_shell_prompt_is_that_hosts() -> None:
+    """A dmesg pasted with the prompt that ran it (wild log 161's shape): the host is the prompt's, until another
+    prompt; a host the scanner is given (a bundle's) still wins over a prompt."""
+    text = (
+        "root@node1:~# dmesg -T | grep NVRM\n"
+        "[Tue Apr  9 01:21:38 2024] NVRM: Xid (PCI:0000:a1:00): 79, pid='<unknown>', name=<unknown>, GPU has "
+        "fallen off the bus.\n"
+        "[user@gpu-02 ~]$ sudo dmesg\n"
+        "[ 3601.500000] NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=python, An uncorrectable double bit error\n"
+        "Training step 4 loss 2.1\n"
+    )
+    assert [(e.host, e.details["xid"]) for e in parse_kernel_log(text).events] == [("node1", 79), ("gpu-02", 48)]
+    assert {e.host for e in parse_kernel_log(text, host="b7").events} == {"b7"}
+
+
+def test_markdown_backticks_glued_to_a_line_start_are_paste_damage() -> None:
+    """A code span's or fence's backticks glued to a log line (wild log 180's shape): NCCL's host is read."""
+    (ll,) = normalise_line("`ubuntu20-server-2:94639:94647 [0] transport/net_ib.cc:100 NCCL WARN NET/IB : x")
+    assert ll.body.startswith("ubuntu20-server-2:94639")
+    (fenced,) = normalise_line("```[rank3]:RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert (fenced.rank, fenced.body) == (3, "RuntimeError: CUDA error: an illegal memory access was encountered")

@@ -234,3 +234,14 @@ def test_gsp_heartbeat_and_rpc_timeout_without_an_xid() -> None:
         (DriverEventKind.GSP_TIMEOUT, 1, None),
         (DriverEventKind.GSP_TIMEOUT, 3, None),
     ]
+
+
+def test_gpu_lost_from_the_bus_status_is_a_fall() -> None:
+    """The resource manager's NV_ERR_GPU_IS_LOST assertion (open-gpu-kernel-modules issue #688's journal, a DGX
+    Station A100): the GPU fell off the bus though no XID 79 and no 'fallen off' line was printed."""
+    text = (
+        "Feb 17 08:00:34 dgx kernel: NVRM: nvAssertOkFailedNoLog: Assertion failed: GPU lost from the bus "
+        "[NV_ERR_GPU_IS_LOST] (0x0000000F) returned from rmStatus @ kernel_ce_gv100.c:106\n"
+        "Feb 17 08:00:34 dgx kernel: NVRM: _issueRpcAndWait: rpcSendMessage failed with status 0x0000000f for fn 76!\n"
+    )
+    assert [(e.kind, e.line) for e in parse_xid(text).driver_events] == [(DriverEventKind.FALLEN_OFF_BUS, 1)]

@@ -47,7 +47,7 @@ from fleetdx.probes.parsers.joblog import (
     over_cap,
 )
 from fleetdx.probes.parsers.literals import Literals
-from fleetdx.probes.parsers.logline import MAX_LINE, MEMO_MAX_CHARS, LogLine, normalise_line, stamp_ts
+from fleetdx.probes.parsers.logline import MAX_LINE, MEMO_MAX_CHARS, LogLine, host_of, normalise_line, stamp_ts
 from fleetdx.probes.parsers.msgcatalog import Catalog, catalog
 from fleetdx.probes.parsers.xid import parse_xid, xid_line_keys
 
@@ -74,6 +74,12 @@ _AER_RE = re.compile(
     r"|^\s*\[\s*(?P<bit>\d+)\]\s+(?P<name>[A-Za-z].*?)\s*(?P<first>\(First\))?$)"
 )
 _AER_BIT_RE = re.compile(r":\s+\[\s*(?P<bit>\d+)\]\s+(?P<name>[A-Za-z][^(]*?)\s*(?P<first>\(First\))?\s*$")
+#: a shell prompt before a command that prints a kernel log (``root@node1:~# dmesg -T``, ``[user@gpu-01 ~]$ sudo
+#: journalctl -k``): the log that follows is that host's, until another prompt
+_PROMPT_RE = re.compile(
+    r"^\[?[a-z_][\w.\-]{0,31}@(?P<host>[A-Za-z0-9][\w.\-]{0,62})(?::[^\s#$%]{0,200}| [^\]\s]{1,200}\])?[#$%] "
+    r"(?:sudo )?(?:dmesg|journalctl|cat /var/log/|grep |less |tail |zcat )"
+)
 _OOM_RE = re.compile(
     r"Out of memory: Kill(?:ed)? process (?P<pid>\d+) \((?P<name>[^)]*)\)|Memory cgroup out of memory"
     r"|oom-kill:.*?task=(?P<task>[^,]+)"
@@ -94,6 +100,10 @@ _TRIGGER_KEYS = (
     "PCIe Bus Error",
     "ut of memory",
     "oom-kill",
+    # a shell prompt pasted before the output of the command that printed the kernel log (_PROMPT_RE)
+    "dmesg",
+    "journalctl",
+    "/var/log/",
 )
 #: the message catalog's kernel rows that its scan reads (``linux`` rows of the ``catalog`` extractor: mlx5's health
 #: and firmware-command timeouts): a kernel log gives their events too, the PCI address as ``pci`` and ``bus_id``
@@ -174,6 +184,14 @@ class KernelLogScanner:
         self._per_key: dict[tuple[EventKind, str | None, str], int] = {}
         self._nvrm: list[tuple[int, str, LogLine]] = []
         self._aer_dev: str | None = None
+        #: the host of the last shell prompt before a kernel-log command (_PROMPT_RE)
+        self._prompt_host: str | None = None
+
+    def _host_of(self, ll: LogLine) -> str | None:
+        """The host of a line: its own (a syslog or journal prefix), else the scanner's, else the last prompt's."""
+        if ll.host is not None:
+            return ll.host
+        return self.host if self.host is not None else self._prompt_host
 
     def _full(self, key: tuple[EventKind, str | None, str]) -> bool:
         """Whether an event of ``key`` (kind, host, subject) is over the job-log parser's caps (:func:`over_cap`)."""
@@ -192,7 +210,7 @@ class KernelLogScanner:
         host, subject) is over the job-log parser's caps: past EVENT_BUDGET the first of each key only, never more
         than MAX_EVENTS (counted as dropped, before the event is built)."""
         n, raw, ll = at
-        host = ll.host if ll.host is not None else self.host
+        host = self._host_of(ll)
         key = (kind, host, subject)
         if self._full(key):
             self.dropped += 1
@@ -234,6 +252,12 @@ class KernelLogScanner:
     def _read(self, n: int, raw: str) -> None:
         """Read line ``n``, one that holds a gate literal or the device of the last AER line."""
         raw = raw[:MAX_LINE].rstrip("\r\n")
+        if "@" in raw[:100] and (p := _PROMPT_RE.match(raw)) is not None:
+            if self._nvrm:
+                self._flush_nvrm()
+            host, _ = host_of(p.group("host"))
+            self._prompt_host = host
+            return
         ll = normalise_line(raw)[0] if raw.strip() else LogLine(body="")
         if "NVRM" in raw:
             self._nvrm.append((n, raw, ll))
@@ -318,7 +342,7 @@ class KernelLogScanner:
             runs.append(chunk[start:i])
             start = i + 1
             ll = chunk[i][2]
-            if self._full((EventKind.XID, ll.host if ll.host is not None else self.host, f"{key[0]}/{key[1]}")):
+            if self._full((EventKind.XID, self._host_of(ll), f"{key[0]}/{key[1]}")):
                 self.dropped += 1
             else:
                 self._judge_nvrm(chunk[i : i + 1])

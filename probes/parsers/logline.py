@@ -23,7 +23,8 @@ before and inside the lines a process prints; each is removed, and what it says 
   given); stamps without a zone are read as UTC;
 * the damage terminals and pasting do: a line glued to the end of a tqdm/Lightning progress bar (``Epoch 0:
   6%|██ | 32040/500150 [6:28:43<94:39:17, 1.37it/s, ...][E ProcessGroupNCCL.cpp:458] ...``) or after a
-  carriage return; markdown quote prefixes (``> ``, ``> > ``) and indents; ANSI colour codes, with or without
+  carriage return; markdown quote prefixes (``> ``, ``> > ``), a code span's or fence's backticks glued to the
+  line's start, and indents; ANSI colour codes, with or without
   their ESC byte (``[36m``) or with it as rsyslog escapes it (``#033[36m``); a collector's ``host [stderr] ``
   tag; a stream tag (``stdout: ``, the container runtime's ``stderr F ``); a ``hostname: `` prefix repeated
   mid-line where outputs of several hosts interleave (the line is split there); Ray's ``[repeated 7x across
@@ -67,7 +68,7 @@ class LogLine(NamedTuple):
 # ---------------------------------------------------------------------------------------------- normalisation
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|(?:#033)?\[(?:\d{1,3};)*\d{1,3}m")
-_QUOTE_RE = re.compile(r"^[ \t]{0,8}(?:>[ \t]?)+")
+_QUOTE_RE = re.compile(r"^[ \t]{0,8}(?:>[ \t]?|`{1,3})+")
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
 _ISO = r"(\d{4})[-/](\d\d)[-/](\d\d)[T _](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d{1,9}))?)?(Z|[+-]\d\d:?\d\d)?"
 _PREFIX_RE = re.compile(
@@ -174,8 +175,9 @@ def _strip_all(text: str, limit: int) -> LogLine:
     stamps: list[str] = []
     uptime = None
     for _ in range(limit):
-        m = _QUOTE_RE.match(text) if text[:1] in (" ", "\t", ">") else None  # a quote starts with one of these
-        if m and m.end() > 0 and ">" in m.group(0):
+        # a quote (or a markdown code span's backtick glued to the line) starts with one of these
+        m = _QUOTE_RE.match(text) if text[:1] in (" ", "\t", ">", "`") else None
+        if m and m.end() > 0 and (">" in m.group(0) or "`" in m.group(0)):
             text = text[m.end() :]
             continue
         text = text.lstrip(" \t")

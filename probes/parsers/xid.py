@@ -18,7 +18,9 @@ the bus, but the driver also reports a lost or unusable GPU in plain ``NVRM:`` l
 * ``FALLEN_OFF_BUS``: ``NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:20b0) installed in this system has fallen
   off the bus and is not responding to commands.``, which dmesg often wraps over three ``NVRM:`` lines (the
   later ones with no timestamp; in the journal each with its own prefix), ``NVRM: GPU 0000:b3:00.0: GPU has
-  fallen off the bus.`` (open kernel module) and ``NVRM: GPU at 0000:b3:00.0 has fallen off the bus.`` (older).
+  fallen off the bus.`` (open kernel module) and ``NVRM: GPU at 0000:b3:00.0 has fallen off the bus.`` (older);
+  the resource manager's status for it, ``NVRM: nvAssertOkFailedNoLog: Assertion failed: GPU lost from the bus
+  [NV_ERR_GPU_IS_LOST]`` (no device named), when the driver's calls to the GPU start failing.
 * ``INIT_FAILED``: ``NVRM: GPU 0000:3b:00.0: RmInitAdapter failed! (0x22:0x56:894)`` and its companion
   ``rm_init_adapter failed, device minor number 0`` (older drivers: the same words with no device).
 * ``PROBE_FAILED``: ``NVRM: The NVIDIA probe routine failed for 1 device(s).``, ``... was not called for ...``,
@@ -100,7 +102,7 @@ class DriverEventKind(str, Enum):
 
 
 _DRIVER_RES: list[tuple[DriverEventKind, re.Pattern[str]]] = [
-    (DriverEventKind.FALLEN_OFF_BUS, re.compile(r"fallen off the bus", re.I)),
+    (DriverEventKind.FALLEN_OFF_BUS, re.compile(r"fallen off the bus|GPU lost from the bus|NV_ERR_GPU_IS_LOST", re.I)),
     (DriverEventKind.INIT_FAILED, re.compile(r"\bRmInitAdapter failed\b|\brm_init_adapter failed\b")),
     (
         DriverEventKind.PROBE_FAILED,
