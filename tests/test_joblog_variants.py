@@ -675,3 +675,17 @@ def test_markdown_backticks_glued_to_a_line_start_are_paste_damage() -> None:
     assert ll.body.startswith("ubuntu20-server-2:94639")
     (fenced,) = normalise_line("```[rank3]:RuntimeError: CUDA error: an illegal memory access was encountered")
     assert (fenced.rank, fenced.body) == (3, "RuntimeError: CUDA error: an illegal memory access was encountered")
+
+
+def test_json_lines_records_are_read_by_their_text_field() -> None:
+    """Docker's json-file driver (a Kubernetes node's /var/log/containers file) and a benchmark runner's JSON
+    lines (wild log 169's shape): the record's text is the line, its time the stamp when the line has none."""
+    docker = (
+        '{"log":"[rank3]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total '
+        'capacity of 79.11 GiB\\n","stream":"stderr","time":"2024-03-21T02:07:08.123456789Z"}\n'
+    )
+    ev = _one(docker, EventKind.OOM_GPU)
+    assert (ev.rank, ev.time) == (3, "2024-03-21T02:07:08.123456789Z") and ev.ts is not None
+    runner = '{"event": "line", "data": "[rank1]: RuntimeError: CUDA error: unspecified launch failure\\n"}'
+    assert _one(runner, EventKind.CUDA_ERROR).rank == 1
+    assert [ll.body for ll in normalise_line('{"a": 1, "log": 2}')] == ['{"a": 1, "log": 2}']  # no text field

@@ -21,6 +21,9 @@ before and inside the lines a process prints; each is removed, and what it says 
   innermost (the process's own) stamp; ``ts`` its Unix seconds when the date is complete (a stamp without a
   year borrows it from an outer stamp on the line, the last full date seen in the file, or the ``year``
   given); stamps without a zone are read as UTC;
+* a JSON-lines record around the line (Docker's json-file driver, what Kubernetes nodes keep for each container;
+  logging collectors; benchmark runners): its text field is the line, its time field the stamp
+  (:func:`json_line`);
 * the damage terminals and pasting do: a line glued to the end of a tqdm/Lightning progress bar (``Epoch 0:
   6%|██ | 32040/500150 [6:28:43<94:39:17, 1.37it/s, ...][E ProcessGroupNCCL.cpp:458] ...``) or after a
   carriage return; markdown quote prefixes (``> ``, ``> > ``), a code span's or fence's backticks glued to the
@@ -40,6 +43,7 @@ lines). Memoised where many ranks print the same words (bounded caches, :data:`M
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
@@ -262,7 +266,41 @@ def normalise_line(raw: str) -> list[LogLine]:
     split = prefixed(raw)
     if split is not None:
         return normalise_prefixed(split)
+    if raw[:2] == '{"' and (inner := json_line(raw)) is not None:
+        text, stamp = inner
+        lines = normalise_line(text)
+        if stamp is not None and lines and lines[0].time is None:
+            lines[0] = lines[0]._replace(time=stamp)
+        return lines
     return _normalise(raw[:MAX_LINE].rstrip("\n"), _MAX_PREFIXES)
+
+
+#: the field of a JSON-lines log record that holds the line, and the one that holds its time, first found wins:
+#: Docker's json-file driver (``{"log": "...\\n", "stream": "stderr", "time": "..."}``, what Kubernetes nodes keep
+#: under /var/log/containers), logging collectors (``message``, ``msg``, ``@timestamp``) and benchmark runners
+#: (milabench's ``{"event": "line", "data": "...", "pipe": "stderr"}``)
+_JSON_TEXT_KEYS = ("log", "data", "message", "msg", "MESSAGE")
+_JSON_TIME_KEYS = ("time", "timestamp", "@timestamp")
+
+
+def json_line(raw: str) -> tuple[str, str | None] | None:
+    """(the log line, its time stamp as written or ``None``) a JSON-lines record ``raw`` wraps (see
+    :data:`_JSON_TEXT_KEYS`), its trailing newline removed; ``None`` when ``raw`` is no JSON object or holds no
+    text field. A record longer than :data:`MAX_LINE` is not decoded. Never raises."""
+    raw = raw.rstrip("\r\n")
+    if len(raw) > MAX_LINE or raw[-1:] != "}":
+        return None
+    try:
+        rec = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(rec, dict):
+        return None
+    text = next((v for k in _JSON_TEXT_KEYS if isinstance(v := rec.get(k), str)), None)
+    if text is None or text.startswith('{"'):  # one level of wrapping only
+        return None
+    stamp = next((v for k in _JSON_TIME_KEYS if isinstance(v := rec.get(k), str)), None)
+    return text.rstrip("\r\n").replace("\n", " "), stamp
 
 
 def normalise_prefixed(split: tuple[int | None, int | None, str]) -> list[LogLine]:
