@@ -689,3 +689,44 @@ def test_json_lines_records_are_read_by_their_text_field() -> None:
     runner = '{"event": "line", "data": "[rank1]: RuntimeError: CUDA error: unspecified launch failure\\n"}'
     assert _one(runner, EventKind.CUDA_ERROR).rank == 1
     assert [ll.body for ll in normalise_line('{"a": 1, "log": 2}')] == ['{"a": 1, "log": 2}']  # no text field
+
+
+def test_host_and_local_rank_prefix() -> None:
+    """``[gpu187:1]:`` (host and local rank before each line; wild log 140's shape)."""
+    (ll,) = normalise_line("[gpu187:1]:torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB")
+    assert (ll.host, ll.local_rank, ll.rank) == ("gpu187", 1, None)
+    assert normalise_line("[12:30:01]: boom")[0].host is None  # a clock is no host
+
+
+def test_determined_prefix_and_horovods_first_process() -> None:
+    """Determined's ``<> [stamp] ALLOC || `` prefix around Horovod's gloo summary (wild log 138's shape)."""
+    text = (
+        "<>        [2021-12-07 10:43:01] 087c0ee7 || RuntimeError: Horovod detected that one or more processes "
+        "exited with non-zero status, thus causing the job to be terminated. The first process to do so was\n"
+        "<>        [2021-12-07 10:43:01] 087c0ee7 || Exit code: 1\n"
+        "<>        [2021-12-07 10:43:01] 087c0ee7 || Process name: 1\n"
+    )
+    ev = _one(text, EventKind.CHILD_FAILED)
+    assert (ev.rank, ev.time) == (1, "2021-12-07 10:43:01")
+
+
+def test_ray_task_header_names_the_host_of_the_traceback_below() -> None:
+    """A Ray task's header (wild log 153's shape): the CUDA error of the traceback below it ran on its ip; a later
+    error beyond the window, or after the header was used, is not given it."""
+    head = (
+        "ray::WorkerDict.actor_rollout_generate_sequences() (pid=838798, ip=10.138.0.27, actor_id=f5aa8b4a, "
+        "repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f98d03dda50>)\n"
+    )
+    frames = '  File "/x/y.py", line 1, in f\n' * 3
+    err = "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    events = [e for e in parse_joblog(head + frames + err + err, "v.log").events if e.kind is EventKind.CUDA_ERROR]
+    assert [e.host for e in events] == ["10.138.0.27", None]
+    far = head + frames * 100 + err
+    assert _one(far, EventKind.CUDA_ERROR).host is None
+
+
+def test_open_mpi_5_prterun_message_wrapped_before_its_signal() -> None:
+    """Open MPI 5's prterun help text, wrapped at its own width before 'signal 9' (wild log 146's shape)."""
+    text = "prterun noticed that process rank 0 with PID 2389672 on node iccpc2 exited on\nsignal 9 (Killed).\n"
+    ev = _one(text, EventKind.SIGNAL)
+    assert (ev.rank, ev.host) == (0, "iccpc2")

@@ -168,6 +168,12 @@ def _sigkill(e: JobEvent) -> bool:
     return _d(e, "signal") == "SIGKILL" or e.details.get("exit_code") == -9
 
 
+def _mpi_sigkill(e: JobEvent) -> bool:
+    """Open MPI's 'noticed that process rank N ... exited on signal 9 (Killed)' (its catalog row,
+    ``openmpi.errmgr.noticed_signal``, names the rank and host; the signal is read as for any line)."""
+    return "noticed that process rank" in e.text and _d(e, "signal").split(" ")[0] in ("9", "Killed", "SIGKILL")
+
+
 def _signalled(e: JobEvent) -> bool:
     code = e.details.get("exit_code")
     return bool(_d(e, "signal")) or (isinstance(code, int) and code < 0)
@@ -364,6 +370,8 @@ RULES: tuple[Rule, ...] = (
     Rule(EventKind.SIGNAL, _F.NCCL_TIMEOUT, C, 20, "observer", ("timeout",), when=_teardown_of_timeout),
     Rule(EventKind.SIGNAL, None, role="context", when=_teardown_of_error),
     Rule(EventKind.SIGNAL, _F.PROCESS_CRASH, C, 15, "observer", ("signal", *_WHERE), when=_c10d_teardown),
+    # mpirun/prterun naming the first process killed by signal 9: a SIGKILL, most often the host's OOM killer
+    Rule(EventKind.SIGNAL, _F.OOM_HOST, priority=70, key=("oom-host", "host"), when=_mpi_sigkill, note="SIGKILL"),
     Rule(EventKind.SIGNAL, _F.PROCESS_CRASH, priority=80, key=("crash", *_WHERE), when=_crash_signal),
     Rule(EventKind.SIGNAL, _F.PROCESS_CRASH, C, 25, "observer", ("signal", *_WHERE)),
     # Python exceptions (the summary block, the NCCL or OOM event on the same line say more for some)
@@ -470,6 +478,36 @@ RULES: tuple[Rule, ...] = (
         _F.CONFIG_ERROR,
         priority=60,
         key=("launch", "host"),
+        when=_from("slurm.auth_munge.encode_failed"),
+        message="Slurm's client could not authenticate its request (munge) {where}: {d[error]} ({text})",
+        action="start munged on {host} (systemctl start munge) and check that its key and clock match the "
+        "controller's; the job or step was never submitted",
+    ),
+    Rule(
+        EventKind.LAUNCH_FAILED,
+        _F.CONFIG_ERROR,
+        priority=60,
+        key=("launch", "host"),
+        when=_from("deepspeed.runner.host_not_reachable_ssh"),
+        message="DeepSpeed's launcher could not reach {host} over ssh ({text})",
+        action="check passwordless ssh from the launching node to {host} (keys, sshd, the hostfile name's DNS), or "
+        "run one node without a hostfile; then resubmit",
+    ),
+    Rule(
+        EventKind.LAUNCH_FAILED,
+        _F.CONFIG_ERROR,
+        priority=60,
+        key=("launch", "host"),
+        when=_from("pyxis.container_start_failed"),
+        message="the step's container did not start {where} (pyxis/enroot, error code {d[exit_code]}): {text}",
+        action="read pyxis' log lines that follow (the image, its entrypoint: --container-image, "
+        "--no-container-entrypoint, enroot's configuration), fix the image or the options and resubmit",
+    ),
+    Rule(
+        EventKind.LAUNCH_FAILED,
+        _F.CONFIG_ERROR,
+        priority=60,
+        key=("launch", "host"),
         when=_from("slurm.srun.unable_to_allocate"),
         message="Slurm refused the job's allocation: {d[error]} ({text})",
         action="the request cannot be met by the partition, the account or its QOS (nodes, GPUs per node, memory, "
@@ -527,8 +565,10 @@ RULES: tuple[Rule, ...] = (
         C,
         52,
         key=("preempted",),
-        when=lambda e: str(e.details.get("reason") or "") in ("PREEMPTION", "JOB REQUEUE")
-        or e.details.get("failure_class") == "preempted",
+        when=lambda e: (
+            str(e.details.get("reason") or "") in ("PREEMPTION", "JOB REQUEUE")
+            or e.details.get("failure_class") == "preempted"
+        ),
     ),
     # observers of a failure elsewhere
     Rule(EventKind.NCCL_CONNECTION_CLOSED, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),

@@ -81,6 +81,9 @@ _PREFIX_RE = re.compile(
     r"|\[(?P<hvd_rank>\d{1,7})\]<(?:stdout|stderr)>:[ \t]?"  # horovodrun's "[1]<stderr>:"
     r"|\[rank(?P<trank>\d+)\]:[ \t]?"
     r"|\[(?P<role>[A-Za-z_][A-Za-z_\-]*?)(?P<lrank>\d+)\]:[ \t]?"
+    r"|\[(?P<hl_host>[A-Za-z][\w.\-]{0,62}):(?P<hl_lrank>\d{1,4})\]:[ \t]?"  # "[gpu187:1]:" host and local rank
+    r"|<\w{0,12}>[ \t]+(?=\[)"  # Determined's level tag ("<>", "<info>") before its stamp
+    r"|[0-9a-f]{8}[ \t]\|\|[ \t]"  # Determined's allocation id and separator ("087c0ee7 || ")
     r"|(?P<task>\d{1,6}):[ \t]"
     r"|\[?(?P<iso>" + _ISO + r")\]?:?[ \t]"
     r"|\[(?P<dmesg_t>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\][ \t]?"
@@ -201,6 +204,10 @@ def _strip_all(text: str, limit: int) -> LogLine:
             rank = int(m.group("trank"))
         elif kind == "lrank":
             local_rank = int(m.group("lrank"))
+        elif kind == "hl_lrank":
+            local_rank = int(m.group("hl_lrank"))
+            h, red = host_of(m.group("hl_host"))
+            host, redacted = h or host, redacted or red
         elif kind == "task":
             task = int(m.group("task"))
         elif kind in ("iso", "dmesg_t"):
