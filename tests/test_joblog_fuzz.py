@@ -5,6 +5,7 @@ prefix never changes which event kinds it yields. Hypothesis runs derandomized, 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -85,3 +86,13 @@ def test_launcher_prefix_keeps_event_kinds(text: str, prefix: str) -> None:
     plain = [e.kind for e in parse_joblog(text).events]
     prefixed = [e.kind for e in parse_joblog("\n".join(prefix + line for line in text.splitlines())).events]
     assert prefixed == plain
+
+
+@FUZZ
+@given(st.sampled_from(TEXTS), st.sampled_from(["log", "message", "data"]))
+def test_json_lines_wrapping_keeps_event_kinds(text: str, field: str) -> None:
+    """Each line of a real log as a JSON-lines record (Docker's json-file driver, a collector, a runner): the
+    same events as the plain log (logline.json_line)."""
+    plain = [e.kind for e in parse_joblog(text).events]
+    wrapped = "\n".join(json.dumps({field: line + "\n", "stream": "stderr"}) for line in text.splitlines())
+    assert [e.kind for e in parse_joblog(wrapped).events] == plain
