@@ -238,6 +238,37 @@ _WHERE = ("host", "rank")
 _INTERNAL = frozenset({FindingCode.NCCL_INTERNAL_ERROR})
 _F = FindingCode
 
+
+def _never_joined(row: str, message: str, action: str) -> Rule:
+    """The rule of a rendezvous that some processes never joined (an observer's report: the processes that did
+    join print it) for one catalog row, with the row's own words."""
+    return Rule(
+        EventKind.RENDEZVOUS_ERROR,
+        _F.CONFIG_ERROR,
+        C,
+        40,
+        "observer",
+        ("rendezvous-join",),
+        when=_from(row),
+        message=message,
+        action=action,
+    )
+
+
+def _launch(row: str, message: str, action: str) -> Rule:
+    """A launch failure's rule (the job or its tasks never ran: :attr:`EventKind.LAUNCH_FAILED`) for one catalog
+    row, with the row's own words."""
+    return Rule(
+        EventKind.LAUNCH_FAILED,
+        _F.CONFIG_ERROR,
+        priority=60,
+        key=("launch", "host"),
+        when=_from(row),
+        message=message,
+        action=action,
+    )
+
+
 #: the cause rules, first match wins (see the module doc)
 RULES: tuple[Rule, ...] = (
     # GPUs, PCIe, nodes
@@ -431,106 +462,64 @@ RULES: tuple[Rule, ...] = (
         action="another job or a leftover process of an earlier run holds MASTER_PORT on {host}: choose a free port "
         "(MASTER_PORT, torchrun --master-port / --rdzv-endpoint) or end the leftover processes, then resubmit",
     ),
-    Rule(
-        EventKind.RENDEZVOUS_ERROR,
-        _F.CONFIG_ERROR,
-        C,
-        40,
-        "observer",
-        ("rendezvous-join",),
-        when=_from("pytorch.c10d.clients_not_joined"),
-        message="the rendezvous store {where} saw only {d[count]} of {d[world_size]} processes join within "
+    _never_joined(
+        "pytorch.c10d.clients_not_joined",
+        "the rendezvous store {where} saw only {d[count]} of {d[world_size]} processes join within "
         "{d[seconds]} s ({text})",
-        action="the missing processes never started or could not reach MASTER_ADDR: check that the launch starts the "
+        "the missing processes never started or could not reach MASTER_ADDR: check that the launch starts the "
         "world size (srun --ntasks, torchrun --nnodes/--nproc-per-node on every node) and read the other nodes' logs "
         "for an earlier failure",
     ),
-    Rule(
-        EventKind.RENDEZVOUS_ERROR,
-        _F.CONFIG_ERROR,
-        C,
-        40,
-        "observer",
-        ("rendezvous-join",),
-        when=_from("pytorch.c10d.store_based_barrier_timeout"),
-        message="the process group's store barrier {where} counted {d[count]} processes for a world of "
+    _never_joined(
+        "pytorch.c10d.store_based_barrier_timeout",
+        "the process group's store barrier {where} counted {d[count]} processes for a world of "
         "{d[world_size]} ({text})",
-        action="more than the world size: processes of an earlier run (a requeue or restart) still use the same "
+        "more than the world size: processes of an earlier run (a requeue or restart) still use the same "
         "MASTER_ADDR:MASTER_PORT, give each run its own port; fewer: some processes never started, read their "
         "nodes' logs",
     ),
-    Rule(
-        EventKind.RENDEZVOUS_ERROR,
-        _F.CONFIG_ERROR,
-        C,
-        40,
-        "observer",
-        ("rendezvous-join",),
-        when=_from("xla.coordination.barrier_timed_out"),
-        message="the coordination service's barrier {d[op]} {where} expired before every process reached it ({text})",
-        action="the missing tasks never started or could not reach the coordinator: check that the launch starts "
+    _never_joined(
+        "xla.coordination.barrier_timed_out",
+        "the coordination service's barrier {d[op]} {where} expired before every process reached it ({text})",
+        "the missing tasks never started or could not reach the coordinator: check that the launch starts "
         "num_processes processes (one per task of jax.distributed.initialize) and read their nodes' logs for an "
         "earlier failure",
     ),
     # the scheduler would not allocate or place what the job asked for, or its program could not be executed
-    Rule(
-        EventKind.LAUNCH_FAILED,
-        _F.CONFIG_ERROR,
-        priority=60,
-        key=("launch", "host"),
-        when=_from("slurm.auth_munge.encode_failed"),
-        message="Slurm's client could not authenticate its request (munge) {where}: {d[error]} ({text})",
-        action="start munged on {host} (systemctl start munge) and check that its key and clock match the "
+    _launch(
+        "slurm.auth_munge.encode_failed",
+        "Slurm's client could not authenticate its request (munge) {where}: {d[error]} ({text})",
+        "start munged on {host} (systemctl start munge) and check that its key and clock match the "
         "controller's; the job or step was never submitted",
     ),
-    Rule(
-        EventKind.LAUNCH_FAILED,
-        _F.CONFIG_ERROR,
-        priority=60,
-        key=("launch", "host"),
-        when=_from("deepspeed.runner.host_not_reachable_ssh"),
-        message="DeepSpeed's launcher could not reach {host} over ssh ({text})",
-        action="check passwordless ssh from the launching node to {host} (keys, sshd, the hostfile name's DNS), or "
+    _launch(
+        "deepspeed.runner.host_not_reachable_ssh",
+        "DeepSpeed's launcher could not reach {host} over ssh ({text})",
+        "check passwordless ssh from the launching node to {host} (keys, sshd, the hostfile name's DNS), or "
         "run one node without a hostfile; then resubmit",
     ),
-    Rule(
-        EventKind.LAUNCH_FAILED,
-        _F.CONFIG_ERROR,
-        priority=60,
-        key=("launch", "host"),
-        when=_from("pyxis.container_start_failed"),
-        message="the step's container did not start {where} (pyxis/enroot, error code {d[exit_code]}): {text}",
-        action="read pyxis' log lines that follow (the image, its entrypoint: --container-image, "
+    _launch(
+        "pyxis.container_start_failed",
+        "the step's container did not start {where} (pyxis/enroot, error code {d[exit_code]}): {text}",
+        "read pyxis' log lines that follow (the image, its entrypoint: --container-image, "
         "--no-container-entrypoint, enroot's configuration), fix the image or the options and resubmit",
     ),
-    Rule(
-        EventKind.LAUNCH_FAILED,
-        _F.CONFIG_ERROR,
-        priority=60,
-        key=("launch", "host"),
-        when=_from("slurm.srun.unable_to_allocate"),
-        message="Slurm refused the job's allocation: {d[error]} ({text})",
-        action="the request cannot be met by the partition, the account or its QOS (nodes, GPUs per node, memory, "
+    _launch(
+        "slurm.srun.unable_to_allocate",
+        "Slurm refused the job's allocation: {d[error]} ({text})",
+        "the request cannot be met by the partition, the account or its QOS (nodes, GPUs per node, memory, "
         "time): read 'scontrol show partition' and 'sinfo -o %N %G %m', fix the request and resubmit",
     ),
-    Rule(
-        EventKind.LAUNCH_FAILED,
-        _F.CONFIG_ERROR,
-        priority=60,
-        key=("launch", "host"),
-        when=_from("slurm.srun.unable_to_create_step"),
-        message="Slurm could not create the job step: {d[error]} ({text})",
-        action="the step asks for more than the job's allocation (tasks, CPUs, memory or GPUs per task): make "
+    _launch(
+        "slurm.srun.unable_to_create_step",
+        "Slurm could not create the job step: {d[error]} ({text})",
+        "the step asks for more than the job's allocation (tasks, CPUs, memory or GPUs per task): make "
         "srun's request fit the sbatch allocation and resubmit",
     ),
-    Rule(
-        EventKind.LAUNCH_FAILED,
-        _F.CONFIG_ERROR,
-        priority=60,
-        key=("launch", "host"),
-        when=_from("slurm.stepd.execve_failed"),
-        message="the step's program could not be executed {where}: {d[error]} ({text})",
-        action="check the program's path and execute permission, its #! interpreter, and that its file system is "
+    _launch(
+        "slurm.stepd.execve_failed",
+        "the step's program could not be executed {where}: {d[error]} ({text})",
+        "check the program's path and execute permission, its #! interpreter, and that its file system is "
         "mounted on {host}; then resubmit",
     ),
     # the scheduler could not start the tasks on a node: that node's slurmd (or its munge, clock, prolog)
