@@ -730,3 +730,16 @@ def test_open_mpi_5_prterun_message_wrapped_before_its_signal() -> None:
     text = "prterun noticed that process rank 0 with PID 2389672 on node iccpc2 exited on\nsignal 9 (Killed).\n"
     ev = _one(text, EventKind.SIGNAL)
     assert (ev.rank, ev.host) == (0, "iccpc2")
+
+
+def test_cray_mpich_error_header_places_its_ofi_error() -> None:
+    """Cray MPICH's error header names the rank and host of the error stack below it (wild log 121's shape)."""
+    text = (
+        "MPICH ERROR [Rank 8281] [job id 1410467.0] [Wed Aug 23 06:05:55 2023] [frontier01982] - Abort(136982671) "
+        "(rank 8281 in comm 0): Fatal error in PMPI_Waitall: Other MPI error, error stack:\n"
+        "PMPI_Waitall(339)..............: MPI_Waitall(count=26, req_array=0x1006e9b0) failed\n"
+        "MPIDI_OFI_handle_cq_error(1062): OFI poll failed (ofi_events.c:1064:MPIDI_OFI_handle_cq_error:Input/output "
+        "error - UNDELIVERABLE)\n"
+    )
+    ev = _one(text, EventKind.FABRIC_ERROR)
+    assert (ev.rank, ev.host, ev.details["error"]) == (8281, "frontier01982", "Input/output error - UNDELIVERABLE")

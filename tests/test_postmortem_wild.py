@@ -31,10 +31,6 @@ KNOWN_MISSES = {
     "97-raylightning24-ray-pid-prefix-unhandled-cuda-error-ipc-handle-217-peer-access.log": "CUDA_ERROR naming no "
     "node: the RuntimeError is printed by a process whose lines name no host; z-pc is named only by another "
     "process's NCCL 2.7 WARN 'failed to open CUDA IPC handle' (a wording NCCL dropped in 2.8)",
-    "121-warpx4234-frontier-mpich-ofi-poll-failed-undeliverable-rank8281.log": "UNKNOWN: Cray MPICH's 'MPICH ERROR "
-    "[Rank N] ... [HOST] - Abort' and its error stack's 'OFI poll failed (... UNDELIVERABLE)' are not read",
-    "122-libfabric10072-adastra-mpich-ofi-poll-failed-ptlte-not-found-rank519.log": "UNKNOWN: as 121 (Cray MPICH, "
-    "'OFI poll failed (... PTLTE_NOT_FOUND)')",
     # added with logs 137-180
     "162-akash244-dmesg-T-xid43-xid31-app-faults-then-xid94-contained-node4.log": "CUDA_ERROR: the dmesg spans days "
     "and other jobs; XID 43 (an application fault) on another GPU days before the XID 94 comes first. Given the "

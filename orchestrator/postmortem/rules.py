@@ -368,6 +368,15 @@ RULES: tuple[Rule, ...] = (
         "--exclude={host}",
     ),
     Rule(EventKind.NCCL_IB_COMPLETION, _F.NCCL_NETWORK_ERROR, priority=83, key=("ib", "host")),
+    Rule(
+        EventKind.FABRIC_ERROR,
+        _F.NCCL_NETWORK_ERROR,
+        priority=83,
+        key=("ib", "host"),
+        message="the network (libfabric) failed a message {where}, read by MPI: {d[error]} ({text})",
+        action="check the fabric path of {host} and its peers (the provider's counters, link state, the switch "
+        "ports); if one host is in every error, resubmit with --exclude=<it> and drain it",
+    ),
     # UCX's mlx5 transport printing a completion with error (the CQE syndrome: 0x15 transport retry counter
     # exceeded, 0x13 remote access error, 0x4 local protection, ...): the same work completion error as NCCL's
     # NET/IB one, read by UCX

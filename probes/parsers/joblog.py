@@ -144,6 +144,8 @@ class EventKind(str, Enum):
     RENDEZVOUS_ERROR = "rendezvous-error"
     #: the scheduler could not start the job's tasks on a node (srun's ``Task launch for ... failed on node``)
     LAUNCH_FAILED = "launch-failed"
+    #: an MPI library's network completion error (Cray MPICH's ``OFI poll failed``: libfabric's completion queue)
+    FABRIC_ERROR = "fabric-error"
 
 
 class JobEvent(Contract):
@@ -463,20 +465,26 @@ _RAW_KEYS = (
     "sigkill_handler] [",  # may start DeepSpeed's launcher line, its command list wrapped (see _WRAPPED)
     "Workers (tasks /",  # may start Ray's raylet OOM report, wrapped before its node's IP (see _WRAPPED)
     "\tip: ",  # a Ray exception's ip field: the host of the actor whose death the next lines tell (_RAY_IP_RE)
-    "ray::",  # a Ray task's header: the host of the worker whose traceback follows (_RAY_TASK_RE)
+    "ray::",  # a Ray task's header: the host of the worker whose traceback follows (_HEADER_RE)
+    "MPICH ERROR [Rank ",  # Cray MPICH's error header: the rank and host of the error stack that follows
 )
 #: a Ray actor exception's ``ip:`` field line (ActorDiedError's fields, python/ray/exceptions.py: class_name,
 #: actor_id, pid, namespace, ip, each on a tab-indented line of its own) and how many lines below it the death
 #: message it belongs to may be
 _RAY_IP_RE = re.compile(r"^ip: (?P<ip>[0-9A-Fa-f.:]{3,45})$")
 _RAY_IP_LINES = 3
-#: the header Ray prints for a failed task or actor method (``ray::WorkerDict.generate() (pid=838798,
-#: ip=10.138.0.27, actor_id=..., repr=...)``, python/ray/exceptions.py ``RayTaskError``), alone or after
-#: ``RayTaskError(...): ``: the first event of the worker's traceback within :data:`_RAY_TASK_LINES` lines below,
-#: naming no host itself, ran on that ip (lines behind a launcher's rank or task prefix neither set nor take it:
-#: the driver prints the traceback unprefixed)
-_RAY_TASK_RE = re.compile(r"ray::[\w.]{1,200}\(\) \(pid=\d{1,10}, ip=(?P<ip>[0-9A-Fa-f.:]{3,45})[,)]")
-_RAY_TASK_LINES = 200
+#: the header of a report whose lines below tell one process's failure: the header Ray prints for a failed task or
+#: actor method (``ray::WorkerDict.generate() (pid=838798, ip=10.138.0.27, actor_id=..., repr=...)``,
+#: python/ray/exceptions.py ``RayTaskError``, alone or after ``RayTaskError(...): ``: the worker's traceback
+#: follows) and Cray MPICH's (``MPICH ERROR [Rank 8281] [job id 1410467.0] [DATE] [frontier01982] - Abort(...)
+#: ...error stack:``: MPICH's error stack follows). The first event within :data:`_HEADER_LINES` lines below that
+#: names no host itself is that process's (its host, and its rank where the header names one); lines behind a
+#: launcher's rank or task prefix neither set nor take it (the report is printed unprefixed)
+_HEADER_RE = re.compile(
+    r"ray::[\w.]{1,200}\(\) \(pid=\d{1,10}, ip=(?P<ip>[0-9A-Fa-f.:]{3,45})[,)]"
+    r"|MPICH ERROR \[Rank (?P<rank>\d{1,9})\] \[job id [^\]\n]{1,60}\] \[[^\]\n]{1,60}\] \[(?P<host>[\w.\-]{1,255})\]"
+)
+_HEADER_LINES = 200
 
 
 #: the message catalog (messages.yaml), compiled once; every row's kind an EventKind (ValueError at import if not)
@@ -1050,7 +1058,8 @@ class JobLogScanner:
         #: indexes in ``events`` of summary entries read under no header since the summary's frame
         self._headless: list[int] = []
         self._ray_ip: tuple[int, str] | None = None  #: (line, ip) of the last Ray exception's ip field
-        self._ray_task: tuple[int, str] | None = None  #: (line, ip) of the last Ray task header, until an event
+        #: (line, host, rank) of the last report header (_HEADER_RE), until an event takes it
+        self._header: tuple[int, str, int | None] | None = None
         #: ``terminate called`` events whose ``what():`` line has not been read: (event index, line, the line's
         #: rank, local rank and host prefixes)
         self._terminates: list[tuple[int, int, int | None, int | None, str | None]] = []
@@ -1286,8 +1295,9 @@ class JobLogScanner:
         summary, wrapped = _shape(body) if len(body) <= MEMO_MAX_CHARS else _read_shape(body)
         if (summary or self._block is not None or self._root_next is not None) and self._child(n, raw, ll):
             return
-        if "ray::" in body and (t := _RAY_TASK_RE.search(body)) is not None and split_prefix(raw) is None:
-            self._ray_task = (n, t.group("ip"))
+        if ("ray::" in body or "MPICH ERROR" in body) and (t := _HEADER_RE.search(body)) is not None:
+            if split_prefix(raw) is None:
+                self._header = (n, t.group("ip") or t.group("host"), _int(t.group("rank")))
         if body.startswith("ip: ") and "\tip: " in raw and (m := _RAY_IP_RE.match(body)) is not None:
             self._ray_ip = (n, m.group("ip"))
             return
@@ -1423,10 +1433,11 @@ class JobLogScanner:
             ev_host = f.host or host
             if ev_host is None and f.kind is EventKind.NODE_FAIL:
                 ev_host = self._ray_host(n)
-            if ev_host is None and self._ray_task is not None and split_prefix(raw) is None:
-                if n - self._ray_task[0] <= _RAY_TASK_LINES:
-                    ev_host = self._ray_task[1]
-                self._ray_task = None
+            if ev_host is None and self._header is not None and split_prefix(raw) is None:
+                if n - self._header[0] <= _HEADER_LINES:
+                    ev_host = self._header[1]
+                    ev_rank = self._header[2] if ev_rank is None else ev_rank
+                self._header = None
             culprit_self = f.details.get("culprit_self") is True and ev_rank is not None
             if culprit_self and (ev_rank, ev_host) in self._timed_out:
                 continue  # this rank's own watchdog-timeout event already says it, with the collective
