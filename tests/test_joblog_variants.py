@@ -743,3 +743,25 @@ def test_cray_mpich_error_header_places_its_ofi_error() -> None:
     )
     ev = _one(text, EventKind.FABRIC_ERROR)
     assert (ev.rank, ev.host, ev.details["error"]) == (8281, "frontier01982", "Input/output error - UNDELIVERABLE")
+
+
+def test_metaflow_task_and_run_uuid_prefixes() -> None:
+    """Metaflow's ``[RUN/STEP/TASK (pid N)] [UUID] `` before a task's lines (wild log 206's shape)."""
+    (ll,) = normalise_line(
+        "2023-04-29 06:01:12.977 [177/train/578 (pid 28936)] [09c561ee-a44c-4795-967c-7183a83b3160] OSError: "
+        "[Errno 28] No space left on device"
+    )
+    assert (ll.body, ll.time) == ("OSError: [Errno 28] No space left on device", "2023-04-29 06:01:12.977")
+
+
+def test_hydra_bad_termination_box_names_host_and_sigkill() -> None:
+    """mpiexec.hydra's BAD TERMINATION box (wild log 189's shape): the host's line and the exit code's line are
+    one message; exit code 9 is SIGKILL."""
+    text = (
+        "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+        "=   PID 92248 RUNNING AT fzh-desktop\n"
+        "=   EXIT CODE: 9\n"
+        "=   CLEANING UP REMAINING PROCESSES\n"
+    )
+    ev = _one(text, EventKind.CHILD_FAILED)
+    assert (ev.host, ev.details["exit_code"], ev.details["signal"]) == ("fzh-desktop", 9, "SIGKILL")

@@ -349,3 +349,33 @@ def test_a_placeless_line_merged_into_a_placed_group_leads_it_only_if_it_came_fi
     (c,) = run_postmortem([LogFiles([log])]).causes
     assert (c.code, c.rank, c.nodes) == (F.CONFIG_ERROR, 1, ["node-1"])
     assert "Duplicate GPU detected" in c.message and [e.line for e in c.evidence] == [1, 2]
+
+
+def test_a_stall_report_names_the_rank_that_never_joined(tmp_path: Path) -> None:
+    """Horovod's stall inspector (wild log 195's shape): the rank it lists as missing is the rank that hung the
+    collective, the coordinator that printed it only the observer."""
+    log = tmp_path / "job.out"
+    log.write_text(
+        "[1,0]<stderr>:[2019-04-13 13:53:31.851506: W horovod/common/operations.cc:588] "
+        "HorovodBroadcast_dense_1_bias_Momentum_0 [missing ranks: 1]\n"
+        "[1,0]<stderr>:[2019-04-13 13:53:31.851527: W horovod/common/operations.cc:588] "
+        "HorovodBroadcast_global_step_0 [missing ranks: 1]\n"
+    )
+    c = run_postmortem([LogFiles([log])]).causes[0]
+    assert (c.code, c.rank) == (F.NCCL_TIMEOUT, 1)
+    assert "never joined" in c.message
+
+
+def test_the_exit_of_a_rank_whose_monitored_barrier_raised_is_its_echo(tmp_path: Path) -> None:
+    """torch's monitoredBarrier raises a RuntimeError that ends the rank (exit code 1): the collective hang is the
+    cause, not a crash of that rank (wild log 184's shape)."""
+    log = tmp_path / "job.out"
+    log.write_text(
+        "RuntimeError: Rank 1 successfully reached monitoredBarrier, but received errors while waiting for send/recv "
+        "from rank 0. Please check rank 0 logs for faulty rank.\n"
+        "Root Cause (first observed failure):\n[0]:\n  time      : 2024-10-01_10:00:00\n  host      : n1\n"
+        "  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 4711)\n"
+        "============================================================\n"
+    )
+    causes = run_postmortem([LogFiles([log])]).causes
+    assert [c.code for c in causes] == [F.NCCL_TIMEOUT]

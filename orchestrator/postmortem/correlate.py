@@ -234,13 +234,22 @@ def timeout_analysis(
     lines and Flight Recorder dump signals, whose ``culprit_rank`` is a rank that timed out), and the decisive
     events of other ranks (``failed``: OOM, crash, CUDA error, each with its rank).
 
-    A rank whose decisive event comes before the first timeout and which reported none is the rank that never
-    reached the collective (it failed first). Else, per process group (GUID, else id, else the one default group
-    when every rank reports a single SeqNum): a rank whose last enqueued work is below the SeqNum the others time
-    out on never enqueued that collective; a rank timing out on a lower SeqNum than the others is behind them.
-    When all reporters agree, the suspects are the ranks of ``world`` (the job's ranks, when known) that did not
-    report.
+    A rank a framework's stall report names as missing (Horovod's stall inspector, gloo's monitoredBarrier:
+    ``EventKind.STALL``) never joined the collective. A rank whose decisive event comes before the first timeout
+    and which reported none is the rank that never reached the collective (it failed first). Else, per process
+    group (GUID, else id, else the one default group when every rank reports a single SeqNum): a rank whose last
+    enqueued work is below the SeqNum the others time out on never enqueued that collective; a rank timing out on
+    a lower SeqNum than the others is behind them. When all reporters agree, the suspects are the ranks of
+    ``world`` (the job's ranks, when known) that did not report.
     """
+    stalls = [e for e in events if e.kind is EventKind.STALL]
+    missing = sorted({int(c) for e in stalls if isinstance(c := e.details.get("culprit_rank"), int)})
+    if missing:  # the framework's own report names them: no need to infer them from SeqNums
+        return TimeoutAnalysis(
+            reporters=sorted({e.rank for e in stalls if e.rank is not None}),
+            suspects=missing,
+            reason="the stall report names them as the ranks that never joined the collective",
+        )
     wd = [e for e in events if e.kind is EventKind.WATCHDOG_TIMEOUT and e.rank is not None]
     dumps = [e for e in events if e.kind is EventKind.FLIGHT_RECORDER_DUMP and e.rank is not None]
     prog = [e for e in events if e.kind is EventKind.WORK_PROGRESS and e.rank is not None]
@@ -871,17 +880,28 @@ def _fold_teardowns(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged
     """A rank that reported a watchdog timeout and then aborted died *of* the timeout (the watchdog tears the
     process down, TORCH_NCCL_ASYNC_ERROR_HANDLING): its abort lines (``srun: error: HOST: task N: Aborted``,
     ``terminate called after throwing an instance of 'c10::DistBackendError'``) join the timeout's evidence,
-    below every decisive event, instead of standing as crashes of their own."""
+    below every decisive event, instead of standing as crashes of their own. A rank whose monitoredBarrier raised
+    (torch's gloo barrier: the RuntimeError ends the process, exit code 1) died of that barrier the same way."""
     timeout_keys = [k for k in groups if k[0] is FindingCode.NCCL_TIMEOUT]
     if len(timeout_keys) != 1:
         return
     tkey = timeout_keys[0]
     waited = (EventKind.WATCHDOG_TIMEOUT, EventKind.WORK_PROGRESS)
     reporters = {e.rank for e, _ in groups[tkey] if e.kind in waited and e.rank is not None}
+    raised = {e.rank for e, _ in groups[tkey] if _barrier_raised(e) and e.rank is not None}
     for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH]:
         members = groups[key]
-        if members and all(e.rank in reporters and _is_abort(e) for e, _ in members):
+        if members and all(
+            (e.rank in reporters and _is_abort(e))
+            or (e.rank in raised and e.kind is EventKind.CHILD_FAILED and e.details.get("exit_code") == 1)
+            for e, _ in members
+        ):
             _join_as_evidence(groups, key, tkey)
+
+
+def _barrier_raised(e: JobEvent) -> bool:
+    """torch's monitoredBarrier raising on this rank (ProcessGroupGloo.cpp: a RuntimeError that ends it)."""
+    return e.kind is EventKind.STALL and str(e.details.get("catalog") or "").startswith("pytorch.gloo.monitored")
 
 
 #: the scheduler's own kills of a job: what the ranks print after them is their echo

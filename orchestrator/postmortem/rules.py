@@ -577,6 +577,7 @@ RULES: tuple[Rule, ...] = (
     Rule(EventKind.WATCHDOG_TIMEOUT, _F.NCCL_TIMEOUT, C, 20, "observer", ("timeout",)),
     Rule(EventKind.WORK_PROGRESS, _F.NCCL_TIMEOUT, C, 20, "observer", ("timeout",)),
     Rule(EventKind.WATCHDOG_STUCK, _F.NCCL_TIMEOUT, C, 20, "observer", ("timeout",)),
+    Rule(EventKind.STALL, _F.NCCL_TIMEOUT, C, 20, "observer", ("timeout",)),
     Rule(EventKind.FLIGHT_RECORDER_DUMP, _F.NCCL_TIMEOUT, C, 20, "observer", ("timeout",)),
     Rule(EventKind.NCCL_NET_SOCKET, _F.NCCL_TRANSPORT_FALLBACK, W, 5, "observer", ("socket", "host")),
 )

@@ -146,6 +146,9 @@ class EventKind(str, Enum):
     LAUNCH_FAILED = "launch-failed"
     #: an MPI library's network completion error (Cray MPICH's ``OFI poll failed``: libfabric's completion queue)
     FABRIC_ERROR = "fabric-error"
+    #: a framework's report of a collective that some ranks never joined (Horovod's stall inspector, gloo's
+    #: monitoredBarrier), ``culprit_rank`` the rank it names as missing when it names one
+    STALL = "stall"
 
 
 class JobEvent(Contract):
@@ -534,6 +537,8 @@ _WRAPPED: list[tuple[str, re.Pattern[str]]] = [
     ("sigkill_handler] [", re.compile(r"\] exits with return code = -?\d")),
     # Ray's raylet OOM report, wrapped by a terminal before the IP of its node (wild logs 117, 119, 120)
     ("Workers (tasks /", re.compile(r"IP: [0-9A-Fa-f.:]{3,45}\)")),
+    # hydra's BAD TERMINATION box: the host's line, then the exit code's (wild log 189)
+    (" RUNNING AT ", re.compile(r"EXIT CODE: \d")),
     # Open MPI's help text, wrapped at its own width before the signal (Open MPI 5's prterun, wild log 146)
     ("noticed that process rank", re.compile(r"exited on\s+signal \d")),
     ("killed due to memory pressure (OOM)", re.compile(r"IP: [0-9A-Fa-f.:]{3,45}\)")),

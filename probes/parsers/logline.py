@@ -84,6 +84,8 @@ _PREFIX_RE = re.compile(
     r"|\[(?P<hl_host>[A-Za-z][\w.\-]{0,62}):(?P<hl_lrank>\d{1,4})\]:[ \t]?"  # "[gpu187:1]:" host and local rank
     r"|<\w{0,12}>[ \t]+(?=\[)"  # Determined's level tag ("<>", "<info>") before its stamp
     r"|[0-9a-f]{8}[ \t]\|\|[ \t]"  # Determined's allocation id and separator ("087c0ee7 || ")
+    r"|\[\d{1,9}/[\w.\-]{1,100}/\d{1,12} \(pid \d{1,10}\)\][ \t]"  # Metaflow's task ("[177/train/578 (pid 28936)]")
+    r"|\[[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\][ \t]"  # a run's UUID in brackets
     r"|(?P<task>\d{1,6}):[ \t]"
     r"|\[?(?P<iso>" + _ISO + r")\]?:?[ \t]"
     r"|\[(?P<dmesg_t>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\][ \t]?"
