@@ -537,11 +537,11 @@ _WRAPPED: list[tuple[str, re.Pattern[str]]] = [
     ("sigkill_handler] [", re.compile(r"\] exits with return code = -?\d")),
     # Ray's raylet OOM report, wrapped by a terminal before the IP of its node (wild logs 117, 119, 120)
     ("Workers (tasks /", re.compile(r"IP: [0-9A-Fa-f.:]{3,45}\)")),
+    ("killed due to memory pressure (OOM)", re.compile(r"IP: [0-9A-Fa-f.:]{3,45}\)")),
     # hydra's BAD TERMINATION box: the host's line, then the exit code's (wild log 189)
     (" RUNNING AT ", re.compile(r"EXIT CODE: \d")),
     # Open MPI's help text, wrapped at its own width before the signal (Open MPI 5's prterun, wild log 146)
     ("noticed that process rank", re.compile(r"exited on\s+signal \d")),
-    ("killed due to memory pressure (OOM)", re.compile(r"IP: [0-9A-Fa-f.:]{3,45}\)")),
 ]
 
 
