@@ -27,12 +27,11 @@ before and inside the lines a process prints; each is removed, and what it says 
 * the damage terminals and pasting do: a line glued to the end of a tqdm/Lightning progress bar (``Epoch 0:
   6%|██ | 32040/500150 [6:28:43<94:39:17, 1.37it/s, ...][E ProcessGroupNCCL.cpp:458] ...``) or after a
   carriage return; markdown quote prefixes (``> ``, ``> > ``), a code span's or fence's backticks glued to the
-  line's start, and indents; ANSI colour codes, with or without
-  their ESC byte (``[36m``) or with it as rsyslog escapes it (``#033[36m``); a collector's ``host [stderr] ``
-  tag; a stream tag (``stdout: ``, the container runtime's ``stderr F ``); a ``hostname: `` prefix repeated
-  mid-line where outputs of several hosts interleave (the line is split there); Ray's ``[repeated 7x across
-  cluster]``. Redacted hosts and addresses (``xxx``, ``***``, ``<redacted>``, ``<hostname>``, NCCL's ``-``) are
-  never read as a host.
+  line's start, and indents; ANSI colour codes, with or without their ESC byte (``[36m``) or with it as rsyslog
+  escapes it (``#033[36m``); a collector's ``host [stderr] `` tag; a stream tag (``stdout: ``, the container
+  runtime's ``stderr F ``); a ``hostname: `` prefix repeated mid-line where outputs of several hosts interleave
+  (the line is split there); Ray's ``[repeated 7x across cluster]``. Redacted hosts and addresses (``xxx``,
+  ``***``, ``<redacted>``, ``<hostname>``, NCCL's ``-``) are never read as a host.
 
 Hard wraps that split one message over several lines, even inside a word, are joined by the job-log parser
 (:mod:`fleetdx.probes.parsers.joblog`), which knows which messages may be wrapped.
