@@ -765,3 +765,12 @@ def test_hydra_bad_termination_box_names_host_and_sigkill() -> None:
     )
     ev = _one(text, EventKind.CHILD_FAILED)
     assert (ev.host, ev.details["exit_code"], ev.details["signal"]) == ("fzh-desktop", 9, "SIGKILL")
+
+
+def test_nccl_cuda_failure_with_the_errors_number() -> None:
+    """NCCL >= 2.19 prints the CUDA error's number before its text (wild log 255's shape): still an OOM."""
+    ev = _one(
+        "TENCENT64:47604:53083 [0] include/alloc.h:103 NCCL WARN Cuda failure 2 'out of memory'\n",
+        EventKind.NCCL_CUDA_FAILURE,
+    )
+    assert (ev.host, ev.details["error"]) == ("TENCENT64", "out of memory")

@@ -291,7 +291,11 @@ _NCCL_CLASSES: list[tuple[EventKind, re.Pattern[str]]] = [
     ),
     (EventKind.NCCL_IB_ASYNC, re.compile(r"Got async event\s*:\s*(?P<event>.+?)\s*$")),
     (EventKind.NCCL_CONNECTION_CLOSED, re.compile(r"Connection closed by remote peer\s*(?P<peer>\S+)?")),
-    (EventKind.NCCL_CUDA_FAILURE, re.compile(r"Cuda failure '?(?P<error>[^']*)'?|unhandled cuda error", re.I)),
+    # NCCL >= 2.19 prints the CUDA error's number before its text ("Cuda failure 2 'out of memory'")
+    (
+        EventKind.NCCL_CUDA_FAILURE,
+        re.compile(r"Cuda failure (?:\d{1,4} )?'?(?P<error>[^']*)'?|unhandled cuda error", re.I),
+    ),
     (
         EventKind.NCCL_REMOTE_ERROR,
         re.compile(r"remote process exited or there was a network error|ncclRemoteError"),
