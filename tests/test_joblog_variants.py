@@ -774,3 +774,17 @@ def test_nccl_cuda_failure_with_the_errors_number() -> None:
         EventKind.NCCL_CUDA_FAILURE,
     )
     assert (ev.host, ev.details["error"]) == ("TENCENT64", "out of memory")
+
+
+def test_open_mpi_lost_daemon_names_its_node_two_lines_below() -> None:
+    """ORTE's lost-daemon help text (wild log 194's shape): the node is on its 'hostname:' line after a blank."""
+    text = (
+        " ORTE has lost communication with its daemon located on node:\n"
+        "\n"
+        "   hostname:  ip-10-15-20-17.ec2.internal\n"
+        "\n"
+        " This is usually due to either a failure of the TCP network\n"
+    )
+    assert _one(text, EventKind.NODE_FAIL).host == "ip-10-15-20-17.ec2.internal"
+    far = text.replace("\n\n   hostname", "\n\n\n\n\n\n   hostname")
+    assert _one(far, EventKind.NODE_FAIL).host is None  # too far below: not its node

@@ -48,10 +48,6 @@ KNOWN_MISSES = {
     "193-horovod1950-openmpi-peer-process-unexpectedly-disconnected-local-host-reco313-peer-host-reco316.log": "the "
     "disconnected peer is named in the message, not as the node at fault: an observer's peer is not condemned "
     "(the label takes the peer as the host)",
-    "194-awsparallelcluster301-sge-commlib-read-error-orte-lost-communication-with-its-daemon-ip-10-15-20-17.log": (
-        "UNKNOWN: ORTE's 'lost communication with its daemon' help text names the node two lines below, after a "
-        "blank line, and is not read"
-    ),
     "197-horovod215-oldest-stall-format-ready-ranks-31-of-32-rank16-absent-keras-bar-glued.log": "NCCL_TIMEOUT "
     "without the rank: the oldest stall format lists the 31 ranks that were ready; the missing one (16) would need "
     "the world size",

@@ -474,6 +474,7 @@ _RAW_KEYS = (
     "\tip: ",  # a Ray exception's ip field: the host of the actor whose death the next lines tell (_RAY_IP_RE)
     "ray::",  # a Ray task's header: the host of the worker whose traceback follows (_HEADER_RE)
     "MPICH ERROR [Rank ",  # Cray MPICH's error header: the rank and host of the error stack that follows
+    "hostname:  ",  # the node of Open MPI's lost-daemon help text, two lines below it (_LOST_DAEMON_LINES)
 )
 #: a Ray actor exception's ``ip:`` field line (ActorDiedError's fields, python/ray/exceptions.py: class_name,
 #: actor_id, pid, namespace, ip, each on a tab-indented line of its own) and how many lines below it the death
@@ -492,6 +493,8 @@ _HEADER_RE = re.compile(
     r"|MPICH ERROR \[Rank (?P<rank>\d{1,9})\] \[job id [^\]\n]{1,60}\] \[[^\]\n]{1,60}\] \[(?P<host>[\w.\-]{1,255})\]"
 )
 _HEADER_LINES = 200
+#: Open MPI's lost-daemon help text names its node on a ``  hostname:  NODE`` line this many lines below it
+_LOST_DAEMON_LINES = 4
 
 
 #: the message catalog (messages.yaml), compiled once; every row's kind an EventKind (ValueError at import if not)
@@ -1069,6 +1072,8 @@ class JobLogScanner:
         self._ray_ip: tuple[int, str] | None = None  #: (line, ip) of the last Ray exception's ip field
         #: (line, host, rank) of the last report header (_HEADER_RE), until an event takes it
         self._header: tuple[int, str, int | None] | None = None
+        #: (line, index in ``events``) of Open MPI's lost-daemon event, until its ``hostname:`` line names the node
+        self._lost_daemon: tuple[int, int] | None = None
         #: ``terminate called`` events whose ``what():`` line has not been read: (event index, line, the line's
         #: rank, local rank and host prefixes)
         self._terminates: list[tuple[int, int, int | None, int | None, str | None]] = []
@@ -1307,6 +1312,9 @@ class JobLogScanner:
         if ("ray::" in body or "MPICH ERROR" in body) and (t := _HEADER_RE.search(body)) is not None:
             if split_prefix(raw) is None:
                 self._header = (n, t.group("ip") or t.group("host"), _int(t.group("rank")))
+        if self._lost_daemon is not None and body.startswith("hostname: "):
+            self._name_lost_daemon(n, body)
+            return
         if body.startswith("ip: ") and "\tip: " in raw and (m := _RAY_IP_RE.match(body)) is not None:
             self._ray_ip = (n, m.group("ip"))
             return
@@ -1416,6 +1424,15 @@ class JobLogScanner:
             self._headless.append(len(self.events))
         self._keep(_child_event(b, place, self.file, self.year))
 
+    def _name_lost_daemon(self, n: int, body: str) -> None:
+        """The node Open MPI's lost-daemon help text names on its ``hostname:`` line, given to that event."""
+        line, idx = self._lost_daemon  # type: ignore[misc]
+        self._lost_daemon = None
+        host, _ = host_of(body.split(None, 1)[1].strip()) if " " in body else (None, False)
+        ev = self.events[idx]
+        if n - line <= _LOST_DAEMON_LINES and host is not None and ev.host is None:
+            self.events[idx] = ev.model_copy(update={"host": host})
+
     def _demote_headless(self) -> None:
         """The summary's entries read under no header (its "Failures:" line cut off the log) before its "Root
         Cause" header are its other failures: torch's summary prints them there (``torch.distributed.elastic.
@@ -1478,6 +1495,8 @@ class JobLogScanner:
             )
             if f.kind is EventKind.SIGNAL and "exception" in det and "what" not in det and len(self.events) > kept:
                 self._terminates.append((kept, n, ll.rank, ll.local_rank, host))
+            if det.get("catalog") == "openmpi.errmgr.lost_daemon" and ev_host is None and len(self.events) > kept:
+                self._lost_daemon = (n, kept)
 
     @staticmethod
     def _details(f: _Found, facts: _BodyFacts, ll: LogLine, red: bool, body: str) -> dict[str, JsonScalar]:
