@@ -379,3 +379,16 @@ def test_the_exit_of_a_rank_whose_monitored_barrier_raised_is_its_echo(tmp_path:
     )
     causes = run_postmortem([LogFiles([log])]).causes
     assert [c.code for c in causes] == [F.NCCL_TIMEOUT]
+
+
+def test_horovods_oldest_stall_list_names_the_rank_missing_from_its_range(tmp_path: Path) -> None:
+    """Horovod's oldest stall report lists the ranks that were ready (wild log 197's shape): the one missing from
+    inside their range never submitted the tensor."""
+    log = tmp_path / "job.out"
+    log.write_text(
+        "WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and "
+        "are waiting for remainder of ranks for more than 60 seconds. Stalled ops: allreduce_0 "
+        "[ready ranks: 3, 0, 1, 5, 4]\n"
+    )
+    c = run_postmortem([LogFiles([log])]).causes[0]
+    assert (c.code, c.rank) == (F.NCCL_TIMEOUT, 2)

@@ -48,9 +48,6 @@ KNOWN_MISSES = {
     "193-horovod1950-openmpi-peer-process-unexpectedly-disconnected-local-host-reco313-peer-host-reco316.log": "the "
     "disconnected peer is named in the message, not as the node at fault: an observer's peer is not condemned "
     "(the label takes the peer as the host)",
-    "197-horovod215-oldest-stall-format-ready-ranks-31-of-32-rank16-absent-keras-bar-glued.log": "NCCL_TIMEOUT "
-    "without the rank: the oldest stall format lists the 31 ranks that were ready; the missing one (16) would need "
-    "the world size",
     "213-llamafactory9258-ray-head-rank0-prefix-memory-on-the-node-after-training-done-cut.log": "OOM_HOST on the "
     "right node without rank 0: the memory monitor's 'rank=0' inside the task's description is not read",
     # added with logs 251-264

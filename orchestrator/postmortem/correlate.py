@@ -227,6 +227,20 @@ def _before(a: JobEvent, b: JobEvent) -> bool:
     return a.file == b.file and a.line < b.line
 
 
+_READY_RE = re.compile(r"\[ready ranks: (\d{1,7}(?:, \d{1,7}){0,8191})\]")
+
+
+def _unready(text: str) -> set[int]:
+    """The ranks a Horovod ``[ready ranks: ...]`` list leaves out inside its own range (``0, 1, 3`` -> ``{2}``):
+    ranks run from 0 to the world size less one, so a rank below the highest ready one that is not ready is in
+    the world and never submitted the tensor. Empty when the text holds no such list (or it has no gap)."""
+    m = _READY_RE.search(text) if "[ready ranks: " in text else None
+    if m is None:
+        return set()
+    ready = {int(x) for x in m.group(1).split(", ")}
+    return set(range(max(ready))) - ready
+
+
 def timeout_analysis(
     events: Sequence[JobEvent], world: Iterable[int] = (), failed: Sequence[JobEvent] = ()
 ) -> TimeoutAnalysis:
@@ -243,7 +257,10 @@ def timeout_analysis(
     ``world`` (the job's ranks, when known) that did not report.
     """
     stalls = [e for e in events if e.kind is EventKind.STALL]
-    missing = sorted({int(c) for e in stalls if isinstance(c := e.details.get("culprit_rank"), int)})
+    missing = sorted(
+        {int(c) for e in stalls if isinstance(c := e.details.get("culprit_rank"), int)}
+        | {r for e in stalls for r in _unready(e.text)}
+    )
     if missing:  # the framework's own report names them: no need to infer them from SeqNums
         return TimeoutAnalysis(
             reporters=sorted({e.rank for e in stalls if e.rank is not None}),
