@@ -1,4 +1,4 @@
-"""The held-out real logs (tests/fixtures/joblogs_wild/: 223 failed-job logs from public threads of many projects,
+"""The held-out real logs (tests/fixtures/joblogs_wild/: 240 failed-job logs from public threads of many projects,
 labelled in LABELS.yaml, measured by bench/postmortem_wild.py) as a regression gate: every file fleetdx reads
 right today (class, and the first rank and host where labelled) stays right, and the known misses are listed
 here, each with why, so that fixing one means moving it out of KNOWN_MISSES (the test fails when a listed miss
@@ -50,6 +50,13 @@ KNOWN_MISSES = {
     "(the label takes the peer as the host)",
     "213-llamafactory9258-ray-head-rank0-prefix-memory-on-the-node-after-training-done-cut.log": "OOM_HOST on the "
     "right node without rank 0: the memory monitor's 'rank=0' inside the task's description is not read",
+    # added with logs 231-247
+    "231-openrlhf621-raylet-worker-died-then-rayworkerwrapper-ip-mlx5-completion-error-rank12-broadcast-remote-"
+    "process-exited.log": "PROCESS_CRASH: Ray's 'worker died' report comes first in the log and is read as the crash; "
+    "the mlx5 completion error and NCCL's 'remote process exited' after it are the label's cause",
+    "241-qwen3vl1756-web-console-table-pipes-timestamp-master-0-prefix-terminate-distbackenderror-pg-rank0-illegal-"
+    "memory-access.log": "CUDA_ERROR naming no node: a web console's table ('  |   | STAMP master-0 >> ... |') "
+    "around every line is not read as a prefix, so master-0 is not its host",
     # added with logs 251-264
     "262-tinygrad11442-mlperf-bert-8xmi300x-ellipsis-traceback-memoryerror-cannot-allocate-no-memory-available.log": (
         "PROCESS_CRASH: tinygrad's AMD allocator raises a bare Python MemoryError ('Cannot allocate N bytes: no "
