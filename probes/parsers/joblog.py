@@ -1313,7 +1313,7 @@ class JobLogScanner:
             if split_prefix(raw) is None:
                 self._header = (n, t.group("ip") or t.group("host"), _int(t.group("rank")))
         if self._lost_daemon is not None and body.startswith("hostname: "):
-            self._name_lost_daemon(n, body)
+            self._name_lost_daemon(n, body, *self._lost_daemon)
             return
         if body.startswith("ip: ") and "\tip: " in raw and (m := _RAY_IP_RE.match(body)) is not None:
             self._ray_ip = (n, m.group("ip"))
@@ -1424,9 +1424,9 @@ class JobLogScanner:
             self._headless.append(len(self.events))
         self._keep(_child_event(b, place, self.file, self.year))
 
-    def _name_lost_daemon(self, n: int, body: str) -> None:
-        """The node Open MPI's lost-daemon help text names on its ``hostname:`` line, given to that event."""
-        line, idx = self._lost_daemon  # type: ignore[misc]
+    def _name_lost_daemon(self, n: int, body: str, line: int, idx: int) -> None:
+        """The node Open MPI's lost-daemon help text (read on ``line``, its event ``events[idx]``) names on its
+        ``hostname:`` line ``n``, given to that event."""
         self._lost_daemon = None
         host, _ = host_of(body.split(None, 1)[1].strip()) if " " in body else (None, False)
         ev = self.events[idx]
