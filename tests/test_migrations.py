@@ -106,6 +106,34 @@ def test_schema_newer_than_this_fleetdx_is_refused(empty_url: str) -> None:
         store.upgrade()
 
 
+def test_a_first_use_waits_for_a_migration_that_holds_the_file_past_busy_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's migration of a new file may hold its write lock longer than one busy_timeout (a
+    loaded machine): the first use waits, retries and finds the schema to migrate, it does not fail."""
+    import sqlite3
+    import threading
+    import time
+
+    from fleetdx.orchestrator.store import engine as engine_mod
+
+    monkeypatch.setattr(engine_mod, "SQLITE_BUSY_TIMEOUT_MS", 100)
+    db = tmp_path / "locked.db"
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("PRAGMA journal_mode = WAL")
+    holder.execute("BEGIN IMMEDIATE")
+    released = threading.Timer(0.6, holder.execute, args=("COMMIT",))
+    released.start()
+    started = time.monotonic()
+    try:
+        with Store.open(f"sqlite:///{db}") as store:
+            assert store.revision() == head_revision()
+    finally:
+        released.join()
+        holder.close()
+    assert time.monotonic() - started >= 0.5  # it did wait for the holder
+
+
 def test_concurrent_first_use_of_one_sqlite_file_migrates_once(sqlite_url: str) -> None:
     import threading
 

@@ -161,16 +161,26 @@ class Store:
 
     def upgrade(self) -> tuple[str | None, str]:
         """Migrate to the newest schema; returns (revision before, revision after). Raises
-        :class:`SchemaOutdated` when the database is at a revision newer than this fleetdx knows."""
-        with self._errors():
-            before = migrate.current_revision(self.engine)
-            if before is not None and before not in migrate.known_revisions():
-                raise SchemaOutdated(
-                    f"database {self.url} has schema revision {before}, newer than this fleetdx knows "
-                    f"(head {migrate.head_revision()}): upgrade fleetdx"
-                )
-            before = migrate.upgrade(self.engine.execution_options(**{WRITE_OPTION: True}))
-            return before, migrate.head_revision()
+        :class:`SchemaOutdated` when the database is at a revision newer than this fleetdx knows.
+
+        On SQLite a migration waits for another process's migration of the same file like any write: its
+        transaction opens with ``BEGIN IMMEDIATE``, waits ``busy_timeout`` and is retried (``WRITE_ATTEMPTS``)
+        while the file stays locked, then finds the schema current and does nothing; a migration on a loaded
+        machine may hold the lock longer than one ``busy_timeout``."""
+        engine = self.engine.execution_options(**{WRITE_OPTION: True})
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                with self._errors(retryable=attempt < WRITE_ATTEMPTS):
+                    before = migrate.current_revision(self.engine)
+                    if before is not None and before not in migrate.known_revisions():
+                        raise SchemaOutdated(
+                            f"database {self.url} has schema revision {before}, newer than this fleetdx knows "
+                            f"(head {migrate.head_revision()}): upgrade fleetdx"
+                        )
+                    return migrate.upgrade(engine), migrate.head_revision()
+            except _Locked:
+                time.sleep(random.uniform(1.0, 4.0) * RETRY_BACKOFF_S * 2**attempt)
+        raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
 
     def _check_schema(self, auto_upgrade: bool) -> None:
         current = self.revision()
