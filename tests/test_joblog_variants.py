@@ -788,3 +788,83 @@ def test_open_mpi_lost_daemon_names_its_node_two_lines_below() -> None:
     assert _one(text, EventKind.NODE_FAIL).host == "ip-10-15-20-17.ec2.internal"
     far = text.replace("\n\n   hostname", "\n\n\n\n\n\n   hostname")
     assert _one(far, EventKind.NODE_FAIL).host is None  # too far below: not its node
+
+
+def test_deepspeed_launcher_exit_line_keeps_the_childs_local_rank_whatever_its_kind() -> None:
+    """DeepSpeed's sigkill_handler line with the child's command list (wild logs 334 and 363's shapes): the
+    child's '--local_rank=N' is read on a bus error's exit code too, and through a pasted space."""
+    bus = _one(
+        "[2023-05-17 11:25:13,146] [ERROR] [launch.py:324:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+        "'--local_rank=1', '--deepspeed_config', 'eyJ0'] exits with return code = -7\n",
+        EventKind.BUS_ERROR,
+    )
+    assert bus.details["local_rank"] == 1
+    spaced = _one(
+        "[2023-09-07 13:55:11,220] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', './ht_01.py', "
+        "'-- local_rank=0'] exits with return code = 1\n",
+        EventKind.CHILD_FAILED,
+    )
+    assert spaced.details["local_rank"] == 0
+
+
+def test_olmo_logger_prefix_names_the_rank_and_an_uncaught_exception_is_read() -> None:
+    """OLMo's log line (wild log 340's shape): its '[module:line, rank=N]' is the rank, and its excepthook's
+    'Uncaught XError: ...' is the exception."""
+    ev = _one(
+        "[2024-04-18 19:10:41] CRITICAL [olmo.util:158, rank=0] Uncaught OLMoThreadError: generator thread data "
+        "thread 3 failed\n",
+        EventKind.PYTHON_EXCEPTION,
+    )
+    assert (ev.rank, ev.details["type"]) == (0, "OLMoThreadError")
+    assert normalise_line("INFO     [olmo.train:816, rank=3] [step=75/739328]")[0].rank == 3
+
+
+def test_a_log_quoted_as_a_code_span_after_prose_keeps_its_rank_prefix() -> None:
+    """A log pasted inside a sentence (wild log 342's shape): the prose before the code span is not a prefix."""
+    (ll,) = normalise_line(
+        "as soon as I allocate more than one GPU on a node it returns  `[rank7]: torch.distributed.DistBackendError: "
+        "NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled cuda error"
+    )
+    assert ll.rank == 7 and ll.body.startswith("torch.distributed.DistBackendError")
+
+
+def test_vllm_logger_prefix_and_torch_cuda_ncclS_numbered_error() -> None:
+    """vLLM's logger behind a Ray worker's prefix (wild log 361's shape), and torch.cuda.nccl's 'NCCL Error 2:'
+    wording: the host is the worker's ip and the error NCCL's system error."""
+    ev = _one(
+        "(RayWorkerWrapper pid=67451, ip=10.1.0.7) ERROR 06-25 15:28:30 worker_base.py:148] RuntimeError: NCCL Error "
+        "2: unhandled system error (run with NCCL_DEBUG=INFO for details)\n",
+        EventKind.NCCL_SYSTEM_ERROR,
+    )
+    assert ev.host == "10.1.0.7"
+    (ll,) = normalise_line("(VllmWorker pid=3269) INFO 08-04 16:39:12 [executor_base.py:226] It took 0.19 seconds")
+    assert ll.body == "It took 0.19 seconds"
+
+
+def test_a_ray_actor_whose_repr_names_its_rank() -> None:
+    """NeMo-RL's actors print as 'MegatronPolicyWorker[rank=0]' in Ray's prefix (wild log 308's shape)."""
+    ev = _one(
+        "(MegatronPolicyWorker[rank=0] pid=4182) [f676f732498b:4182 :0:4182] Caught signal 11 (Segmentation fault: "
+        "address not mapped to object at address 0x3121dc10)\n",
+        EventKind.SIGNAL,
+    )
+    assert (ev.rank, ev.host) == (0, "f676f732498b")
+
+
+def test_device_side_asserts_take_the_rank_of_the_traceback_that_follows() -> None:
+    """The GPU's assert lines reach the log unprefixed; the traceback of the rank that launched the kernel follows
+    behind its prefix (wild logs 336 and 337's shapes). A ranked line that opens no traceback, or one too far
+    below, gives no rank."""
+    asserts = "".join(
+        f"/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1284: indexSelectLargeIndex: block: [37,0,0], thread: "
+        f"[{t},0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
+        for t in (92, 93)
+    )
+    tb = '[rank3]: Traceback (most recent call last):\n[rank3]:   File "train.py", line 154, in <module>\n'
+    events = [e for e in parse_joblog(asserts + tb, "v.log").events if e.kind is EventKind.CUDA_ERROR]
+    assert events and {e.rank for e in events} == {3}
+    assert all(e.details["rank_from_line"] == 3 for e in events)
+    other = asserts + "[rank3]: loss 1.0 Error budget\n" + tb
+    assert {e.rank for e in parse_joblog(other, "v.log").events if e.kind is EventKind.CUDA_ERROR} == {None}
+    far = asserts + "".join(f"step {i}\n" for i in range(45)) + tb
+    assert {e.rank for e in parse_joblog(far, "v.log").events if e.kind is EventKind.CUDA_ERROR} == {None}

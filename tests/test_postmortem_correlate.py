@@ -392,3 +392,75 @@ def test_horovods_oldest_stall_list_names_the_rank_missing_from_its_range(tmp_pa
     )
     c = run_postmortem([LogFiles([log])]).causes[0]
     assert (c.code, c.rank) == (F.NCCL_TIMEOUT, 2)
+
+
+def test_an_unprefixed_oom_is_the_only_rank_the_logs_name(tmp_path: Path) -> None:
+    """A one-node job whose launcher names one child (wild log 363's shape): the unprefixed CUDA OOM above it is
+    that rank's, said in its details; with two ranks named it stays rankless."""
+    oom = (
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 25.10 GiB (GPU 0; 79.15 GiB total "
+        "capacity; 62.79 GiB already allocated)\n"
+    )
+    child = (
+        "[2023-09-07 13:55:11,220] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', './t.py', "
+        "'--local_rank={r}'] exits with return code = 1\n"
+    )
+    log = tmp_path / "job.out"
+    log.write_text(oom + child.format(r=0))
+    c = run_postmortem([LogFiles([log])]).causes[0]
+    assert (c.code, c.rank) == (F.OOM_GPU, 0)
+    log.write_text(oom + child.format(r=0) + child.format(r=1))
+    c = run_postmortem([LogFiles([log])]).causes[0]
+    assert (c.code, c.rank) == (F.OOM_GPU, None)
+
+
+def test_a_launchers_exitcode_minus_6_of_a_rank_that_timed_out_is_the_timeouts_echo(tmp_path: Path) -> None:
+    """torch elastic's 'exitcode: -6' (SIGABRT) of a rank whose watchdog timed out (wild log 366's shape, the
+    launcher's line pasted first): the watchdog took the process down; the timeout is the cause."""
+    log = tmp_path / "job.out"
+    log.write_text(
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -6) local_rank: 0 (pid: 514946) of "
+        "binary: /usr/bin/python\n"
+        + "".join(
+            f"[E ProcessGroupNCCL.cpp:821] [Rank {r}] Watchdog caught collective operation timeout: "
+            f"WorkNCCL(SeqNum=27962, OpType=BROADCAST, Timeout(ms)=1800000) ran for 1807582 milliseconds before "
+            f"timing out.\n"
+            for r in (0, 1, 3)
+        )
+    )
+    causes = run_postmortem([LogFiles([log])]).causes
+    assert [c.code for c in causes] == [F.NCCL_TIMEOUT]
+
+
+def test_launch_failures_of_ssh_and_mpiruns_daemons_are_configuration(tmp_path: Path) -> None:
+    """ssh could not resolve a hostfile's name and ORTE could not start its daemons (wild log 358's shape): no
+    rank ran, a configuration error, and the unresolvable name is no node at fault; DeepSpeed's ssh check as
+    check_call raises it (wild log 310's shape) names the host it could not reach."""
+    log = tmp_path / "job.out"
+    log.write_text(
+        "ssh: Could not resolve hostname horovod-w1-0: Temporary failure in name resolution\n"
+        "--------------------------------------------------------------------------\n"
+        "ORTE was unable to reliably start one or more daemons.\n"
+    )
+    (c,) = run_postmortem([LogFiles([log])]).causes
+    assert (c.code, c.nodes) == (F.CONFIG_ERROR, [])
+    assert "horovod-w1-0" in c.message and [e.line for e in c.evidence] == [1, 3]
+    log.write_text(
+        "subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no 192.168.3.100 hostname' returned "
+        "non-zero exit status 255.\n"
+    )
+    (c,) = run_postmortem([LogFiles([log])]).causes
+    assert (c.code, c.nodes) == (F.CONFIG_ERROR, ["192.168.3.100"])
+
+
+def test_a_store_connect_failure_is_the_cause_not_its_exception(tmp_path: Path) -> None:
+    """torch's DistNetworkError around the client socket's connect failure (wild log 311's shape) is the
+    rendezvous error, not a crash of its own."""
+    log = tmp_path / "job.out"
+    log.write_text(
+        "trainer-2: torch.distributed.DistNetworkError: The client socket has failed to connect to any network "
+        "address of (192.168.121.122, 1040). The client socket has failed to connect to 192.168.121.122:1040 "
+        "(errno: 113 - No route to host).\n"
+    )
+    (c,) = run_postmortem([LogFiles([log])]).causes
+    assert (c.code, c.nodes) == (F.NCCL_NETWORK_ERROR, ["trainer-2"])

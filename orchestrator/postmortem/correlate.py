@@ -886,11 +886,17 @@ def correlate(
 
 
 def _is_abort(e: JobEvent) -> bool:
-    """A process taken down by an abort: SIGABRT (``Aborted``, signal 6), or a c10d error no one caught (what
-    ProcessGroupNCCL's watchdog throws after a timeout, torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp)."""
+    """A process taken down by an abort: SIGABRT (``Aborted``, signal 6; torch elastic's ``exitcode: -6``, a
+    shell's 134 = 128 + 6), or a c10d error no one caught (what ProcessGroupNCCL's watchdog throws after a
+    timeout, torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp)."""
     d = e.details
     said = f"{d.get('signal') or ''} {d.get('reason') or ''}"
-    return "Aborted" in said or "SIGABRT" in said or str(d.get("exception") or "").startswith("c10::Dist")
+    return (
+        "Aborted" in said
+        or "SIGABRT" in said
+        or d.get("exit_code") in (-6, 134)
+        or str(d.get("exception") or "").startswith("c10::Dist")
+    )
 
 
 def _fold_teardowns(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:

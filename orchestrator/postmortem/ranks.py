@@ -24,7 +24,12 @@ Sources, first found wins for a rank:
 6. a line Slurm prints for the whole job or step with no host (``slurmstepd: error: Job N exceeded memory
    limit``, its oom-kill count) ran on the host of that job's ``*** JOB N ON HOST CANCELLED ***`` line
    (``src/slurmd/slurmstepd/req.c``: the step daemon names its own node) when that is the only host the logs
-   name: on a one-node job no other stepd could have printed it.
+   name: on a one-node job no other stepd could have printed it;
+7. a process's own report of its failure printed with no rank (an unprefixed ``CUDA out of memory`` traceback, a
+   CUDA error, an exception) is the rank's of the only rank the logs name, when they show a one-node job (as in
+   5) and every rank or local rank they name is that one (a launcher's line that one child failed, the rank's
+   own prefixed lines): no other rank of the job left a line, so no other printed it; said in the event's
+   details (``rank_from_only_rank``).
 
 A rank's host is never guessed from a number: when none of these names it, it stays unknown.
 """
@@ -113,6 +118,8 @@ class RankMap:
     single_node: bool = False
     #: Slurm job id -> the host of its ``*** JOB N ON HOST CANCELLED ***`` line and that line (source 6)
     job_hosts: dict[str, tuple[str, EvidenceLine]] = field(default_factory=dict)
+    #: the one rank a one-node job's logs name, if they name exactly one (source 7)
+    only_rank: int | None = None
 
     def add(self, rank: int, host: str, line: EvidenceLine | None) -> None:
         if rank not in self.hosts:
@@ -138,6 +145,10 @@ class RankMap:
             if rank is None and local is not None and self.single_node:
                 rank = local
                 update["details"] = {**e.details, "rank_from_local_rank": True}
+                update["rank"] = rank
+            elif rank is None and e.task is None and self.only_rank is not None and e.kind in _OWN_REPORT_KINDS:
+                rank = self.only_rank
+                update["details"] = {**e.details, "rank_from_only_rank": True}
                 update["rank"] = rank
             elif e.rank is None and rank is not None:
                 update["rank"] = rank
@@ -210,7 +221,28 @@ def rank_map(
             m.task_hosts.setdefault(p.rank, p.host)
             m.task_lines.setdefault(p.rank, None)
     m.job_hosts = _cancelled_hosts(events) if m.single_node else {}  # source 6
+    m.only_rank = _only_rank(events) if m.single_node else None  # source 7
     return m
+
+
+#: the kinds of line a process prints about its own failure (source 7)
+_OWN_REPORT_KINDS = frozenset({EventKind.OOM_GPU, EventKind.CUDA_ERROR, EventKind.PYTHON_EXCEPTION})
+
+
+def _only_rank(events: Sequence[JobEvent]) -> int | None:
+    """The one rank (or local rank) the events name, ``None`` when they name none or several, or name a Slurm
+    task (whose rank needs the layout)."""
+    seen: set[int] = set()
+    for e in events:
+        if e.task is not None:
+            return None
+        local = e.local_rank if e.local_rank is not None else _int_or_none(e.details.get("local_rank"))
+        for r in (e.rank, local):
+            if r is not None:
+                seen.add(r)
+                if len(seen) > 1:
+                    return None
+    return next(iter(seen)) if seen else None
 
 
 def _cancelled_hosts(events: Iterable[JobEvent]) -> dict[str, tuple[str, EvidenceLine]]:

@@ -508,6 +508,26 @@ RULES: tuple[Rule, ...] = (
         "run one node without a hostfile; then resubmit",
     ),
     _launch(
+        "deepspeed.runner.ssh_check_failed",
+        "DeepSpeed's launcher could not reach {host} over ssh (exit status {d[exit_code]}): {text}",
+        "check passwordless ssh from the launching node to {host} (keys, sshd, the hostfile name's DNS), or "
+        "run one node without a hostfile; then resubmit",
+    ),
+    _launch(
+        "openssh.ssh.could_not_resolve_hostname",
+        "the launcher's ssh could not resolve the host name {d[peer]} ({text})",
+        "the hostfile (or the job's host list) names a host DNS does not know: a pod's service name not yet "
+        "published, a typo, a missing /etc/hosts entry; fix the name or the DNS, check 'getent hosts NAME' from the "
+        "launching node, then resubmit",
+    ),
+    _launch(
+        "openmpi.errmgr.failed_daemon_launch",
+        "mpirun could not start its daemon on every node ({text})",
+        "read the line above it: ssh's own error (an unresolvable name, keys), 'orted: command not found' (Open "
+        "MPI not on the remote PATH: --prefix or --enable-orterun-prefix-by-default) or no route back to mpirun "
+        "(firewall, the interface: --mca oob_tcp_if_include); then resubmit",
+    ),
+    _launch(
         "pyxis.container_start_failed",
         "the step's container did not start {where} (pyxis/enroot, error code {d[exit_code]}): {text}",
         "read pyxis' log lines that follow (the image, its entrypoint: --container-image, "

@@ -256,8 +256,10 @@ _PG_RE = re.compile(
 _RANK_RE = re.compile(r"\[Rank (\d+)\]")
 _NCCL_LINE_RE = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
 _NCCL_LEVEL_RE = re.compile(r"\bNCCL (?P<lvl>WARN|ERROR|INFO)\b:?\s?(?P<msg>.*)$")
+#: torch's c10d ("NCCL error in: FILE:LINE, MSG, NCCL version V") and torch.cuda.nccl's older ``NCCL_CHECK``
+#: ("NCCL Error 2: unhandled system error", torch/csrc/cuda/nccl.cpp: the status number before NCCL's string)
 _NCCL_TORCH_RE = re.compile(
-    r"NCCL error(?: in: \S+?,?)?:?\s+(?P<msg>.*?)(?:,? NCCL version [\d.]+.*)?$|\bDistBackendError\b"
+    r"NCCL [Ee]rror(?: \d{1,3})?(?: in: \S+?,?)?:?\s+(?P<msg>.*?)(?:,? NCCL version [\d.]+.*)?$|\bDistBackendError\b"
 )
 #: NCCL's own error text without its ``NCCL WARN`` marker: after torch's ``Last error:``, or on its own line
 _NCCL_BARE_KEYS = (
@@ -357,7 +359,8 @@ _AGENT_FAILED_RE = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank:
 #: ProcessGroupNCCL's heartbeat monitor: the watchdog thread itself stopped (stuck in CUDA/NCCL)
 _HEARTBEAT_RE = re.compile(r"Heartbeat monitor timed out")
 _EXC_RE = re.compile(
-    r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure))(?::\s?(?P<msg>.*))?$"
+    r"^(?:(?:Uncaught|Unhandled)[ \t])?"  # an excepthook's log line ("Uncaught OLMoThreadError: ...", OLMo's util)
+    r"(?P<type>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Failure))(?::\s?(?P<msg>.*))?$"
 )
 _SLURM_CANCEL_RE = re.compile(
     r"\*\*\* (?P<what>JOB|STEP) (?P<id>\S+) ON (?P<host>\S+) CANCELLED AT (?P<time>\S+)"
@@ -394,7 +397,7 @@ _NCCL_INIT_RE = re.compile(
 _LOCAL_RANK_RE = re.compile(r"(?<![\w.])(?:LOCAL_RANK|local_rank)\s*[=:]\s*(\d{1,6})\b")
 #: a global rank printed beside it (``RANK=3 LOCAL_RANK=3 WORLD_SIZE=8``); lower-case ``rank`` is too common
 #: the child's ``--local_rank=N`` argument in the command list a launcher prints (DeepSpeed's sigkill_handler)
-_LOCAL_RANK_ARG_RE = re.compile(r"'--local_rank=(\d{1,5})'")
+_LOCAL_RANK_ARG_RE = re.compile(r"'-- ?local_rank=(\d{1,5})'")
 _GLOBAL_RANK_RE = re.compile(r"(?<![\w.])(?:RANK|GLOBAL_RANK|global_rank)\s*[=:]\s*(\d{1,7})\b")
 _CVD_RE = re.compile(r"\bCUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<v>[\w\-]+(?:,[\w\-]+)*)")
 
@@ -475,6 +478,7 @@ _RAW_KEYS = (
     "ray::",  # a Ray task's header: the host of the worker whose traceback follows (_HEADER_RE)
     "MPICH ERROR [Rank ",  # Cray MPICH's error header: the rank and host of the error stack that follows
     "hostname:  ",  # the node of Open MPI's lost-daemon help text, two lines below it (_LOST_DAEMON_LINES)
+    "Traceback (most recent",  # behind a rank prefix: the rank of the device-side asserts above it (_ASSERT_LINES)
 )
 #: a Ray actor exception's ``ip:`` field line (ActorDiedError's fields, python/ray/exceptions.py: class_name,
 #: actor_id, pid, namespace, ip, each on a tab-indented line of its own) and how many lines below it the death
@@ -495,6 +499,12 @@ _HEADER_RE = re.compile(
 _HEADER_LINES = 200
 #: Open MPI's lost-daemon help text names its node on a ``  hostname:  NODE`` line this many lines below it
 _LOST_DAEMON_LINES = 4
+#: the catalog row of a CUDA kernel's own assert line, and how many lines below the last of them the traceback
+#: of the rank that launched the kernel may open (``[rank0]: Traceback ...``; torch prints the asserts' kernel
+#: output unprefixed, then raises "device-side assert triggered" in that rank)
+_DEVICE_ASSERT = "cuda.device_assert_kernel_line"
+_ASSERT_LINES = 40
+_ASSERT_EVENTS = 64  #: at most this many such events wait for their rank
 
 
 #: the message catalog (messages.yaml), compiled once; every row's kind an EventKind (ValueError at import if not)
@@ -1077,6 +1087,10 @@ class JobLogScanner:
         #: ``terminate called`` events whose ``what():`` line has not been read: (event index, line, the line's
         #: rank, local rank and host prefixes)
         self._terminates: list[tuple[int, int, int | None, int | None, str | None]] = []
+        #: (line of the last, event indexes) of CUDA device-side assert lines read with no rank: the GPU's printf
+        #: reaches the log unprefixed, the traceback of the process that launched the kernel follows behind its
+        #: rank prefix (_ASSERT_LINES)
+        self._asserts: tuple[int, list[int]] | None = None
 
     # ---- bookkeeping
     def _full(self, key: tuple[EventKind, int | None, str | None]) -> bool:
@@ -1131,6 +1145,7 @@ class JobLogScanner:
             or split is None
             or self._pending
             or (self._terminates and "what():" in raw)
+            or self._asserts is not None
             or (not plan.matters and (self._block is not None or self._root_next is not None))
         ):
             self._gate(n, raw, split)
@@ -1290,8 +1305,26 @@ class JobLogScanner:
         if task.isdigit() and j > 0 and raw[i + 7 : j].isdigit():
             self._task_ranks.setdefault(int(task), int(raw[i + 7 : j]))
 
+    def _rank_asserts(self, n: int, ll: LogLine, body: str) -> None:
+        """The first line with a rank after unranked device-side assert lines: when it opens a traceback within
+        :data:`_ASSERT_LINES` lines of the last assert, that rank's process launched the kernel; the asserts take
+        its rank (and host), and ``rank_from_line`` says which line gave it."""
+        assert self._asserts is not None and ll.rank is not None
+        last, idxs = self._asserts
+        self._asserts = None
+        if n - last > _ASSERT_LINES or not body.startswith("Traceback (most recent call last)"):
+            return
+        for i in idxs:
+            ev = self.events[i]
+            update: dict[str, object] = {"rank": ll.rank, "details": {**ev.details, "rank_from_line": n}}
+            if ev.host is None and ll.host is not None:
+                update["host"] = ll.host
+            self.events[i] = ev.model_copy(update=update)
+
     def _logical(self, n: int, raw: str, ll: LogLine) -> None:
         body = ll.body
+        if self._asserts is not None and ll.rank is not None:
+            self._rank_asserts(n, ll, body)
         if self._terminates and body.startswith("what():"):
             self._what(ll, body)
         if ll.task is not None and ll.rank is not None and len(self._task_ranks) < MAX_HOSTS:
@@ -1497,6 +1530,11 @@ class JobLogScanner:
                 self._terminates.append((kept, n, ll.rank, ll.local_rank, host))
             if det.get("catalog") == "openmpi.errmgr.lost_daemon" and ev_host is None and len(self.events) > kept:
                 self._lost_daemon = (n, kept)
+            if det.get("catalog") == _DEVICE_ASSERT and ev_rank is None:
+                idxs = self._asserts[1] if self._asserts is not None else []
+                if len(self.events) > kept and len(idxs) < _ASSERT_EVENTS:
+                    idxs.append(kept)
+                self._asserts = (n, idxs)
 
     @staticmethod
     def _details(f: _Found, facts: _BodyFacts, ll: LogLine, red: bool, body: str) -> dict[str, JsonScalar]:
@@ -1523,8 +1561,10 @@ class JobLogScanner:
             det["collector_time"] = ll.outer_time
         if red:
             det["host_redacted"] = True
-        if f.kind is EventKind.CHILD_FAILED and "local_rank" not in det and ll.local_rank is None:
-            lr = _LOCAL_RANK_ARG_RE.search(body)  # DeepSpeed's launcher: the child's own '--local_rank=N'
+        if "local_rank=" in body and "local_rank" not in det and ll.local_rank is None:
+            # a launcher's report of one child's end with the child's command list (DeepSpeed's sigkill_handler:
+            # ``[..., '--local_rank=1', ...] exits with return code = -7``): its own '--local_rank=N'
+            lr = _LOCAL_RANK_ARG_RE.search(body)
             if lr is not None:
                 det["local_rank"] = int(lr.group(1))
         return det

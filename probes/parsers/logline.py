@@ -10,7 +10,10 @@ before and inside the lines a process prints; each is removed, and what it says 
   torch/distributed/elastic/agent/server/local_elastic_agent.py); Open MPI ``--tag-output``'s
   ``[1,3]<stdout>:`` (the MPI rank, taken as the rank); ``srun -l``'s ``3: `` (a Slurm **task id**, kept as
   ``task`` and never read as a torch rank: the mapping needs the job's layout); Ray's ``(RayWorkerWrapper
-  pid=4009)`` and ``(pid=123, ip=10.0.0.2)`` (the ip is the host; ``rank=N`` when a launcher prints one). A
+  pid=4009)`` and ``(pid=123, ip=10.0.0.2)`` (the ip is the host; ``rank=N`` when a launcher prints one, or
+  the actor's repr ``(MegatronPolicyWorker[rank=0] pid=4182)``); a
+  logger's level and ``[module:line, rank=N]`` (OLMo's, the global rank); vLLM's logger prefix (``ERROR 06-25
+  15:28:30 worker_base.py:148]``, removed). A
   bare ``[12] `` (MPICH ``-prepend-rank``, but also pid or line counters pasted before lines) is removed and not
   read: it is ambiguous;
 * timestamps of several formats, stacked (a collector's before the process's own): ISO 8601 with or without
@@ -27,8 +30,9 @@ before and inside the lines a process prints; each is removed, and what it says 
 * the damage terminals and pasting do: a line glued to the end of a tqdm/Lightning progress bar (``Epoch 0:
   6%|██ | 32040/500150 [6:28:43<94:39:17, 1.37it/s, ...][E ProcessGroupNCCL.cpp:458] ...``) or after a
   carriage return; markdown quote prefixes (``> ``, ``> > ``), a code span's or fence's backticks glued to the
-  line's start, and indents; ANSI colour codes, with or without their ESC byte (``[36m``) or with it as rsyslog
-  escapes it (``#033[36m``); a collector's ``host [stderr] `` tag; a stream tag (``stdout: ``, the container
+  line's start, and indents; prose before a code span that opens on a rank prefix (``... it returns
+  `[rank7]:``); ANSI colour codes, with or without their ESC byte (``[36m``) or with it as rsyslog escapes it
+  (``#033[36m``); a collector's ``host [stderr] `` tag; a stream tag (``stdout: ``, the container
   runtime's ``stderr F ``); a ``hostname: `` prefix repeated mid-line where outputs of several hosts interleave
   (the line is split there); Ray's ``[repeated 7x across cluster]``. Redacted hosts and addresses (``xxx``,
   ``***``, ``<redacted>``, ``<hostname>``, NCCL's ``-``) are never read as a host.
@@ -87,13 +91,17 @@ _PREFIX_RE = re.compile(
     r"|\[[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\][ \t]"  # a run's UUID in brackets
     r"|(?P<task>\d{1,6}):[ \t]"
     r"|\[?(?P<iso>" + _ISO + r")\]?:?[ \t]"
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)[ \t]+\[[\w.]{1,100}:\d{1,6},[ \t]?rank=(?P<lvl_rank>\d{1,7})\][ \t]?"
+    # vLLM's logger ("ERROR 06-25 15:28:30 worker_base.py:148] ", newer "INFO 06-25 15:28:30 [worker.py:148] ")
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)[ \t]\d\d-\d\d[ \t]\d\d:\d\d:\d\d(?:\.\d{1,6})?[ \t]"
+    r"\[?[\w.\-]{1,100}:\d{1,6}\][ \t]?"
     r"|\[(?P<dmesg_t>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\][ \t]?"
     r"|\[[ \t]*(?P<uptime>\d+\.\d+)\][ \t]?"
     r"|(?P<syslog>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)[ \t]+(?P<sys_host>[^\s:\[]+)[ \t]+"
     r"(?P<sys_ident>[\w.\-/@]+)(?:\[\d+\])?:[ \t]"
     r"|(?P<jhost>[A-Za-z0-9][\w.\-]*)[ \t]+(?:kernel|[\w.\-/@]+\[\d+\]):[ \t]"
     r"|(?P<thost>[A-Za-z0-9][\w.\-]*)[ \t]+\[(?:stdout|stderr|out|err)\][ \t]"
-    r"|\((?:(?P<ray_name>[A-Za-z_][\w.\-]*)(?:,[ \t]*|[ \t]+))?"
+    r"|\((?:(?P<ray_name>[A-Za-z_][\w.\-]*)(?:\[rank=(?P<ray_rank>\d{1,7})\])?(?:,[ \t]*|[ \t]+))?"
     r"(?P<ray_kv>\w+=[^\s,()]*(?:,[ \t]*\w+=[^\s,()]*)*)\)[ \t]?"
     r"|\((?P<ray_only>[A-Za-z_][\w.\-]*)\)[ \t]"
     r"|\[\d{1,7}\][ \t]"
@@ -201,8 +209,8 @@ def _strip_all(text: str, limit: int) -> LogLine:
             host, redacted = h or host, redacted or red
         elif kind in ("ompi_rank", "hvd_rank"):
             rank = int(m.group(kind))
-        elif kind == "trank":
-            rank = int(m.group("trank"))
+        elif kind in ("trank", "lvl_rank"):
+            rank = int(m.group(kind))
         elif kind == "lrank":
             local_rank = int(m.group("lrank"))
         elif kind == "hl_lrank":
@@ -223,6 +231,8 @@ def _strip_all(text: str, limit: int) -> LogLine:
             h, red = host_of(m.group(kind))
             host, redacted = h or host, redacted or red
         elif kind == "ray_kv":
+            if m.group("ray_rank") is not None:  # an actor whose repr names its rank ("Worker[rank=0]", NeMo-RL)
+                rank = int(m.group("ray_rank"))
             for k, v in _RAY_KV_RE.findall(m.group("ray_kv")):
                 if k == "ip" and v:
                     h, red = host_of(v)
@@ -249,6 +259,10 @@ def _strip_all(text: str, limit: int) -> LogLine:
     )
 
 
+#: a markdown code span opened mid-line before a rank prefix (a log quoted inside prose)
+_CODE_SPAN_RE = re.compile(r"`(?=\[rank\d{1,7}\]:)")
+
+
 def _segments(raw: str) -> list[str]:
     """A physical line cut into the logical lines a terminal drew on it: carriage returns, progress bars."""
     parts = raw.split("\r") if "\r" in raw else [raw]
@@ -258,6 +272,8 @@ def _segments(raw: str) -> list[str]:
             ends = [m.end() for m in _PBAR_RE.finditer(part)]
             if ends:
                 part = part[ends[-1] :]
+        if "`[rank" in part and (c := _CODE_SPAN_RE.search(part)) is not None:
+            part = part[c.end() :]  # prose, then the log as a code span: "... it returns `[rank7]: ..."
         if part.strip():
             out.append(part)
     return out
