@@ -62,6 +62,11 @@ KNOWN_MISSES = {
         "PROCESS_CRASH: tinygrad's AMD allocator raises a bare Python MemoryError ('Cannot allocate N bytes: no "
         "memory is available'), which names no device"
     ),
+    # added with logs 301-367
+    "311-accelerate2468-deepspeed-pdsh-trainer-2-tcpstore-no-route-to-host-wrong-master-interface.log": "NCCL_NETWORK_"
+    "ERROR: an unreachable rendezvous store (errno 113, No route to host) is read as the network's failure, as log "
+    "89's label has it; this label takes the thread's diagnosis (DeepSpeed picked the wrong interface for the "
+    "master's address), a configuration error the log itself does not show",
 }
 
 
