@@ -464,3 +464,24 @@ def test_a_store_connect_failure_is_the_cause_not_its_exception(tmp_path: Path) 
     )
     (c,) = run_postmortem([LogFiles([log])]).causes
     assert (c.code, c.nodes) == (F.NCCL_NETWORK_ERROR, ["trainer-2"])
+
+
+def test_rays_worker_died_report_yields_to_what_the_worker_printed_after_it(tmp_path: Path) -> None:
+    """The raylet's 'A worker died or was killed' (its cause unknown to it) is printed before the worker's own
+    lines reach the driver (wild log 231's shape): libmlx5's error completion on that worker's node is the cause.
+    Alone, the report is still that node's worker crash. 'mlx5: ' is no host prefix."""
+    died = (
+        "(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot "
+        "the problem, check the logs for the dead worker. RayTask ID: ffff Worker ID: d893 Node ID: 8440 Worker IP "
+        "address: 172.19.24.110 Worker port: 10105 Worker PID: 92234 Worker exit type: SYSTEM_ERROR\n"
+    )
+    log = tmp_path / "job.out"
+    log.write_text(
+        died + "(RayWorkerWrapper pid=92234, ip=172.19.24.110) mlx5: host_unknown: got completion with error: "
+        "[repeated 2x across cluster]\n"
+    )
+    c = run_postmortem([LogFiles([log])]).causes[0]
+    assert (c.code, c.nodes) == (F.NCCL_NETWORK_ERROR, ["172.19.24.110"])
+    log.write_text(died)
+    (c,) = run_postmortem([LogFiles([log])]).causes
+    assert (c.code, c.nodes) == (F.PROCESS_CRASH, ["172.19.24.110"])

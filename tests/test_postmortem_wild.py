@@ -51,9 +51,6 @@ KNOWN_MISSES = {
     "213-llamafactory9258-ray-head-rank0-prefix-memory-on-the-node-after-training-done-cut.log": "OOM_HOST on the "
     "right node without rank 0: the memory monitor's 'rank=0' inside the task's description is not read",
     # added with logs 231-247
-    "231-openrlhf621-raylet-worker-died-then-rayworkerwrapper-ip-mlx5-completion-error-rank12-broadcast-remote-"
-    "process-exited.log": "PROCESS_CRASH: Ray's 'worker died' report comes first in the log and is read as the crash; "
-    "the mlx5 completion error and NCCL's 'remote process exited' after it are the label's cause",
     "241-qwen3vl1756-web-console-table-pipes-timestamp-master-0-prefix-terminate-distbackenderror-pg-rank0-illegal-"
     "memory-access.log": "CUDA_ERROR naming no node: a web console's table ('  |   | STAMP master-0 >> ... |') "
     "around every line is not read as a prefix, so master-0 is not its host",
