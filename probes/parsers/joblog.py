@@ -397,6 +397,24 @@ _NCCL_INIT_RE = re.compile(
 _LOCAL_RANK_RE = re.compile(r"(?<![\w.])(?:LOCAL_RANK|local_rank)\s*[=:]\s*(\d{1,6})\b")
 #: a global rank printed beside it (``RANK=3 LOCAL_RANK=3 WORLD_SIZE=8``); lower-case ``rank`` is too common
 #: the child's ``--local_rank=N`` argument in the command list a launcher prints (DeepSpeed's sigkill_handler)
+#: Linux's signal numbers (signal(7), x86 and ARM): a number a message prints, by the name the others print
+LINUX_SIGNALS = {
+    1: "SIGHUP",
+    2: "SIGINT",
+    3: "SIGQUIT",
+    4: "SIGILL",
+    5: "SIGTRAP",
+    6: "SIGABRT",
+    7: "SIGBUS",
+    8: "SIGFPE",
+    9: "SIGKILL",
+    10: "SIGUSR1",
+    11: "SIGSEGV",
+    12: "SIGUSR2",
+    13: "SIGPIPE",
+    14: "SIGALRM",
+    15: "SIGTERM",
+}
 _LOCAL_RANK_ARG_RE = re.compile(r"'-- ?local_rank=(\d{1,5})'")
 _GLOBAL_RANK_RE = re.compile(r"(?<![\w.])(?:RANK|GLOBAL_RANK|global_rank)\s*[=:]\s*(\d{1,7})\b")
 _CVD_RE = re.compile(r"\bCUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<v>[\w\-]+(?:,[\w\-]+)*)")
@@ -935,6 +953,9 @@ def _catalog_events(body: str, found: list[_Found]) -> list[_Found]:
                 out[same] = out[same]._replace(rank=rank)
             continue
         det.update({"catalog": row.id, "failure_class": row.failure_class, "role": row.role})
+        sig = det.get("signal")
+        if isinstance(sig, int) or (isinstance(sig, str) and sig.isdigit()):  # UCX's "Caught signal 11 (...)"
+            det["signal"] = LINUX_SIGNALS.get(int(sig), str(sig))
         t = det.pop("time", None)
         out.append(_Found(kind, det, rank=rank, host=host, time=t if isinstance(t, str) else None))
         drop.update(row.supersedes)
