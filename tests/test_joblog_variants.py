@@ -868,3 +868,66 @@ def test_device_side_asserts_take_the_rank_of_the_traceback_that_follows() -> No
     assert {e.rank for e in parse_joblog(other, "v.log").events if e.kind is EventKind.CUDA_ERROR} == {None}
     far = asserts + "".join(f"step {i}\n" for i in range(45)) + tb
     assert {e.rank for e in parse_joblog(far, "v.log").events if e.kind is EventKind.CUDA_ERROR} == {None}
+
+
+def test_nccl_warn_lines_of_one_process_take_the_rank_of_the_traceback_that_follows() -> None:
+    """NCCL writes its WARN lines itself, past torch's rank prefix; the rank's traceback follows (wild log 435's
+    shape). WARN lines of two processes (two pids) before it take no rank: which one raised is unknown."""
+    warn = "SGES-DT282:{pid}:{pid} [0] bootstrap.cc:48 NCCL WARN Bootstrap : no socket interface found\n"
+    tb = "[rank0]: Traceback (most recent call last):\n"
+    (ev,) = parse_joblog(warn.format(pid=4893) + tb, "v.log").events
+    assert (ev.kind, ev.rank, ev.host, ev.details["rank_from_line"]) == (
+        EventKind.NCCL_NO_SOCKET_INTERFACE,
+        0,
+        "SGES-DT282",
+        2,
+    )
+    two = parse_joblog(warn.format(pid=4893) + warn.format(pid=4894) + tb, "v.log").events
+    assert [e.rank for e in two] == [None, None]
+
+
+def test_ctime_glued_to_a_tag_and_open_mpis_host_pid_prefix() -> None:
+    """A ctime stamp glued to Open MPI's tag (wild log 416's shape) and Open MPI's '[host:pid] ' before its signal
+    handler's lines (wild log 405's shape)."""
+    (ll,) = normalise_line("Fri Aug 11 12:31:45 2023[1,0]<stdout>:tomte401:1850301:1881341 [0] NCCL WARN x")
+    assert (ll.rank, ll.time, ll.body[:8]) == (0, "Fri Aug 11 12:31:45 2023", "tomte401")
+    ev = _one("[rack1-93-slot7:186363] Signal: Aborted (6)\n", EventKind.SIGNAL)
+    assert ev.host == "rack1-93-slot7"
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        # Paddle's enforce: the NCCL status number in parentheses
+        (
+            "OSError: (External) NCCL error(6), remote process exited or there was a network error.",
+            EventKind.NCCL_REMOTE_ERROR,
+        ),
+        ("OSError: (External) NCCL error(1), unhandled cuda error.", EventKind.NCCL_CUDA_FAILURE),
+        # nccl-tests' NCCLCHECK
+        (
+            "test-nccl-p5-2-worker-0: Test NCCL failure common.cu:961 'internal error - please report this issue to "
+            "the NCCL developers / '",
+            EventKind.NCCL_INTERNAL_ERROR,
+        ),
+    ],
+)
+def test_other_wordings_of_an_nccl_status(line: str, kind: EventKind) -> None:
+    """Paddle's and nccl-tests' ways of printing NCCL's status string (wild logs 454, 462, 410's shapes)."""
+    _one(line + "\n", kind)
+
+
+def test_abseils_older_failure_signal_line() -> None:
+    """abseil's failure signal handler as older jaxlib prints it (wild log 461's shape)."""
+    ev = _one(
+        "*** SIGSEGV (@(nil)), see gl__________41#s15 received by PID 11743 (TID 12350) on cpu 17; stack trace: ***\n",
+        EventKind.SIGNAL,
+    )
+    assert ev.details["signal"] == "SIGSEGV"
+
+
+def test_open_mpis_mpi_abort_names_the_rank_that_called_it() -> None:
+    """Open MPI's MPI_ABORT help text (wild log 402's shape): the rank in its words is the rank that failed."""
+    ev = _one(" MPI_ABORT was invoked on rank 2 in communicator MPI COMMUNICATOR 5 DUP FROM 0\nwith errorcode 1.\n",
+              EventKind.SIGNAL)  # fmt: skip
+    assert ev.rank == 2

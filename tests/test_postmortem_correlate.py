@@ -485,3 +485,80 @@ def test_rays_worker_died_report_yields_to_what_the_worker_printed_after_it(tmp_
     log.write_text(died)
     (c,) = run_postmortem([LogFiles([log])]).causes
     assert (c.code, c.nodes) == (F.PROCESS_CRASH, ["172.19.24.110"])
+
+
+def test_a_terminate_line_whose_what_was_lost_is_one_more_watchdog_teardown(tmp_path: Path) -> None:
+    """Old torch's watchdog throws std::runtime_error; the last 'terminate called' of a cut log lost its what()
+    (wild log 432's shape): the same exception as the teardowns before it, not a crash of its own."""
+    wd = (
+        "[E ProcessGroupNCCL.cpp:916] [Rank {r}] NCCL watchdog thread terminated with exception: [Rank {r}] Watchdog "
+        "caught collective operation timeout: WorkNCCL(SeqNum=48490, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=1800000) ran for 1800781 milliseconds before timing out.\n"
+    )
+    term = "terminate called after throwing an instance of 'std::runtime_error'\n"
+    log = tmp_path / "job.out"
+    log.write_text(wd.format(r=2) + term + "  what():  " + wd.format(r=2) + wd.format(r=7) + term)
+    causes = run_postmortem([LogFiles([log])]).causes
+    assert [c.code for c in causes] == [F.NCCL_TIMEOUT]
+
+
+def test_a_context_switch_timeout_after_an_application_xid_is_its_consequence(tmp_path: Path) -> None:
+    """XID 13 (an application's SM exception) then XID 109 (context-switch timeout) on the same GPU 5 s later
+    (wild log 65's shape): the application fault is the cause; a 109 alone stays the GPU's."""
+    x13 = (
+        "[Fri Aug 30 11:43:09 2024] NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM "
+        "Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter\n"
+    )
+    x109 = (
+        "[Fri Aug 30 11:43:14 2024] NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, name=pt_main_thread, Ch 00000008, "
+        "errorString CTX SWITCH TIMEOUT, Info 0x58005\n"
+    )
+    log = tmp_path / "dmesg.txt"
+    log.write_text(x13 + x109)
+    (c,) = run_postmortem([LogFiles([log])]).causes
+    assert c.code is F.CUDA_ERROR and [e.line for e in c.evidence] == [1, 2]
+    log.write_text(x109)
+    (c,) = run_postmortem([LogFiles([log])]).causes
+    assert c.code is F.GPU_HW_FAULT
+
+
+def test_cuda_errors_of_the_jobs_setup_are_configuration(tmp_path: Path) -> None:
+    """A GPU index the process cannot see (wild log 465's shape, the driver API's name) is the launch's device
+    assignment, not the GPU; an illegal memory access stays a CUDA error."""
+    log = tmp_path / "job.out"
+    log.write_text(
+        "unable to create StreamExecutor for CUDA:1: failed initializing StreamExecutor for CUDA device ordinal 1: "
+        "INTERNAL: Failed call to cuDeviceGet: CUDA_ERROR_INVALID_DEVICE: invalid device ordinal\n"
+    )
+    (c,) = run_postmortem([LogFiles([log])]).causes
+    assert c.code is F.CONFIG_ERROR and "CUDA_VISIBLE_DEVICES" in c.action
+    log.write_text("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    (c,) = run_postmortem([LogFiles([log])]).causes
+    assert c.code is F.CUDA_ERROR
+
+
+def test_a_launchers_exit_code_1_of_a_rank_whose_configuration_failed_is_its_echo(tmp_path: Path) -> None:
+    """Hydra could not locate the config's target, then Composer reports rank 0 exited with code 1 (wild log 408's
+    shape): the configuration error is the cause, the exit its evidence."""
+    log = tmp_path / "job.out"
+    log.write_text(
+        "Error locating target 'diffusion.datasets.build_loader', set env var HYDRA_FULL_ERROR=1 to see chained "
+        "exception.\nERROR:composer.cli.launcher:Rank 0 crashed with exit code 1.\n"
+    )
+    (c,) = run_postmortem([LogFiles([log])]).causes
+    assert (c.code, c.rank) == (F.CONFIG_ERROR, 0)
+    assert "diffusion.datasets.build_loader" in c.message and [e.line for e in c.evidence] == [1, 2]
+
+
+def test_a_slurmstepd_line_without_host_or_job_is_the_only_srun_hosts(tmp_path: Path) -> None:
+    """slurmstepd's execve failure names neither host nor job; srun's task line names the one node (wild log 401's
+    shape): it ran there. With two nodes named it stays hostless."""
+    log = tmp_path / "job.out"
+    execve = "slurmstepd: error: execve(): torchrun: No such file or directory\n"
+    log.write_text(execve + "srun: error: g1301: task 0: Exited with exit code 2\n")
+    c = run_postmortem([LogFiles([log])]).causes[0]
+    assert (c.code, c.nodes) == (F.CONFIG_ERROR, ["g1301"])
+    log.write_text(execve + "srun: error: g1301: task 0: Exited with exit code 2\nsrun: error: g1302: task 1: Exited "
+                   "with exit code 2\n")  # fmt: skip
+    c = run_postmortem([LogFiles([log])]).causes[0]
+    assert (c.code, c.nodes) == (F.CONFIG_ERROR, [])

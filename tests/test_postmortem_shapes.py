@@ -20,7 +20,7 @@ CASES = {
     "01_slurm_oom_new": (F.OOM_HOST, 3, "gpu-a07", "gpu-a07"),  # srun task 3, no launcher: rank 3
     "02_dump_signal_only": (F.NCCL_TIMEOUT, None, None, "rank 5"),  # rank 5 timed out: it waited, not the culprit
     "03_watchdog_stuck": (F.NCCL_TIMEOUT, 2, None, "got stuck"),
-    "04_no_socket": (F.CONFIG_ERROR, None, "node17", "no usable network interface"),
+    "04_no_socket": (F.CONFIG_ERROR, 0, "node17", "no usable network interface"),  # rank 0 raised right after
     "05_mismatch": (F.CONFIG_ERROR, 1, None, "different collectives"),
     "06_hip_oom": (F.OOM_GPU, 4, None, "HIP out of memory"),
     "07_sigbus": (F.PROCESS_CRASH, 3, "mi300-n02", "/dev/shm"),

@@ -25,8 +25,6 @@ KNOWN_MISSES = {
     # added with logs 53-90 (each: what fleetdx says today, and the deciding line)
     "55-jax22747-xla-unhandled-system-error-sockettryaccept-bad-fd.log": "NCCL_NETWORK_ERROR from the last warning "
     "'socketTryAccept: Accept failed'; XLA's 'ncclCommInitRank(...) failed: unhandled system error' is not read",
-    "65-gpud46-dmesg-xid13-sm-warp-exception-then-xid109.log": "GPU_HW_FAULT from XID 109 (ctx switch timeout) "
-    "5 s after three XID 13 (SM warp exception, illegal instruction) on the same GPU: the application fault came first",
     # added with logs 91-136
     "97-raylightning24-ray-pid-prefix-unhandled-cuda-error-ipc-handle-217-peer-access.log": "CUDA_ERROR naming no "
     "node: the RuntimeError is printed by a process whose lines name no host; z-pc is named only by another "

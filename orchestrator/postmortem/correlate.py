@@ -528,10 +528,9 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
             "the node is not at fault",
         )
     if code is FindingCode.OOM_GPU:
+        said = "HIP" if "HIP out of memory" in lead.text else "XLA:TPU" if "XLA:TPU" in lead.text else "CUDA"
         return (
-            ("HIP" if "HIP out of memory" in lead.text else "CUDA")
-            + f" out of memory {where}"
-            + (f" (device {dev})" if (dev := _device(d)) is not None else ""),
+            f"{said} out of memory {where}" + (f" (device {dev})" if (dev := _device(d)) is not None else ""),
             "reduce the per-GPU batch or sequence length, enable activation checkpointing or sharding; check that "
             "no other process holds the GPU (fleetdx preflight: GPU_FOREIGN_PROCESS); the GPU is not at fault",
         )
@@ -620,8 +619,9 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
             else "read this rank's traceback (the first exception of the rank)",
         )
     if code is FindingCode.CONFIG_ERROR:
-        msg = f"{d.get('type')}: {d.get('message')}" if d.get("type") else lead.text[:160]
-        return (f"configuration error {where}: {msg}", "fix the job's configuration or environment and resubmit")
+        said_exc = d.get("message") or d.get("error")
+        what = f"{d.get('type')}: {said_exc}" if d.get("type") and said_exc else lead.text[:160]
+        return (f"configuration error {where}: {what}", "fix the job's configuration or environment and resubmit")
     if code is FindingCode.NCCL_INTERNAL_ERROR:
         ranks = sorted({e.rank for e in group if e.rank is not None})
         also = f" (and {_ranks(ranks[1:])} of {host}: {len(ranks)} ranks)" if len(ranks) > 1 else ""
@@ -802,6 +802,7 @@ def correlate(
             groups[(j.code,) + j.key].append((e, j))
     _fold(groups)
     _fold_teardowns(groups)
+    _fold_exception_exits(groups)
     _fold_outside_kills(groups)
     first = first_decisive(ordered, judged)
     # the decisive events naming a rank (OOM, crash, CUDA error): the rank that failed before the others timed out
@@ -902,7 +903,8 @@ def _is_abort(e: JobEvent) -> bool:
 def _fold_teardowns(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
     """A rank that reported a watchdog timeout and then aborted died *of* the timeout (the watchdog tears the
     process down, TORCH_NCCL_ASYNC_ERROR_HANDLING): its abort lines (``srun: error: HOST: task N: Aborted``,
-    ``terminate called after throwing an instance of 'c10::DistBackendError'``) join the timeout's evidence,
+    ``terminate called after throwing an instance of 'c10::DistBackendError'``, the same terminate line whose
+    ``what():`` the log lost when others' name the timeout) join the timeout's evidence,
     below every decisive event, instead of standing as crashes of their own. A rank whose monitoredBarrier raised
     (torch's gloo barrier: the RuntimeError ends the process, exit code 1) died of that barrier the same way."""
     timeout_keys = [k for k in groups if k[0] is FindingCode.NCCL_TIMEOUT]
@@ -912,14 +914,41 @@ def _fold_teardowns(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged
     waited = (EventKind.WATCHDOG_TIMEOUT, EventKind.WORK_PROGRESS)
     reporters = {e.rank for e, _ in groups[tkey] if e.kind in waited and e.rank is not None}
     raised = {e.rank for e, _ in groups[tkey] if _barrier_raised(e) and e.rank is not None}
+    # the C++ exception the watchdog's teardowns threw ("terminate called after throwing an instance of
+    # 'std::runtime_error'" whose what() names the timeout): the same terminate line whose what() the log lost
+    # (cut, or too far below) is one more teardown
+    thrown = {
+        e.details.get("exception") for e, _ in groups[tkey] if e.kind is EventKind.SIGNAL and "teardown_of" in e.details
+    }
     for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH]:
         members = groups[key]
         if members and all(
             (e.rank in reporters and _is_abort(e))
             or (e.rank in raised and e.kind is EventKind.CHILD_FAILED and e.details.get("exit_code") == 1)
+            or (e.kind is EventKind.SIGNAL and "what" not in e.details and e.details.get("exception") in thrown)
             for e, _ in members
         ):
             _join_as_evidence(groups, key, tkey)
+
+
+def _fold_exception_exits(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
+    """A launcher's report that a rank exited with code 1 (torchrun's ChildFailedError root cause, Composer's
+    "Rank 0 crashed with exit code 1": Python's exit after an uncaught exception) where that rank's configuration
+    error is in the logs: the exception is why it exited; the report joins its evidence instead of standing above
+    it as a crash."""
+    config = {
+        e.rank: k for k, m in groups.items() if k[0] is FindingCode.CONFIG_ERROR for e, _ in m if e.rank is not None
+    }
+    for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH]:
+        members = groups[key]
+        ranks = {e.rank for e, _ in members}
+        if (
+            len(ranks) == 1
+            and (rank := next(iter(ranks))) is not None
+            and (target := config.get(rank)) is not None
+            and all(e.kind is EventKind.CHILD_FAILED and e.details.get("exit_code") == 1 for e, _ in members)
+        ):
+            _join_as_evidence(groups, key, target)
 
 
 def _barrier_raised(e: JobEvent) -> bool:
@@ -975,6 +1004,7 @@ def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> No
         )
         if target is not None:
             groups[target] += groups.pop(key)
+    _fold_ctxsw_after_app_fault(groups)
     _fold_xid_root(groups)
     _fold_bursts(groups)
     # a configuration error explains the "internal error" NCCL wraps it in, on the same host and rank
@@ -1049,6 +1079,40 @@ def _fold_xid_root(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]
             )
             if teardown or all(_same_fall(e, root) for e, _ in members):
                 _join_as_evidence(groups, k, rkey)
+
+
+#: application XIDs (xid.md: 13 graphics engine exception, 31 MMU fault, 43 the app's software-induced stop) and
+#: the context-switch timeout (109) that follows one on the same GPU, and within how long (s)
+_APP_XIDS = frozenset({13, 31, 43})
+_CTXSW_XID = 109
+_CTXSW_AFTER_APP_S = 60.0
+
+
+def _ctxsw_of_app_fault(e: JobEvent, app: JobEvent) -> bool:
+    """``e`` is an XID 109 the application fault ``app`` (an XID 13/31/43) of the same GPU caused: after it, within
+    :data:`_CTXSW_AFTER_APP_S` when both are dated, else on a later line of the same file."""
+    if e.kind is not EventKind.XID or e.details.get("xid") != _CTXSW_XID:
+        return False
+    if e.ts is not None and app.ts is not None:
+        return 0 <= e.ts - app.ts <= _CTXSW_AFTER_APP_S
+    return e.file == app.file and e.line > app.line
+
+
+def _fold_ctxsw_after_app_fault(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
+    """A context-switch timeout (XID 109) right after an application fault (XID 13/31/43) on the same GPU is that
+    fault's consequence (xid.md, XID 109: "if isolated and job-specific, treat as APP"): the kernel that faulted
+    hung its context, the GPU did not fail; the 109 joins the application fault's evidence."""
+    apps = {
+        k[2:]: (k, min((e for e, _ in m if e.details.get("xid") in _APP_XIDS), key=lambda e: (e.file, e.line)))
+        for k, m in groups.items()
+        if len(k) >= 3
+        and k[1] == "gpu"
+        and any(e.kind is EventKind.XID and e.details.get("xid") in _APP_XIDS for e, _ in m)
+    }
+    for k in [k for k in groups if len(k) >= 3 and k[1] == "gpu" and k[2:] in apps]:
+        akey, app = apps[k[2:]]
+        if k != akey and all(_ctxsw_of_app_fault(e, app) for e, _ in groups[k]):
+            _join_as_evidence(groups, k, akey)
 
 
 #: families whose causes of one host are one cause with a count (the same NCCL error printed by every rank)

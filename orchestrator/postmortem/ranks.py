@@ -24,7 +24,9 @@ Sources, first found wins for a rank:
 6. a line Slurm prints for the whole job or step with no host (``slurmstepd: error: Job N exceeded memory
    limit``, its oom-kill count) ran on the host of that job's ``*** JOB N ON HOST CANCELLED ***`` line
    (``src/slurmd/slurmstepd/req.c``: the step daemon names its own node) when that is the only host the logs
-   name: on a one-node job no other stepd could have printed it;
+   name: on a one-node job no other stepd could have printed it; a Slurm line that names no job either
+   (``slurmstepd: error: execve(): torchrun: No such file or directory``) ran on the host of the first such
+   line or of ``srun: error: HOST: task N: ...``, on a one-node job the same way;
 7. a process's own report of its failure printed with no rank (an unprefixed ``CUDA out of memory`` traceback, a
    CUDA error, an exception) is the rank's of the only rank the logs name, when they show a one-node job (as in
    5) and every rank or local rank they name is that one (a launcher's line that one child failed, the rank's
@@ -163,12 +165,17 @@ class RankMap:
                     update["host"], line = self.hosts[rank], self.lines.get(rank)
                 elif e.task is not None and e.task in self.task_hosts:
                     update["host"], line = self.task_hosts[e.task], self.task_lines.get(e.task)
-                elif (job_host := self.job_hosts.get(_slurm_job(e))) is not None:
+                elif _slurm_line(e) and (job_host := self.job_hosts.get(_slurm_job(e))) is not None:
                     update["host"], line = job_host
                 if line is not None and (line.file, line.line) != (e.file, e.line):
                     named[(e.file, e.line)] = line
             out.append(e.model_copy(update=update) if update else e)
         return out, named
+
+
+def _slurm_line(e: JobEvent) -> bool:
+    """A line Slurm itself printed (a catalog row of Slurm's)."""
+    return str(e.details.get("catalog") or "").startswith("slurm.")
 
 
 def _slurm_job(e: JobEvent) -> str:
@@ -246,9 +253,12 @@ def _only_rank(events: Sequence[JobEvent]) -> int | None:
 
 
 def _cancelled_hosts(events: Iterable[JobEvent]) -> dict[str, tuple[str, EvidenceLine]]:
-    """Slurm job id -> the host of its first ``*** JOB N ON HOST CANCELLED ***`` line, and that line."""
+    """Slurm job id -> the host of its first ``*** JOB N ON HOST CANCELLED ***`` line, and that line; ``""`` (a
+    Slurm line that names no job) -> the host of the first of those or of ``srun: error: HOST: task N`` lines."""
     out: dict[str, tuple[str, EvidenceLine]] = {}
     for e in events:
         if e.kind is EventKind.SLURM_CANCELLED and e.host is not None and (jid := _job_id(e)):
             out.setdefault(jid, (e.host, _line(e)))
+        if e.kind in (EventKind.SLURM_CANCELLED, EventKind.SRUN_TASK_EXIT) and e.host is not None:
+            out.setdefault("", (e.host, _line(e)))
     return out

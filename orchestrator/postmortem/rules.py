@@ -118,6 +118,7 @@ _CONFIG_EXC = frozenset(
         "ConfigAttributeError",
         "MissingMandatoryValue",
         "ValidationError",
+        "InstantiationException",  # Hydra: the config's _target_ cannot be located or built
     }
 )
 
@@ -214,6 +215,29 @@ def _ecc(e: JobEvent) -> bool:
 
 def _nccl_oom(e: JobEvent) -> bool:
     return "out of memory" in _d(e, "error")
+
+
+#: CUDA errors that say the job asked the node for what it cannot give (a GPU index it does not see, an
+#: architecture the build has no code for, a driver older than the build): the launch or the environment, not the
+#: GPU (cudaGetErrorString's and hipGetErrorString's wording, as the catalog's config_error rows read it)
+_CONFIG_CUDA_ERRORS = frozenset(
+    {
+        "invalid device ordinal",
+        "no kernel image is available for execution on the device",
+        "CUDA driver version is insufficient for CUDA runtime version",
+        "forward compatibility was attempted on non supported HW",
+        "invalid device function",
+        "hipErrorNoBinaryForGpu",
+        "CUDA_ERROR_INVALID_DEVICE",  # the driver API's names (cuGetErrorName)
+        "CUDA_ERROR_NO_BINARY_FOR_GPU",
+    }
+)
+
+
+def _cuda_config(e: JobEvent) -> bool:
+    """A CUDA error of the job's setup: a catalog row of class config_error, or one of :data:`_CONFIG_CUDA_ERRORS`
+    read by the job log's own CUDA pattern."""
+    return e.details.get("failure_class") == "config_error" or _d(e, "error") in _CONFIG_CUDA_ERRORS
 
 
 def _system_not_ready(e: JobEvent) -> bool:
@@ -334,6 +358,17 @@ RULES: tuple[Rule, ...] = (
         action=_NOT_READY_ACT,
     ),
     Rule(EventKind.CUDA_ERROR, _F.GPU_HW_FAULT, priority=97, key=("gpu", "host", "rank"), when=_ecc),
+    Rule(
+        EventKind.CUDA_ERROR,
+        _F.CONFIG_ERROR,
+        priority=62,
+        key=("config", *_WHERE),
+        when=_cuda_config,
+        message="the job's CUDA setup failed {where}: {d[error]} ({text})",
+        action="a launch or environment error, not the GPU: check the GPUs each process may see and asks for "
+        "(CUDA_VISIBLE_DEVICES, --gpus-per-task, LOCAL_RANK or local_device_ids below the visible GPUs), and that "
+        "the driver, the build's CUDA version and its GPU architectures fit the node; then resubmit",
+    ),
     Rule(EventKind.CUDA_ERROR, _F.CUDA_ERROR, priority=87, key=("cuda", *_WHERE)),
     Rule(EventKind.NCCL_CUDA_FAILURE, _F.OOM_GPU, priority=88, key=("oom-gpu", *_WHERE), when=_nccl_oom),
     Rule(EventKind.NCCL_CUDA_FAILURE, _F.CUDA_ERROR, priority=86, key=("cuda", *_WHERE)),
@@ -466,7 +501,7 @@ RULES: tuple[Rule, ...] = (
         _F.CONFIG_ERROR,
         priority=61,
         key=("config", *_WHERE),
-        when=_from("pytorch.c10d.server_bind_failed"),
+        when=_from("pytorch.c10d.server_bind_failed", "pytorch.c10d.tcpstore_address_in_use"),
         message="the rendezvous store could not listen {where}: its port is taken ({text})",
         action="another job or a leftover process of an earlier run holds MASTER_PORT on {host}: choose a free port "
         "(MASTER_PORT, torchrun --master-port / --rdzv-endpoint) or end the leftover processes, then resubmit",

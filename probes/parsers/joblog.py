@@ -256,10 +256,14 @@ _PG_RE = re.compile(
 _RANK_RE = re.compile(r"\[Rank (\d+)\]")
 _NCCL_LINE_RE = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
 _NCCL_LEVEL_RE = re.compile(r"\bNCCL (?P<lvl>WARN|ERROR|INFO)\b:?\s?(?P<msg>.*)$")
-#: torch's c10d ("NCCL error in: FILE:LINE, MSG, NCCL version V") and torch.cuda.nccl's older ``NCCL_CHECK``
-#: ("NCCL Error 2: unhandled system error", torch/csrc/cuda/nccl.cpp: the status number before NCCL's string)
+#: torch's c10d ("NCCL error in: FILE:LINE, MSG, NCCL version V"), torch.cuda.nccl's older ``NCCL_CHECK``
+#: ("NCCL Error 2: unhandled system error", torch/csrc/cuda/nccl.cpp: the status number before NCCL's string),
+#: Paddle's ("(External) NCCL error(6), remote process exited ...", paddle/phi/core/enforce.h) and nccl-tests'
+#: ("HOST: Test NCCL failure common.cu:961 'internal error - ...'", src/common.h NCCLCHECK)
 _NCCL_TORCH_RE = re.compile(
-    r"NCCL [Ee]rror(?: \d{1,3})?(?: in: \S+?,?)?:?\s+(?P<msg>.*?)(?:,? NCCL version [\d.]+.*)?$|\bDistBackendError\b"
+    r"NCCL (?:[Ee]rror|failure)(?: \d{1,3}|\(\d{1,3}\),?)?(?: in: \S+?,?)?:?\s+(?P<msg>.*?)"
+    r"(?:,? NCCL version [\d.]+.*)?$"
+    r"|\bDistBackendError\b"
 )
 #: NCCL's own error text without its ``NCCL WARN`` marker: after torch's ``Last error:``, or on its own line
 _NCCL_BARE_KEYS = (
@@ -381,7 +385,12 @@ _TEARDOWN_EXC = frozenset({"c10::DistBackendError", "c10::DistError", "c10::Dist
 _WATCHDOG_END_RE = re.compile(
     r"(?:Process group|NCCL) watchdog thread terminated with exception|Watchdog caught collective operation timeout"
 )
-_SIGNAL_RE = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\)|\*\*\* (?P<name2>SIG[A-Z]+) received")
+#: Open MPI's "Signal 11 (SIGSEGV)", abseil's failure signal handler ("*** SIGSEGV received at time=...", older
+#: "*** SIGSEGV (@(nil)), see ... received by PID N (TID M) on cpu C; stack trace: ***")
+_SIGNAL_RE = re.compile(
+    r"Signal (?P<num>\d+) \((?P<name>SIG[A-Z]+)\)"
+    r"|\*\*\* (?P<name2>SIG[A-Z]+) (?:\(@[^)\n]{0,40}\)[^*\n]{0,160}?)?received"
+)
 #: the ChildFailedError summary (torch/distributed/elastic/multiprocessing/errors/__init__.py ``format_msg``)
 _CF_FIELD_RE = re.compile(r"^(?P<k>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<v>.*)$")
 _CF_ENTRY_RE = re.compile(r"^\[(\d+)\]:$")
@@ -496,7 +505,7 @@ _RAW_KEYS = (
     "ray::",  # a Ray task's header: the host of the worker whose traceback follows (_HEADER_RE)
     "MPICH ERROR [Rank ",  # Cray MPICH's error header: the rank and host of the error stack that follows
     "hostname:  ",  # the node of Open MPI's lost-daemon help text, two lines below it (_LOST_DAEMON_LINES)
-    "Traceback (most recent",  # behind a rank prefix: the rank of the device-side asserts above it (_ASSERT_LINES)
+    "Traceback (most recent",  # behind a rank prefix: the rank of the unprefixed lines above it (_UNRANKED_LINES)
 )
 #: a Ray actor exception's ``ip:`` field line (ActorDiedError's fields, python/ray/exceptions.py: class_name,
 #: actor_id, pid, namespace, ip, each on a tab-indented line of its own) and how many lines below it the death
@@ -517,12 +526,12 @@ _HEADER_RE = re.compile(
 _HEADER_LINES = 200
 #: Open MPI's lost-daemon help text names its node on a ``  hostname:  NODE`` line this many lines below it
 _LOST_DAEMON_LINES = 4
-#: the catalog row of a CUDA kernel's own assert line, and how many lines below the last of them the traceback
-#: of the rank that launched the kernel may open (``[rank0]: Traceback ...``; torch prints the asserts' kernel
-#: output unprefixed, then raises "device-side assert triggered" in that rank)
+#: lines a process prints past torch's ``[rankN]:`` prefix, before the traceback torch then raises in that rank
+#: behind it (``[rank0]: Traceback ...``): a CUDA kernel's own assert lines (the GPU's printf) and NCCL's WARN
+#: lines (NCCL writes them itself); how many lines below the last of them that traceback may open
 _DEVICE_ASSERT = "cuda.device_assert_kernel_line"
-_ASSERT_LINES = 40
-_ASSERT_EVENTS = 64  #: at most this many such events wait for their rank
+_UNRANKED_LINES = 40
+_UNRANKED_EVENTS = 64  #: at most this many such events wait for their rank
 
 
 #: the message catalog (messages.yaml), compiled once; every row's kind an EventKind (ValueError at import if not)
@@ -964,6 +973,11 @@ def _catalog_events(body: str, found: list[_Found]) -> list[_Found]:
     return out
 
 
+def _nccl_warned(kind: EventKind, det: Mapping[str, object]) -> bool:
+    """An event read from an NCCL WARN line of a process (its ``host:pid:tid [dev]`` prefix named the pid)."""
+    return kind.value.startswith("nccl-") and kind is not EventKind.NCCL_NET_SOCKET and "pid" in det
+
+
 def _what_details(exc: str, what: str) -> dict[str, JsonScalar]:
     """What the ``what():`` of an uncaught C++ exception ``exc`` adds to its ``terminate called`` event: the text,
     and ``teardown_of`` when it is ProcessGroupNCCL's watchdog taking the process down
@@ -1108,10 +1122,9 @@ class JobLogScanner:
         #: ``terminate called`` events whose ``what():`` line has not been read: (event index, line, the line's
         #: rank, local rank and host prefixes)
         self._terminates: list[tuple[int, int, int | None, int | None, str | None]] = []
-        #: (line of the last, event indexes) of CUDA device-side assert lines read with no rank: the GPU's printf
-        #: reaches the log unprefixed, the traceback of the process that launched the kernel follows behind its
-        #: rank prefix (_ASSERT_LINES)
-        self._asserts: tuple[int, list[int]] | None = None
+        #: (line of the last, event indexes, their (host, pid)s) of device-side assert and NCCL WARN events read
+        #: with no rank, waiting for the traceback of their process behind its rank prefix (_UNRANKED_LINES)
+        self._unranked: tuple[int, list[int], set[tuple[str | None, object]]] | None = None
 
     # ---- bookkeeping
     def _full(self, key: tuple[EventKind, int | None, str | None]) -> bool:
@@ -1166,7 +1179,7 @@ class JobLogScanner:
             or split is None
             or self._pending
             or (self._terminates and "what():" in raw)
-            or self._asserts is not None
+            or self._unranked is not None
             or (not plan.matters and (self._block is not None or self._root_next is not None))
         ):
             self._gate(n, raw, split)
@@ -1326,14 +1339,15 @@ class JobLogScanner:
         if task.isdigit() and j > 0 and raw[i + 7 : j].isdigit():
             self._task_ranks.setdefault(int(task), int(raw[i + 7 : j]))
 
-    def _rank_asserts(self, n: int, ll: LogLine, body: str) -> None:
-        """The first line with a rank after unranked device-side assert lines: when it opens a traceback within
-        :data:`_ASSERT_LINES` lines of the last assert, that rank's process launched the kernel; the asserts take
-        its rank (and host), and ``rank_from_line`` says which line gave it."""
-        assert self._asserts is not None and ll.rank is not None
-        last, idxs = self._asserts
-        self._asserts = None
-        if n - last > _ASSERT_LINES or not body.startswith("Traceback (most recent call last)"):
+    def _rank_unranked(self, n: int, ll: LogLine, body: str) -> None:
+        """The first line with a rank after unranked device-side assert or NCCL WARN lines of one process: when it
+        opens a traceback within :data:`_UNRANKED_LINES` lines of the last of them, they are that rank's (the kernel
+        it launched asserted, its NCCL warned, then torch raised in it); they take its rank (and host), and
+        ``rank_from_line`` says which line gave it. Lines of several processes (NCCL's pids differ) take none."""
+        assert self._unranked is not None and ll.rank is not None
+        last, idxs, procs = self._unranked
+        self._unranked = None
+        if n - last > _UNRANKED_LINES or len(procs) > 1 or not body.startswith("Traceback (most recent call last)"):
             return
         for i in idxs:
             ev = self.events[i]
@@ -1344,8 +1358,8 @@ class JobLogScanner:
 
     def _logical(self, n: int, raw: str, ll: LogLine) -> None:
         body = ll.body
-        if self._asserts is not None and ll.rank is not None:
-            self._rank_asserts(n, ll, body)
+        if self._unranked is not None and ll.rank is not None:
+            self._rank_unranked(n, ll, body)
         if self._terminates and body.startswith("what():"):
             self._what(ll, body)
         if ll.task is not None and ll.rank is not None and len(self._task_ranks) < MAX_HOSTS:
@@ -1551,11 +1565,12 @@ class JobLogScanner:
                 self._terminates.append((kept, n, ll.rank, ll.local_rank, host))
             if det.get("catalog") == "openmpi.errmgr.lost_daemon" and ev_host is None and len(self.events) > kept:
                 self._lost_daemon = (n, kept)
-            if det.get("catalog") == _DEVICE_ASSERT and ev_rank is None:
-                idxs = self._asserts[1] if self._asserts is not None else []
-                if len(self.events) > kept and len(idxs) < _ASSERT_EVENTS:
+            if ev_rank is None and (det.get("catalog") == _DEVICE_ASSERT or _nccl_warned(f.kind, det)):
+                idxs, procs = (self._unranked[1], self._unranked[2]) if self._unranked is not None else ([], set())
+                if len(self.events) > kept and len(idxs) < _UNRANKED_EVENTS:
                     idxs.append(kept)
-                self._asserts = (n, idxs)
+                procs.add((ev_host, det.get("pid")))
+                self._unranked = (n, idxs, procs)
 
     @staticmethod
     def _details(f: _Found, facts: _BodyFacts, ll: LogLine, red: bool, body: str) -> dict[str, JsonScalar]:

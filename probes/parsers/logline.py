@@ -96,6 +96,10 @@ _PREFIX_RE = re.compile(
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)[ \t]\d\d-\d\d[ \t]\d\d:\d\d:\d\d(?:\.\d{1,6})?[ \t]"
     r"\[?[\w.\-]{1,100}:\d{1,6}\][ \t]?"
     r"|\[(?P<dmesg_t>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\][ \t]?"
+    # ctime(3)'s stamp before a tag with or without a space ("Fri Aug 11 12:31:45 2023[1,0]<stdout>:")
+    r"|(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})(?:[ \t]|(?=\[))"
+    # Open MPI's signal handler and ORTE's own lines ("[rack1-93-slot7:186363] *** Process received signal ***")
+    r"|\[(?P<bh_host>[A-Za-z][\w.\-]{0,62}):\d{1,10}\][ \t]"
     r"|\[[ \t]*(?P<uptime>\d+\.\d+)\][ \t]?"
     r"|(?P<syslog>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)[ \t]+(?P<sys_host>[^\s:\[]+)[ \t]+"
     r"(?P<sys_ident>[\w.\-/@]+)(?:\[\d+\])?:[ \t]"
@@ -219,7 +223,7 @@ def _strip_all(text: str, limit: int) -> LogLine:
             host, redacted = h or host, redacted or red
         elif kind == "task":
             task = int(m.group("task"))
-        elif kind in ("iso", "dmesg_t"):
+        elif kind in ("iso", "dmesg_t", "ctime"):
             stamps.append(m.group(kind))
         elif kind == "uptime":
             uptime = float(m.group("uptime"))
@@ -227,7 +231,7 @@ def _strip_all(text: str, limit: int) -> LogLine:
             stamps.append(m.group("syslog"))
             h, red = host_of(m.group("sys_host"))
             host, redacted = h or host, redacted or red
-        elif kind in ("jhost", "thost"):
+        elif kind in ("jhost", "thost", "bh_host"):
             h, red = host_of(m.group(kind))
             host, redacted = h or host, redacted or red
         elif kind == "ray_kv":
