@@ -62,6 +62,19 @@ KNOWN_MISSES = {
     "ERROR: an unreachable rendezvous store (errno 113, No route to host) is read as the network's failure, as log "
     "89's label has it; this label takes the thread's diagnosis (DeepSpeed picked the wrong interface for the "
     "master's address), a configuration error the log itself does not show",
+    # added with logs 401-465
+    "401-cscfi1-mahti-slurmstepd-execve-torchrun-no-such-file-srun-task0-exit-code-2.log": "rank: srun's task 0 is "
+    "not read as rank 0 because the line names torchrun (a launcher that starts several ranks per task); torchrun "
+    "never started, so no rank ran at all",
+    "413-wespeaker171-jobs-sharing-node-rendezvous-shutdown-failed-broken-pipe-rendezvousconnectionerror.log": "the "
+    "label takes the thread's diagnosis (two jobs sharing one rendezvous endpoint: a configuration error); the log "
+    "shows only a lost rendezvous and a broken pipe",
+    "456-optimumhabana1779-gaudi-multinode-pdsh-ip-rank14-prefix-broadcast-graph-compile-failed-synstatus26.log": "the "
+    "label takes the thread's diagnosis (the environment did not reach the second node); the log shows Gaudi's "
+    "'Graph compile failed. synStatus 26' RuntimeError, read as that rank's crash",
+    "458-t5x864-gpu-two-nodes-hard-wrapped-122-cols-padded-execution-of-replica-1-failed-ncclallreduce-unhandled-cuda-"
+    "error.log": "the log is hard-wrapped at 122 columns mid-word ('un' / 'handled cuda error'): no line holds the "
+    "error whole",
 }
 
 
