@@ -46,8 +46,6 @@ KNOWN_MISSES = {
     "193-horovod1950-openmpi-peer-process-unexpectedly-disconnected-local-host-reco313-peer-host-reco316.log": "the "
     "disconnected peer is named in the message, not as the node at fault: an observer's peer is not condemned "
     "(the label takes the peer as the host)",
-    "213-llamafactory9258-ray-head-rank0-prefix-memory-on-the-node-after-training-done-cut.log": "OOM_HOST on the "
-    "right node without rank 0: the memory monitor's 'rank=0' inside the task's description is not read",
     # added with logs 231-247
     "241-qwen3vl1756-web-console-table-pipes-timestamp-master-0-prefix-terminate-distbackenderror-pg-rank0-illegal-"
     "memory-access.log": "CUDA_ERROR naming no node: a web console's table ('  |   | STAMP master-0 >> ... |') "
