@@ -118,7 +118,7 @@ _PREFIX_RE = re.compile(
 #: a word before ``: `` that is not a host even though it holds a digit
 _NOT_HOST_RE = re.compile(
     r"^(?:cuda|rank|local_?rank|epoch|step|iter(?:ation)?|layer|frame|thread|process|device|task|line|batch|"
-    r"worker_?id|node_?rank|e\d{3,4}|[wief]\d{3,4}|h100|a100|v100|b200|gb200|sm\d+|py(?:thon)?\d.*|mlx\d|\d+)\d*$",
+    r"worker_?id|node_?rank|e\d{3,4}|e[a-z]\d{4}|[wief]\d{3,4}|h100|a100|v100|b200|gb200|sm\d+|py(?:thon)?\d.*|mlx\d|\d+)\d*$",
     re.I,
 )
 _REDACTED_RE = re.compile(r"x{3,}|\*{2,}|redact|^<.*>$|hidden|masked|anonymi[sz]ed|^host(?:name)?$|^[\W_]*$", re.I)
