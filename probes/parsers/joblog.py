@@ -403,9 +403,6 @@ _NCCL_INIT_RE = re.compile(
     r"\brank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<cuda>\d+)(?: nvmlDev (?P<nvml>\d+))?"
     r" busId (?P<bus>[0-9a-fA-F]{1,16})\b"
 )
-_LOCAL_RANK_RE = re.compile(r"(?<![\w.])(?:LOCAL_RANK|local_rank)\s*[=:]\s*(\d{1,6})\b")
-#: a global rank printed beside it (``RANK=3 LOCAL_RANK=3 WORLD_SIZE=8``); lower-case ``rank`` is too common
-#: the child's ``--local_rank=N`` argument in the command list a launcher prints (DeepSpeed's sigkill_handler)
 #: Linux's signal numbers (signal(7), x86 and ARM): a number a message prints, by the name the others print
 LINUX_SIGNALS = {
     1: "SIGHUP",
@@ -424,7 +421,10 @@ LINUX_SIGNALS = {
     14: "SIGALRM",
     15: "SIGTERM",
 }
+_LOCAL_RANK_RE = re.compile(r"(?<![\w.])(?:LOCAL_RANK|local_rank)\s*[=:]\s*(\d{1,6})\b")
+#: the child's ``--local_rank=N`` argument in the command list a launcher prints (DeepSpeed's sigkill_handler)
 _LOCAL_RANK_ARG_RE = re.compile(r"'-- ?local_rank=(\d{1,5})'")
+#: a global rank printed beside it (``RANK=3 LOCAL_RANK=3 WORLD_SIZE=8``); lower-case ``rank`` is too common
 _GLOBAL_RANK_RE = re.compile(r"(?<![\w.])(?:RANK|GLOBAL_RANK|global_rank)\s*[=:]\s*(\d{1,7})\b")
 _CVD_RE = re.compile(r"\bCUDA_VISIBLE_DEVICES\s*[=:]\s*['\"]?(?P<v>[\w\-]+(?:,[\w\-]+)*)")
 
@@ -1179,7 +1179,7 @@ class JobLogScanner:
             or split is None
             or self._pending
             or (self._terminates and "what():" in raw)
-            or self._unranked is not None
+            or (self._unranked is not None and n - self._unranked[0] <= _UNRANKED_LINES)
             or (not plan.matters and (self._block is not None or self._root_next is not None))
         ):
             self._gate(n, raw, split)
@@ -1565,7 +1565,8 @@ class JobLogScanner:
                 self._terminates.append((kept, n, ll.rank, ll.local_rank, host))
             if det.get("catalog") == "openmpi.errmgr.lost_daemon" and ev_host is None and len(self.events) > kept:
                 self._lost_daemon = (n, kept)
-            if ev_rank is None and (det.get("catalog") == _DEVICE_ASSERT or _nccl_warned(f.kind, det)):
+            waits = ev_rank is None and ll.task is None  # a task's rank is the job's layout's (ranks.py)
+            if waits and (det.get("catalog") == _DEVICE_ASSERT or _nccl_warned(f.kind, det)):
                 idxs, procs = (self._unranked[1], self._unranked[2]) if self._unranked is not None else ([], set())
                 if len(self.events) > kept and len(idxs) < _UNRANKED_EVENTS:
                     idxs.append(kept)
