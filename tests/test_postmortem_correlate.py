@@ -407,8 +407,8 @@ def test_an_unprefixed_oom_is_the_only_rank_the_logs_name(tmp_path: Path) -> Non
     )
     log = tmp_path / "job.out"
     log.write_text(oom + child.format(r=0))
-    c = run_postmortem([LogFiles([log])]).causes[0]
-    assert (c.code, c.rank) == (F.OOM_GPU, 0)
+    (c,) = run_postmortem([LogFiles([log])]).causes  # the launcher's exit code 1 is the OOM's echo
+    assert (c.code, c.rank) == (F.OOM_GPU, 0) and [e.line for e in c.evidence] == [1, 2]
     log.write_text(oom + child.format(r=0) + child.format(r=1))
     c = run_postmortem([LogFiles([log])]).causes[0]
     assert (c.code, c.rank) == (F.OOM_GPU, None)

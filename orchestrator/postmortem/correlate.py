@@ -931,21 +931,29 @@ def _fold_teardowns(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged
             _join_as_evidence(groups, key, tkey)
 
 
+#: the causes a rank's own traceback tells (its exception, its CUDA error or OOM): a launcher's "exited with code 1"
+#: of that rank is their echo
+_OWN_FAILURES = frozenset({FindingCode.CONFIG_ERROR, FindingCode.OOM_GPU, FindingCode.CUDA_ERROR})
+
+
 def _fold_exception_exits(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
-    """A launcher's report that a rank exited with code 1 (torchrun's ChildFailedError root cause, Composer's
-    "Rank 0 crashed with exit code 1": Python's exit after an uncaught exception) where that rank's configuration
-    error is in the logs: the exception is why it exited; the report joins its evidence instead of standing above
-    it as a crash."""
-    config = {
-        e.rank: k for k, m in groups.items() if k[0] is FindingCode.CONFIG_ERROR for e, _ in m if e.rank is not None
-    }
-    for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH]:
+    """A launcher's report that a rank exited with code 1 (torchrun's ChildFailedError root cause, DeepSpeed's and
+    Composer's launcher lines: Python's exit after an uncaught exception) where that rank's own failure is in the
+    logs (a configuration error, a CUDA error or OOM, an exception): that failure is why it exited; the report
+    joins its evidence instead of standing beside it as a crash of its own."""
+    own: dict[int, tuple[object, ...]] = {}
+    for k, m in groups.items():
+        if k[0] in _OWN_FAILURES or (k[0] is FindingCode.PROCESS_CRASH and len(k) > 1 and k[1] == "exception"):
+            for e, _ in m:
+                if e.rank is not None:
+                    own.setdefault(e.rank, k)
+    for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH and (len(k) < 2 or k[1] != "exception")]:
         members = groups[key]
         ranks = {e.rank for e, _ in members}
         if (
             len(ranks) == 1
             and (rank := next(iter(ranks))) is not None
-            and (target := config.get(rank)) is not None
+            and (target := own.get(rank)) is not None
             and all(e.kind is EventKind.CHILD_FAILED and e.details.get("exit_code") == 1 for e, _ in members)
         ):
             _join_as_evidence(groups, key, target)
