@@ -23,9 +23,6 @@ KNOWN_MISSES = {
     "48-ray47461-raylet-worker-died-sigkill-torchtrainer-worker0.log": "Ray's 'A worker died or was killed' report "
     "(three possible causes, OOM among them) is read as a crash; 'Worker 0 has failed' is not read",
     # added with logs 53-90 (each: what fleetdx says today, and the deciding line)
-    "55-jax22747-xla-unhandled-system-error-sockettryaccept-bad-fd.log": "NCCL_NETWORK_ERROR from the last warning "
-    "'socketTryAccept: Accept failed'; XLA's 'ncclCommInitRank(...) failed: unhandled system error' is not read",
-    # added with logs 91-136
     "97-raylightning24-ray-pid-prefix-unhandled-cuda-error-ipc-handle-217-peer-access.log": "CUDA_ERROR naming no "
     "node: the RuntimeError is printed by a process whose lines name no host; z-pc is named only by another "
     "process's NCCL 2.7 WARN 'failed to open CUDA IPC handle' (a wording NCCL dropped in 2.8)",
