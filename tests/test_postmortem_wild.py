@@ -22,7 +22,7 @@ LABELS: dict[str, dict[str, Any]] = yaml.safe_load((WILD / "LABELS.yaml").read_t
 KNOWN_MISSES = {
     "48-ray47461-raylet-worker-died-sigkill-torchtrainer-worker0.log": "Ray's 'A worker died or was killed' report "
     "(three possible causes, OOM among them) is read as a crash; 'Worker 0 has failed' is not read",
-    # added with logs 53-90 (each: what fleetdx says today, and the deciding line)
+    # added with logs 91-136 (each: what fleetdx says today, and the deciding line)
     "97-raylightning24-ray-pid-prefix-unhandled-cuda-error-ipc-handle-217-peer-access.log": "CUDA_ERROR naming no "
     "node: the RuntimeError is printed by a process whose lines name no host; z-pc is named only by another "
     "process's NCCL 2.7 WARN 'failed to open CUDA IPC handle' (a wording NCCL dropped in 2.8)",
