@@ -70,6 +70,22 @@ KNOWN_MISSES = {
     "458-t5x864-gpu-two-nodes-hard-wrapped-122-cols-padded-execution-of-replica-1-failed-ncclallreduce-unhandled-cuda-"
     "error.log": "the log is hard-wrapped at 122 columns mid-word ('un' / 'handled cuda error'): no line holds the "
     "error whole",
+    # added with logs 501-535
+    "501-pytorch135486-mi250-rccl-barrier-fatal-python-segfault-srun-task-prefix-g1002.log": "no host: g1002 is named "
+    "only by an NCCL INFO line behind srun's task prefix ('0: g1002:PID:TID [0] NCCL INFO ...'), a line no event "
+    "starts on, which the scanner does not read",
+    "503-deepspeed3827-zeropp-hpz-pdsh-ip-prefix-nccl-warn-cuda-failure-misaligned-address-abort-complete.log": "the "
+    "host is named 192.168.1.51 (pdsh's prefix, the hostfile's name) where the label takes NCCL's "
+    "iZuf69i4pwuzuijxvre2qmZ: one machine by two names (as log 166)",
+    "509-pytorch150916-elastic-kill9-remote-node-ncclremoteerror-connection-closed-by-remote-peer-ec2-host.log": "the "
+    "peer that closed the connection is named in the message, not as a node at fault: an observer's peer is not "
+    "condemned unless the logs show it as a host of the job (the label takes the peer, as log 193's)",
+    "527-openrlhf265-multinode-ppo-docker-rayworkervllm-c10d-client-socket-timed-out-1800s-connect-172-17-0-2-then-"
+    "actor-watchdog-allreduce.log": "NCCL_TIMEOUT: the label takes the thread's diagnosis (a Docker-internal address "
+    "the other node cannot reach: configuration); the log shows a store connection timeout and a watchdog timeout",
+    "531-gptneox1147-two-nodes-hostfile-pdsh-prefix-node2-last-error-net-call-to-recv-failed-connection-refused-"
+    "redacted-ip.log": "the peer is redacted by the poster ('NODE2_IP'), so the observer's peer cannot be matched to "
+    "node2",
 }
 
 
