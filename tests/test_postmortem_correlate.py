@@ -562,3 +562,17 @@ def test_a_slurmstepd_line_without_host_or_job_is_the_only_srun_hosts(tmp_path: 
                    "with exit code 2\n")  # fmt: skip
     c = run_postmortem([LogFiles([log])]).causes[0]
     assert (c.code, c.nodes) == (F.CONFIG_ERROR, [])
+
+
+def test_a_tasks_host_comes_from_ncclS_own_prefix_behind_the_task_prefix(tmp_path: Path) -> None:
+    """srun -l's task prefix before NCCL's 'host:pid:tid [dev]' on an INFO line no event starts on (wild log
+    501's shape): task 0 ran there, so did the elastic agent's failed child on task 0."""
+    log = tmp_path / "job.out"
+    log.write_text(
+        "0: g1002:2128869:2128880 [0] NCCL INFO Setting affinity for GPU 0 to ffff0000\n"
+        "0: Fatal Python error: Segmentation fault\n"
+        "0: E0909 14:03:50.013000 22579342468928 torch/distributed/elastic/multiprocessing/api.py:833] failed "
+        "(exitcode: -11) local_rank: 0 (pid: 2128869) of binary: /usr/bin/python3\n"
+    )
+    c = run_postmortem([LogFiles([log])]).causes[0]
+    assert (c.code, c.nodes) == (F.PROCESS_CRASH, ["g1002"])

@@ -71,9 +71,6 @@ KNOWN_MISSES = {
     "error.log": "the log is hard-wrapped at 122 columns mid-word ('un' / 'handled cuda error'): no line holds the "
     "error whole",
     # added with logs 501-535
-    "501-pytorch135486-mi250-rccl-barrier-fatal-python-segfault-srun-task-prefix-g1002.log": "no host: g1002 is named "
-    "only by an NCCL INFO line behind srun's task prefix ('0: g1002:PID:TID [0] NCCL INFO ...'), a line no event "
-    "starts on, which the scanner does not read",
     "503-deepspeed3827-zeropp-hpz-pdsh-ip-prefix-nccl-warn-cuda-failure-misaligned-address-abort-complete.log": "the "
     "host is named 192.168.1.51 (pdsh's prefix, the hostfile's name) where the label takes NCCL's "
     "iZuf69i4pwuzuijxvre2qmZ: one machine by two names (as log 166)",

@@ -38,7 +38,7 @@ from fleetdx.orchestrator.judgement import EvidenceLine, Finding, FindingCode
 from fleetdx.orchestrator.postmortem.contracts import TimelineEntry, gpu_details
 from fleetdx.orchestrator.postmortem.contracts import cause as cause_of
 from fleetdx.orchestrator.postmortem.gpus import GpuMap, Resolved, describe, label
-from fleetdx.orchestrator.postmortem.ranks import rank_map
+from fleetdx.orchestrator.postmortem.ranks import LogPairs, rank_map
 from fleetdx.orchestrator.postmortem.rules import DECISIVE, Judged, judge, render
 
 __all__ = ["DECISIVE", "Judged", "judge"]
@@ -764,10 +764,12 @@ def correlate(
     hosts: Iterable[str] = (),
     task_ranks: dict[int, int] | None = None,
     gpus: Sequence[GpuFact] = (),
+    task_hosts: dict[int, str] | None = None,
 ) -> Correlation:
     """Rank the causes of a failure from all its events (job logs and kernel logs, any order). ``hosts`` are
     the host names the logs showed (a peer is named as a node only when it is one of them or of the job's);
     ``task_ranks`` the Slurm task -> rank pairs the logs showed (an event naming only a task gets its rank);
+    ``task_hosts`` the Slurm task -> host pairs they showed (an event naming only a task gets its host);
     ``gpus`` the logs' GPU facts (NCCL init lines, LOCAL_RANK, CUDA_VISIBLE_DEVICES): each cause's GPU, and
     the rank of a kernel XID whose PCI address a rank's NCCL init line printed on the same host
     (:mod:`fleetdx.orchestrator.postmortem.gpus`)."""
@@ -789,7 +791,8 @@ def correlate(
         for e in ordered
     ]
     # rank and task placement (ranks.py): task-only events take their rank, host-less ones their host
-    placement = rank_map(ordered, rank_hosts or {}, task_ranks or {}, gmap.by_rank(), job)
+    pairs = LogPairs(rank_hosts or {}, task_ranks or {}, task_hosts or {})
+    placement = rank_map(ordered, pairs, gmap.by_rank(), job)
     ordered, host_lines = placement.place(ordered)
     rank_hosts = placement.hosts
     ordered = mark_flaps(ordered)

@@ -8,7 +8,8 @@ Sources, first found wins for a rank:
 2. NCCL's communicator init line (``NCCL_DEBUG=INFO``: ``host:pid:tid`` prefix and ``rank R nranks N`` of a
    communicator of the whole job, :mod:`fleetdx.orchestrator.postmortem.gpus`);
 3. Slurm's ``srun: error: HOST: task N: ...`` lines (``src/srun/srun_job.c`` / ``step_launch.c``: the task ids of
-   ``HOST`` that ended badly), with the task -> rank pairs the log showed (``N: [rankR]:`` under ``srun -l``);
+   ``HOST`` that ended badly) and the host NCCL's own ``host:pid:tid`` prefix names behind a task's ``N: `` prefix,
+   with the task -> rank pairs the log showed (``N: [rankR]:`` under ``srun -l``);
    when every pair the log shows is ``task N = rank N`` (``srun`` starting one process per rank, rank taken from
    ``SLURM_PROCID``), a task the log shows no pair for is that rank too: a task printing no ``[rankN]:`` is no
    reason to give up the layout its siblings show. When the log shows no pair at all and no launcher that starts
@@ -106,7 +107,8 @@ def _line(e: JobEvent | GpuFact) -> EvidenceLine:
 
 @dataclass
 class RankMap:
-    """rank -> host and task -> host, each with the line that named it (``None``: the job model's placement)."""
+    """rank -> host and task -> host, each with the line that named it (``None``: the job model's placement, or a
+    pair a prefix showed on a line that is no event)."""
 
     hosts: dict[int, str] = field(default_factory=dict)
     lines: dict[int, EvidenceLine | None] = field(default_factory=dict)
@@ -199,22 +201,31 @@ def _srun_tasks(m: RankMap, e: JobEvent, host: str) -> None:
             m.add(rank, host, _line(e))
 
 
+@dataclass(frozen=True)
+class LogPairs:
+    """What the logs showed of the job's layout beside their events (the job-log scanner's pairs, merged over
+    every log, first seen wins): rank -> host, Slurm task -> rank, Slurm task -> host."""
+
+    rank_hosts: Mapping[int, str] = field(default_factory=dict)
+    task_ranks: Mapping[int, int] = field(default_factory=dict)
+    task_hosts: Mapping[int, str] = field(default_factory=dict)
+
+
 def rank_map(
     events: Iterable[JobEvent],
-    rank_hosts: Mapping[int, str] = {},
-    task_ranks: Mapping[int, int] = {},
+    pairs: LogPairs = LogPairs(),
     inits: Mapping[int, GpuFact] = {},
     job: Job | None = None,
 ) -> RankMap:
-    """The rank and task placement of a job from its events, the logs' rank -> host and task -> rank pairs, the
-    NCCL init lines of whole-job communicators by rank (``inits``) and the job model (module doc)."""
+    """The rank and task placement of a job from its events, the logs' ``pairs``, the NCCL init lines of
+    whole-job communicators by rank (``inits``) and the job model (module doc)."""
     events = list(events)
-    m = _task_layout(task_ranks, events)
-    m.single_node = _single_node(events, rank_hosts, job)
+    m = _task_layout(pairs.task_ranks, events)
+    m.single_node = _single_node(events, pairs.rank_hosts, job)
     for e in events:  # source 1: a line naming both
         if e.rank is not None and e.host is not None and e.kind is not EventKind.SRUN_TASK_EXIT:
             m.add(e.rank, e.host, _line(e))
-    for r, h in rank_hosts.items():  # the logs' pairs whose line is not an event's (a prefix seen further)
+    for r, h in pairs.rank_hosts.items():  # the logs' pairs whose line is not an event's (a prefix seen further)
         m.add(r, h, None)
     for r, f in sorted(inits.items()):  # source 2
         if f.host is not None:
@@ -222,6 +233,7 @@ def rank_map(
     for e in events:  # source 3
         if e.kind is EventKind.SRUN_TASK_EXIT and e.host is not None:
             _srun_tasks(m, e, e.host)
+    _task_hosts(m, pairs.task_hosts)
     if job is not None:  # source 4
         for p in job.ranks:
             m.add(p.rank, p.host, None)
@@ -230,6 +242,16 @@ def rank_map(
     m.job_hosts = _cancelled_hosts(events) if m.single_node else {}  # source 6
     m.only_rank = _only_rank(events) if m.single_node else None  # source 7
     return m
+
+
+def _task_hosts(m: RankMap, task_hosts: Mapping[int, str]) -> None:
+    """The logs' task -> host pairs whose line is no event's (NCCL's own prefix behind a task's prefix: source
+    3); so do the ranks of those tasks, where the layout says them."""
+    for t, h in task_hosts.items():
+        m.task_hosts.setdefault(t, h)
+        m.task_lines.setdefault(t, None)
+        if (rank := m.rank_of_task(t)) is not None:
+            m.add(rank, h, None)
 
 
 #: the kinds of line a process prints about its own failure (source 7)

@@ -122,6 +122,7 @@ def run_postmortem(
     out_of_window = 0
     seen_hosts: set[str] = set()
     task_ranks: dict[int, int] = {}
+    task_hosts: dict[int, str] = {}
     gpus: list[GpuFact] = []
     curves: list[BandwidthCurve] = []
     judged: list[Evidence] = []
@@ -137,6 +138,8 @@ def run_postmortem(
             seen_hosts.update(log.hosts)
             for t, r in log.task_ranks.items():
                 task_ranks.setdefault(t, r)
+            for t, h in log.task_hosts.items():
+                task_hosts.setdefault(t, h)
             for r, h in log.rank_hosts.items():
                 rank_hosts.setdefault(r, h)
             gpus += log.gpus
@@ -145,7 +148,7 @@ def run_postmortem(
                     events.append(e)
                 else:
                     out_of_window += 1
-    corr = correlate(events, job, rank_hosts, seen_hosts, task_ranks, gpus)
+    corr = correlate(events, job, rank_hosts, seen_hosts, task_ranks, gpus, task_hosts)
     causes, timeline = corr.causes, corr.timeline
     if judged:
         hosts_of = {**{p.rank: p.host for p in (job.ranks if job else [])}, **rank_hosts}

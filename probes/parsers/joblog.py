@@ -218,7 +218,8 @@ class JobLog(Contract):
     ``hosts`` are the hosts the log names (events' hosts, and hosts seen as prefixes of the lines read further:
     those that may hold an event). ``rank_hosts`` maps a
     rank to the host that printed a line carrying both (a host prefix and a rank prefix,
-    an NCCL ``host:pid:tid`` line under an Open MPI rank prefix, a ChildFailedError entry), first seen wins.
+    an NCCL ``host:pid:tid`` line under an Open MPI or torch rank prefix, a ChildFailedError entry), first seen
+    wins.
     """
 
     file: str
@@ -230,6 +231,9 @@ class JobLog(Contract):
     #: Slurm task id -> torch rank, from lines that carry both (``3: [rank3]: ...`` under ``srun -l``): the
     #: layout the log itself shows, the only way a task id named by ``srun: error: HOST: task N`` becomes a rank
     task_ranks: dict[int, int] = Field(default_factory=dict)
+    #: Slurm task id -> the host its lines name (an event of that task naming its host, or NCCL's own
+    #: ``host:pid:tid`` prefix behind the task's ``N: `` prefix), first seen wins
+    task_hosts: dict[int, str] = Field(default_factory=dict)
     #: the lines telling which GPU a rank/process uses (NCCL init lines, LOCAL_RANK, CUDA_VISIBLE_DEVICES), in
     #: line order, at most :data:`MAX_HOSTS`
     gpus: list[GpuFact] = Field(default_factory=list)
@@ -254,6 +258,8 @@ _PG_RE = re.compile(
     r"\[PG (?:ID )?(?P<pg>\d+)(?: PG GUID (?P<guid>[^\s(\]]+))?(?: ?\((?P<desc>[^)]*)\))? Rank (?P<r>\d+)\]"
 )
 _RANK_RE = re.compile(r"\[Rank (\d+)\]")
+#: NCCL's own prefix at the start of what follows a launcher's prefix (``g1002:2128869:2128880 [0] NCCL INFO ...``)
+_NCCL_AT_START_RE = re.compile(r"(?P<host>[^\s:\[\]()]{1,255}):\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL ")
 _NCCL_LINE_RE = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
 _NCCL_LEVEL_RE = re.compile(r"\bNCCL (?P<lvl>WARN|ERROR|INFO)\b:?\s?(?P<msg>.*)$")
 #: torch's c10d ("NCCL error in: FILE:LINE, MSG, NCCL version V"), torch.cuda.nccl's older ``NCCL_CHECK``
@@ -1104,6 +1110,8 @@ class JobLogScanner:
         self._hosts: dict[str, None] = {}
         self._prefix_hosts: set[str] = set()
         self._rank_hosts: dict[int, str] = {}
+        #: Slurm task -> the host its lines name (an event's, or NCCL's own prefix behind the task's prefix)
+        self._task_hosts: dict[int, str] = {}
         #: (rank, host) of the ranks whose own watchdog timeout was read: a later Flight Recorder line saying
         #: that this same rank timed out ("from this local rank") adds nothing and is not kept
         self._timed_out: set[tuple[int, str | None]] = set()
@@ -1145,6 +1153,8 @@ class JobLogScanner:
             self._hosts.setdefault(ev.host, None)
         if ev.rank is not None and ev.host is not None and len(self._rank_hosts) < MAX_HOSTS:
             self._rank_hosts.setdefault(ev.rank, ev.host)
+        if ev.task is not None and ev.host is not None and len(self._task_hosts) < MAX_HOSTS:
+            self._task_hosts.setdefault(ev.task, ev.host)
 
     def _note_year(self, ll: LogLine) -> None:
         """Remember the year a line's stamps name (it dates later stamps printed without one)."""
@@ -1196,6 +1206,7 @@ class JobLogScanner:
             # line names a host (_learn_host)
             if split[1] is not None and "[rank" in raw[:16]:
                 self._learn_task(raw)
+            self._learn_nccl_host(split)
 
     def _gate(self, n: int, raw: str, split: tuple[int | None, int | None, str] | None) -> None:
         """Read ``raw`` (``split`` by :func:`prefixed`) if an event can start on it (or it can belong to what is
@@ -1211,6 +1222,22 @@ class JobLogScanner:
         else:
             self._learn_host(raw)
             self._learn_task(raw)
+            if split is not None:
+                self._learn_nccl_host(split)
+
+    def _learn_nccl_host(self, split: tuple[int | None, int | None, str]) -> None:
+        """Remember the host NCCL's own ``host:pid:tid [dev] NCCL ...`` prefix names for the rank or Slurm task whose
+        launcher prefix the line carries (``0: g1002:2128869:2128880 [0] NCCL INFO ...``: task 0 ran on g1002), the
+        first such line of each (a cheap look: one dictionary lookup once it is known)."""
+        rank, task, rest = split
+        known, key = (self._task_hosts, task) if task is not None else (self._rank_hosts, rank)
+        if key is None or key in known or len(known) >= MAX_HOSTS or " NCCL " not in rest[:200]:
+            return
+        m = _NCCL_AT_START_RE.match(rest)
+        if m is not None:
+            host, redacted = host_of(m.group("host"))
+            if host is not None and not redacted:
+                known[key] = host
 
     def _read(self, n: int, raw: str, split: tuple[int | None, int | None, str] | None) -> None:
         """Read line ``n`` (``split``: its rank or task prefix and rest, as :func:`prefixed` gives)."""
@@ -1623,6 +1650,7 @@ class JobLogScanner:
             hosts=list(dict.fromkeys([*self._hosts, *sorted(self._prefix_hosts)])),
             rank_hosts=self._rank_hosts,
             task_ranks=self._task_ranks,
+            task_hosts=self._task_hosts,
             gpus=self._gpus,
         )
 
