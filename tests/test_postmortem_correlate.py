@@ -394,6 +394,12 @@ def test_horovods_oldest_stall_list_names_the_rank_missing_from_its_range(tmp_pa
     assert (c.code, c.rank) == (F.NCCL_TIMEOUT, 2)
 
 
+def _causes(log: Path, text: str) -> list[Finding]:
+    """The causes of a postmortem of the job log ``log``, written with ``text`` first."""
+    log.write_text(text)
+    return run_postmortem([LogFiles([log])]).causes
+
+
 def test_an_unprefixed_oom_is_the_only_rank_the_logs_name(tmp_path: Path) -> None:
     """A one-node job whose launcher names one child (wild log 363's shape): the unprefixed CUDA OOM above it is
     that rank's, said in its details; with two ranks named it stays rankless."""
@@ -406,11 +412,9 @@ def test_an_unprefixed_oom_is_the_only_rank_the_logs_name(tmp_path: Path) -> Non
         "'--local_rank={r}'] exits with return code = 1\n"
     )
     log = tmp_path / "job.out"
-    log.write_text(oom + child.format(r=0))
-    (c,) = run_postmortem([LogFiles([log])]).causes  # the launcher's exit code 1 is the OOM's echo
+    (c,) = _causes(log, oom + child.format(r=0))  # the launcher's exit code 1 is the OOM's echo
     assert (c.code, c.rank) == (F.OOM_GPU, 0) and [e.line for e in c.evidence] == [1, 2]
-    log.write_text(oom + child.format(r=0) + child.format(r=1))
-    c = run_postmortem([LogFiles([log])]).causes[0]
+    c = _causes(log, oom + child.format(r=0) + child.format(r=1))[0]
     assert (c.code, c.rank) == (F.OOM_GPU, None)
 
 
@@ -418,7 +422,8 @@ def test_a_launchers_exitcode_minus_6_of_a_rank_that_timed_out_is_the_timeouts_e
     """torch elastic's 'exitcode: -6' (SIGABRT) of a rank whose watchdog timed out (wild log 366's shape, the
     launcher's line pasted first): the watchdog took the process down; the timeout is the cause."""
     log = tmp_path / "job.out"
-    log.write_text(
+    causes = _causes(
+        log,
         "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -6) local_rank: 0 (pid: 514946) of "
         "binary: /usr/bin/python\n"
         + "".join(
@@ -426,9 +431,8 @@ def test_a_launchers_exitcode_minus_6_of_a_rank_that_timed_out_is_the_timeouts_e
             f"WorkNCCL(SeqNum=27962, OpType=BROADCAST, Timeout(ms)=1800000) ran for 1807582 milliseconds before "
             f"timing out.\n"
             for r in (0, 1, 3)
-        )
+        ),
     )
-    causes = run_postmortem([LogFiles([log])]).causes
     assert [c.code for c in causes] == [F.NCCL_TIMEOUT]
 
 
@@ -437,19 +441,19 @@ def test_launch_failures_of_ssh_and_mpiruns_daemons_are_configuration(tmp_path: 
     rank ran, a configuration error, and the unresolvable name is no node at fault; DeepSpeed's ssh check as
     check_call raises it (wild log 310's shape) names the host it could not reach."""
     log = tmp_path / "job.out"
-    log.write_text(
+    (c,) = _causes(
+        log,
         "ssh: Could not resolve hostname horovod-w1-0: Temporary failure in name resolution\n"
         "--------------------------------------------------------------------------\n"
-        "ORTE was unable to reliably start one or more daemons.\n"
+        "ORTE was unable to reliably start one or more daemons.\n",
     )
-    (c,) = run_postmortem([LogFiles([log])]).causes
     assert (c.code, c.nodes) == (F.CONFIG_ERROR, [])
     assert "horovod-w1-0" in c.message and [e.line for e in c.evidence] == [1, 3]
-    log.write_text(
+    (c,) = _causes(
+        log,
         "subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no 192.168.3.100 hostname' returned "
-        "non-zero exit status 255.\n"
+        "non-zero exit status 255.\n",
     )
-    (c,) = run_postmortem([LogFiles([log])]).causes
     assert (c.code, c.nodes) == (F.CONFIG_ERROR, ["192.168.3.100"])
 
 
@@ -457,12 +461,12 @@ def test_a_store_connect_failure_is_the_cause_not_its_exception(tmp_path: Path) 
     """torch's DistNetworkError around the client socket's connect failure (wild log 311's shape) is the
     rendezvous error, not a crash of its own."""
     log = tmp_path / "job.out"
-    log.write_text(
+    (c,) = _causes(
+        log,
         "trainer-2: torch.distributed.DistNetworkError: The client socket has failed to connect to any network "
         "address of (192.168.121.122, 1040). The client socket has failed to connect to 192.168.121.122:1040 "
-        "(errno: 113 - No route to host).\n"
+        "(errno: 113 - No route to host).\n",
     )
-    (c,) = run_postmortem([LogFiles([log])]).causes
     assert (c.code, c.nodes) == (F.NCCL_NETWORK_ERROR, ["trainer-2"])
 
 
@@ -476,14 +480,13 @@ def test_rays_worker_died_report_yields_to_what_the_worker_printed_after_it(tmp_
         "address: 172.19.24.110 Worker port: 10105 Worker PID: 92234 Worker exit type: SYSTEM_ERROR\n"
     )
     log = tmp_path / "job.out"
-    log.write_text(
+    c = _causes(
+        log,
         died + "(RayWorkerWrapper pid=92234, ip=172.19.24.110) mlx5: host_unknown: got completion with error: "
-        "[repeated 2x across cluster]\n"
-    )
-    c = run_postmortem([LogFiles([log])]).causes[0]
+        "[repeated 2x across cluster]\n",
+    )[0]
     assert (c.code, c.nodes) == (F.NCCL_NETWORK_ERROR, ["172.19.24.110"])
-    log.write_text(died)
-    (c,) = run_postmortem([LogFiles([log])]).causes
+    (c,) = _causes(log, died)
     assert (c.code, c.nodes) == (F.PROCESS_CRASH, ["172.19.24.110"])
 
 
@@ -497,8 +500,7 @@ def test_a_terminate_line_whose_what_was_lost_is_one_more_watchdog_teardown(tmp_
     )
     term = "terminate called after throwing an instance of 'std::runtime_error'\n"
     log = tmp_path / "job.out"
-    log.write_text(wd.format(r=2) + term + "  what():  " + wd.format(r=2) + wd.format(r=7) + term)
-    causes = run_postmortem([LogFiles([log])]).causes
+    causes = _causes(log, wd.format(r=2) + term + "  what():  " + wd.format(r=2) + wd.format(r=7) + term)
     assert [c.code for c in causes] == [F.NCCL_TIMEOUT]
 
 
@@ -514,11 +516,9 @@ def test_a_context_switch_timeout_after_an_application_xid_is_its_consequence(tm
         "errorString CTX SWITCH TIMEOUT, Info 0x58005\n"
     )
     log = tmp_path / "dmesg.txt"
-    log.write_text(x13 + x109)
-    (c,) = run_postmortem([LogFiles([log])]).causes
+    (c,) = _causes(log, x13 + x109)
     assert c.code is F.CUDA_ERROR and [e.line for e in c.evidence] == [1, 2]
-    log.write_text(x109)
-    (c,) = run_postmortem([LogFiles([log])]).causes
+    (c,) = _causes(log, x109)
     assert c.code is F.GPU_HW_FAULT
 
 
@@ -526,14 +526,13 @@ def test_cuda_errors_of_the_jobs_setup_are_configuration(tmp_path: Path) -> None
     """A GPU index the process cannot see (wild log 465's shape, the driver API's name) is the launch's device
     assignment, not the GPU; an illegal memory access stays a CUDA error."""
     log = tmp_path / "job.out"
-    log.write_text(
+    (c,) = _causes(
+        log,
         "unable to create StreamExecutor for CUDA:1: failed initializing StreamExecutor for CUDA device ordinal 1: "
-        "INTERNAL: Failed call to cuDeviceGet: CUDA_ERROR_INVALID_DEVICE: invalid device ordinal\n"
+        "INTERNAL: Failed call to cuDeviceGet: CUDA_ERROR_INVALID_DEVICE: invalid device ordinal\n",
     )
-    (c,) = run_postmortem([LogFiles([log])]).causes
     assert c.code is F.CONFIG_ERROR and "CUDA_VISIBLE_DEVICES" in c.action
-    log.write_text("RuntimeError: CUDA error: an illegal memory access was encountered\n")
-    (c,) = run_postmortem([LogFiles([log])]).causes
+    (c,) = _causes(log, "RuntimeError: CUDA error: an illegal memory access was encountered\n")
     assert c.code is F.CUDA_ERROR
 
 
@@ -541,11 +540,11 @@ def test_a_launchers_exit_code_1_of_a_rank_whose_configuration_failed_is_its_ech
     """Hydra could not locate the config's target, then Composer reports rank 0 exited with code 1 (wild log 408's
     shape): the configuration error is the cause, the exit its evidence."""
     log = tmp_path / "job.out"
-    log.write_text(
+    (c,) = _causes(
+        log,
         "Error locating target 'diffusion.datasets.build_loader', set env var HYDRA_FULL_ERROR=1 to see chained "
-        "exception.\nERROR:composer.cli.launcher:Rank 0 crashed with exit code 1.\n"
+        "exception.\nERROR:composer.cli.launcher:Rank 0 crashed with exit code 1.\n",
     )
-    (c,) = run_postmortem([LogFiles([log])]).causes
     assert (c.code, c.rank) == (F.CONFIG_ERROR, 0)
     assert "diffusion.datasets.build_loader" in c.message and [e.line for e in c.evidence] == [1, 2]
 
@@ -555,24 +554,21 @@ def test_a_slurmstepd_line_without_host_or_job_is_the_only_srun_hosts(tmp_path: 
     shape): it ran there. With two nodes named it stays hostless."""
     log = tmp_path / "job.out"
     execve = "slurmstepd: error: execve(): torchrun: No such file or directory\n"
-    log.write_text(execve + "srun: error: g1301: task 0: Exited with exit code 2\n")
-    c = run_postmortem([LogFiles([log])]).causes[0]
+    c = _causes(log, execve + "srun: error: g1301: task 0: Exited with exit code 2\n")[0]
     assert (c.code, c.nodes) == (F.CONFIG_ERROR, ["g1301"])
-    log.write_text(execve + "srun: error: g1301: task 0: Exited with exit code 2\nsrun: error: g1302: task 1: Exited "
-                   "with exit code 2\n")  # fmt: skip
-    c = run_postmortem([LogFiles([log])]).causes[0]
+    two = "srun: error: g1301: task 0: Exited with exit code 2\nsrun: error: g1302: task 1: Exited with exit code 2\n"
+    c = _causes(log, execve + two)[0]
     assert (c.code, c.nodes) == (F.CONFIG_ERROR, [])
 
 
 def test_a_tasks_host_comes_from_ncclS_own_prefix_behind_the_task_prefix(tmp_path: Path) -> None:
     """srun -l's task prefix before NCCL's 'host:pid:tid [dev]' on an INFO line no event starts on (wild log
     501's shape): task 0 ran there, so did the elastic agent's failed child on task 0."""
-    log = tmp_path / "job.out"
-    log.write_text(
+    c = _causes(
+        tmp_path / "job.out",
         "0: g1002:2128869:2128880 [0] NCCL INFO Setting affinity for GPU 0 to ffff0000\n"
         "0: Fatal Python error: Segmentation fault\n"
         "0: E0909 14:03:50.013000 22579342468928 torch/distributed/elastic/multiprocessing/api.py:833] failed "
-        "(exitcode: -11) local_rank: 0 (pid: 2128869) of binary: /usr/bin/python3\n"
-    )
-    c = run_postmortem([LogFiles([log])]).causes[0]
+        "(exitcode: -11) local_rank: 0 (pid: 2128869) of binary: /usr/bin/python3\n",
+    )[0]
     assert (c.code, c.nodes) == (F.PROCESS_CRASH, ["g1002"])
