@@ -572,3 +572,16 @@ def test_a_tasks_host_comes_from_ncclS_own_prefix_behind_the_task_prefix(tmp_pat
         "(exitcode: -11) local_rank: 0 (pid: 2128869) of binary: /usr/bin/python3\n",
     )[0]
     assert (c.code, c.nodes) == (F.PROCESS_CRASH, ["g1002"])
+
+
+def test_the_one_peer_every_observer_names_is_the_node_several_are_not(tmp_path: Path) -> None:
+    """'Connection closed by remote peer draw4' (wild log 601's shape, the host redacted to '-'): the one end
+    every observer names is where the connection ended, named as the node; NCCL's proxy naming 'rank 1' is no
+    host. Two different peers condemn neither: they are the subject only."""
+    closed = "-:6015:6224 [1] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer {p}<59227>\n"
+    proxy = "-:6015:6224 [1] proxy.cc:884 NCCL WARN Proxy Call to rank 1 failed (Connect)\n"
+    log = tmp_path / "job.out"
+    c = _causes(log, proxy + closed.format(p="draw4"))[0]
+    assert (c.code, c.nodes) == (F.NCCL_NETWORK_ERROR, ["draw4"]) and "observer" in c.message
+    c = _causes(log, closed.format(p="draw4") + closed.format(p="draw5"))[0]
+    assert (c.code, c.nodes) == (F.NCCL_NETWORK_ERROR, []) and c.subject == "draw4"

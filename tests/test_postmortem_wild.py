@@ -37,12 +37,10 @@ KNOWN_MISSES = {
     "183-msswift6849-reversed-line-order-childfailederror-root-cause-rank19-sigabrt-k8s-host.log": "a torchrun "
     "summary pasted in reverse line order: its rank and host lines come before their entry's header and are not "
     "joined to it",
-    "190-vllmascend486-npu-rank1-hcclallreduce-error-code-6-ei0006-remote-rank-did-not-send-in-time.log": "Ascend's "
-    "HCCL error code 6 / EI0006 ('Remote Rank did not send the data in time') is not in the catalog: read as the "
-    "RuntimeError's crash",
-    "193-horovod1950-openmpi-peer-process-unexpectedly-disconnected-local-host-reco313-peer-host-reco316.log": "the "
-    "disconnected peer is named in the message, not as the node at fault: an observer's peer is not condemned "
-    "(the label takes the peer as the host)",
+    "190-vllmascend486-npu-rank1-hcclallreduce-error-code-6-ei0006-remote-rank-did-not-send-in-time.log": "CANN's "
+    "EI0006 ('Remote Rank did not send the data in time') is read as a timeout's observer, but torch_npu's "
+    "RuntimeError 'OPS function error: HcclAllreduce, error code is 6' (a code the catalog does not read) ranks "
+    "above it as the rank's crash",
     # added with logs 231-247
     "241-qwen3vl1756-web-console-table-pipes-timestamp-master-0-prefix-terminate-distbackenderror-pg-rank0-illegal-"
     "memory-access.log": "CUDA_ERROR naming no node: a web console's table ('  |   | STAMP master-0 >> ... |') "
@@ -74,9 +72,6 @@ KNOWN_MISSES = {
     "503-deepspeed3827-zeropp-hpz-pdsh-ip-prefix-nccl-warn-cuda-failure-misaligned-address-abort-complete.log": "the "
     "host is named 192.168.1.51 (pdsh's prefix, the hostfile's name) where the label takes NCCL's "
     "iZuf69i4pwuzuijxvre2qmZ: one machine by two names (as log 166)",
-    "509-pytorch150916-elastic-kill9-remote-node-ncclremoteerror-connection-closed-by-remote-peer-ec2-host.log": "the "
-    "peer that closed the connection is named in the message, not as a node at fault: an observer's peer is not "
-    "condemned unless the logs show it as a host of the job (the label takes the peer, as log 193's)",
     "527-openrlhf265-multinode-ppo-docker-rayworkervllm-c10d-client-socket-timed-out-1800s-connect-172-17-0-2-then-"
     "actor-watchdog-allreduce.log": "NCCL_TIMEOUT: the label takes the thread's diagnosis (a Docker-internal address "
     "the other node cannot reach: configuration); the log shows a store connection timeout and a watchdog timeout",

@@ -840,12 +840,13 @@ def correlate(
             subject: str | None = None
             details: dict[str, EvidenceValue] | None = None
             if key[1] == "observed":
-                # the culprit is a peer; only a peer known as a host of the job is named as a node
+                # the culprit is a peer: a peer known as a host of the job is named as a node, and so is the one
+                # host every observer names (the end that closed the connection: its process exited, or its
+                # link failed); several unknown peers are named as the subject only: they condemn nothing
                 known = {e.host for e in ordered if e.host} | known_hosts | set(job.nodes if job else [])
-                peers = list(dict.fromkeys(ph for e in evs if (ph := _peer_host(e))))
-                nodes = [ph for ph in peers if ph in known]
+                peers = list(dict.fromkeys(ph for e in evs if (ph := _peer_host(e)) and not ph.isdigit()))
+                nodes = [ph for ph in peers if ph in known] or (peers if len(peers) == 1 else [])
                 host = nodes[0] if nodes else None
-                # a peer no host of the job is named as the subject only: it condemns nothing
                 peer = peers[0] if peers and not nodes else None
                 lead = lead.model_copy(update={"details": {}})  # the observer's device is not the culprit's
                 subject, details = peer, ({"peer": peer} if peer else None)
