@@ -931,3 +931,9 @@ def test_open_mpis_mpi_abort_names_the_rank_that_called_it() -> None:
     ev = _one(" MPI_ABORT was invoked on rank 2 in communicator MPI COMMUNICATOR 5 DUP FROM 0\nwith errorcode 1.\n",
               EventKind.SIGNAL)  # fmt: skip
     assert ev.rank == 2
+
+
+def test_vllm_workers_prefix_with_space_separated_fields() -> None:
+    """vLLM's multiprocessing workers print '(VllmWorker rank=0 pid=10672)' (wild log 636's shape)."""
+    (ll,) = normalise_line("(VllmWorker rank=0 pid=10672) ERROR 03-16 06:12:38 [multiproc_executor.py:375] x")
+    assert (ll.rank, ll.pid, ll.body) == (0, 10672, "x")

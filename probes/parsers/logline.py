@@ -11,7 +11,7 @@ before and inside the lines a process prints; each is removed, and what it says 
   ``[1,3]<stdout>:`` (the MPI rank, taken as the rank); ``srun -l``'s ``3: `` (a Slurm **task id**, kept as
   ``task`` and never read as a torch rank: the mapping needs the job's layout); Ray's ``(RayWorkerWrapper
   pid=4009)`` and ``(pid=123, ip=10.0.0.2)`` (the ip is the host; ``rank=N`` when a launcher prints one, or
-  the actor's repr ``(MegatronPolicyWorker[rank=0] pid=4182)``); a
+  the actor's repr ``(MegatronPolicyWorker[rank=0] pid=4182)``; vLLM's workers ``(VllmWorker rank=0 pid=10672)``); a
   logger's level and ``[module:line, rank=N]`` (OLMo's, the global rank); vLLM's logger prefix (``ERROR 06-25
   15:28:30 worker_base.py:148]``, removed). A
   bare ``[12] `` (MPICH ``-prepend-rank``, but also pid or line counters pasted before lines) is removed and not
@@ -106,7 +106,7 @@ _PREFIX_RE = re.compile(
     r"|(?P<jhost>[A-Za-z0-9][\w.\-]*)[ \t]+(?:kernel|[\w.\-/@]+\[\d+\]):[ \t]"
     r"|(?P<thost>[A-Za-z0-9][\w.\-]*)[ \t]+\[(?:stdout|stderr|out|err)\][ \t]"
     r"|\((?:(?P<ray_name>[A-Za-z_][\w.\-]*)(?:\[rank=(?P<ray_rank>\d{1,7})\])?(?:,[ \t]*|[ \t]+))?"
-    r"(?P<ray_kv>\w+=[^\s,()]*(?:,[ \t]*\w+=[^\s,()]*)*)\)[ \t]?"
+    r"(?P<ray_kv>\w+=[^\s,()]*(?:(?:,[ \t]*|[ \t]+)\w+=[^\s,()]*)*)\)[ \t]?"
     r"|\((?P<ray_only>[A-Za-z_][\w.\-]*)\)[ \t]"
     r"|\[\d{1,7}\][ \t]"
     r"|\[?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]?[ \t]+(?=\[)"  # a bare clock time (no date) before a rank prefix
