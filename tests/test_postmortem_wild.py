@@ -85,6 +85,10 @@ KNOWN_MISSES = {
     "628-lmdeploy2195-qwen2-72b-4xa10-turbomind-illegal-memory-access-then-caught-signal-11-pod-prefix.log": "no "
     "host: the CUDA error comes first and names none; the pod's name is only in the UCX signal line that follows, "
     "another cause",
+    # added with logs 551-557
+    "554-csdn127281361-two-server-torchrun-hard-wrapped-some-nccl-operations-failed-unhandled-system-error-2-10-3-"
+    "fatal-python-aborted.log": "PROCESS_CRASH (Aborted): the post is hard-wrapped at about 115 columns mid-word, so "
+    "no line holds NCCL's 'unhandled system error' whole (as log 458)",
 }
 
 
