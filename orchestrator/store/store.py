@@ -168,19 +168,17 @@ class Store:
         while the file stays locked, then finds the schema current and does nothing; a migration on a loaded
         machine may hold the lock longer than one ``busy_timeout``."""
         engine = self.engine.execution_options(**{WRITE_OPTION: True})
-        for attempt in range(1, WRITE_ATTEMPTS + 1):
-            try:
-                with self._errors(retryable=attempt < WRITE_ATTEMPTS):
-                    before = migrate.current_revision(self.engine)
-                    if before is not None and before not in migrate.known_revisions():
-                        raise SchemaOutdated(
-                            f"database {self.url} has schema revision {before}, newer than this fleetdx knows "
-                            f"(head {migrate.head_revision()}): upgrade fleetdx"
-                        )
-                    return migrate.upgrade(engine), migrate.head_revision()
-            except _Locked:
-                time.sleep(random.uniform(1.0, 4.0) * RETRY_BACKOFF_S * 2**attempt)
-        raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
+
+        def migrate_once() -> tuple[str | None, str]:
+            before = migrate.current_revision(self.engine)
+            if before is not None and before not in migrate.known_revisions():
+                raise SchemaOutdated(
+                    f"database {self.url} has schema revision {before}, newer than this fleetdx knows "
+                    f"(head {migrate.head_revision()}): upgrade fleetdx"
+                )
+            return migrate.upgrade(engine), migrate.head_revision()
+
+        return self._retry_locked(migrate_once)
 
     def _check_schema(self, auto_upgrade: bool) -> None:
         current = self.revision()
@@ -404,14 +402,24 @@ class Store:
     def _write(self, work: Callable[[Session], T]) -> T:
         """Run ``work`` in a write transaction, retrying when SQLite is still locked after busy_timeout."""
         engine = self.engine.execution_options(**{WRITE_OPTION: True})
+
+        def write_once() -> T:
+            try:
+                with Session(engine) as session, session.begin():
+                    return work(session)
+            except IntegrityError as e:
+                raise _Conflict(_reason(e)) from e
+
+        return self._retry_locked(write_once)
+
+    def _retry_locked(self, once: Callable[[], T]) -> T:
+        """``once()`` with driver errors turned into store errors (:meth:`_errors`), run again up to
+        ``WRITE_ATTEMPTS`` times, after a randomised exponential backoff, while SQLite is still locked after
+        busy_timeout (another process's write or migration holds the file)."""
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
                 with self._errors(retryable=attempt < WRITE_ATTEMPTS):
-                    try:
-                        with Session(engine) as session, session.begin():
-                            return work(session)
-                    except IntegrityError as e:
-                        raise _Conflict(_reason(e)) from e
+                    return once()
             except _Locked:
                 time.sleep(random.uniform(1.0, 4.0) * RETRY_BACKOFF_S * 2**attempt)
         raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
