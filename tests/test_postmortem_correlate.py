@@ -585,3 +585,37 @@ def test_the_one_peer_every_observer_names_is_the_node_several_are_not(tmp_path:
     assert (c.code, c.nodes) == (F.NCCL_NETWORK_ERROR, ["draw4"]) and "observer" in c.message
     c = _causes(log, closed.format(p="draw4") + closed.format(p="draw5"))[0]
     assert (c.code, c.nodes) == (F.NCCL_NETWORK_ERROR, []) and c.subject == "draw4"
+
+
+def test_the_abort_after_an_uncaught_cpp_exception_is_the_exceptions_not_a_crash(tmp_path: Path) -> None:
+    """'terminate called after throwing' with a what() naming NCCL's unhandled system error, then 'Fatal Python
+    error: Aborted' (wild log 554's shape): the NCCL error is why the process aborted. A UCX 'Caught signal 11'
+    while the other threads terminate (wild log 628's shape) names the host of the CUDA error it follows. An
+    abort far below the terminate, or on another rank, stays a crash of its own."""
+    log = tmp_path / "job.out"
+    term = "terminate called after throwing an instance of 'std::runtime_error'\n"
+    nccl = "  what():  NCCL error: unhandled system error, NCCL version 2.10.3\n"
+    causes = _causes(log, term + nccl + "Fatal Python error: Aborted\n")
+    assert [c.code for c in causes] == [F.NCCL_INTERNAL_ERROR] and [e.line for e in causes[0].evidence] == [2, 1, 3]
+    cuda = "  what():  CUDA runtime error: an illegal memory access was encountered LlamaBatch.h:143\n"
+    ucx = "[pod-7f9c:1    :0:289] Caught signal 11 (Segmentation fault: Sent by the kernel at address (nil))\n"
+    (c,) = _causes(log, term + cuda + "terminate called recursively\n" + ucx)
+    assert (c.code, c.nodes) == (F.CUDA_ERROR, ["pod-7f9c"]) and "on pod-7f9c" in c.message
+    far = _causes(log, term + nccl + "step\n" * 80 + "Fatal Python error: Aborted\n")
+    assert {c.code for c in far} == {F.NCCL_INTERNAL_ERROR, F.PROCESS_CRASH}
+
+
+def test_one_pid_joins_a_ranks_exit_to_the_hosts_signal_line_on_one_node(tmp_path: Path) -> None:
+    """UCX's '[host:pid:...] Caught signal 11' and torchrun's 'failed (exitcode: -11) local_rank: 0 (pid: 157)'
+    (wild log 603's shape, one node) are one process: one crash of rank 0 on that host. Two hosts printing the
+    same pid join nothing."""
+    log = tmp_path / "job.out"
+    ucx = "[{h}:157  :4:419] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))\n"
+    failed = (
+        "[2024-05-06 07:29:45,438] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -11) "
+        "local_rank: 0 (pid: 157) of binary: /usr/bin/python\n"
+    )
+    (c,) = _causes(log, ucx.format(h="92c90024c028") + failed)
+    assert (c.code, c.rank, c.nodes) == (F.PROCESS_CRASH, 0, ["92c90024c028"])
+    two = _causes(log, ucx.format(h="a1") + ucx.format(h="b2") + failed)
+    assert {(c.rank, tuple(c.nodes)) for c in two} == {(None, ("a1",)), (None, ("b2",)), (None, ())}

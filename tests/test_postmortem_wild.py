@@ -78,17 +78,6 @@ KNOWN_MISSES = {
     "531-gptneox1147-two-nodes-hostfile-pdsh-prefix-node2-last-error-net-call-to-recv-failed-connection-refused-"
     "redacted-ip.log": "the peer is redacted by the poster ('NODE2_IP'), so the observer's peer cannot be matched to "
     "node2",
-    # added with logs 601-638
-    "603-ace346-perlmutter-podman-ucx-caught-signal-11-local-rank0-exitcode-11.log": "no host: rank 0's exit code "
-    "-11 (torchrun's summary, no host) and UCX's 'Caught signal 11' under the container's name (no rank) are one "
-    "crash, read as two causes; the first names no host",
-    "628-lmdeploy2195-qwen2-72b-4xa10-turbomind-illegal-memory-access-then-caught-signal-11-pod-prefix.log": "no "
-    "host: the CUDA error comes first and names none; the pod's name is only in the UCX signal line that follows, "
-    "another cause",
-    # added with logs 551-557
-    "554-csdn127281361-two-server-torchrun-hard-wrapped-some-nccl-operations-failed-unhandled-system-error-2-10-3-"
-    "fatal-python-aborted.log": "PROCESS_CRASH (Aborted): the post is hard-wrapped at about 115 columns mid-word, so "
-    "no line holds NCCL's 'unhandled system error' whole (as log 458)",
 }
 
 

@@ -805,6 +805,7 @@ def correlate(
             groups[(j.code,) + j.key].append((e, j))
     _fold(groups)
     _fold_teardowns(groups)
+    host_lines.update(_fold_terminations(groups, ordered))
     _fold_exception_exits(groups)
     _fold_outside_kills(groups)
     first = first_decisive(ordered, judged)
@@ -933,6 +934,80 @@ def _fold_teardowns(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged
             for e, _ in members
         ):
             _join_as_evidence(groups, key, tkey)
+
+
+#: the causes an uncaught C++ exception's ``what()`` can name (the process then aborts); a watchdog timeout's own
+#: teardown is :func:`_fold_teardowns`'
+_THROWN = frozenset(
+    {
+        FindingCode.CUDA_ERROR,
+        FindingCode.OOM_GPU,
+        FindingCode.CONFIG_ERROR,
+        FindingCode.NCCL_INTERNAL_ERROR,
+        FindingCode.NCCL_NETWORK_ERROR,
+        FindingCode.GPU_HW_FAULT,
+    }
+)
+#: lines after ``terminate called`` within which the same process's abort or fatal signal is printed (the
+#: ``what()``, a c10::Error's ``Exception raised from`` and its frames, other threads' ``terminate called
+#: recursively``)
+TERMINATE_WINDOW = 60
+
+
+def _agrees(a: object, b: object) -> bool:
+    return a is None or b is None or a == b
+
+
+def _fold_terminations(
+    groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]], ordered: Sequence[JobEvent]
+) -> dict[tuple[str, int], EvidenceLine]:
+    """A process that died of an uncaught C++ exception (``terminate called after throwing an instance of
+    'std::runtime_error'`` / ``what(): NCCL error: unhandled system error``; libstdc++'s verbose terminate
+    handler) aborts: ``Fatal Python error: Aborted``, ``Aborted (core dumped)``, UCX's ``Caught signal 6`` or a
+    signal caught while the other threads terminate (``terminate called recursively``). Those crash lines, and
+    the terminate line itself, join the cause its ``what()`` names (an event on the ``what()`` line or the 3
+    after it of a :data:`_THROWN` code) when they follow it within :data:`TERMINATE_WINDOW` lines of the same
+    file with the same rank and host where both are named: the cause, not the abort, is why it ended. When the
+    cause names no host and the crash lines name one (UCX's ``[host:pid:...]`` prefix), the cause takes it, and
+    the line that named it is returned ((file, line) of the cause's events -> that line)."""
+    named: dict[tuple[str, int], EvidenceLine] = {}
+    by_line: dict[tuple[str, int], list[tuple[object, ...]]] = defaultdict(list)
+    for k, members in groups.items():
+        if k[0] in _THROWN:
+            for e, _ in members:
+                by_line[(e.file, e.line)].append(k)
+    for t in ordered:
+        if t.kind is not EventKind.SIGNAL or "what" not in t.details or "exception" not in t.details:
+            continue
+        target = next((k for n in range(4) for k in by_line.get((t.file, t.line + n), []) if k in groups), None)
+        if target is None:
+            continue
+
+        def ends(e: JobEvent, t: JobEvent = t) -> bool:
+            return (
+                e.file == t.file
+                and t.line <= e.line <= t.line + TERMINATE_WINDOW
+                and e.kind in (EventKind.SIGNAL, EventKind.CHILD_FAILED)
+                and _agrees(e.rank, t.rank)
+                and _agrees(e.host, t.host)
+            )
+
+        for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH]:
+            members = groups[key]
+            if not members or not all(ends(e) for e, _ in members):
+                continue
+            crash_hosts = {e.host for e, _ in members if e.host}
+            hostless = not any(e.host for e, _ in groups[target])
+            _join_as_evidence(groups, key, target)
+            if len(crash_hosts) == 1 and hostless:
+                host = crash_hosts.pop()
+                said = next(e for e, _ in members if e.host == host)
+                line = EvidenceLine(file=said.file, line=said.line, text=said.text)
+                groups[target][:] = [
+                    (e.model_copy(update={"host": host}), j) if e.host is None else (e, j) for e, j in groups[target]
+                ]
+                named.update({(e.file, e.line): line for e, _ in groups[target]})
+    return named
 
 
 #: the causes a rank's own traceback tells (its exception, its CUDA error or OOM): a launcher's "exited with code 1"

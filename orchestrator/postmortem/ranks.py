@@ -32,7 +32,12 @@ Sources, first found wins for a rank:
    CUDA error, an exception) is the rank's of the only rank the logs name, when they show a one-node job (as in
    5) and every rank or local rank they name is that one (a launcher's line that one child failed, the rank's
    own prefixed lines): no other rank of the job left a line, so no other printed it; said in the event's
-   details (``rank_from_only_rank``).
+   details (``rank_from_only_rank``);
+8. a process id: on a one-node job (as in 5), a pid printed with a host (UCX's ``[host:pid:thread:tid]``, NCCL's
+   ``host:pid:tid``) and a pid printed with a rank or local rank (torch elastic's ``local_rank: N (pid: P)``,
+   Ray's ``(pid=P, ...)`` before ``[rankN]:``) are one process: an event naming only the pid takes that host and
+   rank, said in the event's details (``host_from_pid``, ``rank_from_pid``). A pid printed with two hosts or two
+   ranks names neither (containers on one host reuse small pids).
 
 A rank's host is never guessed from a number: when none of these names it, it stays unknown.
 """
@@ -124,6 +129,9 @@ class RankMap:
     job_hosts: dict[str, tuple[str, EvidenceLine]] = field(default_factory=dict)
     #: the one rank a one-node job's logs name, if they name exactly one (source 7)
     only_rank: int | None = None
+    #: pid -> the one host and the one rank printed with it on a one-node job, and the line (source 8)
+    pid_hosts: dict[int, tuple[str, EvidenceLine]] = field(default_factory=dict)
+    pid_ranks: dict[int, int] = field(default_factory=dict)
 
     def add(self, rank: int, host: str, line: EvidenceLine | None) -> None:
         if rank not in self.hosts:
@@ -144,35 +152,45 @@ class RankMap:
         named: dict[tuple[str, int], EvidenceLine] = {}
         for e in events:
             update: dict[str, object] = {}
+            said: dict[str, object] = {}  # how the rank or host was found (details flags)
             rank = e.rank if e.rank is not None else (self.rank_of_task(e.task) if e.task is not None else None)
             local = e.local_rank if e.local_rank is not None else _int_or_none(e.details.get("local_rank"))
+            pid = _int_or_none(e.details.get("pid"))
             if rank is None and local is not None and self.single_node:
-                rank = local
-                update["details"] = {**e.details, "rank_from_local_rank": True}
-                update["rank"] = rank
+                rank = update["rank"] = local
+                said["rank_from_local_rank"] = True
             elif rank is None and e.task is None and self.only_rank is not None and e.kind in _OWN_REPORT_KINDS:
-                rank = self.only_rank
-                update["details"] = {**e.details, "rank_from_only_rank": True}
-                update["rank"] = rank
+                rank = update["rank"] = self.only_rank
+                said["rank_from_only_rank"] = True
             elif e.rank is None and rank is not None:
                 update["rank"] = rank
-                update["details"] = {
-                    **e.details,
-                    "rank_from_task": True,
-                    **({"rank_is_task_id": True} if self.assumed else {}),
-                }
-            if e.host is None:
-                line: EvidenceLine | None = None
-                if rank is not None and rank in self.hosts:
-                    update["host"], line = self.hosts[rank], self.lines.get(rank)
-                elif e.task is not None and e.task in self.task_hosts:
-                    update["host"], line = self.task_hosts[e.task], self.task_lines.get(e.task)
-                elif _slurm_line(e) and (job_host := self.job_hosts.get(_slurm_job(e))) is not None:
-                    update["host"], line = job_host
+                said.update({"rank_from_task": True, **({"rank_is_task_id": True} if self.assumed else {})})
+            elif rank is None and pid in self.pid_ranks:
+                rank = update["rank"] = self.pid_ranks[pid]
+                said["rank_from_pid"] = True
+            if e.host is None and (found := self._host_of(e, rank, pid)) is not None:
+                update["host"], line, flag = found
+                if flag:
+                    said[flag] = True
                 if line is not None and (line.file, line.line) != (e.file, e.line):
                     named[(e.file, e.line)] = line
+            if said:
+                update["details"] = {**e.details, **said}
             out.append(e.model_copy(update=update) if update else e)
         return out, named
+
+    def _host_of(self, e: JobEvent, rank: int | None, pid: int | None) -> tuple[str, EvidenceLine | None, str] | None:
+        """The host of host-less event ``e`` (of ``rank``, printed by ``pid``), the line that named it and the
+        details flag that says how (``""``: its rank's or task's host), or ``None`` when no source names it."""
+        if rank is not None and rank in self.hosts:
+            return self.hosts[rank], self.lines.get(rank), ""
+        if e.task is not None and e.task in self.task_hosts:
+            return self.task_hosts[e.task], self.task_lines.get(e.task), ""
+        if _slurm_line(e) and (job_host := self.job_hosts.get(_slurm_job(e))) is not None:
+            return job_host[0], job_host[1], ""
+        if e.task is None and pid is not None and pid in self.pid_hosts:
+            return self.pid_hosts[pid][0], self.pid_hosts[pid][1], "host_from_pid"
+        return None
 
 
 def _slurm_line(e: JobEvent) -> bool:
@@ -234,14 +252,39 @@ def rank_map(
         if e.kind is EventKind.SRUN_TASK_EXIT and e.host is not None:
             _srun_tasks(m, e, e.host)
     _task_hosts(m, pairs.task_hosts)
-    if job is not None:  # source 4
-        for p in job.ranks:
-            m.add(p.rank, p.host, None)
-            m.task_hosts.setdefault(p.rank, p.host)
-            m.task_lines.setdefault(p.rank, None)
-    m.job_hosts = _cancelled_hosts(events) if m.single_node else {}  # source 6
-    m.only_rank = _only_rank(events) if m.single_node else None  # source 7
+    for p in job.ranks if job is not None else []:  # source 4
+        m.add(p.rank, p.host, None)
+        m.task_hosts.setdefault(p.rank, p.host)
+        m.task_lines.setdefault(p.rank, None)
+    if m.single_node:
+        m.job_hosts = _cancelled_hosts(events)  # source 6
+        m.only_rank = _only_rank(events)  # source 7
+        m.pid_hosts, m.pid_ranks = _pid_places(events)  # source 8
     return m
+
+
+def _pid_places(events: Sequence[JobEvent]) -> tuple[dict[int, tuple[str, EvidenceLine]], dict[int, int]]:
+    """pid -> (host, the first line naming both) and pid -> rank (or local rank), for the pids printed with
+    exactly one host and one rank (source 8)."""
+    hosts: dict[int, tuple[str, EvidenceLine]] = {}
+    ranks: dict[int, int] = {}
+    bad_h: set[int] = set()
+    bad_r: set[int] = set()
+    for e in events:
+        pid = _int_or_none(e.details.get("pid"))
+        if pid is None:
+            continue
+        if e.host is not None:
+            if pid in hosts and hosts[pid][0] != e.host:
+                bad_h.add(pid)
+            hosts.setdefault(pid, (e.host, _line(e)))
+        rank = e.rank if e.rank is not None else (e.local_rank if e.local_rank is not None else None)
+        if rank is None:
+            rank = _int_or_none(e.details.get("local_rank"))
+        if rank is not None:
+            if ranks.setdefault(pid, rank) != rank:
+                bad_r.add(pid)
+    return {p: h for p, h in hosts.items() if p not in bad_h}, {p: r for p, r in ranks.items() if p not in bad_r}
 
 
 def _task_hosts(m: RankMap, task_hosts: Mapping[int, str]) -> None:
