@@ -65,9 +65,6 @@ KNOWN_MISSES = {
     "456-optimumhabana1779-gaudi-multinode-pdsh-ip-rank14-prefix-broadcast-graph-compile-failed-synstatus26.log": "the "
     "label takes the thread's diagnosis (the environment did not reach the second node); the log shows Gaudi's "
     "'Graph compile failed. synStatus 26' RuntimeError, read as that rank's crash",
-    "458-t5x864-gpu-two-nodes-hard-wrapped-122-cols-padded-execution-of-replica-1-failed-ncclallreduce-unhandled-cuda-"
-    "error.log": "the log is hard-wrapped at 122 columns mid-word ('un' / 'handled cuda error'): no line holds the "
-    "error whole",
     # added with logs 501-535
     "503-deepspeed3827-zeropp-hpz-pdsh-ip-prefix-nccl-warn-cuda-failure-misaligned-address-abort-complete.log": "the "
     "host is named 192.168.1.51 (pdsh's prefix, the hostfile's name) where the label takes NCCL's "

@@ -29,6 +29,7 @@ from fleetdx.orchestrator.postmortem.bandwidth import MAX_CURVES, bundle_curves
 from fleetdx.orchestrator.postmortem.contracts import BandwidthCurve, TimelineEntry
 from fleetdx.probes.contracts import Severity
 from fleetdx.probes.errors import BundleError, ParseError
+from fleetdx.probes.parsers.hardwrap import Unwrapper
 from fleetdx.probes.parsers.joblog import JobLog, JobLogScanner
 from fleetdx.probes.parsers.joblog_kernel import KernelLogScanner, parse_kernel_log
 from fleetdx.probes.parsers.logline import MAX_LINE
@@ -141,15 +142,18 @@ class LogFiles:
                 year = ctx.year or _mtime_year(Path(path))
                 job = JobLogScanner(name, year, year_assumed=ctx.year is None)
                 kernel: KernelLogScanner | None = KernelLogScanner(name, year=year)
-                for block, read in _LineReader(Path(path)).blocks_read():
-                    for line in block:
-                        job.feed(line)
+                unwrap: Unwrapper | None = None  # a paste hard-wrapped at a fixed width: judged on the first block
+                for i_block, (block, read) in enumerate(_LineReader(Path(path)).blocks_read()):
+                    unwrap = Unwrapper.detect(block) if i_block == 0 else unwrap
+                    _feed(job, block, unwrap)
                     if kernel is not None:
                         try:
                             kernel.feed_lines(block, read)
                         except ParseError as e:  # a garbled NVRM line costs the kernel reading, not the job log
                             ev.missing.append(f"{name}: kernel-log lines not read after line {kernel.lines - 1}: {e}")
                             kernel = None
+                for line, span in unwrap.end() if unwrap is not None else ():
+                    job.feed(line, span)
             except (RawFileError, ParseError) as e:
                 ev.missing.append(f"{name}: not read: {e}")
                 continue
@@ -169,6 +173,17 @@ class LogFiles:
             if not j.events and not (k is not None and k.events):
                 ev.missing.append(f"{name}: {j.lines_read} lines, none telling of a failure")
         return ev
+
+
+def _feed(job: JobLogScanner, block: Sequence[str], unwrap: Unwrapper | None) -> None:
+    """Feed ``job`` one block of a file's lines: as they are, or joined again by ``unwrap`` (a hard-wrapped
+    paste, :mod:`~fleetdx.probes.parsers.hardwrap`)."""
+    if unwrap is None:
+        for line in block:
+            job.feed(line)
+    else:
+        for line, span in unwrap.lines(block):
+            job.feed(line, span)
 
 
 #: bundle findings left to the kernel-log path (which ties an XID to its rank): not repeated as causes

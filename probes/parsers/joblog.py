@@ -59,6 +59,7 @@ from pydantic import Field
 
 from fleetdx.probes.contracts import Contract, JsonScalar
 from fleetdx.probes.errors import ParseError
+from fleetdx.probes.parsers.hardwrap import unwrapped
 from fleetdx.probes.parsers.literals import Literals
 from fleetdx.probes.parsers.logline import (
     MEMO_MAX_CHARS,
@@ -1165,14 +1166,15 @@ class JobLogScanner:
             self.year, self.year_assumed = y, False
 
     # ---- lines
-    def feed(self, raw: str) -> None:
-        """Read one physical line (with or without its newline).
+    def feed(self, raw: str, span: int = 1) -> None:
+        """Read one line (with or without its newline): a physical line, or ``span`` physical lines a hard wrap
+        cut and :mod:`~fleetdx.probes.parsers.hardwrap` joined again (its events cite the first of them).
 
         Raises:
             ParseError: the line holds a NUL byte (binary input).
         """
-        self.lines += 1
-        n = self.lines
+        n = self.lines + 1
+        self.lines += span
         if "\x00" in raw:
             raise ParseError(FMT, n, "text", "binary data (NUL byte) in input")
         # a launcher-prefixed line is judged by what follows its prefix, once for every rank that prints it
@@ -1662,6 +1664,6 @@ def parse_joblog(lines: Iterable[str] | str, file: str = "<log>", year: int | No
         ParseError: binary input (a NUL byte).
     """
     scanner = JobLogScanner(file, year)
-    for raw in lines.splitlines() if isinstance(lines, str) else lines:
-        scanner.feed(raw)
+    for raw, span in unwrapped(lines.splitlines() if isinstance(lines, str) else (s.rstrip("\n") for s in lines)):
+        scanner.feed(raw, span)
     return scanner.result()
