@@ -619,3 +619,41 @@ def test_one_pid_joins_a_ranks_exit_to_the_hosts_signal_line_on_one_node(tmp_pat
     assert (c.code, c.rank, c.nodes) == (F.PROCESS_CRASH, 0, ["92c90024c028"])
     two = _causes(log, ucx.format(h="a1") + ucx.format(h="b2") + failed)
     assert {(c.rank, tuple(c.nodes)) for c in two} == {(None, ("a1",)), (None, ("b2",)), (None, ())}
+
+
+def test_a_host_is_called_by_its_own_name_where_a_launchers_prefix_names_it_otherwise(tmp_path: Path) -> None:
+    """pdsh's '10.0.87.143: ' before NCCL's 'ip-10-0-87-143:149:298' (wild logs 166, 503, 755): the cause names
+    the host by NCCL's name, its own (gethostname); a Docker container's generated name says less than the
+    launcher's and is not taken."""
+    warn = "{p}: {h}:149:298 [5] register_mr_buffers:465 NCCL WARN NET/OFI Unable to register memory (type = 1) for "
+    warn += "device 0. RC: 12, Error: Cannot allocate memory\n"
+    (c,) = _causes(tmp_path / "job.out", warn.format(p="10.0.87.143", h="ip-10-0-87-143"))
+    assert (c.code, c.nodes) == (F.NCCL_INTERNAL_ERROR, ["ip-10-0-87-143"]) and "ulimit -l" in c.action
+    (c,) = _causes(tmp_path / "job.out", warn.format(p="gpu-a04", h="c4d7a0d1e5f2"))
+    assert c.nodes == ["gpu-a04"]
+
+
+def test_an_abort_after_the_watchdogs_terminate_is_the_timeouts(tmp_path: Path) -> None:
+    """Two ranks' watchdog timeouts, the teardown's terminate whose what() is rank 1's timeout, then 'Fatal Python
+    error: Aborted' with no rank (wild log 751's shape): one timeout cause, no crash beside it."""
+    wd = (
+        "[E ProcessGroupNCCL.cpp:828] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=388923, "
+        "OpType=_ALLGATHER_BASE, Timeout(ms)=1800000) ran for 1804360 milliseconds before timing out.\n"
+    )
+    log = (
+        wd.format(r=0)
+        + wd.format(r=1)
+        + "terminate called after throwing an instance of 'std::runtime_error'\n  what():  "
+        + wd.format(r=1)
+        + "Fatal Python error: Aborted\n"
+    )
+    assert [c.code for c in _causes(tmp_path / "job.out", log)] == [F.NCCL_TIMEOUT]
+
+
+def test_torchruns_agent_hung_up_on_is_the_cause_when_nothing_else_failed(tmp_path: Path) -> None:
+    """'Received 1 death signal, shutting down workers' (wild log 756's shape: SIGHUP, the session closed) with no
+    other failure; SIGTERM's (a cancellation's echo) stays no cause."""
+    line = "WARNING:torch.distributed.elastic.agent.server.api:Received {s} death signal, shutting down workers\n"
+    (c,) = _causes(tmp_path / "job.out", line.format(s=1))
+    assert c.code is F.PROCESS_CRASH and "SIGHUP" in c.message and "tmux" in c.action
+    assert [c.code for c in _causes(tmp_path / "job.out", line.format(s=15))] == [F.UNKNOWN]

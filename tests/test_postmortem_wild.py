@@ -30,9 +30,6 @@ KNOWN_MISSES = {
     "162-akash244-dmesg-T-xid43-xid31-app-faults-then-xid94-contained-node4.log": "CUDA_ERROR: the dmesg spans days "
     "and other jobs; XID 43 (an application fault) on another GPU days before the XID 94 comes first. Given the "
     "job's window (--since) the XID 94 is the cause",
-    "166-nccl394-quoted-pdsh-node01-prefix-gid-table-change-then-completion-error12.log": "the host is named "
-    "node01 (the pdsh prefix, what the hostfile calls it) where the label takes NCCL's own VM-0-14-centos: one "
-    "machine by two names; fleetdx prefers the launcher's (a container's hostname is often an id)",
     # added with logs 181-222
     "183-msswift6849-reversed-line-order-childfailederror-root-cause-rank19-sigabrt-k8s-host.log": "a torchrun "
     "summary pasted in reverse line order: its rank and host lines come before their entry's header and are not "
@@ -66,9 +63,6 @@ KNOWN_MISSES = {
     "label takes the thread's diagnosis (the environment did not reach the second node); the log shows Gaudi's "
     "'Graph compile failed. synStatus 26' RuntimeError, read as that rank's crash",
     # added with logs 501-535
-    "503-deepspeed3827-zeropp-hpz-pdsh-ip-prefix-nccl-warn-cuda-failure-misaligned-address-abort-complete.log": "the "
-    "host is named 192.168.1.51 (pdsh's prefix, the hostfile's name) where the label takes NCCL's "
-    "iZuf69i4pwuzuijxvre2qmZ: one machine by two names (as log 166)",
     "527-openrlhf265-multinode-ppo-docker-rayworkervllm-c10d-client-socket-timed-out-1800s-connect-172-17-0-2-then-"
     "actor-watchdog-allreduce.log": "NCCL_TIMEOUT: the label takes the thread's diagnosis (a Docker-internal address "
     "the other node cannot reach: configuration); the log shows a store connection timeout and a watchdog timeout",

@@ -936,10 +936,11 @@ def _fold_teardowns(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged
             _join_as_evidence(groups, key, tkey)
 
 
-#: the causes an uncaught C++ exception's ``what()`` can name (the process then aborts); a watchdog timeout's own
-#: teardown is :func:`_fold_teardowns`'
+#: the causes an uncaught C++ exception's ``what()`` can name (the process then aborts): a watchdog timeout's too
+#: (the teardown :func:`_fold_teardowns` joins by rank, here by the terminate line when the abort names no rank)
 _THROWN = frozenset(
     {
+        FindingCode.NCCL_TIMEOUT,
         FindingCode.CUDA_ERROR,
         FindingCode.OOM_GPU,
         FindingCode.CONFIG_ERROR,

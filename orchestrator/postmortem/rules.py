@@ -258,6 +258,11 @@ def _from(*ids: str) -> Callable[[JobEvent], bool]:
     return lambda e: e.details.get("catalog") in wanted
 
 
+def _hangup(e: JobEvent) -> bool:
+    """torchrun's agent signalled SIGHUP (torch/distributed/elastic/agent/server/api.py's death signal)."""
+    return e.details.get("signal") == "SIGHUP" and e.details.get("catalog") == "pytorch.elastic.agent_death_signal"
+
+
 _WHERE = ("host", "rank")
 _INTERNAL = frozenset({FindingCode.NCCL_INTERNAL_ERROR})
 _F = FindingCode
@@ -608,6 +613,17 @@ RULES: tuple[Rule, ...] = (
         "log for the first failure; check MASTER_ADDR/MASTER_PORT and that the port is open between the nodes",
     ),
     Rule(EventKind.NCCL_INTERNAL_ERROR, _F.NCCL_INTERNAL_ERROR, priority=54, key=("nccl-internal", *_WHERE)),
+    Rule(
+        EventKind.NCCL_SYSTEM_ERROR,
+        _F.NCCL_INTERNAL_ERROR,
+        priority=54,
+        key=("nccl-internal", *_WHERE),
+        when=_from("aws_ofi_nccl.register_mr_failed"),
+        message="NCCL's network plugin (aws-ofi-nccl) could not register memory with the NIC {where} "
+        "(RC {d[vendor_err]}: {d[error]}; NCCL system error): {text}",
+        action="on {host}: check the locked-memory limit (ulimit -l unlimited in the job and in slurmd's or the "
+        "container's limits) and, for GPU buffers, that GPUDirect RDMA is loaded (nvidia-peermem or dma-buf)",
+    ),
     Rule(EventKind.NCCL_SYSTEM_ERROR, _F.NCCL_INTERNAL_ERROR, priority=54, key=("nccl-internal", *_WHERE)),
     Rule(EventKind.SLURM_TIME_LIMIT, _F.SLURM_TIME_LIMIT, priority=52, key=("time-limit",)),
     # the scheduler took the nodes: an outside kill like the time limit (a plain CANCELLED line is no cause: srun
@@ -622,6 +638,20 @@ RULES: tuple[Rule, ...] = (
             str(e.details.get("reason") or "") in ("PREEMPTION", "JOB REQUEUE")
             or e.details.get("failure_class") == "preempted"
         ),
+    ),
+    # torchrun's agent hung up on (SIGHUP: the terminal or ssh session that started it closed) stops its workers:
+    # nothing failed in them, the launch outlived its session
+    Rule(
+        EventKind.SLURM_CANCELLED,
+        _F.PROCESS_CRASH,
+        C,
+        50,
+        key=("hangup", "host"),
+        when=_hangup,
+        message="torchrun's agent {where} received SIGHUP and shut its workers down: the terminal or ssh session "
+        "that started it closed ({text})",
+        action="start the job so that it outlives the session: sbatch/srun, nohup, or inside tmux/screen; then "
+        "resume it from its last checkpoint",
     ),
     # observers of a failure elsewhere
     Rule(EventKind.NCCL_CONNECTION_CLOSED, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),

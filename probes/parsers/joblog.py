@@ -240,6 +240,8 @@ class JobLog(Contract):
     gpus: list[GpuFact] = Field(default_factory=list)
 
 
+#: a Docker container's default hostname: the first 12 hex digits of its id (or the whole 64)
+_CONTAINER_ID_RE = re.compile(r"^(?:[0-9a-f]{12}|[0-9a-f]{64})$")
 #: glog's header: ``E0321 02:07:08.408271 1234 file.cc:12]`` or PyTorch's ``[E321 02:07:08.408271257 f.cpp:607]``
 _GLOG_RE = re.compile(r"\[?(?P<stamp>[EWIF](\d{3,4}) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?)(?: +\d+)? [\w.\-/]+:\d+\]")
 
@@ -1110,6 +1112,11 @@ class JobLogScanner:
         self._per_key: dict[tuple[EventKind, int | None, str | None], int] = {}
         self._hosts: dict[str, None] = {}
         self._prefix_hosts: set[str] = set()
+        #: a launcher's name of a host (pdsh's or mpirun's prefix: the hostfile's IP or alias) -> the host's own
+        #: name, NCCL's ``host:pid:tid`` on the same line (NCCL's getHostName: gethostname() up to its first dot),
+        #: unless that is a container's generated name (Docker's: its id's first 12 hex digits), which says less
+        #: than the launcher's; ``None`` once the prefix is seen with two own names
+        self._own_names: dict[str, str | None] = {}
         self._rank_hosts: dict[int, str] = {}
         #: Slurm task -> the host its lines name (an event's, or NCCL's own prefix behind the task's prefix)
         self._task_hosts: dict[int, str] = {}
@@ -1549,6 +1556,10 @@ class JobLogScanner:
         self._note_year(ll)
         host = ll.host or facts.nccl_host
         red = ll.host_redacted or facts.nccl_redacted
+        own = facts.nccl_host
+        if ll.host is not None and own is not None and ll.host != own and not red and not _CONTAINER_ID_RE.match(own):
+            if self._own_names.setdefault(ll.host, own) != own:
+                self._own_names[ll.host] = None
         ts: float | None = None
         timed = False
         for f in facts.found:
@@ -1642,9 +1653,11 @@ class JobLogScanner:
         self._end_block()
 
     def result(self) -> JobLog:
-        """Finish the log (a pending wrapped message, an open ChildFailedError entry) and return it."""
+        """Finish the log (a pending wrapped message, an open ChildFailedError entry) and return it: every host
+        called by the name NCCL's own prefix gives it where a launcher's prefix on the same line named it
+        otherwise (the event keeps the launcher's name in ``details["host_as_prefixed"]``)."""
         self.flush()
-        return JobLog(
+        log = JobLog(
             file=self.file,
             events=self.events,
             lines_read=self.lines,
@@ -1655,6 +1668,31 @@ class JobLogScanner:
             task_hosts=self._task_hosts,
             gpus=self._gpus,
         )
+        own = {k: v for k, v in self._own_names.items() if v is not None}
+        return _own_names(log, own) if own else log
+
+
+def _own_names(log: JobLog, own: Mapping[str, str]) -> JobLog:
+    """``log`` with each host of ``own``'s keys called by its own name (:meth:`JobLogScanner.result`)."""
+
+    events = [
+        e.model_copy(update={"host": own[e.host], "details": {**e.details, "host_as_prefixed": e.host}})
+        if e.host is not None and e.host in own
+        else e
+        for e in log.events
+    ]
+    return log.model_copy(
+        update={
+            "events": events,
+            "hosts": list(dict.fromkeys(own.get(h, h) for h in log.hosts)),
+            "rank_hosts": {r: own.get(h, h) for r, h in log.rank_hosts.items()},
+            "task_hosts": {t: own.get(h, h) for t, h in log.task_hosts.items()},
+            "gpus": [
+                g.model_copy(update={"host": own[g.host]}) if g.host is not None and g.host in own else g
+                for g in log.gpus
+            ],
+        }
+    )
 
 
 def parse_joblog(lines: Iterable[str] | str, file: str = "<log>", year: int | None = None) -> JobLog:

@@ -120,8 +120,9 @@ FailureClass = Literal[
     "node_failure",
 ]
 FAILURE_CLASSES: tuple[str, ...] = get_args(FailureClass)
-#: the joblog kinds a catalog event may replace when found on the same line: the catch-alls that say less
-SUPERSEDABLE = frozenset({"nccl-warn", "nccl-internal-error", "python-exception", "cuda-error"})
+#: the joblog kinds a catalog event may replace when found on the same line: the catch-alls that say less (the
+#: NET/OFI completion pattern reads any aws-ofi-nccl WARN naming an error)
+SUPERSEDABLE = frozenset({"nccl-warn", "nccl-internal-error", "python-exception", "cuda-error", "nccl-ib-completion"})
 _VERSIONS_RE = re.compile(r"^(?:>=|<=|<)?\d+(?:\.\d+)*(?:-\d+(?:\.\d+)*)?$")
 _GROUP_NAME_RE = re.compile(r"\(\?P<(\w+)>")
 _BYTES_RE = re.compile(r"^([\d.]+)\s*([KMGTP]?)(i?)B$")
