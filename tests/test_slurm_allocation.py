@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from fleetdx.orchestrator.cluster.allocation import _Launched, in_allocation, ray_executable
+from fleetdx.orchestrator.cluster.allocation import _Launched, _token_auth, in_allocation, ray_executable
 from fleetdx.orchestrator.cluster.fanout import NodeOutcome, OutcomeKind
 from fleetdx.orchestrator.judgement import FindingCode
 from fleetdx.orchestrator.preflight.run import NodeJob, run_preflight
@@ -138,3 +138,25 @@ def test_a_retry_waits_until_slurm_has_let_go_of_the_previous_step(tmp_path: Pat
     assert len(calls.read_text().split()) == 3
     assert not step_gone("42", "sim3", env, wait_s=0)  # still listed when the wait is over: no retry
     assert step_gone("nojob", "sim3", env)
+
+
+def test_the_allocations_ray_gets_a_token_of_its_own_unless_one_is_given(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Ray 2.60's `ray start --head` refuses to start with token auth and no token (a fresh $HOME, as in a first
+    job): the allocation's Ray gets a random token, in the env the ray processes and srun steps get and in this
+    driver's. A token the user gave (RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH) is kept, and so is auth turned off."""
+    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.setenv(k, "")  # recorded, so that what _token_auth sets is undone after the test
+        monkeypatch.delenv(k)
+    env: dict[str, str] = {}
+    _token_auth(env)
+    assert env["RAY_AUTH_MODE"] == "token" and len(env["RAY_AUTH_TOKEN"]) == 64
+    assert os.environ["RAY_AUTH_TOKEN"] == env["RAY_AUTH_TOKEN"]
+    other: dict[str, str] = {}
+    _token_auth(other)
+    assert other["RAY_AUTH_TOKEN"] != env["RAY_AUTH_TOKEN"]  # one per allocation
+    given = {"RAY_AUTH_TOKEN_PATH": "/shared/ray_token"}
+    _token_auth(given)
+    assert "RAY_AUTH_TOKEN" not in given
+    off = {"RAY_AUTH_MODE": "disabled"}
+    _token_auth(off)
+    assert off == {"RAY_AUTH_MODE": "disabled"}

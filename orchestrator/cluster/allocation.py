@@ -29,8 +29,10 @@ terminated ..." blocks) goes to files in :func:`ray_log_dir` (``FLEETDX_RAY_LOG_
 Run it once per allocation (the batch script, or an ``salloc`` shell), not in each task of an ``srun`` step:
 every copy would start its own Ray. The ``ray`` executable is the one beside this Python (``sys.executable``'s
 folder), else ``ray`` on PATH; it must exist at the same path on every node (a shared virtualenv, as the job's
-own Python). Ray 2.60's token authentication (``RAY_AUTH_MODE=token``, token in ``~/.ray/auth_token``) needs a
-``$HOME`` shared by the nodes.
+own Python). Ray 2.60's token authentication (``RAY_AUTH_MODE=token``): unless ``RAY_AUTH_TOKEN`` or
+``RAY_AUTH_TOKEN_PATH`` is set, the allocation's Ray gets a token of its own (``RAY_AUTH_TOKEN``, random, passed
+to every ``ray start`` and to the worker steps through srun's environment): ``ray start --head`` refuses to start
+without one, and a token file in ``~/.ray`` would need a ``$HOME`` shared by the nodes.
 
 ``import ray`` happens inside the functions: the CLI must start fast.
 """
@@ -38,6 +40,7 @@ own Python). Ray 2.60's token authentication (``RAY_AUTH_MODE=token``, token in 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -187,6 +190,17 @@ def _connect_until(address: str, deadline: float) -> None:
             time.sleep(1.0)
 
 
+def _token_auth(env: dict[str, str]) -> None:
+    """Ray 2.60's token authentication for the allocation's Ray (module doc), set in ``env`` (the ``ray start``
+    processes' and the worker steps') and in this process's environment (the driver's, before ``import ray``)."""
+    env.setdefault("RAY_AUTH_MODE", "token")
+    if env["RAY_AUTH_MODE"] == "token" and not (env.get("RAY_AUTH_TOKEN") or env.get("RAY_AUTH_TOKEN_PATH")):
+        env["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
+        if k in env:
+            os.environ[k] = env[k]
+
+
 @contextmanager
 def ray_on_allocation(
     hosts: Sequence[str],
@@ -207,8 +221,7 @@ def ray_on_allocation(
     # a multi-node cluster is what is started here: an inherited RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 (which
     # keeps a simulation on one machine) would make every worker's `ray start` refuse to join
     env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "1"
-    env.setdefault("RAY_AUTH_MODE", "token")  # Ray 2.60: joining a `ray start` head needs the token
-    os.environ.setdefault("RAY_AUTH_MODE", env["RAY_AUTH_MODE"])  # and so does this driver, before import ray
+    _token_auth(env)
     import ray
 
     here = (this_host or socket.gethostname()).split(".", 1)[0]
