@@ -657,3 +657,27 @@ def test_torchruns_agent_hung_up_on_is_the_cause_when_nothing_else_failed(tmp_pa
     (c,) = _causes(tmp_path / "job.out", line.format(s=1))
     assert c.code is F.PROCESS_CRASH and "SIGHUP" in c.message and "tmux" in c.action
     assert [c.code for c in _causes(tmp_path / "job.out", line.format(s=15))] == [F.UNKNOWN]
+
+
+def test_a_ray_worker_that_vanished_is_the_hosts_oom_killers_when_nothing_else_is_told(tmp_path: Path) -> None:
+    """The raylet's 'Worker unexpectedly exits with a connection error code 2' (wild logs 48, 707): no exit of
+    the worker's own, SIGKILL, most often the OOM killer; the host is named, the pid given to look for."""
+    line = (
+        "(raylet) A worker died or was killed while executing a task by an unexpected system error. Worker IP "
+        "address: 10.226.129.21 Worker port: 50045 Worker PID: 110142 Worker exit type: SYSTEM_ERROR Worker exit "
+        "detail: Worker unexpectedly exits with a connection error code 2. End of file.\n"
+    )
+    (c,) = _causes(tmp_path / "job.out", line)
+    assert (c.code, c.nodes) == (F.OOM_HOST, ["10.226.129.21"]) and "Killed process 110142" in c.action
+    intended = line.replace(
+        "SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2.",
+        "INTENDED_SYSTEM_EXIT",
+    )
+    assert _causes(tmp_path / "job.out", intended)[0].code is F.PROCESS_CRASH
+
+
+def test_mxms_caught_signal_line_names_its_host(tmp_path: Path) -> None:
+    """MXM (Mellanox OFED's messaging library before UCX) prints UCX's line behind '[host:pid:tid]' (wild log
+    705): a crash on that host."""
+    (c,) = _causes(tmp_path / "job.out", "[ava02:21329:1] Caught signal 11 (Segmentation fault)\n")
+    assert (c.code, c.nodes) == (F.PROCESS_CRASH, ["ava02"]) and "SIGSEGV" in c.message

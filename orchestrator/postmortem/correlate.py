@@ -458,6 +458,7 @@ _LAUNCHER_SAYS = {
     "pytorch": "torch's launcher saw it exit",
     "pdsh": "pdsh saw its ssh end",
     "bash": "its shell reported it killed",
+    "openmpi": "mpirun named it the first process to exit",
 }
 
 

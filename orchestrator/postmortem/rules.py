@@ -165,6 +165,12 @@ def _not_root(e: JobEvent) -> bool:
     return e.details.get("root_cause") is False
 
 
+def _ray_vanished(e: JobEvent) -> bool:
+    """The raylet's report of a worker whose connection ended with no exit of its own (connection error code 2,
+    End of file: the worker-died text of Ray's src/ray/raylet/node_manager.cc)."""
+    return e.details.get("catalog") == "ray.worker.died_system_error" and e.details.get("exit_code") == 2
+
+
 def _sigkill(e: JobEvent) -> bool:
     return _d(e, "signal") == "SIGKILL" or e.details.get("exit_code") == -9
 
@@ -441,6 +447,20 @@ RULES: tuple[Rule, ...] = (
         action=SHM_ACTION,
     ),
     # torchrun / elastic
+    # Ray's raylet: a worker process that vanished (no exit of its own: SIGKILL), most often the OOM killer's
+    Rule(
+        EventKind.CHILD_FAILED,
+        _F.OOM_HOST,
+        C,
+        30,
+        "observer",
+        ("oom-host", "host"),
+        when=_ray_vanished,
+        message="a Ray worker {where} vanished (pid {d[pid]}; Ray: 'Worker unexpectedly exits with a connection "
+        "error code 2'): killed by SIGKILL, most often by the host's OOM killer, else it crashed",
+        action="look in {host}'s kernel log (dmesg -T, journalctl -k) for 'Out of memory: Killed process {d[pid]}'; "
+        "lower the workers' memory (batch size, data-loader workers, Ray's object store) or give them more",
+    ),
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, C, 30, "observer", ("child", *_WHERE), when=_not_root),
     Rule(EventKind.CHILD_FAILED, _F.OOM_HOST, priority=70, key=("oom-host", "host"), when=_sigkill, note="SIGKILL"),
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, priority=80, key=("crash", *_WHERE), when=_signalled),
