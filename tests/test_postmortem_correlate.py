@@ -681,3 +681,30 @@ def test_mxms_caught_signal_line_names_its_host(tmp_path: Path) -> None:
     705): a crash on that host."""
     (c,) = _causes(tmp_path / "job.out", "[ava02:21329:1] Caught signal 11 (Segmentation fault)\n")
     assert (c.code, c.nodes) == (F.PROCESS_CRASH, ["ava02"]) and "SIGSEGV" in c.message
+
+
+def test_more_wordings_of_round_nine(tmp_path: Path) -> None:
+    """Paddle's 'Nccl error, unhandled cuda error' (wild log 656) is a CUDA error; mpirun's line with the pid and
+    node redacted (653) still names rank 1; a bare 'NCCL communicator was aborted.' (657) is the echo of a
+    failure it does not name; XLA's barrier of the program's own that timed out (658) is a hang, the connect
+    barrier at start-up a join that never happened; TensorFlow's group-size mismatch (665) is configuration."""
+    log = tmp_path / "job.out"
+    c = _causes(
+        log, "ExternalError:  Nccl error, unhandled cuda error  (at /paddle/fluid/platform/collective_helper.cc:83)\n"
+    )
+    assert c[0].code is F.CUDA_ERROR
+    c = _causes(
+        log, "mpirun noticed that process rank 1 with PID xxxxxx on node xxxxxxxx exited on signal 9 (Killed).\n"
+    )
+    assert (c[0].code, c[0].rank, c[0].nodes) == (F.OOM_HOST, 1, [])
+    assert _causes(log, "RuntimeError: NCCL communicator was aborted.\n")[0].code is F.UNKNOWN
+    barrier = (
+        "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: {b}. Timed out "
+        "task names:\n"
+    )
+    c = _causes(log, barrier.format(b="multihost_broadcast_sync0"))[0]
+    assert c.code is F.NCCL_TIMEOUT and "multihost_broadcast_sync0" in c.message
+    assert _causes(log, barrier.format(b="PjRT_Client_Connect"))[0].code is F.CONFIG_ERROR
+    tf = "  (1) Internal:  Collective Op  has group_size 8 and group_key2 but that group has size 4\n"
+    c = _causes(log, tf)[0]
+    assert c.code is F.CONFIG_ERROR and "TF_CONFIG" in c.action

@@ -694,6 +694,15 @@ def _timeout_cause(
             "holding the GIL inside one) hung in that process, so no collective timeout could even be reported"
         )
         missing.append("a stack of the stuck process (py-spy dump --native) or its Flight Recorder dump (--fr)")
+    elif not reporters and (barrier := next((e for e in group if e.kind is EventKind.RENDEZVOUS_ERROR), None)):
+        # the XLA coordination service's barrier of the program's own (rules.py): no NCCL watchdog took part
+        msg = (
+            f"the coordination service's barrier {barrier.details.get('op')} timed out after the processes had "
+            "connected: a process hung or died before reaching it"
+        )
+        missing.append(
+            "which process never reached the barrier: the tasks the coordinator names as timed out, their own logs"
+        )
     else:
         waited = f"{_ranks(reporters)} waited in {op}{done}" if reporters else f"ranks waited in {op}{done}"
         msg = f"NCCL watchdog timeout: {waited}; " + (

@@ -211,6 +211,13 @@ def _summarised_exc(e: JobEvent) -> bool:
     return _exc_type(e) in ("ChildFailedError", "DistBackendError", "OutOfMemoryError")
 
 
+def _comm_aborted(e: JobEvent) -> bool:
+    """torch's "NCCL communicator was aborted." with no reason (ProcessGroupNCCL, torch 1.5-1.8: the work of a
+    communicator the watchdog aborted after an NCCL error or a timeout, here or signalled by another rank): the
+    echo of a failure the line does not name (with "Original reason for failure was: ..." the reason is read)."""
+    return _d(e, "message").strip().startswith("NCCL communicator was aborted") and "reason" not in _d(e, "message")
+
+
 def _config_exc(e: JobEvent) -> bool:
     return _exc_type(e) in _CONFIG_EXC
 
@@ -272,6 +279,12 @@ def _hangup(e: JobEvent) -> bool:
 _WHERE = ("host", "rank")
 _INTERNAL = frozenset({FindingCode.NCCL_INTERNAL_ERROR})
 _F = FindingCode
+
+
+def _own_barrier(e: JobEvent) -> bool:
+    """XLA's coordination-service barrier timeout of a barrier other than the connect barrier every process
+    passes at start-up (``PjRT_Client_Connect``, jax.distributed.initialize): the program's own."""
+    return e.details.get("catalog") == "xla.coordination.barrier_timed_out" and "Connect" not in _d(e, "op")
 
 
 def _never_joined(row: str, message: str, action: str) -> Rule:
@@ -476,6 +489,7 @@ RULES: tuple[Rule, ...] = (
     Rule(EventKind.SIGNAL, _F.PROCESS_CRASH, C, 25, "observer", ("signal", *_WHERE)),
     # Python exceptions (the summary block, the NCCL or OOM event on the same line say more for some)
     Rule(EventKind.PYTHON_EXCEPTION, None, role="context", when=_summarised_exc),
+    Rule(EventKind.PYTHON_EXCEPTION, None, role="context", when=_comm_aborted),
     Rule(
         EventKind.PYTHON_EXCEPTION,
         _F.PROCESS_CRASH,
@@ -497,6 +511,18 @@ RULES: tuple[Rule, ...] = (
         message="configuration error {where}: NCCL/Gloo found no usable network interface ({text})",
         action="set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to an interface every node has (ip -br addr), or "
         "unset them; a container needs the host's network (or its interfaces) to reach the other nodes",
+        absorbs=_INTERNAL,
+    ),
+    Rule(
+        EventKind.COLLECTIVE_MISMATCH,
+        _F.CONFIG_ERROR,
+        priority=63,
+        key=("mismatch", *_WHERE),
+        when=_from("tensorflow.collective.group_size_mismatch"),
+        message="TensorFlow's collective ops disagree on their group's size {where}: {d[count]} members expected, "
+        "the group has {d[world_size]} ({text})",
+        action="a configuration error, not a node's: start every worker with the same cluster spec (TF_CONFIG's "
+        "worker list) and the same number of GPUs each",
         absorbs=_INTERNAL,
     ),
     Rule(
@@ -546,6 +572,17 @@ RULES: tuple[Rule, ...] = (
         "more than the world size: processes of an earlier run (a requeue or restart) still use the same "
         "MASTER_ADDR:MASTER_PORT, give each run its own port; fewer: some processes never started, read their "
         "nodes' logs",
+    ),
+    # a barrier of the program's own (multihost_utils.sync_global_devices, a framework's broadcast) that timed out
+    # after every process had connected: a process hung or died on the way there, a hang like a collective's
+    Rule(
+        EventKind.RENDEZVOUS_ERROR,
+        _F.NCCL_TIMEOUT,
+        C,
+        20,
+        "observer",
+        ("timeout",),
+        when=_own_barrier,
     ),
     _never_joined(
         "xla.coordination.barrier_timed_out",

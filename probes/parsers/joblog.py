@@ -270,7 +270,7 @@ _NCCL_LEVEL_RE = re.compile(r"\bNCCL (?P<lvl>WARN|ERROR|INFO)\b:?\s?(?P<msg>.*)$
 #: Paddle's ("(External) NCCL error(6), remote process exited ...", paddle/phi/core/enforce.h) and nccl-tests'
 #: ("HOST: Test NCCL failure common.cu:961 'internal error - ...'", src/common.h NCCLCHECK)
 _NCCL_TORCH_RE = re.compile(
-    r"NCCL (?:[Ee]rror|failure)(?: \d{1,3}|\(\d{1,3}\),?)?(?: in: \S+?,?)?:?\s+(?P<msg>.*?)"
+    r"(?:NCCL|Nccl) (?:[Ee]rror|failure)(?: \d{1,3}|\(\d{1,3}\),?)?(?: in: \S+?,?)?[:,]?\s+(?P<msg>.*?)"
     r"(?:,? NCCL version [\d.]+.*)?$"
     r"|\bDistBackendError\b"
 )
@@ -620,7 +620,8 @@ def _nccl_events(body: str) -> list[_Found]:
     if lvl is not None and lvl.group("lvl") in ("WARN", "ERROR"):
         msg = lvl.group("msg")
     elif lvl is None:
-        t = _NCCL_TORCH_RE.search(body) if "NCCL" in body or "DistBackendError" in body else None
+        # PaddlePaddle's enforce says "Nccl error, <ncclGetErrorString>" (paddle/fluid/platform/enforce.h)
+        t = _NCCL_TORCH_RE.search(body) if "NCCL" in body or "DistBackendError" in body or "Nccl e" in body else None
         if t is not None:
             msg = t.group("msg") or body
         if "Last error:" in body:  # the error NCCL itself reported is more precise than torch's summary
@@ -855,7 +856,7 @@ def _read_events(body: str) -> list[_Found]:
                 },
             )
         )
-    if "NCCL" in body or any(k in body for k in _NCCL_BARE_KEYS):
+    if "NCCL" in body or "Nccl e" in body or any(k in body for k in _NCCL_BARE_KEYS):
         found += _nccl_events(body)
     memory = "emory" in body or "oom" in body or "MEMORY" in body  # every OOM pattern holds one of these
     host_oom = _OOM_HOST_RE.search(body) if memory else None
