@@ -69,6 +69,23 @@ KNOWN_MISSES = {
     "531-gptneox1147-two-nodes-hostfile-pdsh-prefix-node2-last-error-net-call-to-recv-failed-connection-refused-"
     "redacted-ip.log": "the peer is redacted by the poster ('NODE2_IP'), so the observer's peer cannot be matched to "
     "node2",
+    # added with logs 651-757 (round 9)
+    "659-trl1164-sft-fsdp-peft-pt-hang-after-epoch-torchrun-root-cause-rank1-sigabrt-ranks2-3-pod-host.log": "the "
+    "label takes the issue's words (the run froze and timed out); the log shows only torchrun's summary of three "
+    "ranks' SIGABRT, read as rank 1's crash as log 359's label has it",
+    "702-myria3d123-ddp-srun-data-prep-tqdm-glued-step-cancelled-task0-terminated-blocking-wait.log": "the label "
+    "takes the thread's diagnosis (NCCL blocking wait timing out while rank 0 prepared data); the log shows only "
+    "the step cancelled with no reason and task 0 terminated",
+    "709-pytorch76287-jeanzay-slurm-elastic-node-keepalive-heartbeat-rendezvousconnectionerror-hang-8h.log": "UNKNOWN: "
+    "the crash is in a file attached to the issue; the log holds only the agent's keep-alive warnings",
+    "710-nccltests36-2020-azure-nc24rs-mpirun-2node-unhandled-system-error-process-rank1-exit-3.log": "the label "
+    "takes the maintainer's diagnosis (InfiniBand); the log shows 'unhandled system error' on both hosts and "
+    "mpirun's first process to exit (rank 1), read as that rank's exit",
+    "711-nccltests294-h100-ib-sharp-bootstrap-address-family-33621-internal-error-async-thread.log": "CONFIG_ERROR: "
+    "NCCL's 'connecting to address with family N is neither AF_INET nor AF_INET6' is read as its catalog row has "
+    "it (nccl#1837: a socket interface that does not exist); the label leaves it an internal error",
+    "753-discussray8598-torchtrainer-fractional-gpu-ddp-verify-model-across-ranks-nccl-error-cut.log": "the NCCL "
+    "error's own line is cut from the excerpt; the label takes the thread's diagnosis (workers sharing one GPU)",
 }
 
 
