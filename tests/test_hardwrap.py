@@ -80,5 +80,15 @@ def test_a_wrapped_line_is_not_joined_with_a_line_that_starts_a_log_line() -> No
     for nxt in ("2022-10-23 01:07:27.000000: E next", "  File x", "[rank1]: next", ""):
         assert [n for _, n in [*uw.lines([cut, nxt]), *uw.end()]] == [1, 1]
     long = [cut] + [cut.replace("2022", "abcd")] * 400 + ["end"]
-    (joined, span), *_ = list(uw.lines(long)) + list(uw.end())
-    assert span == len(long) and len(joined) <= MAX_JOINED + len(cut)
+    out = list(uw.lines(long)) + list(uw.end())
+    assert all(len(text) <= MAX_JOINED for text, _ in out) and len(out) > 1
+    assert sum(n for _, n in out) == len(long) and "".join(t for t, _ in out) == "".join(long)  # nothing dropped
+
+
+def test_lines_cut_at_a_readers_cap_are_no_wrap() -> None:
+    """Lines cut to one length by a reader's cap (MAX_LINE) are far wider than a terminal: the log is read as it
+    is, and the line after them keeps its event."""
+    capped = [f"{i} " + "x" * 70_000 for i in range(10, 14)]
+    lines = [c[:65_536] for c in capped] + ["RuntimeError: CUDA error: an illegal memory access was encountered"]
+    assert Unwrapper.detect(lines) is None
+    assert [e.kind for e in parse_joblog("\n".join(lines)).events] == [EventKind.CUDA_ERROR]

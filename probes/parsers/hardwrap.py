@@ -6,7 +6,7 @@ un`` / ``handled cuda error``), sometimes with every line padded with blanks to 
 pattern matches a message cut in two, so such a log is read with its wrapped lines joined again.
 
 A sample of the log (its first :data:`SAMPLE_LINES` lines) is judged wrapped at ``W`` when ``W``, its longest
-line, is at least :data:`MIN_WIDTH` characters and at least :data:`MIN_WRAPPED` lines exactly ``W`` long,
+line, is :data:`MIN_WIDTH` to :data:`MAX_WIDTH` characters and at least :data:`MIN_WRAPPED` lines exactly ``W`` long,
 different even with their numbers ignored, are followed by a line that can be their rest (below). An unwrapped log
 has lines of every length, its longest seldom twice over; where its lines share one length (one message printed
 by every rank) the next line starts as they do. The log is judged padded when most of its non-empty lines are
@@ -14,7 +14,8 @@ exactly ``W`` long. Then a line of exactly ``W`` characters (padded: one that do
 padding of a line that ended there) is joined with the next one, unless the next line is empty, starts the way a
 log line does (indented, a bracket, a date or clock, a glog or syslog stamp, ``Traceback (``, ``File "``, a table's
 ``|``) or with the wrapped line's own first characters: a log whose lines merely share a length (dmesg lines of
-one format) is read as it is. A logical line keeps at most :data:`MAX_JOINED` characters; the rest is dropped.
+one format) is read as it is. A logical line grows to :data:`MAX_JOINED` characters at most: the next line then
+starts one of its own (nothing is dropped).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from dataclasses import dataclass, field
 SAMPLE_LINES = 4000
 #: the narrowest width judged a wrap (narrower lines are not cut by terminals or code boxes)
 MIN_WIDTH = 60
+#: the widest width judged a wrap (a terminal or a code box; longer equal lines are lines cut by a reader's cap)
+MAX_WIDTH = 512
 #: different lines of exactly the longest length that make a wrap
 MIN_WRAPPED = 2
 #: the share of non-empty lines of exactly the width that makes a padded paste
@@ -66,7 +69,7 @@ class Unwrapper:
         when they show no hard wrap."""
         lines = [s.rstrip("\r") for s in sample[:SAMPLE_LINES]]
         width = max(map(len, lines), default=0)
-        if width < MIN_WIDTH:
+        if not MIN_WIDTH <= width <= MAX_WIDTH:
             return None
         at_width = [s for s in lines if len(s) == width]
         if len(set(at_width)) < MIN_WRAPPED:
@@ -86,13 +89,10 @@ class Unwrapper:
         """The logical lines of ``block`` (the next physical lines of the log), each with how many physical lines
         it spans; a line whose rest may be in the next block is held until it comes (or :meth:`end`)."""
         for line in block:
-            if self._held and not _rest_of(self._held[0], line):
+            if self._held and (not _rest_of(self._held[0], line) or self._size + len(line) > MAX_JOINED):
                 yield from self.end()
-            if self._held:
-                self._held.append(line[: max(0, MAX_JOINED - self._size)])
-                self._size += len(self._held[-1])
-            else:
-                self._held, self._size = [line], len(line)
+            self._held.append(line)
+            self._size += len(line)
             if not self._cut(line):
                 yield from self.end()
 
