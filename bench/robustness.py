@@ -160,6 +160,27 @@ def _fifo_spool_dir(d: Path) -> Path:
     return sd
 
 
+def _wrapped_log(d: Path, n_bytes: int) -> Path:
+    """A job log hard-wrapped at 200 columns mid-word (a terminal's paste), every line's rest a continuation:
+    the worst case of joining wrapped lines again (each logical line grows to its cap)."""
+    p = d / "wrapped.log"
+    if not p.exists():
+        text = "watchdog caught collective operation timeout on rank three of the job " * 8
+        block = "".join(text[i % 50 : i % 50 + 200] + "\n" for i in range(64)) + "x" * 120 + "\n"
+        _write(p, block, n_bytes // len(block) + 1)
+    return p
+
+
+def _capped_lines_log(d: Path) -> Path:
+    """Lines cut to one length as a reader's cap cuts them, then a CUDA error: the error is read."""
+    p = d / "capped.log"
+    if not p.exists():
+        _write(p, "z" * 70_000 + "\n", 120)
+        with open(p, "a") as f:
+            f.write("RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    return p
+
+
 CASES = [
     Case("parse topo /dev/zero", lambda d: ["parse", "topo", "/dev/zero"]),
     Case("parse topo FIFO", lambda d: ["parse", "topo", str(_fifo(d))]),
@@ -264,6 +285,29 @@ CASES = [
         lambda d: ["preflight", "--no-save", "--timeout", "20"],
         "ok",
         bin_dir=_flooding_smi,
+        max_rss_mb=400,
+    ),
+    # issue 20: job logs as people paste them, and as no one should
+    # a device or a FIFO is not read: said in missing_evidence, the verdict UNKNOWN
+    Case("postmortem --logs /dev/zero", lambda d: ["postmortem", "--logs", "/dev/zero", "--no-save"], "ok"),
+    Case("postmortem --logs a FIFO", lambda d: ["postmortem", "--logs", str(_fifo(d)), "--no-save"], "ok"),
+    Case("postmortem --logs a missing file", lambda d: ["postmortem", "--logs", str(d / "nope.log"), "--no-save"]),
+    Case(
+        "postmortem --logs 64 MB in one line",
+        lambda d: ["postmortem", "--logs", str(_write(d / "oneline.log", "x" * (1 << 20), 64)), "--no-save"],
+        "ok",
+        max_rss_mb=400,
+    ),
+    Case(
+        "postmortem --logs 32 MB hard-wrapped at 200 columns",
+        lambda d: ["postmortem", "--logs", str(_wrapped_log(d, 32 << 20)), "--no-save"],
+        "ok",
+        max_rss_mb=400,
+    ),
+    Case(
+        "postmortem --logs 8 MB of lines cut to one length, then an error",
+        lambda d: ["postmortem", "--logs", str(_capped_lines_log(d)), "--no-save"],
+        "ok",
         max_rss_mb=400,
     ),
 ]
