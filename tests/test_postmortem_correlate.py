@@ -708,3 +708,30 @@ def test_more_wordings_of_round_nine(tmp_path: Path) -> None:
     tf = "  (1) Internal:  Collective Op  has group_size 8 and group_key2 but that group has size 4\n"
     c = _causes(log, tf)[0]
     assert c.code is F.CONFIG_ERROR and "TF_CONFIG" in c.action
+
+
+def test_more_wordings_of_round_ten(tmp_path: Path) -> None:
+    """A torchrun summary entry whose header was cut keeps its host (wild log 855); hydra's 'RUNNING AT user@host'
+    names the host (861); gloo's failed connect is an observer naming its peer (863); gloo's
+    'op.preamble.length <= op.nbytes' is a size mismatch between ranks (864); nccl-tests' 'Test CUDA failure ...
+    invalid device ordinal' is the launch's (854); aws-ofi-nccl finding no provider is configuration (869)."""
+    log = tmp_path / "job.out"
+    entry = "  time      : 2025-12-23_05:17:58\n  host      : yotta-B200-232\n  rank      : 0 (local_rank: 0)\n"
+    entry += "  exitcode  : -11 (pid: 3304209)\n  traceback : Signal 11 (SIGSEGV) received by PID 3304209\n"
+    c = _causes(log, entry)[0]
+    assert (c.code, c.rank, c.nodes) == (F.PROCESS_CRASH, 0, ["yotta-B200-232"])
+    hydra = "=   PID 108257 RUNNING AT jetson@node1\n=   EXIT CODE: 134\n"
+    assert _causes(log, hydra)[0].nodes == ["node1"]
+    gloo = "RuntimeError: [/w/third_party/gloo/gloo/transport/tcp/pair.cc:799] connect [172.31.71.170]:13195: "
+    c = _causes(log, gloo + "Connection refused\n")[0]
+    assert c.code is F.NCCL_NETWORK_ERROR and "observer" in c.message
+    sizes = "  what():  [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:446] op.preamble.length <= "
+    c = _causes(
+        log, "terminate called after throwing an instance of 'gloo::EnforceNotMet'\n" + sizes + "op.nbytes. 9 vs 8\n"
+    )
+    assert [x.code for x in c] == [F.CONFIG_ERROR] and "different sizes" in c[0].message
+    c = _causes(log, "node1: Test CUDA failure common.cu:963 'invalid device ordinal'\n")[0]
+    assert (c.code, c.nodes) == (F.CONFIG_ERROR, ["node1"])
+    ofi = "10.3.35.83: WARN: Function: find_ofi_provider Line: 543: NET/OFI Couldn't find any optimal provider\n"
+    c = _causes(log, ofi)[0]
+    assert (c.code, c.nodes) == (F.CONFIG_ERROR, ["10.3.35.83"]) and "EFA" in c.action

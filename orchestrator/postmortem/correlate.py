@@ -459,6 +459,7 @@ _LAUNCHER_SAYS = {
     "pdsh": "pdsh saw its ssh end",
     "bash": "its shell reported it killed",
     "openmpi": "mpirun named it the first process to exit",
+    "mpich": "mpiexec (hydra) reported its bad termination",
 }
 
 

@@ -530,6 +530,18 @@ RULES: tuple[Rule, ...] = (
         _F.CONFIG_ERROR,
         priority=63,
         key=("mismatch", *_WHERE),
+        when=_from("pytorch.gloo.preamble_length"),
+        message="a gloo peer sent {d[count]} bytes where this rank expected {d[world_size]} {where}: the ranks "
+        "called a collective or send/recv with different sizes ({text})",
+        action="a program error, not a node's: every rank must pass tensors of the same size to each collective "
+        "(a rank-dependent shape, an uneven last batch); TORCH_DISTRIBUTED_DEBUG=DETAIL names the collective",
+        absorbs=_INTERNAL,
+    ),
+    Rule(
+        EventKind.COLLECTIVE_MISMATCH,
+        _F.CONFIG_ERROR,
+        priority=63,
+        key=("mismatch", *_WHERE),
         message="ranks called different collectives {where} (torch's collective check): {text}",
         action="a program error, not a node's: every rank must call the same collectives in the same order with "
         "the same shapes (a rank-dependent branch, an uneven last batch); TORCH_DISTRIBUTED_DEBUG=DETAIL names them",
@@ -592,6 +604,12 @@ RULES: tuple[Rule, ...] = (
         "earlier failure",
     ),
     # the scheduler would not allocate or place what the job asked for, or its program could not be executed
+    _launch(
+        "awsofi.no_optimal_provider",
+        "NCCL's network plugin (aws-ofi-nccl) found no libfabric provider it can use {where} ({text})",
+        "make EFA usable on {host}: the EFA installer's libfabric first on LD_LIBRARY_PATH, /dev/infiniband exposed "
+        "to the container, FI_PROVIDER=efa naming a provider fi_info lists",
+    ),
     _launch(
         "slurm.auth_munge.encode_failed",
         "Slurm's client could not authenticate its request (munge) {where}: {d[error]} ({text})",

@@ -506,6 +506,10 @@ _RAW_KEYS = (
     "exitcode",
     "local_rank",
     "error_file",
+    # an entry's first fields, read even with its "[N]:" line and the header above it cut off (torch elastic's
+    # _FAILURE_FORMAT_TEMPLATE pads each key to ten characters)
+    "time      : ",
+    "host      : ",
     "thread terminated with exception",  # may start a wrapped watchdog timeout (see _WRAPPED)
     "ProcessGroupNCCL'",  # may start a wrapped "ProcessGroupNCCL's watchdog got stuck" (see _WRAPPED)
     "sigkill_handler] [",  # may start DeepSpeed's launcher line, its command list wrapped (see _WRAPPED)
