@@ -86,6 +86,27 @@ KNOWN_MISSES = {
     "it (nccl#1837: a socket interface that does not exist); the label leaves it an internal error",
     "753-discussray8598-torchtrainer-fractional-gpu-ddp-verify-model-across-ranks-nccl-error-cut.log": "the NCCL "
     "error's own line is cut from the excerpt; the label takes the thread's diagnosis (workers sharing one GPU)",
+    # added with logs 851-872 (round 10)
+    "856-centerformer4-2022-torch-distributed-launch-2proc-a100-k8s-failed-exitcode-minus11-local-rank0-traceback-"
+    "cut.log": "no host: the host is named only by mmcv's 'Start running, host: user@HOST' info line, which is not "
+    "read as the node of a one-node job's events",
+    "861-llamacpp4792-mpi-jetson-cluster-bad-termination-exit-code-134-node1-signal-15-backtick-glued.log": "the "
+    "host is named node1 (hydra's 'RUNNING AT jetson@node1' read as user@host); the label keeps 'jetson@node1'",
+    "865-rccltests50-4x-mi210-sharbox-ultra-test-nccl-failure-common-cu1285-internal-error-then-unit-test-amd-iommu-"
+    "warn.log": "no host: 'sharbox-ultra: ' (no digit in the name) is not read as a host prefix, which keeps "
+    "words such as 'Warning: ' from being read as hosts",
+    "866-rccl1370-chameleon-tacc-rccl-gtest-allreduce-child0-fails-ncclgroupend-code1-init-comms-failed.log": "UNKNOWN:"
+    " RCCL's unit-test harness ('fails NCCL call ncclGroupEnd with code 1') is not in the catalog",
+    "867-llamafactory3839-ascend-npu-barrier-hccl-error-processgrouphccl-rankid3-ej0001-failed-to-initialize-hccp-"
+    "last-process-running.log": "CANN's EJ0001 ('Failed to initialize the HCCP process') is not in the catalog; "
+    "read as the rank's RuntimeError",
+    "868-gpustack2021-ascend-310p-mindie-4-card-deepseek-r1-32b-hcclcomminitrootinfo-failed-error2-rank1-allgather-"
+    "runner.log": "UNKNOWN: MindIE's HCCL runner lines are not in the catalog",
+    "871-torchccl54-oneccl-ccl-warn-atl-ofi-ccl-error-pthread-create-returns-22-failed-to-start-worker-0.log": "the "
+    "label reads oneCCL's 'pthread_create returns 22' (worker affinity) as configuration; read as the rank's error",
+    "872-ompi11949-srun-n2-gpus-per-task-a100-ob1-smcuda-cuipcopenmemhandle-failed-unrecoverable-clima-register-"
+    "remote-memory.log": "UNKNOWN: Open MPI's smcuda 'cuIpcOpenMemHandle failed' help text is not in the catalog; "
+    "the label takes the thread's diagnosis (Slurm's GPU binding)",
 }
 
 
