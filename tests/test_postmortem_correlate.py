@@ -735,3 +735,13 @@ def test_more_wordings_of_round_ten(tmp_path: Path) -> None:
     ofi = "10.3.35.83: WARN: Function: find_ofi_provider Line: 543: NET/OFI Couldn't find any optimal provider\n"
     c = _causes(log, ofi)[0]
     assert (c.code, c.nodes) == (F.CONFIG_ERROR, ["10.3.35.83"]) and "EFA" in c.action
+
+
+def test_the_unspecified_address_names_no_host(tmp_path: Path) -> None:
+    """Ray's 'ip=0.0.0.0' of an actor bound to every interface (wild log 814) names no node to blame."""
+    line = (
+        "ray.exceptions.RayTaskError(WorkerCrashedError): ray::RemoteRewardModel.get_rewards() (pid=1625610, "
+        "ip=0.0.0.0, actor_id=7cdb557236a)\n"
+    )
+    (c,) = _causes(tmp_path / "job.out", line)
+    assert c.code is F.PROCESS_CRASH and c.nodes == []

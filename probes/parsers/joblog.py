@@ -1137,7 +1137,7 @@ class JobLogScanner:
         self._headless: list[int] = []
         self._ray_ip: tuple[int, str] | None = None  #: (line, ip) of the last Ray exception's ip field
         #: (line, host, rank) of the last report header (_HEADER_RE), until an event takes it
-        self._header: tuple[int, str, int | None] | None = None
+        self._header: tuple[int, str | None, int | None] | None = None
         #: (line, index in ``events``) of Open MPI's lost-daemon event, until its ``hostname:`` line names the node
         self._lost_daemon: tuple[int, int] | None = None
         #: ``terminate called`` events whose ``what():`` line has not been read: (event index, line, the line's
@@ -1420,7 +1420,7 @@ class JobLogScanner:
             return
         if ("ray::" in body or "MPICH ERROR" in body) and (t := _HEADER_RE.search(body)) is not None:
             if split_prefix(raw) is None:
-                self._header = (n, t.group("ip") or t.group("host"), _int(t.group("rank")))
+                self._header = (n, host_of(t.group("ip") or t.group("host") or "")[0], _int(t.group("rank")))
         if self._lost_daemon is not None and body.startswith("hostname: "):
             self._name_lost_daemon(n, body, *self._lost_daemon)
             return

@@ -121,6 +121,7 @@ _NOT_HOST_RE = re.compile(
     r"worker_?id|node_?rank|e\d{3,4}|e[a-z]\d{4}|[wief]\d{3,4}|h100|a100|v100|b200|gb200|sm\d+|py(?:thon)?\d.*|mlx\d|\d+)\d*$",
     re.I,
 )
+_UNSPECIFIED = frozenset({"0.0.0.0", "::", "[::]"})
 _REDACTED_RE = re.compile(r"x{3,}|\*{2,}|redact|^<.*>$|hidden|masked|anonymi[sz]ed|^host(?:name)?$|^[\W_]*$", re.I)
 _RAY_KV_RE = re.compile(r"(\w+)=([^\s,()]*)")
 _RAY_REPEAT_RE = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
@@ -135,9 +136,12 @@ _MAX_PREFIXES = 12
 
 
 def host_of(word: str) -> tuple[str | None, bool]:
-    """(host, redacted) of a word read as a host name (Slurm's ``slurmstepd-sim1: `` names node ``sim1``)."""
+    """(host, redacted) of a word read as a host name (Slurm's ``slurmstepd-sim1: `` names node ``sim1``); the
+    unspecified address (``0.0.0.0``, ``::``, a process bound to every interface, as Ray prints it) names no host."""
     if _REDACTED_RE.search(word):
         return None, True
+    if word in _UNSPECIFIED:
+        return None, False
     return word.removeprefix("slurmstepd-"), False
 
 
