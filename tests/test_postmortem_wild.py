@@ -107,6 +107,23 @@ KNOWN_MISSES = {
     "872-ompi11949-srun-n2-gpus-per-task-a100-ob1-smcuda-cuipcopenmemhandle-failed-unrecoverable-clima-register-"
     "remote-memory.log": "UNKNOWN: Open MPI's smcuda 'cuIpcOpenMemHandle failed' help text is not in the catalog; "
     "the label takes the thread's diagnosis (Slurm's GPU binding)",
+    # added with logs 801-815 (round 10)
+    "802-sglang10216-k8s-2x8xh100-deepseekv3-rank1-pg2-failure-detected-by-watchdog-seq40231-nccl-info-"
+    "interleaved.log": "NCCL_TIMEOUT: the watchdog's timeout is read; the label says UNKNOWN (the thread shows "
+    "no first failure)",
+    "803-rlfactory8-verl-multiturn-taskrunner-actordiederror-workerdict-0-1-connection-error-code-2-ip-10.164.37.106-"
+    "backtick-tabs.log": "PROCESS_CRASH: an actor that died is read as the worker's crash; the label says UNKNOWN",
+    "807-tgi2593-sharded-server-transport-error-nccl-watchdog-c10-cuda-check-frames-cuda-error-text-not-shown.log": (
+        "UNKNOWN: the CUDA error's own line is cut from the excerpt; only torch's hint lines and the c10 frames of "
+        "the watchdog's CUDA check are left, which are not read as a CUDA error"
+    ),
+    "812-vllm1111-2023-l4-tp2-jupyter-ray-worker-died-10.48.2.3-connection-error-code-2-rayactorerror-llm-init.log": (
+        "OOM_HOST: a Ray worker that vanished (connection error code 2) is read as the OOM killer's, as the labels "
+        "of 48 and 707 have it; this label says UNKNOWN"
+    ),
+    "814-openrlhf1139-4xh100-ppo-custom-reward-func-make-experience-raytaskerror-workercrashederror-remoterewardmodel-"
+    "line-cut.log": "PROCESS_CRASH: Ray's WorkerCrashedError is read as the worker's crash; the label takes the "
+    "thread's title (Slurm's OOM kill)",
 }
 
 
