@@ -525,6 +525,9 @@ _RAW_KEYS = (
 #: message it belongs to may be
 _RAY_IP_RE = re.compile(r"^ip: (?P<ip>[0-9A-Fa-f.:]{3,45})$")
 _RAY_IP_LINES = 3
+#: the failures of an actor's node that a Ray exception's ``ip:`` field just above names the host of: the node's
+#: death, and its worker's memory (a pod's memory limit)
+_RAY_NODE_KINDS = frozenset({EventKind.NODE_FAIL, EventKind.OOM_HOST})
 #: the header of a report whose lines below tell one process's failure: the header Ray prints for a failed task or
 #: actor method (``ray::WorkerDict.generate() (pid=838798, ip=10.138.0.27, actor_id=..., repr=...)``,
 #: python/ray/exceptions.py ``RayTaskError``, alone or after ``RayTaskError(...): ``: the worker's traceback
@@ -1270,7 +1273,7 @@ class JobLogScanner:
         if kept < MAX_EVENTS:  # else every key is full (:meth:`_full`, its test inlined: this runs on most lines)
             cap = MAX_EVENTS_PER_KEY if kept < EVENT_BUDGET else 1
             for kind, message_rank, host in plan.targets:
-                if host is None and kind is EventKind.NODE_FAIL:
+                if host is None and kind in _RAY_NODE_KINDS:
                     host = self._ray_host(n)
                 if self._per_key.get((kind, rank if rank is not None else message_rank, host), 0) < cap:
                     return False
@@ -1285,8 +1288,8 @@ class JobLogScanner:
         return True
 
     def _ray_host(self, n: int) -> str | None:
-        """The host of a node failure told on line ``n`` without one: the Ray actor exception's ``ip:`` field read
-        just above (the node that died), if any."""
+        """The host of a node failure or a host OOM told on line ``n`` without one: the Ray actor exception's
+        ``ip:`` field read just above (the actor's node), if any."""
         return self._ray_ip[1] if self._ray_ip and n - self._ray_ip[0] <= _RAY_IP_LINES else None
 
     def _learn_host(self, raw: str) -> None:
@@ -1570,7 +1573,7 @@ class JobLogScanner:
         for f in facts.found:
             ev_rank = ll.rank if ll.rank is not None else _message_rank(f, facts)
             ev_host = f.host or host
-            if ev_host is None and f.kind is EventKind.NODE_FAIL:
+            if ev_host is None and f.kind in _RAY_NODE_KINDS:
                 ev_host = self._ray_host(n)
             if ev_host is None and self._header is not None and split_prefix(raw) is None:
                 if n - self._header[0] <= _HEADER_LINES:
