@@ -124,6 +124,26 @@ KNOWN_MISSES = {
     "814-openrlhf1139-4xh100-ppo-custom-reward-func-make-experience-raytaskerror-workercrashederror-remoterewardmodel-"
     "line-cut.log": "PROCESS_CRASH: Ray's WorkerCrashedError is read as the worker's crash; the label takes the "
     "thread's title (Slurm's OOM kill)",
+    # added with logs 901-912 (round 10)
+    "901-skypilot825-spot-2node-resnet-worker-vm-killed-node-0-torchrun-exitcode-minus6-exit-barrier-sock"
+    "et-timeout-ray-prefix.log": (
+        "the label takes the poster's words (the worker VM was killed); the log shows rank 0's SIGABRT and a"
+        " socket timeout at the exit barrier, read as rank 0's crash"
+    ),
+    "906-yolov5-12811-sagemaker-4x-g4dn-algo-1-distbackenderror-unhandled-system-error-socketstartconnect"
+    "-169-254-255-18-software-caused-connection-abort.log": (
+        "the label reads SageMaker's 'socketStartConnect ... Software caused connection abort' as the"
+        " network's; the DistBackendError's 'unhandled system error' on rank 0 leads"
+    ),
+    "909-nccl879-nccl-hostid-2node-16gpu-resnet-p-worker-0-proxy-call-to-rank1-failed-connect-ddp-init-traceback.log": (
+        "the label takes the issue's title (NCCL_HOSTID set the same on both nodes); the log shows a failed"
+        " proxy connect, read as a network error"
+    ),
+    "910-agentr1-33-verl-k8s-taskrunner-actordiederror-ip-10-44-139-116-exit-code-none-may-have-exceeded-"
+    "k8s-pod-memory-limits.log": (
+        "no host: the ActorDiedError's 'ip:' field is indented with spaces (the paste turned its tab into"
+        " spaces) and is not read as the actor's node"
+    ),
 }
 
 
