@@ -303,6 +303,21 @@ def _never_joined(row: str, message: str, action: str) -> Rule:
     )
 
 
+def _mismatch(row: str | None, message: str, action: str) -> Rule:
+    """The rule of ranks that disagree on a collective (a program or configuration error that absorbs the NCCL
+    internal error it is wrapped in) for one catalog row, or for any such event (``row`` ``None``)."""
+    return Rule(
+        EventKind.COLLECTIVE_MISMATCH,
+        _F.CONFIG_ERROR,
+        priority=63,
+        key=("mismatch", *_WHERE),
+        when=_from(row) if row is not None else None,
+        message=message,
+        action=action,
+        absorbs=_INTERNAL,
+    )
+
+
 def _launch(row: str, message: str, action: str) -> Rule:
     """A launch failure's rule (the job or its tasks never ran: :attr:`EventKind.LAUNCH_FAILED`) for one catalog
     row, with the row's own words."""
@@ -513,39 +528,25 @@ RULES: tuple[Rule, ...] = (
         "unset them; a container needs the host's network (or its interfaces) to reach the other nodes",
         absorbs=_INTERNAL,
     ),
-    Rule(
-        EventKind.COLLECTIVE_MISMATCH,
-        _F.CONFIG_ERROR,
-        priority=63,
-        key=("mismatch", *_WHERE),
-        when=_from("tensorflow.collective.group_size_mismatch"),
-        message="TensorFlow's collective ops disagree on their group's size {where}: {d[count]} members expected, "
-        "the group has {d[world_size]} ({text})",
-        action="a configuration error, not a node's: start every worker with the same cluster spec (TF_CONFIG's "
-        "worker list) and the same number of GPUs each",
-        absorbs=_INTERNAL,
+    _mismatch(
+        "tensorflow.collective.group_size_mismatch",
+        "TensorFlow's collective ops disagree on their group's size {where}: {d[count]} members expected, the group "
+        "has {d[world_size]} ({text})",
+        "a configuration error, not a node's: start every worker with the same cluster spec (TF_CONFIG's worker "
+        "list) and the same number of GPUs each",
     ),
-    Rule(
-        EventKind.COLLECTIVE_MISMATCH,
-        _F.CONFIG_ERROR,
-        priority=63,
-        key=("mismatch", *_WHERE),
-        when=_from("pytorch.gloo.preamble_length"),
-        message="a gloo peer sent {d[count]} bytes where this rank expected {d[world_size]} {where}: the ranks "
-        "called a collective or send/recv with different sizes ({text})",
-        action="a program error, not a node's: every rank must pass tensors of the same size to each collective "
-        "(a rank-dependent shape, an uneven last batch); TORCH_DISTRIBUTED_DEBUG=DETAIL names the collective",
-        absorbs=_INTERNAL,
+    _mismatch(
+        "pytorch.gloo.preamble_length",
+        "a gloo peer sent {d[count]} bytes where this rank expected {d[world_size]} {where}: the ranks called a "
+        "collective or send/recv with different sizes ({text})",
+        "a program error, not a node's: every rank must pass tensors of the same size to each collective (a "
+        "rank-dependent shape, an uneven last batch); TORCH_DISTRIBUTED_DEBUG=DETAIL names the collective",
     ),
-    Rule(
-        EventKind.COLLECTIVE_MISMATCH,
-        _F.CONFIG_ERROR,
-        priority=63,
-        key=("mismatch", *_WHERE),
-        message="ranks called different collectives {where} (torch's collective check): {text}",
-        action="a program error, not a node's: every rank must call the same collectives in the same order with "
-        "the same shapes (a rank-dependent branch, an uneven last batch); TORCH_DISTRIBUTED_DEBUG=DETAIL names them",
-        absorbs=_INTERNAL,
+    _mismatch(
+        None,
+        "ranks called different collectives {where} (torch's collective check): {text}",
+        "a program error, not a node's: every rank must call the same collectives in the same order with the same "
+        "shapes (a rank-dependent branch, an uneven last batch); TORCH_DISTRIBUTED_DEBUG=DETAIL names them",
     ),
     Rule(
         EventKind.NCCL_SHM_ERROR,
