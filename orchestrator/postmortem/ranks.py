@@ -97,6 +97,12 @@ def _int_or_none(v: object) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+def _local_rank(e: JobEvent) -> int | None:
+    """The launcher's local rank of ``e``: its prefix's, else the one its details read (torch elastic's
+    ``local_rank: N``, DeepSpeed's ``'--local_rank=N'``)."""
+    return e.local_rank if e.local_rank is not None else _int_or_none(e.details.get("local_rank"))
+
+
 def _single_node(events: Sequence[JobEvent], rank_hosts: Mapping[int, str], job: Job | None) -> bool:
     """Whether the evidence shows a one-node job: at most one host named (events, rank prefixes, the job model)
     and no event whose rank and local rank differ (module doc, source 5)."""
@@ -154,7 +160,7 @@ class RankMap:
             update: dict[str, object] = {}
             said: dict[str, object] = {}  # how the rank or host was found (details flags)
             rank = e.rank if e.rank is not None else (self.rank_of_task(e.task) if e.task is not None else None)
-            local = e.local_rank if e.local_rank is not None else _int_or_none(e.details.get("local_rank"))
+            local = _local_rank(e)
             pid = _int_or_none(e.details.get("pid"))
             if rank is None and local is not None and self.single_node:
                 rank = update["rank"] = local
@@ -278,9 +284,7 @@ def _pid_places(events: Sequence[JobEvent]) -> tuple[dict[int, tuple[str, Eviden
             if pid in hosts and hosts[pid][0] != e.host:
                 bad_h.add(pid)
             hosts.setdefault(pid, (e.host, _line(e)))
-        rank = e.rank if e.rank is not None else (e.local_rank if e.local_rank is not None else None)
-        if rank is None:
-            rank = _int_or_none(e.details.get("local_rank"))
+        rank = e.rank if e.rank is not None else _local_rank(e)
         if rank is not None:
             if ranks.setdefault(pid, rank) != rank:
                 bad_r.add(pid)
@@ -308,7 +312,7 @@ def _only_rank(events: Sequence[JobEvent]) -> int | None:
     for e in events:
         if e.task is not None:
             return None
-        local = e.local_rank if e.local_rank is not None else _int_or_none(e.details.get("local_rank"))
+        local = _local_rank(e)
         for r in (e.rank, local):
             if r is not None:
                 seen.add(r)
