@@ -745,3 +745,38 @@ def test_the_unspecified_address_names_no_host(tmp_path: Path) -> None:
     )
     (c,) = _causes(tmp_path / "job.out", line)
     assert c.code is F.PROCESS_CRASH and c.nodes == []
+
+
+def test_more_wordings_of_round_eleven(tmp_path: Path) -> None:
+    """NCCL's 'Connect to PEER failed : ERROR' names its peer (wild log 956, NCCL 2.4's wording; 2.10's
+    'socketStartConnect: Connect to ...' alike), and an EC2 peer IP is the host ip-A-B-C-D the logs name: the
+    printing host itself here; CPython's "can't open file" is the launch's (963); torchrun's other failures, all
+    SIGKILLed with the root cause's entry cut, are the OOM killer's (955); TCPStore's 'wait timeout' is a hang
+    (1068)."""
+    log = tmp_path / "job.out"
+    warn = "ip-172-31-34-232:63799:64163 [7] include/socket.h:387 NCCL WARN Connect to {p}<52473> failed : {e}\n"
+    c = _causes(log, warn.format(p="172.31.34.232", e="Connection refused"))[0]
+    assert (c.code, c.nodes) == (F.NCCL_NETWORK_ERROR, ["ip-172-31-34-232"])
+    c = _causes(
+        log, warn.format(p="10.0.0.9", e="Connection refused").replace("NCCL WARN ", "NCCL WARN socketStartConnect: ")
+    )[0]
+    assert (c.code, c.nodes) == (F.NCCL_NETWORK_ERROR, ["10.0.0.9"]) and "to 10.0.0.9" in c.message
+    c = _causes(
+        log, "10.141.250.227: /usr/bin/python3: can't open file 'train_mpu.py': [Errno 2] No such file or directory\n"
+    )[0]
+    assert (c.code, c.nodes) == (F.CONFIG_ERROR, ["10.141.250.227"]) and "'train_mpu.py'" in c.message
+    entry = "[{i}]:\n  time      : 2023-08-11_17:21:54\n  host      : test-luo-1\n  rank      : {r} (local_rank: {i})\n"
+    entry += (
+        "  exitcode  : -9 (pid: 16{i})\n  error_file: <N/A>\n  traceback : Signal 9 (SIGKILL) received by PID 16{i}\n"
+    )
+    failures = "Failures:\n" + entry.format(i=1, r=9) + entry.format(i=2, r=10)
+    failures += "-----\nRoot Cause (first observed failure):\n[0]:\n  time      : 2023-08-11_17:21:54\n"
+    c = _causes(log, failures)[0]
+    assert (c.code, c.nodes) == (F.OOM_HOST, ["test-luo-1"])
+    root = entry.format(i=0, r=8).replace("-9 (pid", "1 (pid").replace("Signal 9 (SIGKILL) received by PID 160", "N/A")
+    c = _causes(log, failures.rsplit("[0]:", 1)[0] + root)
+    assert c[0].code is F.PROCESS_CRASH and c[0].rank == 8 and F.OOM_HOST in {x.code for x in c[1:]}
+    store = (
+        "[rank0]: torch.distributed.DistStoreError: wait timeout after 600000ms, keys: //worker/attempt_0/pg:7/0/1\n"
+    )
+    assert _causes(log, store)[0].code is F.NCCL_TIMEOUT

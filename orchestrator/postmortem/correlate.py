@@ -97,9 +97,13 @@ IB_NAME_SUFFIXES = ("-ib", "-ib0", "-ib1", "-ipoib", "-rdma", "-hsn", "-roce")
 
 
 def _own_name(name: str, known: set[str]) -> str:
-    """``name`` as a host of ``known``: ``gpu07-ib`` is ``gpu07`` when ``gpu07`` is known (and not itself)."""
+    """``name`` as a host of ``known``: ``gpu07-ib`` is ``gpu07`` when ``gpu07`` is known (and not itself);
+    ``172.31.34.232`` is ``ip-172-31-34-232`` when that is known (Amazon EC2's private DNS names spell the
+    instance's private IPv4 address: docs.aws.amazon.com, "Amazon EC2 instance hostname types")."""
     if name in known:
         return name
+    if _IPV4_RE.match(name) and (ec2 := "ip-" + name.replace(".", "-")) in known:
+        return ec2
     for suffix in IB_NAME_SUFFIXES:
         if name.endswith(suffix) and name[: -len(suffix)] in known:
             return name[: -len(suffix)]

@@ -489,6 +489,18 @@ RULES: tuple[Rule, ...] = (
         action="look in {host}'s kernel log (dmesg -T, journalctl -k) for 'Out of memory: Killed process {d[pid]}'; "
         "lower the workers' memory (batch size, data-loader workers, Ray's object store) or give them more",
     ),
+    # torchrun lists beside its root cause the other workers it found exited at the same poll (it stops the rest
+    # with SIGTERM after): a SIGKILL among them came from outside, most often the OOM killer
+    Rule(
+        EventKind.CHILD_FAILED,
+        _F.OOM_HOST,
+        C,
+        30,
+        "observer",
+        ("oom-host", "host"),
+        when=lambda e: _not_root(e) and _sigkill(e),
+        note="SIGKILL",
+    ),
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, C, 30, "observer", ("child", *_WHERE), when=_not_root),
     Rule(EventKind.CHILD_FAILED, _F.OOM_HOST, priority=70, key=("oom-host", "host"), when=_sigkill, note="SIGKILL"),
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, priority=80, key=("crash", *_WHERE), when=_signalled),
@@ -666,6 +678,13 @@ RULES: tuple[Rule, ...] = (
         "the step's program could not be executed {where}: {d[error]} ({text})",
         "check the program's path and execute permission, its #! interpreter, and that its file system is "
         "mounted on {host}; then resubmit",
+    ),
+    _launch(
+        "cpython.main.cant_open_file",
+        "the interpreter could not open the script it was to run {where}: {d[op]}, {d[error]} ({text})",
+        "the script is not at that path on {host}: check the launch's working directory (a launcher starts the "
+        "ranks of other nodes in their home or its own directory) and that the code is on a file system every node "
+        "mounts, or give its absolute path; then resubmit",
     ),
     # the scheduler could not start the tasks on a node: that node's slurmd (or its munge, clock, prolog)
     Rule(

@@ -340,6 +340,9 @@ _NCCL_CLASS_KEYS: list[tuple[str, ...]] = [
     ("invalid usage", "ncclinvalidusage", "invalid argument", "ncclinvalidargument"),
     ("internal error", "ncclinternalerror"),
 ]
+#: NCCL's failed connect to a peer: ``Connect to 10.0.0.2<43011> failed : Connection refused`` (NCCL 2.4's
+#: include/socket.h; ``socketStartConnect: Connect to ...`` since 2.10, src/misc/socket.cc)
+_CONNECT_TO_RE = re.compile(r"[Cc]onnect to (?P<peer>\S{1,120}) failed\s{0,4}:\s{0,4}(?P<error>[^\n]{1,200})")
 _NET_SOCKET_RE = re.compile(r"NET/Socket : Using (?P<dev>.+)$|NET/IB : No device found")
 _CUDA_RE = re.compile(
     r"CUDA error: (?P<error>[^.\n]+?)(?:\s*$|\.|\s+CUDA kernel errors|\s+Compile with)"
@@ -653,6 +656,8 @@ def _nccl_events(body: str) -> list[_Found]:
         if m is None:
             continue
         det: dict[str, JsonScalar] = {"level": lvl.group("lvl") if lvl else "torch"}
+        if kind is EventKind.NCCL_SOCKET_ERROR and "onnect to " in msg:
+            m = _CONNECT_TO_RE.search(msg) or m  # the peer NCCL could not connect to, and why
         for k, v in m.groupdict().items():
             if v is not None:
                 det[k] = int(v) if k in ("status", "vendor", "rc") else v
