@@ -144,6 +144,20 @@ KNOWN_MISSES = {
         "no host: the ActorDiedError's 'ip:' field is indented with spaces (the paste turned its tab into"
         " spaces) and is not read as the actor's node"
     ),
+    # added with logs 951-968, 1001-1006, 1051-1068 (round 11)
+    "952-megatronllm107-verify-correctness-torchrun-root-cause-rank0-exitcode1-node0.log": "the label takes the "
+    "thread's diagnosis (an assert on the data split); the log shows only torchrun's root cause, exit code 1",
+    "958-detectron2-1439-spawn-process1-illegal-memory-access-frames-only.log": "UNKNOWN: the excerpt holds only C++ "
+    "frames and spawn's bare 'Exception: '; the CUDA error is in the thread's title",
+    "964-bagel295-fsdp-hybrid-shard-two-nodes-rank15-traceback-quote-marker.log": "UNKNOWN: rank 15's traceback is "
+    "cut before its exception line; the label takes the thread's title (an IndexError in FSDP's hybrid-shard setup)",
+    "966-deepspeed7319-qwen3-32b-zero3-2-nodes-rank10-traceback-oom-cut.log": "UNKNOWN: rank 10's traceback is cut "
+    "before its exception line; the label takes the thread's words (OOM while training)",
+    "968-mmagic531-torchelastic-worker-status-failed-json-no-error-wrapped-dgx-r107-3.log": "no host: torch 1.9's "
+    "torchelastic.worker.status.FAILED events (JSON, raw_error '<NONE>') are not read; no cause is found, as the "
+    "label says, but the label names their host",
+    "1060-chatglm2-347-deepspeed-2080ti-killing-subprocess-then-local-rank1-sigkill-handler-line-cut.log": "UNKNOWN: "
+    "DeepSpeed's sigkill_handler line is cut before 'exits with return code'; the label takes the thread's title",
 }
 
 
