@@ -67,6 +67,21 @@ def test_human_output_and_paths_by_kind(tmp_path: Path) -> None:
     assert "NCCL_TIMEOUT" in res.stdout and "verdict: CRITICAL (exit 2)" in res.stdout
 
 
+def test_top_shows_the_most_likely_causes_and_says_how_many_more(tmp_path: Path) -> None:
+    """A log with 14 causes (14 hosts' segfaults): the human output shows --top of them and counts the rest;
+    --top 0 shows them all; --json has them all whatever --top says."""
+    log = tmp_path / "job.out"
+    log.write_text("".join(f"srun: error: gpu{i:02d}: task {i}: Segmentation fault (core dumped)\n" for i in range(14)))
+    res = runner.invoke(app, ["postmortem", "--logs", str(log), "--no-save"])
+    assert res.exit_code == 2, res.output
+    assert "\n10. " in res.stdout and "\n11. " not in res.stdout
+    assert "(+4 more candidate causes, less likely: --top 0 shows them all" in res.stdout
+    every = runner.invoke(app, ["postmortem", "--logs", str(log), "--no-save", "--top", "0"])
+    assert "\n14. " in every.stdout and "more candidate causes" not in every.stdout
+    doc = json.loads(runner.invoke(app, ["postmortem", "--logs", str(log), "--no-save", "--top", "2", "--json"]).stdout)
+    assert len(doc["causes"]) == 14
+
+
 def test_nothing_found_is_unknown_3(tmp_path: Path) -> None:
     log = tmp_path / "ok.log"
     log.write_text("step 1 loss 3.2\n")

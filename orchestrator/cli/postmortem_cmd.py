@@ -93,11 +93,16 @@ def clip(text: str, limit: int) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;") + "…"
 
 
-def render(report: PostmortemReport, evidence_lines: int = 3) -> None:
-    """The causes, most likely first: what, where, the action, the first ``evidence_lines`` evidence lines; then
-    what evidence was missing, and the verdict."""
+#: candidate causes the human output shows by default (``--top``; ``--json`` and ``--html`` have them all)
+TOP_CAUSES = 10
+
+
+def render(report: PostmortemReport, evidence_lines: int = 3, top: int = TOP_CAUSES) -> None:
+    """The causes, most likely first (the first ``top`` of them; 0: all): what, where, the action, the first
+    ``evidence_lines`` evidence lines; then what evidence was missing, and the verdict."""
     console.print(f"[bold]postmortem[/]: {len(report.findings)} candidate cause(s), most likely first", highlight=False)
-    for i, c in enumerate(report.findings, start=1):
+    shown = report.findings[:top] if top > 0 else report.findings
+    for i, c in enumerate(shown, start=1):
         where = "  ".join(
             x for x in (f"rank {c.rank}" if c.rank is not None else "", c.host or "", c.gpu or "", c.time or "") if x
         )
@@ -112,6 +117,12 @@ def render(report: PostmortemReport, evidence_lines: int = 3) -> None:
             console.print(f"   [dim]{escape(ev.file)}:{ev.line}: {escape(text)}[/]", highlight=False, soft_wrap=True)
         if len(c.evidence) > evidence_lines:
             console.print(f"   [dim](+{len(c.evidence) - evidence_lines} more evidence lines: --json)[/]")
+    if len(shown) < len(report.findings):
+        console.print(
+            f"\n[dim](+{len(report.findings) - len(shown)} more candidate causes, less likely: --top 0 shows them "
+            "all, --json has them)[/]",
+            highlight=False,
+        )
     console.print()
     if report.history:
         _render_history(report)
@@ -202,6 +213,14 @@ def register(app: typer.Typer) -> None:
                 "--save/--no-save", help="Keep the postmortem in the store (--no-save: read the hosts' history only)."
             ),
         ] = True,
+        top: Annotated[
+            int,
+            typer.Option(
+                "--top",
+                min=0,
+                help="Show the N most likely causes (0: all); --json and --html have them all.",
+            ),
+        ] = TOP_CAUSES,
         html_out: Annotated[
             Path | None,
             typer.Option(
@@ -246,7 +265,7 @@ def register(app: typer.Typer) -> None:
             print_json(report)
             err_console.print(note, style="dim", highlight=False, soft_wrap=True)
         else:
-            render(report)
+            render(report, top=top)
             console.print(note, style="dim", highlight=False, soft_wrap=True)
             if html_out is not None:
                 console.print(f"HTML report: {escape(str(html_out))}", highlight=False)
