@@ -38,6 +38,7 @@ METAVARS: dict[str, str] = {
     "--iters": "N",
     "--jobs": "N",
     "--fr-jobs": "N",
+    "--top": "N",
     "--limit": "N",
     "--workers": "N",
     "--ib-port": "N",
