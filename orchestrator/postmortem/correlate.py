@@ -819,8 +819,7 @@ def correlate(
         if j is not None:
             groups[(j.code,) + j.key].append((e, j))
     _fold(groups)
-    _fold_teardowns(groups)
-    host_lines.update(_fold_terminations(groups, ordered))
+    host_lines.update(_fold_process_ends(groups, ordered))
     _fold_exception_exits(groups)
     _fold_outside_kills(groups)
     first = first_decisive(ordered, judged)
@@ -920,39 +919,7 @@ def _is_abort(e: JobEvent) -> bool:
     )
 
 
-def _fold_teardowns(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
-    """A rank that reported a watchdog timeout and then aborted died *of* the timeout (the watchdog tears the
-    process down, TORCH_NCCL_ASYNC_ERROR_HANDLING): its abort lines (``srun: error: HOST: task N: Aborted``,
-    ``terminate called after throwing an instance of 'c10::DistBackendError'``, the same terminate line whose
-    ``what():`` the log lost when others' name the timeout) join the timeout's evidence,
-    below every decisive event, instead of standing as crashes of their own. A rank whose monitoredBarrier raised
-    (torch's gloo barrier: the RuntimeError ends the process, exit code 1) died of that barrier the same way."""
-    timeout_keys = [k for k in groups if k[0] is FindingCode.NCCL_TIMEOUT]
-    if len(timeout_keys) != 1:
-        return
-    tkey = timeout_keys[0]
-    waited = (EventKind.WATCHDOG_TIMEOUT, EventKind.WORK_PROGRESS)
-    reporters = {e.rank for e, _ in groups[tkey] if e.kind in waited and e.rank is not None}
-    raised = {e.rank for e, _ in groups[tkey] if _barrier_raised(e) and e.rank is not None}
-    # the C++ exception the watchdog's teardowns threw ("terminate called after throwing an instance of
-    # 'std::runtime_error'" whose what() names the timeout): the same terminate line whose what() the log lost
-    # (cut, or too far below) is one more teardown
-    thrown = {
-        e.details.get("exception") for e, _ in groups[tkey] if e.kind is EventKind.SIGNAL and "teardown_of" in e.details
-    }
-    for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH]:
-        members = groups[key]
-        if members and all(
-            (e.rank in reporters and _is_abort(e))
-            or (e.rank in raised and e.kind is EventKind.CHILD_FAILED and e.details.get("exit_code") == 1)
-            or (e.kind is EventKind.SIGNAL and "what" not in e.details and e.details.get("exception") in thrown)
-            for e, _ in members
-        ):
-            _join_as_evidence(groups, key, tkey)
-
-
-#: the causes an uncaught C++ exception's ``what()`` can name (the process then aborts): a watchdog timeout's too
-#: (the teardown :func:`_fold_teardowns` joins by rank, here by the terminate line when the abort names no rank)
+#: the causes an uncaught C++ exception's ``what()`` can name (the process then aborts), a watchdog timeout's too
 _THROWN = frozenset(
     {
         FindingCode.NCCL_TIMEOUT,
@@ -969,60 +936,104 @@ _THROWN = frozenset(
 #: recursively``)
 TERMINATE_WINDOW = 60
 
+_Groups = dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]
+
 
 def _agrees(a: object, b: object) -> bool:
     return a is None or b is None or a == b
 
 
-def _fold_terminations(
-    groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]], ordered: Sequence[JobEvent]
-) -> dict[tuple[str, int], EvidenceLine]:
-    """A process that died of an uncaught C++ exception (``terminate called after throwing an instance of
-    'std::runtime_error'`` / ``what(): NCCL error: unhandled system error``; libstdc++'s verbose terminate
-    handler) aborts: ``Fatal Python error: Aborted``, ``Aborted (core dumped)``, UCX's ``Caught signal 6`` or a
-    signal caught while the other threads terminate (``terminate called recursively``). Those crash lines, and
-    the terminate line itself, join the cause its ``what()`` names (an event on the ``what()`` line or the 3
-    after it of a :data:`_THROWN` code) when they follow it within :data:`TERMINATE_WINDOW` lines of the same
-    file with the same rank and host where both are named: the cause, not the abort, is why it ended. When the
-    cause names no host and the crash lines name one (UCX's ``[host:pid:...]`` prefix), the cause takes it, and
-    the line that named it is returned ((file, line) of the cause's events -> that line)."""
-    named: dict[tuple[str, int], EvidenceLine] = {}
+def _thrown_causes(groups: _Groups, ordered: Sequence[JobEvent]) -> list[tuple[JobEvent, tuple[object, ...]]]:
+    """The ``terminate called after throwing`` events (libstdc++'s verbose terminate handler) whose ``what()``
+    names a cause: each with the key of the :data:`_THROWN` group that holds an event on its ``what()`` line or
+    the 3 after it, in log order."""
     by_line: dict[tuple[str, int], list[tuple[object, ...]]] = defaultdict(list)
     for k, members in groups.items():
         if k[0] in _THROWN:
             for e, _ in members:
                 by_line[(e.file, e.line)].append(k)
+    out = []
     for t in ordered:
-        if t.kind is not EventKind.SIGNAL or "what" not in t.details or "exception" not in t.details:
-            continue
-        target = next((k for n in range(4) for k in by_line.get((t.file, t.line + n), []) if k in groups), None)
-        if target is None:
-            continue
+        if t.kind is EventKind.SIGNAL and "what" in t.details and "exception" in t.details:
+            target = next((k for n in range(4) for k in by_line.get((t.file, t.line + n), [])), None)
+            if target is not None:
+                out.append((t, target))
+    return out
 
-        def ends(e: JobEvent, t: JobEvent = t) -> bool:
-            return (
-                e.file == t.file
-                and t.line <= e.line <= t.line + TERMINATE_WINDOW
-                and e.kind in (EventKind.SIGNAL, EventKind.CHILD_FAILED)
-                and _agrees(e.rank, t.rank)
-                and _agrees(e.host, t.host)
-            )
 
-        for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH]:
-            members = groups[key]
-            if not members or not all(ends(e) for e, _ in members):
-                continue
+def _ends_after(e: JobEvent, t: JobEvent) -> bool:
+    """Whether crash event ``e`` is the end of the process whose ``terminate called`` is ``t``: a signal or exit
+    within :data:`TERMINATE_WINDOW` lines below it in the same file, of the same rank and host where both name
+    one."""
+    return (
+        e.file == t.file
+        and t.line <= e.line <= t.line + TERMINATE_WINDOW
+        and e.kind in (EventKind.SIGNAL, EventKind.CHILD_FAILED)
+        and _agrees(e.rank, t.rank)
+        and _agrees(e.host, t.host)
+    )
+
+
+def _fold_process_ends(groups: _Groups, ordered: Sequence[JobEvent]) -> dict[tuple[str, int], EvidenceLine]:
+    """A process's end (its crash lines: a signal, an abort, a launcher's exit report) joins the cause that ended
+    it, below every decisive event, instead of standing as a crash of its own. The cause is found
+
+    - by the terminate line, where there is one: an uncaught C++ exception (``terminate called after throwing an
+      instance of 'std::runtime_error'`` / ``what(): NCCL error: unhandled system error``) aborts the process
+      (``Fatal Python error: Aborted``, ``Aborted (core dumped)``, UCX's ``Caught signal 6``, a signal caught
+      while other threads terminate); the crash lines that follow it (:func:`_ends_after`) join the cause its
+      ``what()`` names (:func:`_thrown_causes`). When that cause names no host and the crash lines name one
+      (UCX's ``[host:pid:...]`` prefix), the cause takes it, and the line that named it is returned ((file, line)
+      of the cause's events -> that line);
+    - else by rank, when the log has one watchdog timeout cause: a rank that reported the timeout and then aborted
+      died of it (the watchdog tears the process down, TORCH_NCCL_ASYNC_ERROR_HANDLING): ``srun: error: HOST:
+      task N: Aborted``, ``terminate called after throwing an instance of 'c10::DistBackendError'`` and the same
+      terminate line whose ``what()`` the log lost when others' name the timeout. A rank whose monitoredBarrier
+      raised (torch's gloo barrier: the RuntimeError ends the process, exit code 1) died of that barrier the same
+      way."""
+    named: dict[tuple[str, int], EvidenceLine] = {}
+    thrown = _thrown_causes(groups, ordered)
+    timeout_keys = [k for k in groups if k[0] is FindingCode.NCCL_TIMEOUT]
+    tkey = timeout_keys[0] if len(timeout_keys) == 1 else None
+    waited = (EventKind.WATCHDOG_TIMEOUT, EventKind.WORK_PROGRESS)
+    tmembers = groups[tkey] if tkey is not None else []
+    reporters = {e.rank for e, _ in tmembers if e.kind in waited and e.rank is not None}
+    raised = {e.rank for e, _ in tmembers if _barrier_raised(e) and e.rank is not None}
+    # the C++ exception type the watchdog's teardowns threw: the same terminate line whose what() was lost (cut, or
+    # too far below) is one more teardown
+    torn = {
+        e.details.get("exception") for e, _ in tmembers if e.kind is EventKind.SIGNAL and "teardown_of" in e.details
+    }
+
+    def timeout_teardown(e: JobEvent) -> bool:
+        return (
+            (e.rank in reporters and _is_abort(e))
+            or (e.rank in raised and e.kind is EventKind.CHILD_FAILED and e.details.get("exit_code") == 1)
+            or (e.kind is EventKind.SIGNAL and "what" not in e.details and e.details.get("exception") in torn)
+        )
+
+    for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH]:
+        members = groups[key]
+        if not members:
+            continue
+        by_terminate = next(
+            (target for t, target in thrown if target in groups and all(_ends_after(e, t) for e, _ in members)), None
+        )
+        if by_terminate is not None:
             crash_hosts = {e.host for e, _ in members if e.host}
-            hostless = not any(e.host for e, _ in groups[target])
-            _join_as_evidence(groups, key, target)
+            hostless = not any(e.host for e, _ in groups[by_terminate])
+            _join_as_evidence(groups, key, by_terminate)
             if len(crash_hosts) == 1 and hostless:
                 host = crash_hosts.pop()
                 said = next(e for e, _ in members if e.host == host)
                 line = EvidenceLine(file=said.file, line=said.line, text=said.text)
-                groups[target][:] = [
-                    (e.model_copy(update={"host": host}), j) if e.host is None else (e, j) for e, j in groups[target]
+                groups[by_terminate][:] = [
+                    (e.model_copy(update={"host": host}), j) if e.host is None else (e, j)
+                    for e, j in groups[by_terminate]
                 ]
-                named.update({(e.file, e.line): line for e, _ in groups[target]})
+                named.update({(e.file, e.line): line for e, _ in groups[by_terminate]})
+        elif tkey is not None and all(timeout_teardown(e) for e, _ in members):
+            _join_as_evidence(groups, key, tkey)
     return named
 
 
