@@ -332,6 +332,23 @@ def _launch(row: str, message: str, action: str) -> Rule:
     )
 
 
+def _killed_from_outside(when: Callable[[JobEvent], bool], message: str = "", action: str = "", note: str = "") -> Rule:
+    """The rule of a launcher's report of a worker killed from outside (SIGKILL, no exit of its own): most often
+    the host's OOM killer; an observer's report (the kernel log's oom-kill line is the decisive one)."""
+    return Rule(
+        EventKind.CHILD_FAILED,
+        _F.OOM_HOST,
+        C,
+        30,
+        "observer",
+        ("oom-host", "host"),
+        when=when,
+        message=message,
+        action=action,
+        note=note,
+    )
+
+
 #: the cause rules, first match wins (see the module doc)
 RULES: tuple[Rule, ...] = (
     # GPUs, PCIe, nodes
@@ -476,14 +493,8 @@ RULES: tuple[Rule, ...] = (
     ),
     # torchrun / elastic
     # Ray's raylet: a worker process that vanished (no exit of its own: SIGKILL), most often the OOM killer's
-    Rule(
-        EventKind.CHILD_FAILED,
-        _F.OOM_HOST,
-        C,
-        30,
-        "observer",
-        ("oom-host", "host"),
-        when=_ray_vanished,
+    _killed_from_outside(
+        _ray_vanished,
         message="a Ray worker {where} vanished (pid {d[pid]}; Ray: 'Worker unexpectedly exits with a connection "
         "error code 2'): killed by SIGKILL, most often by the host's OOM killer, else it crashed",
         action="look in {host}'s kernel log (dmesg -T, journalctl -k) for 'Out of memory: Killed process {d[pid]}'; "
@@ -491,16 +502,7 @@ RULES: tuple[Rule, ...] = (
     ),
     # torchrun lists beside its root cause the other workers it found exited at the same poll (it stops the rest
     # with SIGTERM after): a SIGKILL among them came from outside, most often the OOM killer
-    Rule(
-        EventKind.CHILD_FAILED,
-        _F.OOM_HOST,
-        C,
-        30,
-        "observer",
-        ("oom-host", "host"),
-        when=lambda e: _not_root(e) and _sigkill(e),
-        note="SIGKILL",
-    ),
+    _killed_from_outside(lambda e: _not_root(e) and _sigkill(e), note="SIGKILL"),
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, C, 30, "observer", ("child", *_WHERE), when=_not_root),
     Rule(EventKind.CHILD_FAILED, _F.OOM_HOST, priority=70, key=("oom-host", "host"), when=_sigkill, note="SIGKILL"),
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, priority=80, key=("crash", *_WHERE), when=_signalled),
