@@ -349,39 +349,43 @@ def _killed_from_outside(when: Callable[[JobEvent], bool], message: str = "", ac
     )
 
 
+def _gpu_lost(row: str, device: str, message: str, action: str) -> Rule:
+    """The rule of a GPU lost to a hardware fault as one catalog row words it, grouped per host and per the GPU
+    that row names (``device``: its PCI bus id, or its CUDA device index)."""
+    return Rule(
+        EventKind.GPU_LOST,
+        _F.GPU_HW_FAULT,
+        priority=100,
+        key=("gpu", "host", device),
+        when=_from(row),
+        message=message,
+        action=action,
+    )
+
+
 #: the cause rules, first match wins (see the module doc)
 RULES: tuple[Rule, ...] = (
     # GPUs, PCIe, nodes
     Rule(EventKind.XID, _F.GPU_HW_FAULT, priority=100, key=("gpu", "host", "pci"), judge=_xid),
-    Rule(
-        EventKind.GPU_LOST,
-        _F.GPU_HW_FAULT,
-        priority=100,
-        key=("gpu", "host", "bus_id"),
-        when=_from("nvidia_smi.gpu_is_lost"),
-        message="nvidia-smi lost a GPU {where} ({d[bus_id]}): GPU is lost ({text})",
-        action="drain {host}: reboot it to recover the GPU, read its kernel log for the XID that lost it (79: fallen "
+    _gpu_lost(
+        "nvidia_smi.gpu_is_lost",
+        "bus_id",
+        "nvidia-smi lost a GPU {where} ({d[bus_id]}): GPU is lost ({text})",
+        "drain {host}: reboot it to recover the GPU, read its kernel log for the XID that lost it (79: fallen "
         "off the bus, 48/94/95: ECC); reseat or RMA the GPU if it repeats; resubmit with --exclude={host}",
     ),
-    Rule(
-        EventKind.GPU_LOST,
-        _F.GPU_HW_FAULT,
-        priority=100,
-        key=("gpu", "host", "cuda_device"),
-        when=_from("nccl.nvml.gpu_is_lost"),
-        message="NVML lost a GPU {where} (CUDA device {d[cuda_device]}; NCCL: {text})",
-        action="drain {host}: reboot it to recover the GPU, read its kernel log for the XID that lost it; reseat or "
+    _gpu_lost(
+        "nccl.nvml.gpu_is_lost",
+        "cuda_device",
+        "NVML lost a GPU {where} (CUDA device {d[cuda_device]}; NCCL: {text})",
+        "drain {host}: reboot it to recover the GPU, read its kernel log for the XID that lost it; reseat or "
         "RMA the GPU if it repeats; resubmit with --exclude={host}",
     ),
-    Rule(
-        EventKind.GPU_LOST,
-        _F.GPU_HW_FAULT,
-        priority=100,
-        key=("gpu", "host", "bus_id"),
-        when=_from("linux.amdgpu.ras_uncorrectable"),
-        message="the amdgpu driver reported an uncorrectable hardware error ({d[error]}) {where} on GPU {d[bus_id]} "
-        "({text})",
-        action="drain {host}: its GPU {d[bus_id]} lost its work to a RAS-fatal error; read the ACA/'[Hardware Error]' "
+    _gpu_lost(
+        "linux.amdgpu.ras_uncorrectable",
+        "bus_id",
+        "the amdgpu driver reported an uncorrectable hardware error ({d[error]}) {where} on GPU {d[bus_id]} ({text})",
+        "drain {host}: its GPU {d[bus_id]} lost its work to a RAS-fatal error; read the ACA/'[Hardware Error]' "
         "lines and amdgpu's RAS error counts, reset or reboot, RMA if it repeats; resubmit with --exclude={host}",
     ),
     Rule(EventKind.GPU_LOST, _F.GPU_HW_FAULT, priority=100, key=("gpu", "host", "pci")),
