@@ -780,3 +780,50 @@ def test_more_wordings_of_round_eleven(tmp_path: Path) -> None:
         "[rank0]: torch.distributed.DistStoreError: wait timeout after 600000ms, keys: //worker/attempt_0/pg:7/0/1\n"
     )
     assert _causes(log, store)[0].code is F.NCCL_TIMEOUT
+
+
+def test_more_wordings_of_round_twelve(tmp_path: Path) -> None:
+    """NCCL's NVLS set-up failing is the fabric manager's configuration (wild logs 1106, 1107); aws-ofi-nccl not
+    opening its address vector is the node's EFA set-up (1102); nvidia-smi's 'Unknown Error' for one GPU is that
+    GPU lost (1112); a loopback peer is the printing host, never a node to blame (1113); a system error whose
+    'Last error:' on the next line is a failed connect is that network error (1201); NCCL's INFO trace of a
+    socket call's errno is an observer's report (1114); mp.spawn's '-- Process N terminated' names the local rank
+    of the traceback below (1207); XLA's NCCL stub finding no library is the environment's (1203); NCCL's IB port
+    error is a link down (1211)."""
+    log = tmp_path / "job.out"
+    nvls = "h100-3:1:2 [0] transport/nvls.cc:165 NCCL WARN Cuda failure 'invalid argument'\n"
+    c = _causes(log, nvls)[0]
+    assert c.code is F.CONFIG_ERROR and "NCCL_NVLS_ENABLE=0" in c.action
+    bind = "Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152:\nCUDA error 401 'the operation "
+    bind += "cannot be performed in the present state'.\n"
+    assert [x.code for x in _causes(log, bind)] == [F.CONFIG_ERROR]
+    av = "[1,23]<stdout>:ip-172-32-45-165:72593:73427 [7] create_nccl_ofi_component:459 NCCL WARN NET/OFI Couldn't "
+    c = _causes(log, av + "open AV. RC: -22, ERROR: Invalid argument\n")[0]
+    assert (c.code, c.rank, c.nodes) == (F.CONFIG_ERROR, 23, ["ip-172-32-45-165"]) and "open AV" in c.message
+    c = _causes(log, "Unable to determine the device handle for GPU0000:03:00.0: Unknown Error\n")[0]
+    assert c.code is F.GPU_HW_FAULT and "0000:03:00.0" in c.message
+    loop = "10: gpu-a1:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 127.0.0.1<45069> failed "
+    c = _causes(log, loop + ": Software caused connection abort\n")[0]
+    assert c.code is F.NCCL_NETWORK_ERROR and "127.0.0.1" not in c.nodes and "same host" in c.message
+    wrapped = (
+        "[rank9]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+        "NCCLUtils.cpp:77, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.26.6\n"
+        "[rank9]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n"
+        "[rank9]: Last error:\n[rank9]: socketPollConnect poll() returned 1, no POLLOUT events\n"
+    )
+    assert [x.code for x in _causes(log, wrapped)] == [F.NCCL_NETWORK_ERROR]
+    alone = wrapped.replace("[rank9]: socketPollConnect poll() returned 1, no POLLOUT events\n", "")
+    assert _causes(log, alone)[0].code is F.NCCL_INTERNAL_ERROR
+    trace = "g105:26921:27058 [0] NCCL INFO misc/socket.cc:505 -> 2 (Operation now in progress)\n"
+    assert _causes(log, trace)[0].code is F.NCCL_NETWORK_ERROR
+    spawn = "-- Process 1 terminated with the following error:\nTraceback (most recent call last):\n"
+    spawn += (
+        "  File \"main.py\", line 29, in main\nUnboundLocalError: local variable 'model' referenced before assignment\n"
+    )
+    c = _causes(log, spawn)[0]
+    assert (c.code, c.rank) == (F.CONFIG_ERROR, 1)
+    stub = "nccl_utils.cc:133: NCCL operation ncclGetUniqueId(&id) failed: Unable to load NCCL library. Multi-GPU "
+    assert _causes(log, stub + "collectives will not work.;\n")[0].code is F.CONFIG_ERROR
+    port = "[2025-09-17 15:23:34] pod-2:311:405 [0] transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_32:1 Got async "
+    c = _causes(log, port + "error event: port error\n")[0]
+    assert (c.code, c.nodes) == (F.NCCL_NETWORK_ERROR, ["pod-2"]) and "mlx5_32:1" in c.message

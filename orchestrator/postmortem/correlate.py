@@ -92,6 +92,11 @@ def _peer_host(e: JobEvent) -> str | None:
     return name.split(".", 1)[0]
 
 
+def _loopback(peer: str) -> bool:
+    """A loopback address or name (127.0.0.0/8, ::1, localhost): the printing host itself."""
+    return peer.startswith("127.") or peer in ("::1", "localhost")
+
+
 #: suffixes of a host's own interface names (``gpu07-ib``: gpu07's InfiniBand/IPoIB name)
 IB_NAME_SUFFIXES = ("-ib", "-ib0", "-ib1", "-ipoib", "-rdma", "-hsn", "-roce")
 
@@ -111,15 +116,16 @@ def _own_name(name: str, known: set[str]) -> str:
 
 
 def _peers_as_hosts(events: Sequence[JobEvent], known: set[str]) -> list[JobEvent]:
-    """``events`` with a peer named by a host's own interface name (``HOST-ib``) renamed to ``HOST``, and a peer
-    that is the printing host itself marked ``details["peer_same_host"]`` (another process of that host: the
+    """``events`` with a peer named by a host's own interface name (``HOST-ib``) renamed to ``HOST`` (a loopback
+    address to the printing host's name), and a peer that is the printing host itself marked
+    ``details["peer_same_host"]`` (another process of that host: the
     advice sends the reader to that host's other ranks, never to the observer as if it were another node)."""
     out = []
     for e in events:
         peer = _peer_host(e)
         if peer is not None:
-            host = _own_name(peer, known)
-            same = e.host is not None and host == _own_name(e.host, known)
+            host = (e.host or peer) if _loopback(peer) else _own_name(peer, known)
+            same = _loopback(peer) or (e.host is not None and host == _own_name(e.host, known))
             if host != peer or same:
                 e = e.model_copy(update={"details": {**e.details, "peer": host, "peer_same_host": same}})
         out.append(e)
@@ -819,6 +825,7 @@ def correlate(
         if j is not None:
             groups[(j.code,) + j.key].append((e, j))
     _fold(groups)
+    _fold_last_errors(groups)
     host_lines.update(_fold_process_ends(groups, ordered))
     _fold_exception_exits(groups)
     _fold_outside_kills(groups)
@@ -859,7 +866,9 @@ def correlate(
                 # host every observer names (the end that closed the connection: its process exited, or its
                 # link failed); several unknown peers are named as the subject only: they condemn nothing
                 known = {e.host for e in ordered if e.host} | known_hosts | set(job.nodes if job else [])
-                peers = list(dict.fromkeys(ph for e in evs if (ph := _peer_host(e)) and not ph.isdigit()))
+                peers = list(
+                    dict.fromkeys(ph for e in evs if (ph := _peer_host(e)) and not ph.isdigit() and not _loopback(ph))
+                )
                 nodes = [ph for ph in peers if ph in known] or (peers if len(peers) == 1 else [])
                 host = nodes[0] if nodes else None
                 peer = peers[0] if peers and not nodes else None
@@ -972,6 +981,39 @@ def _ends_after(e: JobEvent, t: JobEvent) -> bool:
         and _agrees(e.rank, t.rank)
         and _agrees(e.host, t.host)
     )
+
+
+#: lines below torch's NCCL error within which its ``Last error:`` text is printed (torch >= 2.2: the error, the
+#: ncclResult's description, ``Last error:``, then NCCL's own last WARN on the line after)
+LAST_ERROR_LINES = 4
+
+
+def _fold_last_errors(groups: _Groups) -> None:
+    """An NCCL system or internal error whose ``Last error:`` (NCCL's own last WARN, which torch prints on the
+    lines below its ``DistBackendError``) is a network observer's (a socket that could not connect, a connection
+    closed by the peer) is that network error, wrapped: its events join the network cause's, as the same error
+    read on one line does (the ``Last error:`` text decides its kind). A group of which any event is not so
+    followed stays a cause of its own."""
+    network = [(e, k) for k, members in groups.items() if k[0] is FindingCode.NCCL_NETWORK_ERROR for e, _ in members]
+    if not network:
+        return
+    for key in [k for k in groups if k[0] is FindingCode.NCCL_INTERNAL_ERROR]:
+        targets = [
+            next(
+                (
+                    k
+                    for n, k in network
+                    if n.file == e.file
+                    and 0 < n.line - e.line <= LAST_ERROR_LINES
+                    and _agrees(n.rank, e.rank)
+                    and _agrees(n.host, e.host)
+                ),
+                None,
+            )
+            for e, _ in groups[key]
+        ]
+        if targets and all(t is not None for t in targets) and (into := targets[0]) in groups:
+            _join_as_evidence(groups, key, into)
 
 
 def _fold_process_ends(groups: _Groups, ordered: Sequence[JobEvent]) -> dict[tuple[str, int], EvidenceLine]:

@@ -111,6 +111,7 @@ _CONFIG_EXC = frozenset(
         "TypeError",
         "AttributeError",
         "NameError",
+        "UnboundLocalError",  # a NameError: the program read a variable before assigning it
         "SyntaxError",
         "IndentationError",
         "ArgumentError",
@@ -253,6 +254,12 @@ def _cuda_config(e: JobEvent) -> bool:
     return e.details.get("failure_class") == "config_error" or _d(e, "error") in _CONFIG_CUDA_ERRORS
 
 
+def _nvls(e: JobEvent) -> bool:
+    """NCCL's NVLink SHARP (NVLS) set-up failed: its catalog row, or a CUDA failure NCCL's WARN places in
+    ``transport/nvls.cc`` (the file NCCL's WARN prefix names)."""
+    return e.details.get("catalog") == "nccl.nvls.bind_multicast_failed" or "nvls.cc:" in e.text
+
+
 def _system_not_ready(e: JobEvent) -> bool:
     return _d(e, "error") == "system not yet initialized"
 
@@ -349,15 +356,15 @@ def _killed_from_outside(when: Callable[[JobEvent], bool], message: str = "", ac
     )
 
 
-def _gpu_lost(row: str, device: str, message: str, action: str) -> Rule:
-    """The rule of a GPU lost to a hardware fault as one catalog row words it, grouped per host and per the GPU
-    that row names (``device``: its PCI bus id, or its CUDA device index)."""
+def _gpu_lost(rows: tuple[str, ...], device: str, message: str, action: str) -> Rule:
+    """The rule of a GPU lost to a hardware fault as catalog ``rows`` word it, grouped per host and per the GPU
+    they name (``device``: its PCI bus id, or its CUDA device index)."""
     return Rule(
         EventKind.GPU_LOST,
         _F.GPU_HW_FAULT,
         priority=100,
         key=("gpu", "host", device),
-        when=_from(row),
+        when=_from(*rows),
         message=message,
         action=action,
     )
@@ -368,21 +375,21 @@ RULES: tuple[Rule, ...] = (
     # GPUs, PCIe, nodes
     Rule(EventKind.XID, _F.GPU_HW_FAULT, priority=100, key=("gpu", "host", "pci"), judge=_xid),
     _gpu_lost(
-        "nvidia_smi.gpu_is_lost",
+        ("nvidia_smi.gpu_is_lost", "nvidia_smi.device_handle_unknown_error"),
         "bus_id",
-        "nvidia-smi lost a GPU {where} ({d[bus_id]}): GPU is lost ({text})",
+        "nvidia-smi lost a GPU {where} ({d[bus_id]}): {text}",
         "drain {host}: reboot it to recover the GPU, read its kernel log for the XID that lost it (79: fallen "
         "off the bus, 48/94/95: ECC); reseat or RMA the GPU if it repeats; resubmit with --exclude={host}",
     ),
     _gpu_lost(
-        "nccl.nvml.gpu_is_lost",
+        ("nccl.nvml.gpu_is_lost",),
         "cuda_device",
         "NVML lost a GPU {where} (CUDA device {d[cuda_device]}; NCCL: {text})",
         "drain {host}: reboot it to recover the GPU, read its kernel log for the XID that lost it; reseat or "
         "RMA the GPU if it repeats; resubmit with --exclude={host}",
     ),
     _gpu_lost(
-        "linux.amdgpu.ras_uncorrectable",
+        ("linux.amdgpu.ras_uncorrectable",),
         "bus_id",
         "the amdgpu driver reported an uncorrectable hardware error ({d[error]}) {where} on GPU {d[bus_id]} ({text})",
         "drain {host}: its GPU {d[bus_id]} lost its work to a RAS-fatal error; read the ACA/'[Hardware Error]' "
@@ -430,6 +437,18 @@ RULES: tuple[Rule, ...] = (
         "the driver, the build's CUDA version and its GPU architectures fit the node; then resubmit",
     ),
     Rule(EventKind.CUDA_ERROR, _F.CUDA_ERROR, priority=87, key=("cuda", *_WHERE)),
+    Rule(
+        EventKind.NCCL_CUDA_FAILURE,
+        _F.CONFIG_ERROR,
+        priority=87,
+        key=("nvls", *_WHERE),
+        when=_nvls,
+        message="NCCL could not set up NVLink SHARP (NVLS) multicast memory {where} ({text}): a system or "
+        "configuration error of the Fabric Manager or the NVSwitches (NCCL's own words)",
+        action="on {host}: check nvidia-fabricmanager (running, its version the driver's; restarted while processes "
+        "held GPUs needs a reboot) and, in a container, the IMEX channel; or run with NCCL_NVLS_ENABLE=0",
+        absorbs=frozenset({FindingCode.CUDA_ERROR}),
+    ),
     Rule(EventKind.NCCL_CUDA_FAILURE, _F.OOM_GPU, priority=88, key=("oom-gpu", *_WHERE), when=_nccl_oom),
     Rule(EventKind.NCCL_CUDA_FAILURE, _F.CUDA_ERROR, priority=86, key=("cuda", *_WHERE)),
     # InfiniBand
@@ -623,6 +642,12 @@ RULES: tuple[Rule, ...] = (
         "earlier failure",
     ),
     # the scheduler would not allocate or place what the job asked for, or its program could not be executed
+    _launch(
+        "awsofi.endpoint_setup_failed",
+        "NCCL's network plugin (aws-ofi-nccl) could not {d[op]} {where}: {d[error]} (libfabric RC {d[status]}; {text})",
+        "check the EFA setup of {host}: the aws-ofi-nccl and libfabric versions the EFA installer pairs, FI_PROVIDER "
+        "and FI_EFA_* settings, /dev/infiniband exposed to the container, and the locked-memory limit (ulimit -l)",
+    ),
     _launch(
         "awsofi.no_optimal_provider",
         "NCCL's network plugin (aws-ofi-nccl) found no libfabric provider it can use {where} ({text})",

@@ -281,6 +281,7 @@ _NCCL_BARE_KEYS = (
     "Connection closed by remote peer",
     "Call to ",
     "socketProgress",
+    "socketStartConnect",
     "ncclRemoteError",
     "ncclSystemError",
     "ncclInternalError",
@@ -520,6 +521,7 @@ _RAW_KEYS = (
     "\tip: ",  # a Ray exception's ip field: the host of the actor whose death the next lines tell (_RAY_IP_RE)
     "ray::",  # a Ray task's header: the host of the worker whose traceback follows (_HEADER_RE)
     "MPICH ERROR [Rank ",  # Cray MPICH's error header: the rank and host of the error stack that follows
+    "terminated with the following error",  # mp.spawn's header: the local rank of the traceback that follows
     "hostname:  ",  # the node of Open MPI's lost-daemon help text, two lines below it (_LOST_DAEMON_LINES)
     "Traceback (most recent",  # behind a rank prefix: the rank of the unprefixed lines above it (_UNRANKED_LINES)
 )
@@ -540,6 +542,7 @@ _RAY_NODE_KINDS = frozenset({EventKind.NODE_FAIL, EventKind.OOM_HOST})
 #: launcher's rank or task prefix neither set nor take it (the report is printed unprefixed)
 _HEADER_RE = re.compile(
     r"ray::[\w.]{1,200}\(\) \(pid=\d{1,10}, ip=(?P<ip>[0-9A-Fa-f.:]{3,45})[,)]"
+    r"|^-- Process (?P<local_rank>\d{1,5}) terminated with the following error:"
     r"|MPICH ERROR \[Rank (?P<rank>\d{1,9})\] \[job id [^\]\n]{1,60}\] \[[^\]\n]{1,60}\] \[(?P<host>[\w.\-]{1,255})\]"
 )
 _HEADER_LINES = 200
@@ -1144,8 +1147,8 @@ class JobLogScanner:
         #: indexes in ``events`` of summary entries read under no header since the summary's frame
         self._headless: list[int] = []
         self._ray_ip: tuple[int, str] | None = None  #: (line, ip) of the last Ray exception's ip field
-        #: (line, host, rank) of the last report header (_HEADER_RE), until an event takes it
-        self._header: tuple[int, str | None, int | None] | None = None
+        #: (line, host, rank, local rank) of the last report header (_HEADER_RE), until an event takes it
+        self._header: tuple[int, str | None, int | None, int | None] | None = None
         #: (line, index in ``events``) of Open MPI's lost-daemon event, until its ``hostname:`` line names the node
         self._lost_daemon: tuple[int, int] | None = None
         #: ``terminate called`` events whose ``what():`` line has not been read: (event index, line, the line's
@@ -1426,9 +1429,10 @@ class JobLogScanner:
         summary, wrapped = _shape(body) if len(body) <= MEMO_MAX_CHARS else _read_shape(body)
         if (summary or self._block is not None or self._root_next is not None) and self._child(n, raw, ll):
             return
-        if ("ray::" in body or "MPICH ERROR" in body) and (t := _HEADER_RE.search(body)) is not None:
+        if ("ray::" in body or "MPICH ERROR" in body or "-- Process " in body) and (t := _HEADER_RE.search(body)):
             if split_prefix(raw) is None:
-                self._header = (n, host_of(t.group("ip") or t.group("host") or "")[0], _int(t.group("rank")))
+                host = host_of(t.group("ip") or t.group("host") or "")[0]
+                self._header = (n, host, _int(t.group("rank")), _int(t.group("local_rank")))
         if self._lost_daemon is not None and body.startswith("hostname: "):
             self._name_lost_daemon(n, body, *self._lost_daemon)
             return
@@ -1578,12 +1582,13 @@ class JobLogScanner:
         for f in facts.found:
             ev_rank = ll.rank if ll.rank is not None else _message_rank(f, facts)
             ev_host = f.host or host
+            header_local: int | None = None
             if ev_host is None and f.kind in _RAY_NODE_KINDS:
                 ev_host = self._ray_host(n)
             if ev_host is None and self._header is not None and split_prefix(raw) is None:
                 if n - self._header[0] <= _HEADER_LINES:
-                    ev_host = self._header[1]
-                    ev_rank = self._header[2] if ev_rank is None else ev_rank
+                    _, ev_host, header_rank, header_local = self._header
+                    ev_rank = header_rank if ev_rank is None else ev_rank
                 self._header = None
             culprit_self = f.details.get("culprit_self") is True and ev_rank is not None
             if culprit_self and (ev_rank, ev_host) in self._timed_out:
@@ -1598,6 +1603,8 @@ class JobLogScanner:
                 det["year_assumed"] = True
             if culprit_self:  # "from this local rank": it timed out
                 det.setdefault("culprit_rank", ev_rank)
+            if header_local is not None:
+                det.setdefault("local_rank", header_local)
             kept = len(self.events)
             self._keep(
                 JobEvent(
