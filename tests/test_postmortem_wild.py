@@ -158,6 +158,15 @@ KNOWN_MISSES = {
     "label says, but the label names their host",
     "1060-chatglm2-347-deepspeed-2080ti-killing-subprocess-then-local-rank1-sigkill-handler-line-cut.log": "UNKNOWN: "
     "DeepSpeed's sigkill_handler line is cut before 'exits with return code'; the label takes the thread's title",
+    # added with logs 1101-1114, 1201-1214 (round 12)
+    "1108-nccltests219-two-node-a6000-internal-error-fengyun-mpirun-aborted.log": "no host: nccl-tests' own "
+    "'fengyun: ' before 'Test NCCL failure' (a host name with no digit) is not read as a host prefix, as for 865",
+    "1113-awsomedistributed192-srun-l-10-prefix-broadcast-ncclsystemerror-software-caused-connection-abort-one-line"
+    ".log": "NCCL_NETWORK_ERROR: a connect to 127.0.0.1 that failed is read as the network's; the label takes the "
+    "maintainer's fix (NCCL_SOCKET_IFNAME: a socket interface set-up error)",
+    "1214-trl3436-fsdp-sft-8xrtx3080-unprefixed-torch-outofmemoryerror-gpu0-then-rank0-traceback.log": "no rank: "
+    "the OOM line is pasted without its rank prefix above rank 0's traceback; only device asserts and NCCL WARN "
+    "lines take the rank of the traceback that follows them",
 }
 
 
