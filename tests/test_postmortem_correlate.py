@@ -827,3 +827,7 @@ def test_more_wordings_of_round_twelve(tmp_path: Path) -> None:
     port = "[2025-09-17 15:23:34] pod-2:311:405 [0] transport/net_ib.cc:199 NCCL WARN NET/IB : mlx5_32:1 Got async "
     c = _causes(log, port + "error event: port error\n")[0]
     assert (c.code, c.nodes) == (F.NCCL_NETWORK_ERROR, ["pod-2"]) and "mlx5_32:1" in c.message
+    tests = (
+        "fengyun: Test NCCL failure common.cu:959 'internal error - please report this issue to the NCCL developers'\n"
+    )
+    assert _causes(log, tests)[0].nodes == ["fengyun"]  # nccl-tests' own host field (1108), no digit in the name

@@ -92,9 +92,6 @@ KNOWN_MISSES = {
     "read as the node of a one-node job's events",
     "861-llamacpp4792-mpi-jetson-cluster-bad-termination-exit-code-134-node1-signal-15-backtick-glued.log": "the "
     "host is named node1 (hydra's 'RUNNING AT jetson@node1' read as user@host); the label keeps 'jetson@node1'",
-    "865-rccltests50-4x-mi210-sharbox-ultra-test-nccl-failure-common-cu1285-internal-error-then-unit-test-amd-iommu-"
-    "warn.log": "no host: 'sharbox-ultra: ' (no digit in the name) is not read as a host prefix, which keeps "
-    "words such as 'Warning: ' from being read as hosts",
     "866-rccl1370-chameleon-tacc-rccl-gtest-allreduce-child0-fails-ncclgroupend-code1-init-comms-failed.log": "UNKNOWN:"
     " RCCL's unit-test harness ('fails NCCL call ncclGroupEnd with code 1') is not in the catalog",
     "867-llamafactory3839-ascend-npu-barrier-hccl-error-processgrouphccl-rankid3-ej0001-failed-to-initialize-hccp-"
@@ -159,8 +156,6 @@ KNOWN_MISSES = {
     "1060-chatglm2-347-deepspeed-2080ti-killing-subprocess-then-local-rank1-sigkill-handler-line-cut.log": "UNKNOWN: "
     "DeepSpeed's sigkill_handler line is cut before 'exits with return code'; the label takes the thread's title",
     # added with logs 1101-1114, 1201-1214 (round 12)
-    "1108-nccltests219-two-node-a6000-internal-error-fengyun-mpirun-aborted.log": "no host: nccl-tests' own "
-    "'fengyun: ' before 'Test NCCL failure' (a host name with no digit) is not read as a host prefix, as for 865",
     "1113-awsomedistributed192-srun-l-10-prefix-broadcast-ncclsystemerror-software-caused-connection-abort-one-line"
     ".log": "NCCL_NETWORK_ERROR: a connect to 127.0.0.1 that failed is read as the network's; the label takes the "
     "maintainer's fix (NCCL_SOCKET_IFNAME: a socket interface set-up error)",

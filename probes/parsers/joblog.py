@@ -626,6 +626,11 @@ class _Found(NamedTuple):
     time: str | None = None
 
 
+#: nccl-tests' own host field before its NCCLCHECK line (src/common.h: "%s: Test NCCL failure %s:%d '%s / %s'",
+#: the host gethostname() gives): a host even where its name holds no digit and no launcher prefix is read
+_NCCLTESTS_HOST_RE = re.compile(r"(?P<host>[\w.\-]{1,64}): Test NCCL failure ")
+
+
 def _nccl_events(body: str) -> list[_Found]:
     out: list[_Found] = []
     lvl = _NCCL_LEVEL_RE.search(body) if "NCCL" in body else None
@@ -664,7 +669,8 @@ def _nccl_events(body: str) -> list[_Found]:
         for k, v in m.groupdict().items():
             if v is not None:
                 det[k] = int(v) if k in ("status", "vendor", "rc") else v
-        out.append(_Found(kind, det))
+        tested = _NCCLTESTS_HOST_RE.match(body) if "Test NCCL failure" in body else None
+        out.append(_Found(kind, det, host=host_of(tested.group("host"))[0] if tested else None))
         return out
     out.append(_Found(EventKind.NCCL_WARN, {"level": lvl.group("lvl") if lvl else "torch", "message": msg[:200]}))
     return out
