@@ -831,3 +831,9 @@ def test_more_wordings_of_round_twelve(tmp_path: Path) -> None:
         "fengyun: Test NCCL failure common.cu:959 'internal error - please report this issue to the NCCL developers'\n"
     )
     assert _causes(log, tests)[0].nodes == ["fengyun"]  # nccl-tests' own host field (1108), no digit in the name
+    # the watchdog's own teardown line names its rank when its timeout line was cut (1151); NCCL's verbs wrapper
+    # failing to register memory is a system error of that host (1157)
+    some = "[rank6]:[E624 04:14:29.224103812 ProcessGroupNCCL.cpp:684] [Rank 6] Some NCCL operations have failed or "
+    assert _causes(log, some + "timed out. Due to the asynchronous nature of CUDA kernels\n")[0].code is F.NCCL_TIMEOUT
+    c = _causes(log, "cn135:30193:30246 [0] misc/ibvwrap.cc:252 NCCL WARN Call to ibv_reg_mr\n")[0]
+    assert (c.code, c.nodes) == (F.NCCL_INTERNAL_ERROR, ["cn135"]) and "ulimit -l" in c.action
