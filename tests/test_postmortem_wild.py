@@ -162,6 +162,17 @@ KNOWN_MISSES = {
     "1214-trl3436-fsdp-sft-8xrtx3080-unprefixed-torch-outofmemoryerror-gpu0-then-rank0-traceback.log": "no rank: "
     "the OOM line is pasted without its rank prefix above rank 0's traceback; only device asserts and NCCL WARN "
     "lines take the rank of the traceback that follows them",
+    "1159-vllm7896-lws-k8s-405b-tp8-pp2-replica-restarting-ray-worker-init-device-error.log": "UNKNOWN: vLLM's "
+    "'Error executing method init_device' names no error; the label takes the thread's title (an NCCL unhandled cuda "
+    "error)",
+    "1161-pytorch130113-slurm-node155-3gpu-torchrun-childfailederror-root-cause-rank0-nccl-unhandled-cuda-error.log": (
+        "PROCESS_CRASH: torchrun's root cause is rank 0's exit code 1; the label takes the thread's title "
+        "(ncclUnhandledCudaError)"
+    ),
+    "1162-kubeflowtrainer999-2019-gke-preemptible-tfjob-failed-1-worker-replica-status.log": "UNKNOWN: a TFJob's "
+    "status ('1 Worker replica(s) failed') names no cause; the label takes the poster's words (a preempted node)",
+    "1164-llmfoundry258-composer-4gpu-g5-docker-finetune-building-trainer-then-launcher-error-line-cut.log": "UNKNOWN:"
+    " composer's launcher line is cut ('ERROR:composer.cli.lau'); the label takes the thread's title (rank 2, -7)",
 }
 
 
