@@ -837,3 +837,32 @@ def test_more_wordings_of_round_twelve(tmp_path: Path) -> None:
     assert _causes(log, some + "timed out. Due to the asynchronous nature of CUDA kernels\n")[0].code is F.NCCL_TIMEOUT
     c = _causes(log, "cn135:30193:30246 [0] misc/ibvwrap.cc:252 NCCL WARN Call to ibv_reg_mr\n")[0]
     assert (c.code, c.nodes) == (F.NCCL_INTERNAL_ERROR, ["cn135"]) and "ulimit -l" in c.action
+
+
+def test_more_wordings_of_round_thirteen(tmp_path: Path) -> None:
+    """UCX's handler line with no prefix is a crash (wild log 1351); UCX's TCP and EFA SRD transports' errors are
+    an observer's network error (1352, 1354); Open MPI's '[host:pid] Signal:' names its host, and the rank mpirun
+    names for the same host and pid (1356, 143); gloo's 'Connect timeout' is an observer's (1311); NCCL's IB
+    'collective mismatch error' is the program's (1306); NCCL 2.4's 'Could not find real path' is set-up (1301)."""
+    log = tmp_path / "job.out"
+    assert _causes(log, "Caught signal 11 (Segmentation fault: Sent by the kernel at address (nil))\n")[0].code is (
+        F.PROCESS_CRASH
+    )
+    tcp = "[1749803291.555759] [pod-a:7053 :0]          tcp_ep.c:1260 UCX  ERROR tcp_ep 0x3c502370 (state=CONNECTED): "
+    assert _causes(log, tcp + "send(110) failed: Input/output error\n")[0].code is F.NCCL_NETWORK_ERROR
+    srd = "[1784621081.896648] [pod-b:537  :0]       srd_iface.c:221  UCX  ERROR send completion[0] with error on "
+    assert _causes(log, srd + "rdmap133s0/0x55cf44182010: Work Request Flushed Error, vendor_err 0x1\n")[0].code is (
+        F.NCCL_NETWORK_ERROR
+    )
+    sig = "[node7:17969] *** Process received signal ***\n[node7:17969] Signal: Segmentation fault (11)\n"
+    noticed = (
+        "mpirun noticed that process rank 286 with PID 17969 on node node7 exited on signal 11 (Segmentation fault).\n"
+    )
+    c = _causes(log, sig + noticed)[0]
+    assert (c.code, c.rank, c.nodes) == (F.PROCESS_CRASH, 286, ["node7"])
+    gloo = "RuntimeError: [/w/gloo/transport/tcp/pair.cc:611] Connect timeout [172.17.27.13]:27023\n"
+    assert _causes(log, gloo)[0].code is F.NCCL_NETWORK_ERROR
+    ib = "host2:14508:15205 [0] transport/net_ib.cc:651 NCCL WARN NET/IB : collective mismatch error local size 348160 "
+    assert _causes(log, ib + "remote 32768 addr 7fb47b011000 rkey baa8 seq 5a/5a\n")[0].code is F.CONFIG_ERROR
+    topo = "h:430:2237 [0] include/topo.h:27 NCCL WARN Could not find real path of /sys/class/pci_bus/0000:02/../../0\n"
+    assert _causes(log, topo)[0].code is F.CONFIG_ERROR

@@ -37,7 +37,11 @@ Sources, first found wins for a rank:
    ``host:pid:tid``) and a pid printed with a rank or local rank (torch elastic's ``local_rank: N (pid: P)``,
    Ray's ``(pid=P, ...)`` before ``[rankN]:``) are one process: an event naming only the pid takes that host and
    rank, said in the event's details (``host_from_pid``, ``rank_from_pid``). A pid printed with two hosts or two
-   ranks names neither (containers on one host reuse small pids).
+   ranks names neither (containers on one host reuse small pids);
+9. a host and a process id together, on any job: an event printed with both (Open MPI's ``[host:pid] Signal:``
+   line) and one printed with both and a global rank (``mpirun noticed that process rank N with PID P on node
+   HOST``) are one process: the first takes that rank, said in its details (``rank_from_host_pid``). A (host, pid)
+   printed with two ranks names none.
 
 A rank's host is never guessed from a number: when none of these names it, it stays unknown.
 """
@@ -138,6 +142,8 @@ class RankMap:
     #: pid -> the one host and the one rank printed with it on a one-node job, and the line (source 8)
     pid_hosts: dict[int, tuple[str, EvidenceLine]] = field(default_factory=dict)
     pid_ranks: dict[int, int] = field(default_factory=dict)
+    #: (host, pid) -> the one global rank printed with both, on any job (source 9)
+    host_pid_ranks: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def add(self, rank: int, host: str, line: EvidenceLine | None) -> None:
         if rank not in self.hosts:
@@ -158,22 +164,10 @@ class RankMap:
         named: dict[tuple[str, int], EvidenceLine] = {}
         for e in events:
             update: dict[str, object] = {}
-            said: dict[str, object] = {}  # how the rank or host was found (details flags)
-            rank = e.rank if e.rank is not None else (self.rank_of_task(e.task) if e.task is not None else None)
-            local = _local_rank(e)
             pid = _int_or_none(e.details.get("pid"))
-            if rank is None and local is not None and self.single_node:
-                rank = update["rank"] = local
-                said["rank_from_local_rank"] = True
-            elif rank is None and e.task is None and self.only_rank is not None and e.kind in _OWN_REPORT_KINDS:
-                rank = update["rank"] = self.only_rank
-                said["rank_from_only_rank"] = True
-            elif e.rank is None and rank is not None:
+            rank, said = self._rank_of(e, pid)  # said: how the rank was found (details flags)
+            if e.rank is None and rank is not None:
                 update["rank"] = rank
-                said.update({"rank_from_task": True, **({"rank_is_task_id": True} if self.assumed else {})})
-            elif rank is None and pid in self.pid_ranks:
-                rank = update["rank"] = self.pid_ranks[pid]
-                said["rank_from_pid"] = True
             if e.host is None and (found := self._host_of(e, rank, pid)) is not None:
                 update["host"], line, flag = found
                 if flag:
@@ -184,6 +178,25 @@ class RankMap:
                 update["details"] = {**e.details, **said}
             out.append(e.model_copy(update=update) if update else e)
         return out, named
+
+    def _rank_of(self, e: JobEvent, pid: int | None) -> tuple[int | None, dict[str, object]]:
+        """The rank of event ``e`` (printed by ``pid``) and the details flags that say how it was found when the
+        event did not name it (the module doc's sources 3, 5, 7, 8 and 9); ``None`` when none names it."""
+        if e.rank is not None:
+            return e.rank, {}
+        rank = self.rank_of_task(e.task) if e.task is not None else None
+        local = _local_rank(e)
+        if rank is None and local is not None and self.single_node:
+            return local, {"rank_from_local_rank": True}
+        if rank is None and e.task is None and self.only_rank is not None and e.kind in _OWN_REPORT_KINDS:
+            return self.only_rank, {"rank_from_only_rank": True}
+        if rank is not None:
+            return rank, {"rank_from_task": True, **({"rank_is_task_id": True} if self.assumed else {})}
+        if pid in self.pid_ranks:
+            return self.pid_ranks[pid], {"rank_from_pid": True}
+        if e.host is not None and pid is not None and (e.host, pid) in self.host_pid_ranks:
+            return self.host_pid_ranks[(e.host, pid)], {"rank_from_host_pid": True}
+        return None, {}
 
     def _host_of(self, e: JobEvent, rank: int | None, pid: int | None) -> tuple[str, EvidenceLine | None, str] | None:
         """The host of host-less event ``e`` (of ``rank``, printed by ``pid``), the line that named it and the
@@ -262,6 +275,7 @@ def rank_map(
         m.add(p.rank, p.host, None)
         m.task_hosts.setdefault(p.rank, p.host)
         m.task_lines.setdefault(p.rank, None)
+    m.host_pid_ranks = _host_pid_ranks(events)  # source 9
     if m.single_node:
         m.job_hosts = _cancelled_hosts(events)  # source 6
         m.only_rank = _only_rank(events)  # source 7
@@ -289,6 +303,18 @@ def _pid_places(events: Sequence[JobEvent]) -> tuple[dict[int, tuple[str, Eviden
             if ranks.setdefault(pid, rank) != rank:
                 bad_r.add(pid)
     return {p: h for p, h in hosts.items() if p not in bad_h}, {p: r for p, r in ranks.items() if p not in bad_r}
+
+
+def _host_pid_ranks(events: Sequence[JobEvent]) -> dict[tuple[str, int], int]:
+    """(host, pid) -> the global rank printed with both, for the pairs printed with exactly one rank (source 9)."""
+    ranks: dict[tuple[str, int], int] = {}
+    bad: set[tuple[str, int]] = set()
+    for e in events:
+        pid = _int_or_none(e.details.get("pid"))
+        if pid is not None and e.host is not None and e.rank is not None:
+            if ranks.setdefault((e.host, pid), e.rank) != e.rank:
+                bad.add((e.host, pid))
+    return {k: r for k, r in ranks.items() if k not in bad}
 
 
 def _task_hosts(m: RankMap, task_hosts: Mapping[int, str]) -> None:

@@ -968,7 +968,7 @@ def _read_events(body: str) -> list[_Found]:
 def _catalog_events(body: str, found: list[_Found]) -> list[_Found]:
     """``found`` (the hand-written patterns' events of ``body``) with the message catalog's: each matching
     ``catalog`` row (:mod:`fleetdx.probes.parsers.msgcatalog`) adds an event of its kind, unless one of that kind
-    is already there (which then takes the row's host when it had none); a row's ``supersedes`` kinds (the
+    is already there (which then takes the row's host, rank and pid when it had none); a row's ``supersedes`` kinds (the
     catch-alls: ``nccl-warn``, ``python-exception``, ...) found by the hand-written patterns are dropped. The
     event's details are the row's named groups and ``catalog`` (the row id), ``failure_class`` and ``role``."""
     matches = _CATALOG.scan(body)
@@ -991,6 +991,8 @@ def _catalog_events(body: str, found: list[_Found]) -> list[_Found]:
                 out[same] = out[same]._replace(host=host)
             if out[same].rank is None and rank is not None:
                 out[same] = out[same]._replace(rank=rank)
+            if "pid" in det and "pid" not in out[same].details:  # the process, for ranks.py's (host, pid) join
+                out[same] = out[same]._replace(details={**out[same].details, "pid": det["pid"]})
             continue
         det.update({"catalog": row.id, "failure_class": row.failure_class, "role": row.role})
         sig = det.get("signal")

@@ -99,7 +99,7 @@ _PREFIX_RE = re.compile(
     # ctime(3)'s stamp before a tag with or without a space ("Fri Aug 11 12:31:45 2023[1,0]<stdout>:")
     r"|(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})(?:[ \t]|(?=\[))"
     # Open MPI's signal handler and ORTE's own lines ("[rack1-93-slot7:186363] *** Process received signal ***")
-    r"|\[(?P<bh_host>[A-Za-z][\w.\-]{0,62}):\d{1,10}\][ \t]"
+    r"|\[(?P<bh_host>[A-Za-z][\w.\-]{0,62}):(?P<bh_pid>\d{1,10})\][ \t]"
     r"|\[[ \t]*(?P<uptime>\d+\.\d+)\][ \t]?"
     r"|(?P<syslog>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)[ \t]+(?P<sys_host>[^\s:\[]+)[ \t]+"
     r"(?P<sys_ident>[\w.\-/@]+)(?:\[\d+\])?:[ \t]"
@@ -235,9 +235,12 @@ def _strip_all(text: str, limit: int) -> LogLine:
             stamps.append(m.group("syslog"))
             h, red = host_of(m.group("sys_host"))
             host, redacted = h or host, redacted or red
-        elif kind in ("jhost", "thost", "bh_host"):
+        elif kind in ("jhost", "thost"):
             h, red = host_of(m.group(kind))
             host, redacted = h or host, redacted or red
+        elif kind == "bh_pid":  # Open MPI's "[host:pid]": the process too
+            h, red = host_of(m.group("bh_host"))
+            host, redacted, pid = h or host, redacted or red, int(m.group("bh_pid"))
         elif kind == "ray_kv":
             if m.group("ray_rank") is not None:  # an actor whose repr names its rank ("Worker[rank=0]", NeMo-RL)
                 rank = int(m.group("ray_rank"))
