@@ -173,6 +173,37 @@ KNOWN_MISSES = {
     "status ('1 Worker replica(s) failed') names no cause; the label takes the poster's words (a preempted node)",
     "1164-llmfoundry258-composer-4gpu-g5-docker-finetune-building-trainer-then-launcher-error-line-cut.log": "UNKNOWN:"
     " composer's launcher line is cut ('ERROR:composer.cli.lau'); the label takes the thread's title (rank 2, -7)",
+    # added with logs 1251-1264, 1301-1314, 1351-1362 (round 13)
+    "1251-paddle10608-2018-v100-parallelexecutor-enforcenotmet-unhandled-cuda-error-nccl-helper-h93.log": "UNKNOWN: "
+    "Paddle 0.x's 'EnforceNotMet: unhandled cuda error at [nccl_helper.h:93]' is not read; the label takes the "
+    "poster's words (NCCL was not installed)",
+    "1258-lmdeploy2204-internvl2-26b-turbomind-tp2-api-server-tm-info-then-terminate-recursively-aborted.log": "PROCESS"
+    "_CRASH: the log shows only the abort; the label takes the thread's title (an illegal memory access)",
+    "1260-gitcode-blog-vllm-3x8-4090-multinode-nccl-warn-socketstartconnect-software-caused-connection-abort-ellipsis-"
+    "unhandled-system-error.log": "NCCL_INTERNAL_ERROR: a system error with a failed connect lines away; the label "
+    "takes the blog's diagnosis (interfaces set up differently: configuration)",
+    "1263-yi152-deepspeed-chat-main-py-8xa800-model-load-comment-cdb-none-then-sigkill-handler-killing-5-subprocesses"
+    ".log": "UNKNOWN: DeepSpeed's launcher killing its subprocesses names no cause; the label takes the poster's words "
+    "(loading the model ran the host out of memory)",
+    "1303-changestar5-pt-nccl278-verify-model-across-ranks-unhandled-system-error-elastic-local-rank0.log": "PROCESS_"
+    "CRASH: the NCCL system error is printed with no rank, so torchrun's exit 1 of rank 0 is not joined to it",
+    "1305-horovod3625-tf-tag-output-ncclcomminitrank-errorcheck-segfault-biomind-rank0-backtrace-cut.log": "PROCESS_"
+    "CRASH: the log shows rank 0's segfault; the label takes the thread's title (ncclCommInitRank: unhandled cuda "
+    "error)",
+    "1310-chainermn285-py27-pure-nccl-allreduce-grad-two-interleaved-tracebacks-error-line-cut.log": "UNKNOWN: the "
+    "error line is cut from the excerpt; the label takes the thread's title",
+    "1314-tensorpack782-2018-tf-ps-worker-gpu-master-init-unavailable-os-error-worker-before-ps.log": "UNKNOWN: "
+    "TensorFlow's 'Master init: Unavailable: OS Error' is not read; the label takes the commenter's diagnosis (the "
+    "worker started before the parameter server)",
+    "1357-skyrl87-async-vllm-engine-ray-prefix-nccl-unhandled-system-error-actor-died-creation.log": "no host: the "
+    "NCCL error's Ray worker (pid 31037) names no ip; the label takes the ip of another actor's header",
+    "1358-msswift6107-megatron-2node-rank10-reduce-scatter-unhandled-system-error-ibv-reg-mr-iova2-quoted.log": "no "
+    "rank: rank 10's system error and the host's ibv_reg_mr WARN (device 0, no rank) are not joined",
+    "1361-verl1759-multiturn-sglang-validate-actordiederror-workerdict-0-4-ip-172.31.16.7-wrapped-160.log": "PROCESS_"
+    "CRASH naming no node: an actor that died is read as a crash; the label says UNKNOWN with the actor's ip, as 803",
+    "1362-nemorl2937-perf-test-4n4g-vllm-sleep-then-raylet-worker-died-10.109.18.239.log": "OOM_HOST: a Ray worker "
+    "that vanished (connection error code 2) is read as the OOM killer's, as the labels of 48 and 707 have it; this "
+    "label says UNKNOWN, as 812",
 }
 
 
