@@ -370,11 +370,19 @@ def _gpu_lost(rows: tuple[str, ...], device: str, message: str, action: str) -> 
     )
 
 
-#: what to check when a NIC could not register memory (ibv_reg_mr, through NCCL's verbs wrapper or aws-ofi-nccl)
-_REG_MR_ACTION = (
-    "on {host}: check the locked-memory limit (ulimit -l unlimited in the job and in slurmd's or the container's "
-    "limits) and, for GPU buffers, that GPUDirect RDMA is loaded (nvidia-peermem or dma-buf)"
-)
+def _reg_mr(row: str, message: str) -> Rule:
+    """The rule of a NIC that could not register memory (ibv_reg_mr, through NCCL's verbs wrapper or
+    aws-ofi-nccl: NCCL's system error) as one catalog row words it."""
+    return Rule(
+        EventKind.NCCL_SYSTEM_ERROR,
+        _F.NCCL_INTERNAL_ERROR,
+        priority=54,
+        key=("nccl-internal", *_WHERE),
+        when=_from(row),
+        message=message,
+        action="on {host}: check the locked-memory limit (ulimit -l unlimited in the job and in slurmd's or the "
+        "container's limits) and, for GPU buffers, that GPUDirect RDMA is loaded (nvidia-peermem or dma-buf)",
+    )
 
 
 #: the cause rules, first match wins (see the module doc)
@@ -746,25 +754,15 @@ RULES: tuple[Rule, ...] = (
         "log for the first failure; check MASTER_ADDR/MASTER_PORT and that the port is open between the nodes",
     ),
     Rule(EventKind.NCCL_INTERNAL_ERROR, _F.NCCL_INTERNAL_ERROR, priority=54, key=("nccl-internal", *_WHERE)),
-    Rule(
-        EventKind.NCCL_SYSTEM_ERROR,
-        _F.NCCL_INTERNAL_ERROR,
-        priority=54,
-        key=("nccl-internal", *_WHERE),
-        when=_from("aws_ofi_nccl.register_mr_failed"),
-        message="NCCL's network plugin (aws-ofi-nccl) could not register memory with the NIC {where} "
+    _reg_mr(
+        "aws_ofi_nccl.register_mr_failed",
+        "NCCL's network plugin (aws-ofi-nccl) could not register memory with the NIC {where} "
         "(RC {d[vendor_err]}: {d[error]}; NCCL system error): {text}",
-        action=_REG_MR_ACTION,
     ),
-    Rule(
-        EventKind.NCCL_SYSTEM_ERROR,
-        _F.NCCL_INTERNAL_ERROR,
-        priority=54,
-        key=("nccl-internal", *_WHERE),
-        when=_from("nccl.ibvwrap.reg_mr_failed"),
-        message="NCCL could not register memory with the InfiniBand HCA {where} ({d[op]}: {d[error]}; NCCL system "
-        "error): {text}",
-        action=_REG_MR_ACTION,
+    _reg_mr(
+        "nccl.ibvwrap.reg_mr_failed",
+        "NCCL could not register memory with the InfiniBand HCA {where} ({d[op]}: {d[error]}; NCCL system error): "
+        "{text}",
     ),
     Rule(EventKind.NCCL_SYSTEM_ERROR, _F.NCCL_INTERNAL_ERROR, priority=54, key=("nccl-internal", *_WHERE)),
     Rule(EventKind.SLURM_TIME_LIMIT, _F.SLURM_TIME_LIMIT, priority=52, key=("time-limit",)),
