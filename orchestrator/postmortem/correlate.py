@@ -118,8 +118,8 @@ def _own_name(name: str, known: set[str]) -> str:
 def _peers_as_hosts(events: Sequence[JobEvent], known: set[str]) -> list[JobEvent]:
     """``events`` with a peer named by a host's own interface name (``HOST-ib``) renamed to ``HOST`` (a loopback
     address to the printing host's name), and a peer that is the printing host itself marked
-    ``details["peer_same_host"]`` (another process of that host: the
-    advice sends the reader to that host's other ranks, never to the observer as if it were another node)."""
+    ``details["peer_same_host"]`` (another process of that host: the advice sends the reader to that host's other
+    ranks, never to the observer as if it were another node)."""
     out = []
     for e in events:
         peer = _peer_host(e)
@@ -970,17 +970,21 @@ def _thrown_causes(groups: _Groups, ordered: Sequence[JobEvent]) -> list[tuple[J
     return out
 
 
+def _below(later: JobEvent, earlier: JobEvent, lines: int) -> bool:
+    """Whether ``later`` is printed at most ``lines`` lines below ``earlier`` in the same file, by the same rank and
+    host where both name one (the same process's next lines)."""
+    return (
+        later.file == earlier.file
+        and 0 <= later.line - earlier.line <= lines
+        and _agrees(later.rank, earlier.rank)
+        and _agrees(later.host, earlier.host)
+    )
+
+
 def _ends_after(e: JobEvent, t: JobEvent) -> bool:
     """Whether crash event ``e`` is the end of the process whose ``terminate called`` is ``t``: a signal or exit
-    within :data:`TERMINATE_WINDOW` lines below it in the same file, of the same rank and host where both name
-    one."""
-    return (
-        e.file == t.file
-        and t.line <= e.line <= t.line + TERMINATE_WINDOW
-        and e.kind in (EventKind.SIGNAL, EventKind.CHILD_FAILED)
-        and _agrees(e.rank, t.rank)
-        and _agrees(e.host, t.host)
-    )
+    :func:`_below` it within :data:`TERMINATE_WINDOW` lines."""
+    return e.kind in (EventKind.SIGNAL, EventKind.CHILD_FAILED) and _below(e, t, TERMINATE_WINDOW)
 
 
 #: lines below torch's NCCL error within which its ``Last error:`` text is printed (torch >= 2.2: the error, the
@@ -994,25 +998,21 @@ def _fold_last_errors(groups: _Groups) -> None:
     closed by the peer) is that network error, wrapped: its events join the network cause's, as the same error
     read on one line does (the ``Last error:`` text decides its kind). A group of which any event is not so
     followed stays a cause of its own."""
-    network = [(e, k) for k, members in groups.items() if k[0] is FindingCode.NCCL_NETWORK_ERROR for e, _ in members]
-    if not network:
+    by_line: dict[tuple[str, int], list[tuple[JobEvent, tuple[object, ...]]]] = defaultdict(list)
+    for k, members in groups.items():
+        if k[0] is FindingCode.NCCL_NETWORK_ERROR:
+            for n, _ in members:
+                by_line[(n.file, n.line)].append((n, k))
+    if not by_line:
         return
+
+    def wrapped_in(e: JobEvent) -> tuple[object, ...] | None:
+        below = (p for d in range(1, LAST_ERROR_LINES + 1) for p in by_line.get((e.file, e.line + d), ()))
+        return next((k for n, k in below if _below(n, e, LAST_ERROR_LINES)), None)
+
     for key in [k for k in groups if k[0] is FindingCode.NCCL_INTERNAL_ERROR]:
-        targets = [
-            next(
-                (
-                    k
-                    for n, k in network
-                    if n.file == e.file
-                    and 0 < n.line - e.line <= LAST_ERROR_LINES
-                    and _agrees(n.rank, e.rank)
-                    and _agrees(n.host, e.host)
-                ),
-                None,
-            )
-            for e, _ in groups[key]
-        ]
-        if targets and all(t is not None for t in targets) and (into := targets[0]) in groups:
+        targets = [wrapped_in(e) for e, _ in groups[key]]
+        if targets and None not in targets and (into := targets[0]) in groups:
             _join_as_evidence(groups, key, into)
 
 

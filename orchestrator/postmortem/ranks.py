@@ -49,8 +49,9 @@ A rank's host is never guessed from a number: when none of these names it, it st
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from fleetdx.orchestrator.judgement import EvidenceLine
 from fleetdx.probes.contracts import Job
@@ -283,38 +284,39 @@ def rank_map(
     return m
 
 
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+
+
+def _unambiguous(pairs: Iterable[tuple[_K, _V]], same: Callable[[_V], object] = lambda v: v) -> dict[_K, _V]:
+    """The first value of each key, for the keys printed with one value only (``same``: what two values must share
+    to be one; a key seen with two is dropped: containers on one host reuse small pids)."""
+    first: dict[_K, _V] = {}
+    bad: set[_K] = set()
+    for k, v in pairs:
+        if same(first.setdefault(k, v)) != same(v):
+            bad.add(k)
+    return {k: v for k, v in first.items() if k not in bad}
+
+
 def _pid_places(events: Sequence[JobEvent]) -> tuple[dict[int, tuple[str, EvidenceLine]], dict[int, int]]:
     """pid -> (host, the first line naming both) and pid -> rank (or local rank), for the pids printed with
     exactly one host and one rank (source 8)."""
-    hosts: dict[int, tuple[str, EvidenceLine]] = {}
-    ranks: dict[int, int] = {}
-    bad_h: set[int] = set()
-    bad_r: set[int] = set()
-    for e in events:
-        pid = _int_or_none(e.details.get("pid"))
-        if pid is None:
-            continue
-        if e.host is not None:
-            if pid in hosts and hosts[pid][0] != e.host:
-                bad_h.add(pid)
-            hosts.setdefault(pid, (e.host, _line(e)))
-        rank = e.rank if e.rank is not None else _local_rank(e)
-        if rank is not None:
-            if ranks.setdefault(pid, rank) != rank:
-                bad_r.add(pid)
-    return {p: h for p, h in hosts.items() if p not in bad_h}, {p: r for p, r in ranks.items() if p not in bad_r}
+    pids = [(pid, e) for e in events if (pid := _int_or_none(e.details.get("pid"))) is not None]
+    hosts = _unambiguous(((pid, (e.host, _line(e))) for pid, e in pids if e.host is not None), lambda v: v[0])
+    ranks = _unambiguous(
+        (pid, r) for pid, e in pids if (r := e.rank if e.rank is not None else _local_rank(e)) is not None
+    )
+    return hosts, ranks
 
 
 def _host_pid_ranks(events: Sequence[JobEvent]) -> dict[tuple[str, int], int]:
     """(host, pid) -> the global rank printed with both, for the pairs printed with exactly one rank (source 9)."""
-    ranks: dict[tuple[str, int], int] = {}
-    bad: set[tuple[str, int]] = set()
-    for e in events:
-        pid = _int_or_none(e.details.get("pid"))
-        if pid is not None and e.host is not None and e.rank is not None:
-            if ranks.setdefault((e.host, pid), e.rank) != e.rank:
-                bad.add((e.host, pid))
-    return {k: r for k, r in ranks.items() if k not in bad}
+    return _unambiguous(
+        ((e.host, pid), e.rank)
+        for e in events
+        if e.host is not None and e.rank is not None and (pid := _int_or_none(e.details.get("pid"))) is not None
+    )
 
 
 def _task_hosts(m: RankMap, task_hosts: Mapping[int, str]) -> None:
