@@ -23,6 +23,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import hostlist
 import pytest
 
 from tests.slurmcluster import ROOT, SlurmCluster, slurm_cluster, wait_for
@@ -106,7 +107,9 @@ def test_busy_node_excluded_resubmitted_with_original_options_and_trains(cluster
     assert c.job_field(second, "TresPerNode") == "gres:gpu:1"
     assert c.job_field(second, "WorkDir") == str(out)
     assert c.job_field(second, "ExcNodeList") == BUSY
-    assert c.job_field(second, "NodeList") == "sim[1-2,4]"
+    # which three of the other nodes Slurm picks depends on which were still completing a step (a loaded machine)
+    nodes = hostlist.expand_hostlist(c.job_field(second, "NodeList"))
+    assert len(nodes) == 3 and BUSY not in nodes, nodes
     report2 = json.loads((out / f"fleetdx-{second}" / "preflight.json").read_text())
     assert _critical(report2) == [] and report2["exit_code"] in (0, 1)
     # Ray's output went to the job's Ray log folder, not the job's output (issue 21 item 8)
