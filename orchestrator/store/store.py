@@ -155,9 +155,11 @@ class Store:
         self.close()
 
     def revision(self) -> str | None:
-        """The schema revision stamped in the database (``None``: never migrated)."""
-        with self._errors():
-            return migrate.current_revision(self.engine)
+        """The schema revision stamped in the database (``None``: never migrated). On SQLite the read is retried
+        like a write (:meth:`_retry_locked`) while the file stays locked: a process opening a file that another
+        one is creating or migrating at the same moment can find it locked (a CI run under load did, with four
+        first uses of one new file at once)."""
+        return self._retry_locked(lambda: migrate.current_revision(self.engine))
 
     def upgrade(self) -> tuple[str | None, str]:
         """Migrate to the newest schema; returns (revision before, revision after). Raises
