@@ -254,12 +254,6 @@ def _cuda_config(e: JobEvent) -> bool:
     return e.details.get("failure_class") == "config_error" or _d(e, "error") in _CONFIG_CUDA_ERRORS
 
 
-def _nvls(e: JobEvent) -> bool:
-    """NCCL's NVLink SHARP (NVLS) set-up failed: its catalog row, or a CUDA failure NCCL's WARN places in
-    ``transport/nvls.cc`` (the file NCCL's WARN prefix names)."""
-    return e.details.get("catalog") == "nccl.nvls.bind_multicast_failed" or "nvls.cc:" in e.text
-
-
 def _system_not_ready(e: JobEvent) -> bool:
     return _d(e, "error") == "system not yet initialized"
 
@@ -457,7 +451,7 @@ RULES: tuple[Rule, ...] = (
         _F.CONFIG_ERROR,
         priority=87,
         key=("nvls", *_WHERE),
-        when=_nvls,
+        when=_from("nccl.nvls.bind_multicast_failed", "nccl.nvls.cuda_failure"),
         message="NCCL could not set up NVLink SHARP (NVLS) multicast memory {where} ({text}): a system or "
         "configuration error of the Fabric Manager or the NVSwitches (NCCL's own words)",
         action="on {host}: check nvidia-fabricmanager (running, its version the driver's; restarted while processes "

@@ -341,9 +341,6 @@ _NCCL_CLASS_KEYS: list[tuple[str, ...]] = [
     ("invalid usage", "ncclinvalidusage", "invalid argument", "ncclinvalidargument"),
     ("internal error", "ncclinternalerror"),
 ]
-#: NCCL's failed connect to a peer: ``Connect to 10.0.0.2<43011> failed : Connection refused`` (NCCL 2.4's
-#: include/socket.h; ``socketStartConnect: Connect to ...`` since 2.10, src/misc/socket.cc)
-_CONNECT_TO_RE = re.compile(r"[Cc]onnect to (?P<peer>\S{1,120}) failed\s{0,4}:\s{0,4}(?P<error>[^\n]{1,200})")
 _NET_SOCKET_RE = re.compile(r"NET/Socket : Using (?P<dev>.+)$|NET/IB : No device found")
 _CUDA_RE = re.compile(
     r"CUDA error: (?P<error>[^.\n]+?)(?:\s*$|\.|\s+CUDA kernel errors|\s+Compile with)"
@@ -664,8 +661,6 @@ def _nccl_events(body: str) -> list[_Found]:
         if m is None:
             continue
         det: dict[str, JsonScalar] = {"level": lvl.group("lvl") if lvl else "torch"}
-        if kind is EventKind.NCCL_SOCKET_ERROR and "onnect to " in msg:
-            m = _CONNECT_TO_RE.search(msg) or m  # the peer NCCL could not connect to, and why
         for k, v in m.groupdict().items():
             if v is not None:
                 det[k] = int(v) if k in ("status", "vendor", "rc") else v
@@ -968,9 +963,10 @@ def _read_events(body: str) -> list[_Found]:
 def _catalog_events(body: str, found: list[_Found]) -> list[_Found]:
     """``found`` (the hand-written patterns' events of ``body``) with the message catalog's: each matching
     ``catalog`` row (:mod:`fleetdx.probes.parsers.msgcatalog`) adds an event of its kind, unless one of that kind
-    is already there (which then takes the row's host, rank and pid when it had none); a row's ``supersedes`` kinds (the
-    catch-alls: ``nccl-warn``, ``python-exception``, ...) found by the hand-written patterns are dropped. The
-    event's details are the row's named groups and ``catalog`` (the row id), ``failure_class`` and ``role``."""
+    is already there, which then takes what the row read and it lacks (:func:`_filled`); a row's ``supersedes``
+    kinds (the catch-alls: ``nccl-warn``, ``python-exception``, ...) found by the hand-written patterns are
+    dropped. The event's details are the row's named groups and ``catalog`` (the row id), ``failure_class`` and
+    ``role``."""
     matches = _CATALOG.scan(body)
     if not matches:
         return found
@@ -985,25 +981,33 @@ def _catalog_events(body: str, found: list[_Found]) -> list[_Found]:
         host = host_of(h)[0] if isinstance(h, str) else None
         r = det.get("rank")
         rank = r if isinstance(r, int) else None
-        same = next((i for i, f in enumerate(out) if f.kind is kind), None)
-        if same is not None:  # the hand-written pattern's event: the row may add where it happened
-            if out[same].host is None and host is not None:
-                out[same] = out[same]._replace(host=host)
-            if out[same].rank is None and rank is not None:
-                out[same] = out[same]._replace(rank=rank)
-            if "pid" in det and "pid" not in out[same].details:  # the process, for ranks.py's (host, pid) join
-                out[same] = out[same]._replace(details={**out[same].details, "pid": det["pid"]})
-            continue
-        det.update({"catalog": row.id, "failure_class": row.failure_class, "role": row.role})
+        t = det.pop("time", None)
         sig = det.get("signal")
         if isinstance(sig, int) or (isinstance(sig, str) and sig.isdigit()):  # UCX's "Caught signal 11 (...)"
             det["signal"] = LINUX_SIGNALS.get(int(sig), str(sig))
-        t = det.pop("time", None)
+        det.update({"catalog": row.id, "failure_class": row.failure_class, "role": row.role})
+        same = next((i for i, f in enumerate(out) if f.kind is kind), None)
+        if same is not None:
+            out[same] = _filled(out[same], det, host, rank)
+            continue
         out.append(_Found(kind, det, rank=rank, host=host, time=t if isinstance(t, str) else None))
         drop.update(row.supersedes)
     if drop:
         out = [f for f in out if not (f.kind.value in drop and f.kind in legacy)]
     return out
+
+
+def _filled(found: _Found, det: Mapping[str, JsonScalar], host: str | None, rank: int | None) -> _Found:
+    """The event ``found`` (a hand-written pattern's, or an earlier row's, of the same kind) with what a catalog
+    row read of the same line and it lacks: where it happened (host, rank), and each detail it has no value for
+    (the row's named groups such as the peer NCCL could not connect to, ``pid`` for ranks.py's (host, pid) join,
+    and the row's id, class and role when no row named it yet, so that the rules of that row apply)."""
+    extra = {k: v for k, v in det.items() if k not in found.details}
+    return found._replace(
+        host=found.host if found.host is not None else host,
+        rank=found.rank if found.rank is not None else rank,
+        details={**found.details, **extra} if extra else found.details,
+    )
 
 
 def _nccl_warned(kind: EventKind, det: Mapping[str, object]) -> bool:
