@@ -140,6 +140,12 @@ def mark_flaps(ordered: Sequence[JobEvent]) -> list[JobEvent]:
     """``ordered`` with each ``Link down`` that its own ``Link up`` (same host and device) followed within
     :data:`FLAP_RECOVERY_S`, before any decisive job event, marked ``details["recovered_after_s"]``: a flap that
     recovered before the job failed is not the failure (a link still down when the job failed is)."""
+    ups: dict[tuple[str | None, object], list[float]] = defaultdict(list)
+    for e in ordered:
+        if e.kind is EventKind.IB_LINK_UP and e.ts is not None:
+            ups[(e.host, e.details.get("device"))].append(e.ts)
+    if not ups:  # no link came back up: nothing to mark (and the decisive events need not be judged here)
+        return list(ordered)
     job_fail = min(
         (
             e.ts
@@ -152,10 +158,6 @@ def mark_flaps(ordered: Sequence[JobEvent]) -> list[JobEvent]:
         ),
         default=None,
     )
-    ups: dict[tuple[str | None, object], list[float]] = defaultdict(list)
-    for e in ordered:
-        if e.kind is EventKind.IB_LINK_UP and e.ts is not None:
-            ups[(e.host, e.details.get("device"))].append(e.ts)
     out = []
     for e in ordered:
         if e.kind is EventKind.IB_LINK_DOWN and e.ts is not None:
@@ -865,11 +867,10 @@ def correlate(
                 # the culprit is a peer: a peer known as a host of the job is named as a node, and so is the one
                 # host every observer names (the end that closed the connection: its process exited, or its
                 # link failed); several unknown peers are named as the subject only: they condemn nothing
-                known = {e.host for e in ordered if e.host} | known_hosts | set(job.nodes if job else [])
                 peers = list(
                     dict.fromkeys(ph for e in evs if (ph := _peer_host(e)) and not ph.isdigit() and not _loopback(ph))
                 )
-                nodes = [ph for ph in peers if ph in known] or (peers if len(peers) == 1 else [])
+                nodes = [ph for ph in peers if ph in every_host] or (peers if len(peers) == 1 else [])
                 host = nodes[0] if nodes else None
                 peer = peers[0] if peers and not nodes else None
                 lead = lead.model_copy(update={"details": {}})  # the observer's device is not the culprit's
@@ -956,17 +957,21 @@ def _thrown_causes(groups: _Groups, ordered: Sequence[JobEvent]) -> list[tuple[J
     """The ``terminate called after throwing`` events (libstdc++'s verbose terminate handler) whose ``what()``
     names a cause: each with the key of the :data:`_THROWN` group that holds an event on its ``what()`` line or
     the 3 after it, in log order."""
+    terminates = [t for t in ordered if t.kind is EventKind.SIGNAL and "what" in t.details and "exception" in t.details]
+    if not terminates:
+        return []
+    wanted = {(t.file, t.line + n) for t in terminates for n in range(4)}
     by_line: dict[tuple[str, int], list[tuple[object, ...]]] = defaultdict(list)
     for k, members in groups.items():
         if k[0] in _THROWN:
             for e, _ in members:
-                by_line[(e.file, e.line)].append(k)
+                if (e.file, e.line) in wanted:
+                    by_line[(e.file, e.line)].append(k)
     out = []
-    for t in ordered:
-        if t.kind is EventKind.SIGNAL and "what" in t.details and "exception" in t.details:
-            target = next((k for n in range(4) for k in by_line.get((t.file, t.line + n), [])), None)
-            if target is not None:
-                out.append((t, target))
+    for t in terminates:
+        target = next((k for n in range(4) for k in by_line.get((t.file, t.line + n), [])), None)
+        if target is not None:
+            out.append((t, target))
     return out
 
 
@@ -1303,13 +1308,11 @@ def _fold_bursts(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]
 
 def _timeline_entries(ordered: Sequence[JobEvent], judged: Sequence[Judged | None]) -> list[TimelineEntry]:
     keep = list(ordered)
-    if len(keep) > MAX_TIMELINE:
-        scored = sorted(
-            range(len(keep)),
-            key=lambda i: (-((j := judged[i]) is not None and j.priority >= DECISIVE), i),
-        )
-        chosen = sorted(scored[:MAX_TIMELINE])
-        keep = [keep[i] for i in chosen]
+    if len(keep) > MAX_TIMELINE:  # the decisive events first, then the others, each in order
+        decisive = [(j is not None and j.priority >= DECISIVE) for j in judged]
+        chosen = [i for i, d in enumerate(decisive) if d][:MAX_TIMELINE]
+        chosen += [i for i, d in enumerate(decisive) if not d][: MAX_TIMELINE - len(chosen)]
+        keep = [keep[i] for i in sorted(chosen)]
     return [
         TimelineEntry(time=_time(e), host=e.host, rank=e.rank, kind=e.kind.value, text=e.text.split("\n", 1)[0][:300])
         for e in keep
