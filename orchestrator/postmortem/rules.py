@@ -220,7 +220,9 @@ def _comm_aborted(e: JobEvent) -> bool:
 
 
 def _config_exc(e: JobEvent) -> bool:
-    return _exc_type(e) in _CONFIG_EXC
+    """An exception of the job's setup: its type (:data:`_CONFIG_EXC`), or a catalog row of class config_error read
+    its message (torch's "No backend type associated with device type cpu" is a RuntimeError)."""
+    return _exc_type(e) in _CONFIG_EXC or e.details.get("failure_class") == "config_error"
 
 
 def _ecc(e: JobEvent) -> bool:
