@@ -866,3 +866,31 @@ def test_more_wordings_of_round_thirteen(tmp_path: Path) -> None:
     assert _causes(log, ib + "remote 32768 addr 7fb47b011000 rkey baa8 seq 5a/5a\n")[0].code is F.CONFIG_ERROR
     topo = "h:430:2237 [0] include/topo.h:27 NCCL WARN Could not find real path of /sys/class/pci_bus/0000:02/../../0\n"
     assert _causes(log, topo)[0].code is F.CONFIG_ERROR
+
+
+def test_wordings_of_round_fourteen(tmp_path: Path) -> None:
+    """Ascend's HCCL timeouts are collective timeouts and say so (wild logs 1454-1456); Gaudi's HCCL 'Collective
+    call returned error' and NCCL's 'unhandled system error' after a framework's own words are NCCL internal
+    errors, not crashes (1451, 1453); torch's 'No backend type associated with device type' is the program's
+    configuration (1463)."""
+    log = tmp_path / "job.out"
+    ei0002 = (
+        "EI0002: The wait execution of the Notify register times out. Reason: The Notify register has not received "
+        "the Notify record from remote rank [4294967295].base information: [streamID:[1], taskID[39], taskType[Notify "
+        "Wait], tag[AllReduce_192.168.0.116%enp69s0_60000_0_1694500287022627].]\n"
+    )
+    c = _causes(log, ei0002)[0]
+    assert c.code is F.NCCL_TIMEOUT and c.message.startswith("HCCL timeout (Ascend CANN): ")
+    task = "worker-1:         rtDeviceSynchronize execute failed, reason=[task timeout][FUNC:FuncErrorReason]\n"
+    assert [x.code for x in _causes(log, task)] == [F.NCCL_TIMEOUT]
+    gaudi = "(RayTrainWorker pid=19045) Unhandled exception: N3c105ErrorE. what(): Collective call returned error\n"
+    assert [x.code for x in _causes(log, gaudi)] == [F.NCCL_INTERNAL_ERROR]
+    hugectr = "RuntimeError: Runtime error: unhandled system error\n        ncclGroupEnd() at ResourceManagerCore(x.cpp:176)\n"
+    assert [x.code for x in _causes(log, hugectr)] == [F.NCCL_INTERNAL_ERROR]
+    c = _causes(log, "[rank0]: RuntimeError: No backend type associated with device type xpu\n")[0]
+    assert (c.code, c.rank) == (F.CONFIG_ERROR, 0)
+    nccl = "[rank3]:[E ProcessGroupNCCL.cpp:1] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5"
+    c = _causes(log, nccl + ", OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600001 milliseconds before timing out.\n")[
+        0
+    ]
+    assert c.code is F.NCCL_TIMEOUT and c.message.startswith("NCCL watchdog timeout: ")

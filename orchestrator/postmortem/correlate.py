@@ -666,10 +666,25 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
     return (lead.text[:200], "")
 
 
+#: what a timeout is called when every event of it was read by catalog rows of one other library (by id prefix)
+_TIMEOUT_NAMES = {"cann.": "HCCL timeout (Ascend CANN)", "habana.": "HCCL timeout (Intel Gaudi)"}
+
+
+def _timeout_name(group: Sequence[JobEvent]) -> str:
+    """"NCCL watchdog timeout", or the other library's timeout that every event of ``group`` reports (Ascend's
+    HCCL: its EI0002 Notify wait, a runtime task timeout)."""
+    ids = {str(e.details.get("catalog") or "") for e in group}
+    return next(
+        (name for prefix, name in _TIMEOUT_NAMES.items() if all(i.startswith(prefix) for i in ids)),
+        "NCCL watchdog timeout",
+    )
+
+
 def _timeout_cause(
     group: Sequence[JobEvent], analysis: TimeoutAnalysis, gmap: GpuMap, rank_hosts: dict[int, str]
 ) -> tuple[Finding, list[str]]:
     missing: list[str] = []
+    name = _timeout_name(group)
     reporters = analysis.reporters
     op = f"{analysis.op} SeqNum {analysis.seq}" if analysis.seq is not None else "a collective"
     done = f", last completed work {analysis.last_completed}" if analysis.last_completed is not None else ""
@@ -683,7 +698,7 @@ def _timeout_cause(
         nodes = sorted({h for r in analysis.suspects if (h := own_host.get(r) or rank_hosts.get(r))})
         verb = "never reached it" if analysis.failed_first else "hung it"
         msg = (
-            f"NCCL watchdog timeout: {_ranks(reporters)} waited in {op}{done}; {_ranks(analysis.suspects)} "
+            f"{name}: {_ranks(reporters)} waited in {op}{done}; {_ranks(analysis.suspects)} "
             f"{verb}: {analysis.reason}"
         )
         lead = next((e for e in [*analysis.failed_first, *group] if e.rank == rank), lead)
@@ -718,7 +733,7 @@ def _timeout_cause(
         )
     else:
         waited = f"{_ranks(reporters)} waited in {op}{done}" if reporters else f"ranks waited in {op}{done}"
-        msg = f"NCCL watchdog timeout: {waited}; " + (
+        msg = f"{name}: {waited}; " + (
             analysis.reason or "the rank that never reached it is not among the logs given"
         )
         missing.append(
