@@ -885,7 +885,7 @@ def test_wordings_of_round_fourteen(tmp_path: Path) -> None:
     assert [x.code for x in _causes(log, task)] == [F.NCCL_TIMEOUT]
     gaudi = "(RayTrainWorker pid=19045) Unhandled exception: N3c105ErrorE. what(): Collective call returned error\n"
     assert [x.code for x in _causes(log, gaudi)] == [F.NCCL_INTERNAL_ERROR]
-    hugectr = "RuntimeError: Runtime error: unhandled system error\n        ncclGroupEnd() at ResourceManagerCore(x.cpp:176)\n"
+    hugectr = "RuntimeError: Runtime error: unhandled system error\n    ncclGroupEnd() at ResourceManagerCore(x.cc:1)\n"
     assert [x.code for x in _causes(log, hugectr)] == [F.NCCL_INTERNAL_ERROR]
     c = _causes(log, "[rank0]: RuntimeError: No backend type associated with device type xpu\n")[0]
     assert (c.code, c.rank) == (F.CONFIG_ERROR, 0)
