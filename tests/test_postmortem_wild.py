@@ -92,8 +92,6 @@ KNOWN_MISSES = {
     "read as the node of a one-node job's events",
     "861-llamacpp4792-mpi-jetson-cluster-bad-termination-exit-code-134-node1-signal-15-backtick-glued.log": "the "
     "host is named node1 (hydra's 'RUNNING AT jetson@node1' read as user@host); the label keeps 'jetson@node1'",
-    "866-rccl1370-chameleon-tacc-rccl-gtest-allreduce-child0-fails-ncclgroupend-code1-init-comms-failed.log": "UNKNOWN:"
-    " RCCL's unit-test harness ('fails NCCL call ncclGroupEnd with code 1') is not in the catalog",
     "867-llamafactory3839-ascend-npu-barrier-hccl-error-processgrouphccl-rankid3-ej0001-failed-to-initialize-hccp-"
     "last-process-running.log": "CANN's EJ0001 ('Failed to initialize the HCCP process') is not in the catalog; "
     "read as the rank's RuntimeError",
@@ -211,6 +209,9 @@ KNOWN_MISSES = {
     "1462-torchccl48-two-node-torch-distributed-launch-oneccl-hang-after-ccl-warn-atl-ofi.log": "UNKNOWN: a oneCCL "
     "job that hangs after a CCL_WARN about its launcher prints no error and no timeout; the label (from the thread) "
     "is a hang",
+    "1510-verl472-grpo-ray-worker-died-10.0.0.1-connection-error-code-2-hydra-overrides-actor-never-ran.log": "OOM_"
+    "HOST: a Ray worker that vanished (connection error code 2) is read as the OOM killer's, as the labels of 48 and "
+    "707 have it; this label says UNKNOWN, as 812 and 1362",
 }
 
 
