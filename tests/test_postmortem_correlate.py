@@ -894,3 +894,30 @@ def test_wordings_of_round_fourteen(tmp_path: Path) -> None:
         0
     ]
     assert c.code is F.NCCL_TIMEOUT and c.message.startswith("NCCL watchdog timeout: ")
+
+
+def test_launchers_and_services_of_round_fourteen(tmp_path: Path) -> None:
+    """Hydra that cannot exec the program is a launch error on the proxy's host (wild log 1508); Slurm's PMIx
+    fence timing out is a launch error naming no node (1511: the printer waited); Rust's failed allocation is the
+    host's memory (1514); a Vertex AI replica's non-zero exit is that replica's crash (1505); RCCL's gtest names
+    the NCCL result by number (866)."""
+    log = tmp_path / "job.out"
+    hydra = "[8] [proxy:1:1@node2] HYD_spawn (../hydra_spawn.c:117): execvp error on file X/ep_server (No such file)\n"
+    c = _causes(log, hydra)[0]
+    assert (c.code, c.nodes) == (F.CONFIG_ERROR, ["node2"])
+    pmix = "slurmstepd: error:  mpi/pmix_v3: pmixp_coll_ring_reset_if_to: adas-ml [0]: pmixp_coll_ring.c:742: "
+    c = _causes(log, pmix + "0x14ce0c02cb20: collective timeout seq=0\n")[0]
+    assert (c.code, c.nodes) == (F.CONFIG_ERROR, [])
+    assert [x.code for x in _causes(log, "memory allocation of 2097152 bytes failed\n")] == [F.OOM_HOST]
+    vertex = (
+        'Step #4: message: "The replica workerpool1-1 exited with a non-zero status of 1. Termination reason: Error.'
+    )
+    c = _causes(log, vertex + '"\n')[0]
+    assert (c.code, c.nodes) == (F.PROCESS_CRASH, ["workerpool1-1"])
+    gtest = "[ ERROR    ] Child process 0 fails NCCL call ncclGroupEnd with code {}\n"
+    assert [_causes(log, gtest.format(n))[0].code for n in (1, 2, 5, 6)] == [
+        F.CUDA_ERROR,
+        F.NCCL_INTERNAL_ERROR,
+        F.CONFIG_ERROR,
+        F.NCCL_NETWORK_ERROR,
+    ]
