@@ -921,3 +921,17 @@ def test_launchers_and_services_of_round_fourteen(tmp_path: Path) -> None:
         F.CONFIG_ERROR,
         F.NCCL_NETWORK_ERROR,
     ]
+
+
+def test_older_wordings_of_round_fourteen(tmp_path: Path) -> None:
+    """NCCL's 'no algorithm/protocol available' is the job's NCCL settings though NCCL returns an internal error
+    (wild log 1404); the store client's 'Connection reset by peer' is an observer's network error (1417, 1419);
+    Open MPI failing in MPI_Init_thread is a launch error (1414)."""
+    log = tmp_path / "job.out"
+    algo = "202: :41368:41368 [2] enqueue.cc:422 NCCL WARN Error : no algorithm/protocol available\n"
+    c = _causes(log, algo + "202: RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1169, internal error\n")[0]
+    assert c.code is F.CONFIG_ERROR and "NCCL_ALGO" in c.message + c.action + str(c.details)
+    reset = "    default_pg._set_sequence_number_for_group()\nRuntimeError: Connection reset by peer\n"
+    assert [x.code for x in _causes(log, reset)] == [F.NCCL_NETWORK_ERROR]
+    mpi = "*** An error occurred in MPI_Init_thread\n*** on a NULL communicator\n"
+    assert [x.code for x in _causes(log, mpi)] == [F.CONFIG_ERROR]

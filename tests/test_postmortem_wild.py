@@ -212,6 +212,16 @@ KNOWN_MISSES = {
     "1510-verl472-grpo-ray-worker-died-10.0.0.1-connection-error-code-2-hydra-overrides-actor-never-ran.log": "OOM_"
     "HOST: a Ray worker that vanished (connection error code 2) is read as the OOM killer's, as the labels of 48 and "
     "707 have it; this label says UNKNOWN, as 812 and 1362",
+    "1401-nccl1241-megatron-pretrain-gpt-torchrun-childfailed-failures-rank3-invalid-usage-title.log": "PROCESS_CRASH:"
+    " the log shows torchrun's failure entry of rank 3 (exit code 1); the label takes the thread's title (NCCL's "
+    "invalid usage)",
+    "1407-uniter31-2020-horovod-torch-rank1-shut-down-mpirun-first-process-rank0-oom-in-thread.log": "PROCESS_CRASH:"
+    " mpirun names rank 0 the first process to exit; the label takes the poster's later comment (a GPU OOM)",
+    "1409-lightning4389-2020-srun-ddp-two-nodes-duplicate-global-ranks-init-hang.log": "UNKNOWN: Lightning printing "
+    "each 'GLOBAL_RANK: N, MEMBER: M/8' twice (two nodes both started as node 0) is a hang with no error line",
+    "1420-torchmetrics2300-2023-lightning-slurm-ntasks-96-devices-6-member-1-of-96-job-cancelled.log": "UNKNOWN: the "
+    "job was cancelled ('*** JOB N ON HOST CANCELLED'); the label takes the thread's diagnosis (--ntasks 96 against "
+    "6 devices)",
 }
 
 

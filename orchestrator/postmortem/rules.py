@@ -605,6 +605,18 @@ RULES: tuple[Rule, ...] = (
         action=SHM_ACTION,
         absorbs=_INTERNAL,
     ),
+    Rule(
+        EventKind.NCCL_INVALID_USAGE,
+        _F.CONFIG_ERROR,
+        priority=62,
+        key=("config", *_WHERE),
+        when=_from("nccl.enqueue.no_algorithm_protocol"),
+        message="NCCL found no algorithm and protocol it may use for a collective {where} ({text}): the job's NCCL "
+        "settings, though NCCL reports an internal error",
+        action="unset NCCL_ALGO and NCCL_PROTO (or force only what the collective, its datatype and the topology "
+        "support: CollNet needs SHARP, LL128 is not built for every GPU and datatype), then resubmit",
+        absorbs=_INTERNAL,
+    ),
     Rule(EventKind.NCCL_INVALID_USAGE, _F.CONFIG_ERROR, priority=62, key=("config", *_WHERE)),
     # torch's c10d store (the rendezvous of init_process_group / torchrun): its host could not listen, or fewer
     # processes reached it than the world size, or a client could not reach it
