@@ -890,9 +890,8 @@ def test_wordings_of_round_fourteen(tmp_path: Path) -> None:
     c = _causes(log, "[rank0]: RuntimeError: No backend type associated with device type xpu\n")[0]
     assert (c.code, c.rank) == (F.CONFIG_ERROR, 0)
     nccl = "[rank3]:[E ProcessGroupNCCL.cpp:1] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5"
-    c = _causes(log, nccl + ", OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600001 milliseconds before timing out.\n")[
-        0
-    ]
+    nccl += ", OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600001 milliseconds before timing out.\n"
+    c = _causes(log, nccl)[0]
     assert c.code is F.NCCL_TIMEOUT and c.message.startswith("NCCL watchdog timeout: ")
 
 

@@ -202,7 +202,7 @@ KNOWN_MISSES = {
     "1362-nemorl2937-perf-test-4n4g-vllm-sleep-then-raylet-worker-died-10.109.18.239.log": "OOM_HOST: a Ray worker "
     "that vanished (connection error code 2) is read as the OOM killer's, as the labels of 48 and 707 have it; this "
     "label says UNKNOWN, as 812",
-    # added with logs 1451-1465 (round 14)
+    # added with logs 1401-1420, 1451-1465 and 1501-1515 (round 14)
     "1459-paddle24809-edl-fleet-one-node-glog-sigterm-from-pid30147-two-workers.log": "PROCESS_CRASH: glog's "
     "'SIGTERM ... received by PID 40650 from PID 30147' is a process ended by a signal; the label says UNKNOWN "
     "(the NCCL error of the thread's title is not in the excerpt)",

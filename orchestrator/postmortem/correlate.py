@@ -671,8 +671,8 @@ _TIMEOUT_NAMES = {"cann.": "HCCL timeout (Ascend CANN)", "habana.": "HCCL timeou
 
 
 def _timeout_name(group: Sequence[JobEvent]) -> str:
-    """"NCCL watchdog timeout", or the other library's timeout that every event of ``group`` reports (Ascend's
-    HCCL: its EI0002 Notify wait, a runtime task timeout)."""
+    """What the timeout ``group`` is called: an NCCL watchdog timeout, or the other library's timeout that every
+    event of it reports (Ascend's HCCL: its EI0002 Notify wait, a runtime task timeout)."""
     ids = {str(e.details.get("catalog") or "") for e in group}
     return next(
         (name for prefix, name in _TIMEOUT_NAMES.items() if all(i.startswith(prefix) for i in ids)),
@@ -697,10 +697,7 @@ def _timeout_cause(
         host = own_host.get(rank) or rank_hosts.get(rank)
         nodes = sorted({h for r in analysis.suspects if (h := own_host.get(r) or rank_hosts.get(r))})
         verb = "never reached it" if analysis.failed_first else "hung it"
-        msg = (
-            f"{name}: {_ranks(reporters)} waited in {op}{done}; {_ranks(analysis.suspects)} "
-            f"{verb}: {analysis.reason}"
-        )
+        msg = f"{name}: {_ranks(reporters)} waited in {op}{done}; {_ranks(analysis.suspects)} {verb}: {analysis.reason}"
         lead = next((e for e in [*analysis.failed_first, *group] if e.rank == rank), lead)
     elif analysis.groups_differ:
         per_rank = "; ".join(
@@ -733,9 +730,7 @@ def _timeout_cause(
         )
     else:
         waited = f"{_ranks(reporters)} waited in {op}{done}" if reporters else f"ranks waited in {op}{done}"
-        msg = f"{name}: {waited}; " + (
-            analysis.reason or "the rank that never reached it is not among the logs given"
-        )
+        msg = f"{name}: {waited}; " + (analysis.reason or "the rank that never reached it is not among the logs given")
         missing.append(
             f"which rank never reached {op}: {waited} and no log shows the rank they waited on; "
             "give every rank's log, or Flight Recorder dumps (--fr)"
