@@ -934,3 +934,24 @@ def test_older_wordings_of_round_fourteen(tmp_path: Path) -> None:
     assert [x.code for x in _causes(log, reset)] == [F.NCCL_NETWORK_ERROR]
     mpi = "*** An error occurred in MPI_Init_thread\n*** on a NULL communicator\n"
     assert [x.code for x in _causes(log, mpi)] == [F.CONFIG_ERROR]
+
+
+def test_wordings_of_round_fifteen(tmp_path: Path) -> None:
+    """Open MPI's 'Failing at address' alone is the process's crash on its host (wild log 1601); NCCL's failed
+    verbs call is an internal error on its host (1655); Cray MPICH's GTL failing a CUDA IPC handle is GPU-aware
+    MPI set up wrongly, on the rank it names (1662); torch's fatal-signal handler is a crash (1656); a shell prompt
+    running nvidia-smi names the host of its output (1658)."""
+    log = tmp_path / "job.out"
+    c = _causes(log, "[notebook-2a7fcf5e-9744:3436928] Failing at address: 0xb8\n")[0]
+    assert (c.code, c.nodes) == (F.PROCESS_CRASH, ["notebook-2a7fcf5e-9744"])
+    c = _causes(log, "hai-a100-3:3778851:3779883 [4] ibvwrap.c:130 NCCL WARN Call to ibv_create_qp failed\n")[0]
+    assert (c.code, c.nodes) == (F.NCCL_INTERNAL_ERROR, ["hai-a100-3"])
+    gtl = "(GTL DEBUG: 1) cuIpcOpenMemHandle: invalid argument, CUDA_ERROR_INVALID_VALUE, line no 272\n"
+    c = _causes(log, gtl)[0]
+    assert (c.code, c.rank) == (F.CONFIG_ERROR, 1)
+    sizes = "MPIR_CRAY_Bcast_Tree(183).: message sizes do not match across processes in the collective routine\n"
+    assert [x.code for x in _causes(log, sizes)] == [F.CONFIG_ERROR]
+    assert [x.code for x in _causes(log, " 43 SIGABRT(6), PID: 4119976, Thread 4119976:\n")] == [F.PROCESS_CRASH]
+    smi = "zeyer@cn-234 ~ % nvidia-smi\nUnable to determine the device handle for GPU0000:03:00.0: Unknown Error\n"
+    c = _causes(log, smi)[0]
+    assert (c.code, c.nodes) == (F.GPU_HW_FAULT, ["cn-234"])

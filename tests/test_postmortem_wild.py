@@ -222,6 +222,33 @@ KNOWN_MISSES = {
     "1420-torchmetrics2300-2023-lightning-slurm-ntasks-96-devices-6-member-1-of-96-job-cancelled.log": "UNKNOWN: the "
     "job was cancelled ('*** JOB N ON HOST CANCELLED'); the label takes the thread's diagnosis (--ntasks 96 against "
     "6 devices)",
+    # added with logs 1551-1566, 1601-1614 and 1651-1664 (round 15)
+    "1551-llamafactory2555-k8s-ppo-zero3-childfailed-ranks1-3-exitcode1-root-cut.log": "PROCESS_CRASH: torchrun's "
+    "entries of ranks 1-3 (exit code 1), the root cause cut; the label takes the thread's title (a PPO + ZeRO-3 setup)",
+    "1555-openrlhf970-longctx-actor-dead-ip-glued-ray-lines-watchdog-broadcast-repeated.log": "NCCL_TIMEOUT: an actor "
+    "dead of 'connection error code 2' beside watchdog timeouts; the label takes the title (the OOM killer)",
+    "1556-openrlhf876-ring-attn-raylet-worker-died-then-ref-actor-rank1-watchdog-allgather-seq1.log": "OOM_HOST: a "
+    "Ray worker that vanished is read as the OOM killer's (as 48 and 707); the label: the hang's consequence",
+    "1557-verl2987-agent-loop-sglang-wake-up-actordied-workerdict-ip-connection-error-code2.log": "PROCESS_CRASH: an "
+    "actor that died is read as a crash; the label says UNKNOWN with the actor's ip, as 803 and 1361",
+    "1558-nemo5819-slurm-srun-l-prefix-multinode-without-slurm-duplicate-global-ranks.log": "UNKNOWN: two srun tasks "
+    "print the same 'GLOBAL_RANK: N, MEMBER: M/8' (every node started as node 0) and init hangs with no error line",
+    "1561-axolotl1041-3nodes-x2gpu-zero2-nccl-trees-then-exitcode-minus7-sigbus-local-rank1-pid730.log": "rank 1: "
+    "torchrun's local rank 1 (pid 730); the label takes rank 5 from an NCCL trees line of pid 730 behind another "
+    "task's prefix",
+    "1563-milabench289-torchtune-lora-ddp-nodes-remote-stdout-prefix-signalexception-signal15.log": "PROCESS_CRASH: "
+    "'SignalException: Process N got signal: 15'; the label says UNKNOWN (who sent SIGTERM is not shown)",
+    "1565-gcp-aiinfra383-megatron-gke-a3-tcpx-critical-xid-then-traceback-illegal-memory-access-title.log": "UNKNOWN:"
+    " 'Detected Critical Xid Error' names no XID; the label takes the thread's title (an illegal memory access)",
+    "1566-chinesellamaalpaca2-376-multimachine-wsl-root-cause-rank0-sigabrt-host-redacted.log": "PROCESS_CRASH: "
+    "torchrun's root cause is rank 0's SIGABRT; the label takes the thread's title (an illegal memory access)",
+    "1605-paddle27081-2020-aistudio-launch-watch-local-trainers-popen-join-attributeerror-train-ret-1-abort-ranks-0-3"
+    ".log": "CONFIG_ERROR: the launcher's AttributeError is the only error shown; the label takes the thread's title "
+    "(an NCCL error)",
+    "1606-horovod2656-pytorch-8gpu-mpirun-primary-job-aborted-one-gpu-out-of-memory-per-poster-cut.log": "UNKNOWN: "
+    "mpirun's abort banner alone; the label takes the poster's words (one GPU ran out of memory)",
+    "1660-metaseq554-non-slurm-multinode-distributed-init-allreduce-internal-error-duplicate-gpu-cut.log": "NCCL_"
+    "INTERNAL_ERROR: 'Internal check failed' with an empty 'Last error:'; the label takes the title (a duplicate GPU)",
 }
 
 

@@ -518,6 +518,7 @@ _RAW_KEYS = (
     "\tip: ",  # a Ray exception's ip field: the host of the actor whose death the next lines tell (_RAY_IP_RE)
     "ray::",  # a Ray task's header: the host of the worker whose traceback follows (_HEADER_RE)
     "MPICH ERROR [Rank ",  # Cray MPICH's error header: the rank and host of the error stack that follows
+    "nvidia-smi",  # a shell prompt running it: the host of its output below (_NVSMI_PROMPT_RE)
     "terminated with the following error",  # mp.spawn's header: the local rank of the traceback that follows
     "hostname:  ",  # the node of Open MPI's lost-daemon help text, two lines below it (_LOST_DAEMON_LINES)
     "Traceback (most recent",  # behind a rank prefix: the rank of the unprefixed lines above it (_UNRANKED_LINES)
@@ -543,6 +544,14 @@ _HEADER_RE = re.compile(
     r"|MPICH ERROR \[Rank (?P<rank>\d{1,9})\] \[job id [^\]\n]{1,60}\] \[[^\]\n]{1,60}\] \[(?P<host>[\w.\-]{1,255})\]"
 )
 _HEADER_LINES = 200
+#: a shell prompt (``user@host:~$ ``, ``[user@host dir]# ``, zsh's ``user@host ~ % ``) before the command it ran,
+#: pasted with the command's output: that output is the host's (nvidia-smi here, the kernel log in joblog_kernel)
+SHELL_PROMPT = (
+    r"^\[?[a-z_][\w.\-]{0,31}@(?P<host>[A-Za-z0-9][\w.\-]{0,62})(?::[^\s#$%]{0,200}| [^\]\s#$%]{1,200}\]?)? ?[#$%] "
+    r"(?:sudo )?"
+)
+#: a shell prompt running nvidia-smi: a header (:data:`_HEADER_RE`) naming the host of what nvidia-smi prints below
+_NVSMI_PROMPT_RE = re.compile(SHELL_PROMPT + r"nvidia-smi\b")
 #: Open MPI's lost-daemon help text names its node on a ``  hostname:  NODE`` line this many lines below it
 _LOST_DAEMON_LINES = 4
 #: lines a process prints past torch's ``[rankN]:`` prefix, before the traceback torch then raises in that rank
@@ -1445,6 +1454,8 @@ class JobLogScanner:
             if split_prefix(raw) is None:
                 host = host_of(t.group("ip") or t.group("host") or "")[0]
                 self._header = (n, host, _int(t.group("rank")), _int(t.group("local_rank")))
+        elif "nvidia-smi" in body and "@" in body and (p := _NVSMI_PROMPT_RE.match(body)) is not None:
+            self._header = (n, host_of(p.group("host"))[0], None, None)
         if self._lost_daemon is not None and body.startswith("hostname: "):
             self._name_lost_daemon(n, body, *self._lost_daemon)
             return

@@ -41,6 +41,7 @@ from fleetdx.probes.contracts import JsonScalar
 from fleetdx.probes.errors import ParseError
 from fleetdx.probes.parsers.joblog import (
     MAX_TEXT,
+    SHELL_PROMPT,
     EventKind,
     JobEvent,
     JobLog,
@@ -76,10 +77,7 @@ _AER_RE = re.compile(
 _AER_BIT_RE = re.compile(r":\s+\[\s*(?P<bit>\d+)\]\s+(?P<name>[A-Za-z][^(]*?)\s*(?P<first>\(First\))?\s*$")
 #: a shell prompt before a command that prints a kernel log (``root@node1:~# dmesg -T``, ``[user@gpu-01 ~]$ sudo
 #: journalctl -k``): the log that follows is that host's, until another prompt
-_PROMPT_RE = re.compile(
-    r"^\[?[a-z_][\w.\-]{0,31}@(?P<host>[A-Za-z0-9][\w.\-]{0,62})(?::[^\s#$%]{0,200}| [^\]\s]{1,200}\])?[#$%] "
-    r"(?:sudo )?(?:dmesg|journalctl|cat /var/log/|grep |less |tail |zcat )"
-)
+_PROMPT_RE = re.compile(SHELL_PROMPT + r"(?:dmesg|journalctl|cat /var/log/|grep |less |tail |zcat )")
 _OOM_RE = re.compile(
     r"Out of memory: Kill(?:ed)? process (?P<pid>\d+) \((?P<name>[^)]*)\)|Memory cgroup out of memory"
     r"|oom-kill:.*?task=(?P<task>[^,]+)"
