@@ -667,7 +667,7 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
 
 
 #: what a timeout is called when every event of it was read by catalog rows of one other library (by id prefix)
-_TIMEOUT_NAMES = {"cann.": "HCCL timeout (Ascend CANN)", "habana.": "HCCL timeout (Intel Gaudi)"}
+_TIMEOUT_NAMES = {"cann.": "HCCL timeout (Ascend CANN)"}
 
 
 def _timeout_name(group: Sequence[JobEvent]) -> str:
