@@ -1454,7 +1454,7 @@ class JobLogScanner:
             if split_prefix(raw) is None:
                 host = host_of(t.group("ip") or t.group("host") or "")[0]
                 self._header = (n, host, _int(t.group("rank")), _int(t.group("local_rank")))
-        elif "nvidia-smi" in body and "@" in body and (p := _NVSMI_PROMPT_RE.match(body)) is not None:
+        elif "nvidia-smi" in body and "@" in body and (p := _NVSMI_PROMPT_RE.match(body)) and split_prefix(raw) is None:
             self._header = (n, host_of(p.group("host"))[0], None, None)
         if self._lost_daemon is not None and body.startswith("hostname: "):
             self._name_lost_daemon(n, body, *self._lost_daemon)
