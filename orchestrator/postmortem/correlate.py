@@ -970,19 +970,25 @@ def _thrown_causes(groups: _Groups, ordered: Sequence[JobEvent]) -> list[tuple[J
     terminates = [t for t in ordered if t.kind is EventKind.SIGNAL and "what" in t.details and "exception" in t.details]
     if not terminates:
         return []
-    wanted = {(t.file, t.line + n) for t in terminates for n in range(4)}
-    by_line: dict[tuple[str, int], list[tuple[object, ...]]] = defaultdict(list)
-    for k, members in groups.items():
-        if k[0] in _THROWN:
-            for e, _ in members:
-                if (e.file, e.line) in wanted:
-                    by_line[(e.file, e.line)].append(k)
+    by_line = _members_by_line(groups, _THROWN)
     out = []
     for t in terminates:
-        target = next((k for n in range(4) for k in by_line.get((t.file, t.line + n), [])), None)
+        target = next((k for n in range(4) for _, k in by_line.get((t.file, t.line + n), [])), None)
         if target is not None:
             out.append((t, target))
     return out
+
+
+def _members_by_line(
+    groups: _Groups, codes: frozenset[FindingCode]
+) -> dict[tuple[str, int], list[tuple[JobEvent, tuple[object, ...]]]]:
+    """The events of the groups of ``codes`` by (file, line), each with its group's key, in the groups' order."""
+    by_line: dict[tuple[str, int], list[tuple[JobEvent, tuple[object, ...]]]] = defaultdict(list)
+    for k, members in groups.items():
+        if k[0] in codes:
+            for e, _ in members:
+                by_line[(e.file, e.line)].append((e, k))
+    return by_line
 
 
 def _below(later: JobEvent, earlier: JobEvent, lines: int) -> bool:
@@ -1013,11 +1019,7 @@ def _fold_last_errors(groups: _Groups) -> None:
     closed by the peer) is that network error, wrapped: its events join the network cause's, as the same error
     read on one line does (the ``Last error:`` text decides its kind). A group of which any event is not so
     followed stays a cause of its own."""
-    by_line: dict[tuple[str, int], list[tuple[JobEvent, tuple[object, ...]]]] = defaultdict(list)
-    for k, members in groups.items():
-        if k[0] is FindingCode.NCCL_NETWORK_ERROR:
-            for n, _ in members:
-                by_line[(n.file, n.line)].append((n, k))
+    by_line = _members_by_line(groups, frozenset({FindingCode.NCCL_NETWORK_ERROR}))
     if not by_line:
         return
 
