@@ -219,10 +219,15 @@ def _comm_aborted(e: JobEvent) -> bool:
     return _d(e, "message").strip().startswith("NCCL communicator was aborted") and "reason" not in _d(e, "message")
 
 
+def _config_row(e: JobEvent) -> bool:
+    """A catalog row of class config_error read the event's line."""
+    return e.details.get("failure_class") == "config_error"
+
+
 def _config_exc(e: JobEvent) -> bool:
     """An exception of the job's setup: its type (:data:`_CONFIG_EXC`), or a catalog row of class config_error read
     its message (torch's "No backend type associated with device type cpu" is a RuntimeError)."""
-    return _exc_type(e) in _CONFIG_EXC or e.details.get("failure_class") == "config_error"
+    return _exc_type(e) in _CONFIG_EXC or _config_row(e)
 
 
 def _ecc(e: JobEvent) -> bool:
@@ -253,7 +258,7 @@ _CONFIG_CUDA_ERRORS = frozenset(
 def _cuda_config(e: JobEvent) -> bool:
     """A CUDA error of the job's setup: a catalog row of class config_error, or one of :data:`_CONFIG_CUDA_ERRORS`
     read by the job log's own CUDA pattern."""
-    return e.details.get("failure_class") == "config_error" or _d(e, "error") in _CONFIG_CUDA_ERRORS
+    return _config_row(e) or _d(e, "error") in _CONFIG_CUDA_ERRORS
 
 
 def _system_not_ready(e: JobEvent) -> bool:
