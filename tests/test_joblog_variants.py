@@ -745,6 +745,18 @@ def test_cray_mpich_error_header_places_its_ofi_error() -> None:
     assert (ev.rank, ev.host, ev.details["error"]) == (8281, "frontier01982", "Input/output error - UNDELIVERABLE")
 
 
+def test_torch_npu_error_header_ranks_the_cann_error_below_it() -> None:
+    """torch_npu's ``[ERROR] TIME (PID:N, Device:D, RankID:R) ERR...`` line gives the global rank (not the device)
+    of the CANN error lines printed under it (wild log 867's shape)."""
+    text = (
+        "[ERROR] 2024-05-21-11:57:54 (PID:927000, Device:1, RankID:3) ERR02200 DIST call hccl api failed.\n"
+        "EJ0001: 2024-05-21-11:57:54.167.645 Failed to initialize the HCCP process. Reason: Maybe the last training "
+        "process is running.\n"
+    )
+    ev = _one(text, EventKind.CUDA_ERROR)
+    assert (ev.rank, ev.details["catalog"]) == (3, "cann.hccp.ej0001_init_failed")
+
+
 def test_metaflow_task_and_run_uuid_prefixes() -> None:
     """Metaflow's ``[RUN/STEP/TASK (pid N)] [UUID] `` before a task's lines (wild log 206's shape)."""
     (ll,) = normalise_line(
@@ -937,3 +949,41 @@ def test_vllm_workers_prefix_with_space_separated_fields() -> None:
     """vLLM's multiprocessing workers print '(VllmWorker rank=0 pid=10672)' (wild log 636's shape)."""
     (ll,) = normalise_line("(VllmWorker rank=0 pid=10672) ERROR 03-16 06:12:38 [multiproc_executor.py:375] x")
     assert (ll.rank, ll.pid, ll.body) == (0, 10672, "x")
+
+
+# Lightning's rank initialisation lines (the shapes of wild logs 1409 and 1558: lightning/fabric's
+# "Initializing distributed: GLOBAL_RANK: N, MEMBER: N+1/W", "initializing ddp: ..." before 1.3)
+def _claims(*ranks: int, world: int = 4, prefix: str = "", lead: str = "Initializing distributed") -> list[str]:
+    return [f"{prefix}{lead}: GLOBAL_RANK: {r}, MEMBER: {r + 1}/{world}" for r in ranks]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        _claims(0, 1, 2, 3, 1, 2),  # one process per node started as node 0's ranks
+        _claims(1, 2, lead="initializing ddp") + _claims(2, lead="initializing ddp"),
+        [*_claims(1, 3, prefix="0: "), *_claims(3, prefix="1: ")],  # srun -l: two tasks, one rank
+    ],
+)
+def test_a_rank_initialised_twice_is_one_duplicate_rank_event(lines: list[str]) -> None:
+    events = parse_joblog("\n".join(lines), "v.log").events
+    dups = [e for e in events if e.kind is EventKind.DUPLICATE_RANK]
+    assert dups, events
+    first = dups[0]
+    assert first.rank is None and first.task is None  # no rank failed: neither is the culprit
+    assert first.details["first_line"] < first.line
+    assert first.details["world_size"] == 4
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        _claims(0, 1, 2, 3),  # each rank once
+        _claims(0, 1) + _claims(0, 1, world=2),  # two runs of other world sizes in one file
+        # a restart after a failure prints every rank again
+        [*_claims(0, 1), "RuntimeError: CUDA error: an illegal memory access was encountered", *_claims(0, 1)],
+    ],
+)
+def test_ranks_initialised_once_per_run_are_no_duplicate(lines: list[str]) -> None:
+    events = parse_joblog("\n".join(lines), "v.log").events
+    assert not [e for e in events if e.kind is EventKind.DUPLICATE_RANK], events

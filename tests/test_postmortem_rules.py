@@ -219,3 +219,73 @@ def test_a_plain_cancellation_is_no_preemption(tmp_path: Path) -> None:
         "slurmstepd: error: *** STEP 12.0 ON node3 CANCELLED AT 2025-01-14T03:12:09 ***\n"
     )
     assert F.SLURM_PREEMPTED not in [c.code for c in _pm(log).causes]
+
+
+# the shapes of round 16's wild logs (1708, 1803, 1762, 1766; 867 for CANN), lines as torch, CUDA and NCCL print them
+_TAKING_DOWN = (
+    "[E ProcessGroupNCCL.cpp:828] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+    "OpType=ALLREDUCE, Timeout(ms)=60000) ran for 69662 milliseconds before timing out.\n"
+    "[E ProcessGroupNCCL.cpp:455] Some NCCL operations have failed or timed out. Due to the asynchronous nature of "
+    "CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.\n"
+    "[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the entire process down.\n"
+    "terminate called after throwing an instance of 'std::runtime_error'\n"
+)
+
+
+def test_the_watchdog_taking_its_process_down_is_the_timeout_not_a_crash(tmp_path: Path) -> None:
+    """torch 1.x logs "taking the entire process down" before the terminate; with the what() cut, the terminate is
+    still the watchdog's."""
+    log = tmp_path / "taken-down.log"
+    log.write_text(_TAKING_DOWN)
+    assert _pm(log).causes[0].code is F.NCCL_TIMEOUT
+    # the same terminate far below it, or of another process, is a crash of its own
+    far = tmp_path / "far.log"
+    far.write_text(_TAKING_DOWN.replace("terminate", "\n" * 6 + "[rank3]: terminate"))
+    assert _pm(far).causes[0].code is F.PROCESS_CRASH
+
+
+def test_an_uncorrectable_nvlink_error_is_a_hardware_fault_in_both_wordings(tmp_path: Path) -> None:
+    for said in ("an uncorrectable NVLink error was detected", "uncorrectable NVLink error detected"):
+        log = tmp_path / "nvlink.log"
+        log.write_text(f"  what():  CUDA error: {said} during the execution\n")
+        (cause,) = _pm(log).causes
+        assert cause.code is F.GPU_HW_FAULT and "NVLink" in cause.message, cause
+
+
+def test_a_held_device_is_a_configuration_error_with_its_own_advice(tmp_path: Path) -> None:
+    for line in (
+        "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
+        "EJ0001: 2024-05-21-11:57:54.167.645 Failed to initialize the HCCP process. Reason: Maybe the last training "
+        "process is running.",
+    ):
+        log = tmp_path / "held.log"
+        log.write_text(line + "\n")
+        cause = _pm(log).causes[0]
+        assert cause.code is F.CONFIG_ERROR and "holds the accelerator" in cause.message, cause
+
+
+def test_an_ib_completion_error_of_nccl_before_2_10_names_no_peer(tmp_path: Path) -> None:
+    log = tmp_path / "ib.log"
+    log.write_text(
+        "gpu5:35917:35994 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 12, opcode 1, "
+        "len 0, vendor err 129\n"
+    )
+    (cause,) = _pm(log).causes
+    assert (cause.code, cause.nodes) == (F.NCCL_NETWORK_ERROR, ["gpu5"])
+    assert "IBV_WC_RETRY_EXC_ERR" in cause.message and "peer None" not in cause.message
+
+
+def test_a_gpu_nvml_cannot_see_is_a_configuration_error_of_the_node(tmp_path: Path) -> None:
+    log = tmp_path / "nvml.log"
+    log.write_text(
+        "node7:6897:7102 [2] misc/nvmlwrap.cc:187 NCCL WARN nvmlDeviceGetHandleByPciBusId() failed: Not Found\n"
+        "node7:6897:7102 [2] NCCL INFO graph/xml.cc:850 -> 2\n"
+    )
+    (cause,) = _pm(log).causes
+    assert (cause.code, cause.nodes) == (F.CONFIG_ERROR, ["node7"]) and "NVML cannot see" in cause.message
+
+
+def test_nccl_not_finding_a_virtual_nics_sysfs_path_at_info_is_no_error(tmp_path: Path) -> None:
+    log = tmp_path / "info.log"
+    log.write_text("sfr-pod-rmeng:435:783 [0] NCCL INFO Could not find real path of /sys/class/net/eth0/device\n")
+    assert F.CONFIG_ERROR not in [c.code for c in _pm(log).causes]

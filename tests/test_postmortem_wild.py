@@ -92,9 +92,6 @@ KNOWN_MISSES = {
     "read as the node of a one-node job's events",
     "861-llamacpp4792-mpi-jetson-cluster-bad-termination-exit-code-134-node1-signal-15-backtick-glued.log": "the "
     "host is named node1 (hydra's 'RUNNING AT jetson@node1' read as user@host); the label keeps 'jetson@node1'",
-    "867-llamafactory3839-ascend-npu-barrier-hccl-error-processgrouphccl-rankid3-ej0001-failed-to-initialize-hccp-"
-    "last-process-running.log": "CANN's EJ0001 ('Failed to initialize the HCCP process') is not in the catalog; "
-    "read as the rank's RuntimeError",
     "868-gpustack2021-ascend-310p-mindie-4-card-deepseek-r1-32b-hcclcomminitrootinfo-failed-error2-rank1-allgather-"
     "runner.log": "UNKNOWN: MindIE's HCCL runner lines are not in the catalog",
     "871-torchccl54-oneccl-ccl-warn-atl-ofi-ccl-error-pthread-create-returns-22-failed-to-start-worker-0.log": "the "
@@ -217,8 +214,6 @@ KNOWN_MISSES = {
     "invalid usage)",
     "1407-uniter31-2020-horovod-torch-rank1-shut-down-mpirun-first-process-rank0-oom-in-thread.log": "PROCESS_CRASH:"
     " mpirun names rank 0 the first process to exit; the label takes the poster's later comment (a GPU OOM)",
-    "1409-lightning4389-2020-srun-ddp-two-nodes-duplicate-global-ranks-init-hang.log": "UNKNOWN: Lightning printing "
-    "each 'GLOBAL_RANK: N, MEMBER: M/8' twice (two nodes both started as node 0) is a hang with no error line",
     "1420-torchmetrics2300-2023-lightning-slurm-ntasks-96-devices-6-member-1-of-96-job-cancelled.log": "UNKNOWN: the "
     "job was cancelled ('*** JOB N ON HOST CANCELLED'); the label takes the thread's diagnosis (--ntasks 96 against "
     "6 devices)",
@@ -231,8 +226,6 @@ KNOWN_MISSES = {
     "Ray worker that vanished is read as the OOM killer's (as 48 and 707); the label: the hang's consequence",
     "1557-verl2987-agent-loop-sglang-wake-up-actordied-workerdict-ip-connection-error-code2.log": "PROCESS_CRASH: an "
     "actor that died is read as a crash; the label says UNKNOWN with the actor's ip, as 803 and 1361",
-    "1558-nemo5819-slurm-srun-l-prefix-multinode-without-slurm-duplicate-global-ranks.log": "UNKNOWN: two srun tasks "
-    "print the same 'GLOBAL_RANK: N, MEMBER: M/8' (every node started as node 0) and init hangs with no error line",
     "1561-axolotl1041-3nodes-x2gpu-zero2-nccl-trees-then-exitcode-minus7-sigbus-local-rank1-pid730.log": "rank 1: "
     "torchrun's local rank 1 (pid 730); the label takes rank 5 from an NCCL trees line of pid 730 behind another "
     "task's prefix",
@@ -249,6 +242,34 @@ KNOWN_MISSES = {
     "mpirun's abort banner alone; the label takes the poster's words (one GPU ran out of memory)",
     "1660-metaseq554-non-slurm-multinode-distributed-init-allreduce-internal-error-duplicate-gpu-cut.log": "NCCL_"
     "INTERNAL_ERROR: 'Internal check failed' with an empty 'Last error:'; the label takes the title (a duplicate GPU)",
+    # added with logs 1701-1716, 1751-1767 and 1801-1814 (round 16)
+    "1702-vllm20170-v1-multiproc-terminate-distbackenderror-then-vllmworker-rank0-execute-model-traceback-cut.log": ""
+    "PROCESS_CRASH: a c10::DistBackendError ending a process, its what() cut; the label says UNKNOWN",
+    "1710-openrlhf358-vllm-engine-demo-llmrayactor-tp4-actordiederror-creation-task-traceback-cut.log": "PROCESS_"
+    "CRASH: an actor that died in its creation task, the cause cut; the label says UNKNOWN (as 1557)",
+    "1712-trtllmbackend33-2023-chatglm2-tritonserver-model-table-unavailable-assertion-mpisize-eq-tp-times-pp.log": ""
+    "UNKNOWN: TensorRT-LLM's 'Assertion failed: mpiSize == tp * pp' is wrapped inside a table's cells",
+    "1713-lmdeploy130-2023-internlm7b-tp2-workspace-turbomind-chat-2xt4-ft-error-cuda-runtime-invalid-argument-"
+    "allocator-aborted.log": "PROCESS_CRASH: a CUDA 'invalid argument' then 'Aborted'; the label takes the "
+    "maintainer's answer (the launcher did not support tensor parallelism)",
+    "1714-deepspeed7021-2025-zero3-cpu-offload-llama-inference-2gpu-pg-not-destroyed-killing-subprocess-local-rank1-"
+    "return-code-1.log": "PROCESS_CRASH: local rank 1's return code 1; the label takes the title (OOM)",
+    "1752-fuser3055-mpirun-np4-test-multidevice-teardown-hang-nccl-2-23-4-socket-info-minus3-dgx1v-loki-23.log": ""
+    "UNKNOWN: a hang whose only lines are NCCL INFO '-> 3' return chains",
+    "1762-nccltests24-2019-openmpi-two-v100-servers-gdr-ib-completion-error-12-vendor-129-gpu5-gpu4-then-illegal-"
+    "memory-access.log": "CUDA_ERROR: the IB completion errors on both hosts are read, second to gpu5's later Cuda "
+    "failure; the label calls the CUDA error their consequence",
+    "1767-aimariokart64-3-2025-ddp-mp-spawn-rank3-should-dump-flag-tcpstore-rank2-recvvalue-0-bytes-after-process0-"
+    "assertionerror.log": "UNKNOWN: only the TCPStore's fallout on ranks 3 and 2; the label takes the post (an "
+    "AssertionError in process 0)",
+    "1806-pytorch43685-2020-ddp-syncbatchnorm-gloo-nvidia-smi-gpu-is-lost-nvrm-ailcm-ai1.log": "the host: "
+    "nvidia-smi's 'GPU is lost' names no host; the kernel lines of ailcm-ai1 name the GPU's PCI address, no Xid",
+    "1811-nanogpt55-2023-multinode-ddp-torchrun-some-nccl-ops-failed-taking-process-down-hard-wrapped.log": "UNKNOWN:"
+    " ProcessGroupNCCL's 'taking the entire process down' alone; the label takes the thread's fix (NCCL_IB_DISABLE)",
+    "1812-opennmt1606-2019-gcp-two-nodes-16-gpus-hang-after-init-complete-rank8-net-socket-ring-setup.log": "UNKNOWN:"
+    " a hang after NCCL's init lines, no error printed",
+    "1813-wenet812-2021-8-nodes-x-8-gpus-gloo-hang-at-start-training-on-multiple-gpus-info-lines.log": "UNKNOWN: "
+    "INFO lines of a hang at start; the label takes the thread's fix (the nccl backend for gloo)",
 }
 
 

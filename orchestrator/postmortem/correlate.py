@@ -572,7 +572,8 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
         return (
             f"InfiniBand work completion error {name}, vendor error {d.get('vendor')}"
             + (f" ({d['dir']})" if d.get("dir") else "")
-            + f" seen {where} from peer {d.get('peer')}"
+            + f" seen {where}"
+            + (f" from peer {d['peer']}" if d.get("peer") else " (NCCL < 2.10 names no peer)")
             + (f"; also on {', '.join(hosts)}" if len(hosts) > 1 else ""),
             f"check the IB path between {host} and its peer (ibstat, mlx5 Link down in dmesg, switch port error "
             f"counters); if one host is in every error, resubmit with --exclude=<it> and drain it",

@@ -231,7 +231,19 @@ def _config_exc(e: JobEvent) -> bool:
 
 
 def _ecc(e: JobEvent) -> bool:
+    """cudaErrorECCUncorrectable (the catalog's hw_fault row the job log's own CUDA pattern reads)."""
     return "ECC" in _d(e, "error")
+
+
+def _nvlink(e: JobEvent) -> bool:
+    """cudaErrorNvlinkUncorrectable (the catalog's hw_fault row the job log's own CUDA pattern reads)."""
+    return "NVLink error" in _d(e, "error")
+
+
+def _held_device(e: JobEvent) -> bool:
+    """The accelerator is held by another process: CUDA's busy GPU (cudaErrorDevicesUnavailable, read by the job
+    log's own CUDA pattern), CANN's HCCP that would not start beside an earlier run's process."""
+    return e.details.get("catalog") == "cann.hccp.ej0001_init_failed" or "busy or unavailable" in _d(e, "error")
 
 
 def _nccl_oom(e: JobEvent) -> bool:
@@ -443,6 +455,29 @@ RULES: tuple[Rule, ...] = (
     Rule(EventKind.CUDA_ERROR, _F.GPU_HW_FAULT, priority=97, key=("gpu", "host", "rank"), when=_ecc),
     Rule(
         EventKind.CUDA_ERROR,
+        _F.GPU_HW_FAULT,
+        priority=97,
+        key=("gpu", "host", "rank"),
+        when=_nvlink,
+        message="an uncorrectable NVLink error {where} ({text}): a GPU's NVLink, or the NVSwitch it reaches, failed",
+        action="drain {host}: read its kernel log for Xid 74 around the failure and `nvidia-smi nvlink -e` for the "
+        "link's error counters; reset the GPUs or reboot, and RMA if the same link fails again",
+    ),
+    # a device another process holds (CUDA's exclusive-process busy GPU, CANN's HCCP that will not start while an
+    # earlier run's process lives): the node's state at launch, not the device's health
+    Rule(
+        EventKind.CUDA_ERROR,
+        _F.CONFIG_ERROR,
+        priority=62,
+        key=("config", *_WHERE),
+        when=_held_device,
+        message="another process holds the accelerator of the process {where}: {d[error]} ({text})",
+        action="a process of an earlier run or another job still holds the device on {host}: find it (nvidia-smi, "
+        "npu-smi info), end it and wait for it to exit, then resubmit; a scheduler epilog that ends a job's "
+        "processes keeps it from happening again",
+    ),
+    Rule(
+        EventKind.CUDA_ERROR,
         _F.CONFIG_ERROR,
         priority=62,
         key=("config", *_WHERE),
@@ -622,6 +657,17 @@ RULES: tuple[Rule, ...] = (
         "support: CollNet needs SHARP, LL128 is not built for every GPU and datatype), then resubmit",
         absorbs=_INTERNAL,
     ),
+    Rule(
+        EventKind.NCCL_INVALID_USAGE,
+        _F.CONFIG_ERROR,
+        priority=62,
+        key=("config", *_WHERE),
+        when=_from("nccl.nvml.bus_id_not_found"),
+        message="NCCL's topology search met a GPU that NVML cannot see {where} ({text}): the node's ranks see "
+        "different GPUs",
+        action="run the ranks of one node in one container (or give every container on it the same GPUs) and check "
+        "that CUDA_VISIBLE_DEVICES and the container's devices agree; then resubmit",
+    ),
     Rule(EventKind.NCCL_INVALID_USAGE, _F.CONFIG_ERROR, priority=62, key=("config", *_WHERE)),
     # torch's c10d store (the rendezvous of init_process_group / torchrun): its host could not listen, or fewer
     # processes reached it than the world size, or a client could not reach it
@@ -650,6 +696,19 @@ RULES: tuple[Rule, ...] = (
         "more than the world size: processes of an earlier run (a requeue or restart) still use the same "
         "MASTER_ADDR:MASTER_PORT, give each run its own port; fewer: some processes never started, read their "
         "nodes' logs",
+    ),
+    # two processes initialised as one rank: the launch started every node's processes as node 0's (srun without
+    # --ntasks-per-node under Lightning, a NODE_RANK not set), or more processes than the world size; the job hangs
+    Rule(
+        EventKind.DUPLICATE_RANK,
+        _F.CONFIG_ERROR,
+        priority=61,
+        key=("duplicate-rank",),
+        message="two processes initialised as global rank {d[global_rank]} of {d[world_size]} (first on line "
+        "{d[first_line]}, again: {text}): the launch started the same ranks more than once",
+        action="start one task per GPU with each its own rank: under Slurm, srun --ntasks-per-node equal to the GPUs "
+        "per node (Lightning reads SLURM_PROCID), else set NODE_RANK per node; the trainer's num_nodes and devices "
+        "must match the allocation",
     ),
     # a barrier of the program's own (multihost_utils.sync_global_devices, a framework's broadcast) that timed out
     # after every process had connected: a process hung or died on the way there, a hang like a collective's

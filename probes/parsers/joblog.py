@@ -150,6 +150,10 @@ class EventKind(str, Enum):
     #: a framework's report of a collective that some ranks never joined (Horovod's stall inspector, gloo's
     #: monitoredBarrier), ``culprit_rank`` the rank it names as missing when it names one
     STALL = "stall"
+    #: two processes of one job initialised as the same global rank: Lightning's ``GLOBAL_RANK: N, MEMBER: M/W``
+    #: line printed a second time for one N and W with no event between (``details``: ``global_rank``,
+    #: ``world_size``, ``first_line``); the event names no rank, as no rank failed
+    DUPLICATE_RANK = "duplicate-rank"
 
 
 class JobEvent(Contract):
@@ -294,7 +298,7 @@ _NCCL_CLASSES: list[tuple[EventKind, re.Pattern[str]]] = [
     (
         EventKind.NCCL_IB_COMPLETION,
         re.compile(
-            r"Got completion from peer (?P<peer>\S+?)\s+with (?:status=|error )(?:\w+\()?(?P<status>\d+)"
+            r"Got completion (?:from peer (?P<peer>\S+?)\s+)?with (?:status=|error )(?:\w+\()?(?P<status>\d+)"
             r"(?:.*?vendor err (?P<vendor>\d+))?(?:.*?\((?P<dir>Send|Recv)\))?"
         ),
     ),
@@ -330,7 +334,7 @@ _NCCL_CLASSES: list[tuple[EventKind, re.Pattern[str]]] = [
 ]
 #: per class of ``_NCCL_CLASSES``, lower-case substrings one of which every match holds (tested first)
 _NCCL_CLASS_KEYS: list[tuple[str, ...]] = [
-    ("got completion from peer",),
+    ("got completion ",),
     ("net/ofi",),
     ("got async event",),
     ("connection closed by remote peer",),
@@ -392,6 +396,11 @@ _WHAT_RE = re.compile(r"^what\(\):\s*(?P<what>.*)$")
 #: the exceptions ProcessGroupNCCL's watchdog throws to take the process down (c10/util/Exception.h; torch < 2.2
 #: threw ``std::runtime_error``), and the text of its ``what()`` that says it is the watchdog's
 _TEARDOWN_EXC = frozenset({"c10::DistBackendError", "c10::DistError", "c10::DistNetworkError", "std::runtime_error"})
+#: ProcessGroupNCCL's line as its watchdog rethrows what it caught (torch 1.8-2.1 log it on a line of its own before
+#: the ``terminate called``, whose ``what()`` a paste often cuts), and how many lines below it that ``terminate
+#: called`` of the same process is read as the watchdog's teardown
+_TAKING_DOWN = "we are taking the entire process down"
+_TAKEN_DOWN_LINES = 4
 _WATCHDOG_END_RE = re.compile(
     r"(?:Process group|NCCL) watchdog thread terminated with exception|Watchdog caught collective operation timeout"
 )
@@ -518,10 +527,20 @@ _RAW_KEYS = (
     "\tip: ",  # a Ray exception's ip field: the host of the actor whose death the next lines tell (_RAY_IP_RE)
     "ray::",  # a Ray task's header: the host of the worker whose traceback follows (_HEADER_RE)
     "MPICH ERROR [Rank ",  # Cray MPICH's error header: the rank and host of the error stack that follows
+    ", RankID:",  # torch_npu's error header: the rank of the CANN error lines that follow (_HEADER_RE)
     "nvidia-smi",  # a shell prompt running it: the host of its output below (_NVSMI_PROMPT_RE)
     "terminated with the following error",  # mp.spawn's header: the local rank of the traceback that follows
     "hostname:  ",  # the node of Open MPI's lost-daemon help text, two lines below it (_LOST_DAEMON_LINES)
     "Traceback (most recent",  # behind a rank prefix: the rank of the unprefixed lines above it (_UNRANKED_LINES)
+    "GLOBAL_RANK: ",  # Lightning's rank initialisation: a rank initialised twice (_LIGHTNING_RANK_RE)
+    _TAKING_DOWN,  # ProcessGroupNCCL's last words before its watchdog's exception ends the process (_TAKEN_DOWN_LINES)
+)
+#: Lightning's line as each process initialises its process group (lightning/fabric/utilities/distributed.py
+#: ``_init_dist_connection`` and its predecessors: "initializing ddp: GLOBAL_RANK: {}, MEMBER: {}/{}" in 1.0-1.2,
+#: "initializing distributed: ..." then "Initializing distributed: ..." since): MEMBER is the rank plus one, W the
+#: world size
+_LIGHTNING_RANK_RE = re.compile(
+    r"[Ii]nitializing (?:ddp|distributed): GLOBAL_RANK: (?P<rank>\d{1,7}), MEMBER: \d{1,7}/(?P<world>\d{1,7})"
 )
 #: a Ray actor exception's ``ip:`` field line (ActorDiedError's fields, python/ray/exceptions.py: class_name,
 #: actor_id, pid, namespace, ip, each on a tab-indented line of its own) and how many lines below it the death
@@ -542,6 +561,8 @@ _HEADER_RE = re.compile(
     r"ray::[\w.]{1,200}\(\) \(pid=\d{1,10}, ip=(?P<ip>[0-9A-Fa-f.:]{3,45})[,)]"
     r"|^-- Process (?P<local_rank>\d{1,5}) terminated with the following error:"
     r"|MPICH ERROR \[Rank (?P<rank>\d{1,9})\] \[job id [^\]\n]{1,60}\] \[[^\]\n]{1,60}\] \[(?P<host>[\w.\-]{1,255})\]"
+    # torch_npu's error line (torch_npu/csrc/core/npu/NPUException.h): "[ERROR] TIME (PID:N, Device:D, RankID:R) ERR..."
+    r"|\(PID:\d{1,10}, Device:-?\d{1,5}, RankID:(?P<npu_rank>\d{1,9})\) ERR\d"
 )
 _HEADER_LINES = 200
 #: a shell prompt (``user@host:~$ ``, ``[user@host dir]# ``, zsh's ``user@host ~ % ``) before the command it ran,
@@ -766,8 +787,10 @@ def _plan_of(rest: str) -> _Plan | None:
     """The :class:`_Plan` of ``rest`` (a pure function of it, memoised), ``None`` when reading it depends on more
     than the prefix's rank and the caps: it is no single logical line of events, may belong to a ChildFailedError
     summary or a hard wrap, is a Ray ``ip:`` field or a ``what():`` line, or has an event that depends on the
-    events before it (a Flight Recorder "this local rank" line); also when a gate literal may cross the prefix,
-    or ``rest`` is blank (the gate then reads the whole line). A line that says no event has no targets."""
+    lines before it (a Flight Recorder "this local rank" line, a Lightning rank initialisation) or sets what the
+    lines after it mean (ProcessGroupNCCL taking the process down); also when a gate
+    literal may cross the prefix, or ``rest`` is blank (the gate then reads the whole line). A line that says no
+    event has no targets."""
     if not rest.strip() or rest.startswith(_REST_CROSSINGS) or "\r" in rest or "%|" in rest:
         return None
     gpu = _gpu_line(rest) or rest.startswith(_GPU_CROSSINGS)
@@ -779,6 +802,8 @@ def _plan_of(rest: str) -> _Plan | None:
     ll = lines[0]
     body = ll.body
     if _shape(body) != (False, False) or body.startswith(("ip: ", "what():")) or _CF_ENTRY_RE.match(body):
+        return None
+    if "GLOBAL_RANK: " in body or _TAKING_DOWN in body:
         return None
     facts = _body_facts(body)
     if facts is None:
@@ -1178,6 +1203,11 @@ class JobLogScanner:
         #: (line of the last, event indexes, their (host, pid)s) of device-side assert and NCCL WARN events read
         #: with no rank, waiting for the traceback of their process behind its rank prefix (_UNRANKED_LINES)
         self._unranked: tuple[int, list[int], set[tuple[str | None, object]]] | None = None
+        #: (line, rank, host) of the last ProcessGroupNCCL "we are taking the entire process down" line
+        self._taking_down: tuple[int, int | None, str | None] | None = None
+        #: (global rank, world size) -> line of the Lightning rank initialisations read since the last event (an
+        #: event between two starts a new attempt: a restart prints every rank again)
+        self._claims: dict[tuple[int, int], int] = {}
 
     # ---- bookkeeping
     def _full(self, key: tuple[EventKind, int | None, str | None]) -> bool:
@@ -1192,6 +1222,8 @@ class JobLogScanner:
         n = self._per_key.get(key, 0)
         self._per_key[key] = n + 1
         self.events.append(ev)
+        if self._claims and ev.kind is not EventKind.DUPLICATE_RANK:
+            self._claims.clear()
         if ev.kind is EventKind.WATCHDOG_TIMEOUT and ev.rank is not None and len(self._timed_out) < MAX_HOSTS:
             self._timed_out.add((ev.rank, ev.host))
         if ev.host is not None and len(self._hosts) < MAX_HOSTS:
@@ -1450,10 +1482,13 @@ class JobLogScanner:
         summary, wrapped = _shape(body) if len(body) <= MEMO_MAX_CHARS else _read_shape(body)
         if (summary or self._block is not None or self._root_next is not None) and self._child(n, raw, ll):
             return
-        if ("ray::" in body or "MPICH ERROR" in body or "-- Process " in body) and (t := _HEADER_RE.search(body)):
+        if ("ray::" in body or "MPICH ERROR" in body or "-- Process " in body or ", RankID:" in body) and (
+            t := _HEADER_RE.search(body)
+        ):
             if split_prefix(raw) is None:
                 host = host_of(t.group("ip") or t.group("host") or "")[0]
-                self._header = (n, host, _int(t.group("rank")), _int(t.group("local_rank")))
+                rank = _int(t.group("rank") or t.group("npu_rank"))
+                self._header = (n, host, rank, _int(t.group("local_rank")))
         elif "nvidia-smi" in body and "@" in body and (p := _NVSMI_PROMPT_RE.match(body)) and split_prefix(raw) is None:
             self._header = (n, host_of(p.group("host"))[0], None, None)
         if self._lost_daemon is not None and body.startswith("hostname: "):
@@ -1462,10 +1497,50 @@ class JobLogScanner:
         if body.startswith("ip: ") and "\tip: " in raw and (m := _RAY_IP_RE.match(body)) is not None:
             self._ray_ip = (n, m.group("ip"))
             return
+        if _TAKING_DOWN in body:
+            self._taking_down = (n, ll.rank, ll.host)
+        if "GLOBAL_RANK: " in body and (m := _LIGHTNING_RANK_RE.search(body)) is not None:
+            self._claim(n, raw, ll, int(m.group("rank")), int(m.group("world")))
+            return
         if wrapped:
             self._pending = [(n, raw, ll)]
             return
         self._emit(n, raw.strip(), ll, body)
+
+    def _taken_down(self, n: int, det: Mapping[str, JsonScalar], rank: int | None, host: str | None) -> bool:
+        """Whether line ``n``'s ``terminate called`` (``det``: its details) is ProcessGroupNCCL's watchdog taking its
+        process down: an exception it throws, at most :data:`_TAKEN_DOWN_LINES` lines below its "we are taking the
+        entire process down" of the same process (rank and host agree)."""
+        down = self._taking_down
+        return (
+            down is not None
+            and 0 < n - down[0] <= _TAKEN_DOWN_LINES
+            and det.get("exception") in _TEARDOWN_EXC
+            and _agree(down[1], rank)
+            and _agree(down[2], host)
+        )
+
+    def _claim(self, n: int, raw: str, ll: LogLine, rank: int, world: int) -> None:
+        """Note line ``n``'s Lightning rank initialisation; a second one of the same rank and world size with no
+        event between is a :attr:`EventKind.DUPLICATE_RANK` (two processes took one rank: the launch started
+        each node's processes as if it were node 0, or more processes than the world size). The event names
+        neither rank nor task: no rank failed, and the task is only one of the two."""
+        first = self._claims.get((rank, world))
+        if first is None:
+            if len(self._claims) < MAX_HOSTS:
+                self._claims[(rank, world)] = n
+            return
+        self._keep(
+            JobEvent(
+                kind=EventKind.DUPLICATE_RANK,
+                host=ll.host,
+                time=ll.time,
+                file=self.file,
+                line=n,
+                text=raw.strip()[:MAX_TEXT],
+                details={"global_rank": rank, "world_size": world, "first_line": first},
+            )
+        )
 
     def _what(self, ll: LogLine, body: str) -> None:
         """Give the earliest pending ``terminate called`` event of the same process (rank and host prefixes
@@ -1628,6 +1703,8 @@ class JobLogScanner:
                 det.setdefault("culprit_rank", ev_rank)
             if header_local is not None:
                 det.setdefault("local_rank", header_local)
+            if f.kind is EventKind.SIGNAL and self._taken_down(n, det, ev_rank, ev_host):
+                det.setdefault("teardown_of", "watchdog")
             kept = len(self.events)
             self._keep(
                 JobEvent(
