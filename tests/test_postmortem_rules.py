@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fleetdx.orchestrator.judgement import Finding
 from fleetdx.orchestrator.judgement import FindingCode as F
 from fleetdx.orchestrator.postmortem.contracts import PostmortemReport
@@ -19,6 +21,7 @@ from fleetdx.orchestrator.postmortem.sources import LogFiles
 from fleetdx.probes.contracts import Severity
 from fleetdx.probes.parsers.joblog import EventKind as K
 from fleetdx.probes.parsers.joblog import JobEvent
+from fleetdx.probes.parsers.msgcatalog import catalog
 
 CAT = Path(__file__).parent / "fixtures" / "joblogs_catalog"
 SRUN = CAT / "synthetic_srun-l_rank2-oom-first_ranks0-1-watchdog.log"
@@ -289,3 +292,27 @@ def test_nccl_not_finding_a_virtual_nics_sysfs_path_at_info_is_no_error(tmp_path
     log = tmp_path / "info.log"
     log.write_text("sfr-pod-rmeng:435:783 [0] NCCL INFO Could not find real path of /sys/class/net/eth0/device\n")
     assert F.CONFIG_ERROR not in [c.code for c in _pm(log).causes]
+
+
+@pytest.mark.parametrize(
+    ("row", "code"),
+    [
+        ("nccl.alloc.cuda_malloc_failed", F.OOM_GPU),
+        ("nccl.shm.map_failed", F.CONFIG_ERROR),
+        ("nccl.net_socket.message_truncated", F.CONFIG_ERROR),
+        ("nccl.nvml.init_failed", F.CONFIG_ERROR),
+        ("nccl.transport.none_found", F.CONFIG_ERROR),
+        ("nccl.socket.exceeded_timeouts", F.NCCL_NETWORK_ERROR),
+        ("nccl.net_socket.progress_error", F.NCCL_NETWORK_ERROR),
+        ("nccl.ib.post_failed", F.NCCL_INTERNAL_ERROR),
+    ],
+)
+def test_nccl_warns_harvested_from_its_tags_make_their_class_of_cause(row: str, code: F, tmp_path: Path) -> None:
+    """A WARN that read as a plain NCCL WARN before the harvest (v2.4.8 .. v2.28.9) makes a cause of its class, on
+    the host its prefix names when it is that host's own failure (an observer's report blames no node)."""
+    ((fixture, role),) = [(r.fixture, r.role) for r in catalog().rows if r.id == row]
+    log = tmp_path / "warn.log"
+    log.write_text(fixture + "\n")
+    cause = _pm(log).causes[0]
+    assert cause.code is code, cause
+    assert cause.nodes == ([fixture.split(":")[0]] if role == "decisive" else []), cause
