@@ -105,6 +105,19 @@ def cluster(work: Path) -> Iterator[SlurmCluster]:
         yield c
 
 
+@pytest.fixture(autouse=True)
+def _logs_after_each_test(work: Path, cluster: SlurmCluster) -> Iterator[None]:
+    """After each test, the checks' own log and errors and slurmd's lines about the health check (pytest shows
+    them when the test failed: which runs happened, and which slurmd killed or never started)."""
+    yield
+    err = work / "fleetdx-log" / "healthcheck.err"
+    print(f"--- healthcheck.log:\n{log(work)}")
+    print(f"--- healthcheck.err (tail):\n{err.read_text()[-4000:] if err.exists() else '(none)'}")
+    for f in sorted((cluster.dir / "log").glob("slurmd-*.log")):
+        said = [ln for ln in f.read_text(errors="replace").splitlines() if "health" in ln.lower()]
+        print(f"--- {f.name}, its health check lines (last 20 of {len(said)}):\n" + "\n".join(said[-20:]))
+
+
 def log(work: Path) -> str:
     path = work / "fleetdx-log" / "healthcheck.log"
     return path.read_text() if path.exists() else ""
