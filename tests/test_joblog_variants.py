@@ -987,3 +987,12 @@ def test_a_rank_initialised_twice_is_one_duplicate_rank_event(lines: list[str]) 
 def test_ranks_initialised_once_per_run_are_no_duplicate(lines: list[str]) -> None:
     events = parse_joblog("\n".join(lines), "v.log").events
     assert not [e for e in events if e.kind is EventKind.DUPLICATE_RANK], events
+
+
+def test_pytests_exception_marker_is_a_quote_not_part_of_the_line() -> None:
+    """pytest prints 'E' and spaces before each line of the exception it reports (wild logs 1753, 1909); glog's
+    'E0321 ...' severity letter is no such marker."""
+    (ll,) = normalise_line("E       -- Process 3 terminated with the following error:")
+    assert ll.body == "-- Process 3 terminated with the following error:"
+    (glog,) = normalise_line("E0321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x")
+    assert glog.body.startswith("E0321 02:07:08")

@@ -316,3 +316,53 @@ def test_nccl_warns_harvested_from_its_tags_make_their_class_of_cause(row: str, 
     cause = _pm(log).causes[0]
     assert cause.code is code, cause
     assert cause.nodes == ([fixture.split(":")[0]] if role == "decisive" else []), cause
+
+
+@pytest.mark.parametrize(
+    ("row", "code"),
+    [
+        ("openmpi.runtime.call_outside_init", F.CONFIG_ERROR),
+        ("pytorch.distributed.nccl_not_built", F.CONFIG_ERROR),
+        ("pytorch.ddp.unfinished_reduction", F.CONFIG_ERROR),
+        ("custom_allreduce.cuda_check_failed", F.CUDA_ERROR),
+        ("ray.task_error.wrapped_accelerator_error", F.CUDA_ERROR),
+        ("aws_ofi_nccl.register_mr_failed", F.NCCL_INTERNAL_ERROR),
+    ],
+)
+def test_round_17_rows_make_their_class_of_cause(row: str, code: F, tmp_path: Path) -> None:
+    ((fixture,),) = [(r.fixture,) for r in catalog().rows if r.id == row]
+    log = tmp_path / "row.log"
+    log.write_text(fixture + "\n")
+    assert _pm(log).causes[0].code is code
+
+
+def test_a_wait_for_rank_0s_unique_id_that_timed_out_is_a_hang_not_the_network(tmp_path: Path) -> None:
+    """torch's broadcastUniqueNCCLID: the store's get timing out means rank 0 never set the communicator up (wild
+    1851); the store's connection reset means it went away (1903)."""
+    said = (
+        "[rank2]: torch.distributed.DistBackendError: [2] is setting up NCCL communicator and retrieving "
+        "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: {}\n"
+    )
+    log = tmp_path / "uid.log"
+    log.write_text(said.format("wait timeout after 1800000ms, keys: /default_pg/0//1//cuda//0"))
+    assert _pm(log).causes[0].code is F.NCCL_TIMEOUT
+    log.write_text(said.format("Connection reset by peer"))
+    assert _pm(log).causes[0].code is F.NCCL_NETWORK_ERROR
+
+
+def test_spawns_wrapper_gives_way_to_the_childs_own_exception(tmp_path: Path) -> None:
+    """torch.multiprocessing.spawn's ProcessRaisedException, behind pytest's 'E' markers (wild 1909): the child's
+    NCCL error is the cause, the wrapper an observer below it; alone, the wrapper still tells a crash."""
+    log = tmp_path / "spawn.log"
+    log.write_text(
+        "E       torch.multiprocessing.spawn.ProcessRaisedException:\n"
+        "E\n"
+        "E       -- Process 3 terminated with the following error:\n"
+        "E       Traceback (most recent call last):\n"
+        "E       RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:957, unhandled system error, NCCL version 21.0.3\n"
+    )
+    first, second = _pm(log).causes[:2]
+    assert (first.code, first.rank) == (F.NCCL_INTERNAL_ERROR, 3)
+    assert second.code is F.PROCESS_CRASH
+    log.write_text("torch.multiprocessing.spawn.ProcessRaisedException:\n")
+    assert _pm(log).causes[0].code is F.PROCESS_CRASH

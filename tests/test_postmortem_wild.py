@@ -20,8 +20,12 @@ LABELS: dict[str, dict[str, Any]] = yaml.safe_load((WILD / "LABELS.yaml").read_t
 
 #: file -> why fleetdx misses it today
 KNOWN_MISSES = {
-    "48-ray47461-raylet-worker-died-sigkill-torchtrainer-worker0.log": "Ray's 'A worker died or was killed' report "
-    "(three possible causes, OOM among them) is read as a crash; 'Worker 0 has failed' is not read",
+    "48-ray47461-raylet-worker-died-sigkill-torchtrainer-worker0.log": "UNKNOWN: Ray's 'A worker died or was killed' "
+    "report (three possible causes, OOM among them) is read as a death of unknown cause on its node; the label takes "
+    "the thread's 'OOM-looking issue' and rank 0 from 'Worker 0 has failed', which is not read",
+    "707-searchr1-45-raylet-worker-died-connection-error-code-2-ip-10.226.129.21-overrides-line-cut.log": "UNKNOWN: "
+    "a Ray worker that vanished (connection error code 2) is a death of unknown cause on its node, as the labels of "
+    "812, 1362 and 1510 have it; this label takes the first of the causes Ray lists (the OOM killer)",
     # added with logs 91-136 (each: what fleetdx says today, and the deciding line)
     "97-raylightning24-ray-pid-prefix-unhandled-cuda-error-ipc-handle-217-peer-access.log": "CUDA_ERROR naming no "
     "node: the RuntimeError is printed by a process whose lines name no host; z-pc is named only by another "
@@ -109,10 +113,6 @@ KNOWN_MISSES = {
         "UNKNOWN: the CUDA error's own line is cut from the excerpt; only torch's hint lines and the c10 frames of "
         "the watchdog's CUDA check are left, which are not read as a CUDA error"
     ),
-    "812-vllm1111-2023-l4-tp2-jupyter-ray-worker-died-10.48.2.3-connection-error-code-2-rayactorerror-llm-init.log": (
-        "OOM_HOST: a Ray worker that vanished (connection error code 2) is read as the OOM killer's, as the labels "
-        "of 48 and 707 have it; this label says UNKNOWN"
-    ),
     "814-openrlhf1139-4xh100-ppo-custom-reward-func-make-experience-raytaskerror-workercrashederror-remoterewardmodel-"
     "line-cut.log": "PROCESS_CRASH: Ray's WorkerCrashedError is read as the worker's crash; the label takes the "
     "thread's title (Slurm's OOM kill)",
@@ -196,9 +196,6 @@ KNOWN_MISSES = {
     "rank: rank 10's system error and the host's ibv_reg_mr WARN (device 0, no rank) are not joined",
     "1361-verl1759-multiturn-sglang-validate-actordiederror-workerdict-0-4-ip-172.31.16.7-wrapped-160.log": "PROCESS_"
     "CRASH naming no node: an actor that died is read as a crash; the label says UNKNOWN with the actor's ip, as 803",
-    "1362-nemorl2937-perf-test-4n4g-vllm-sleep-then-raylet-worker-died-10.109.18.239.log": "OOM_HOST: a Ray worker "
-    "that vanished (connection error code 2) is read as the OOM killer's, as the labels of 48 and 707 have it; this "
-    "label says UNKNOWN, as 812",
     # added with logs 1401-1420, 1451-1465 and 1501-1515 (round 14)
     "1459-paddle24809-edl-fleet-one-node-glog-sigterm-from-pid30147-two-workers.log": "PROCESS_CRASH: glog's "
     "'SIGTERM ... received by PID 40650 from PID 30147' is a process ended by a signal; the label says UNKNOWN "
@@ -206,9 +203,6 @@ KNOWN_MISSES = {
     "1462-torchccl48-two-node-torch-distributed-launch-oneccl-hang-after-ccl-warn-atl-ofi.log": "UNKNOWN: a oneCCL "
     "job that hangs after a CCL_WARN about its launcher prints no error and no timeout; the label (from the thread) "
     "is a hang",
-    "1510-verl472-grpo-ray-worker-died-10.0.0.1-connection-error-code-2-hydra-overrides-actor-never-ran.log": "OOM_"
-    "HOST: a Ray worker that vanished (connection error code 2) is read as the OOM killer's, as the labels of 48 and "
-    "707 have it; this label says UNKNOWN, as 812 and 1362",
     "1401-nccl1241-megatron-pretrain-gpt-torchrun-childfailed-failures-rank3-invalid-usage-title.log": "PROCESS_CRASH:"
     " the log shows torchrun's failure entry of rank 3 (exit code 1); the label takes the thread's title (NCCL's "
     "invalid usage)",
@@ -222,8 +216,6 @@ KNOWN_MISSES = {
     "entries of ranks 1-3 (exit code 1), the root cause cut; the label takes the thread's title (a PPO + ZeRO-3 setup)",
     "1555-openrlhf970-longctx-actor-dead-ip-glued-ray-lines-watchdog-broadcast-repeated.log": "NCCL_TIMEOUT: an actor "
     "dead of 'connection error code 2' beside watchdog timeouts; the label takes the title (the OOM killer)",
-    "1556-openrlhf876-ring-attn-raylet-worker-died-then-ref-actor-rank1-watchdog-allgather-seq1.log": "OOM_HOST: a "
-    "Ray worker that vanished is read as the OOM killer's (as 48 and 707); the label: the hang's consequence",
     "1557-verl2987-agent-loop-sglang-wake-up-actordied-workerdict-ip-connection-error-code2.log": "PROCESS_CRASH: an "
     "actor that died is read as a crash; the label says UNKNOWN with the actor's ip, as 803 and 1361",
     "1561-axolotl1041-3nodes-x2gpu-zero2-nccl-trees-then-exitcode-minus7-sigbus-local-rank1-pid730.log": "rank 1: "
@@ -270,6 +262,36 @@ KNOWN_MISSES = {
     " a hang after NCCL's init lines, no error printed",
     "1813-wenet812-2021-8-nodes-x-8-gpus-gloo-hang-at-start-training-on-multiple-gpus-info-lines.log": "UNKNOWN: "
     "INFO lines of a hang at start; the label takes the thread's fix (the nccl backend for gloo)",
+    # added with logs 1851-1865, 1901-1912 and 1951-1959 (round 17)
+    "1910-particleflow390-mlpf-mp-spawn-end-of-first-epoch-watchdog-checktimeout-frames-only.log": (
+        "UNKNOWN: only the C++ frames of the watchdog's timeout (WorkNCCL::checkTimeout) are left; frames are not "
+        "read as events (every rank's stack would repeat its timeout)"
+    ),
+    "1861-ootdiffusion-train8-accelerate-multigpu-ddp-unused-params-rank1-prose-paste.log": (
+        "the rank: DDP's unused-parameters error is read as a configuration error; the rank is named only by "
+        "the next line's 'did not receive grad for rank 1'"
+    ),
+    "1862-yolov9-559-segment-ddp-interleaved-glued-runtimeerror-unused-params-rank4-cut.log": (
+        "the rank: DDP's unused-parameters error is read as a configuration error; the rank is named only by "
+        "a later line's 'did not receive grad for rank 4'"
+    ),
+    "1906-ray31828-2023-torchtrainer-worker0-returns-then-worker-died-connection-error-code-2-raytaskerror-"
+    "ansi-residue.log": (
+        "PROCESS_CRASH: the driver's RayTaskError(RuntimeError) is read as the worker's crash; the label "
+        "takes the raylet's 'connection error code 2' as a death of unknown cause"
+    ),
+    "1908-exarl22-2020-mpi4py-rl-dqn-summit-h16n18-mpi-comm-rank-before-mpi-init-local-abort.log": (
+        "the host: Open MPI's '*** The MPI_Comm_rank() function was called before MPI_INIT' names none; "
+        "h16n18 is on the next line's '[h16n18:57926] Local abort'"
+    ),
+    "1952-vllm41834-dsv4-flash-sm120-compose-prefix-worker-tp1-ep1-acceleratorerror-illegal-memory-access-"
+    "then-tp0.log": (
+        "the rank: vLLM's 'Worker_TP1_EP1' names a tensor-parallel rank, not read as the global rank the label takes"
+    ),
+    "1956-sglang18980-glm5-b200-gcp-logging-severity-prefix-tp1-scheduler-hit-an-exception-traceback-cut.log": (
+        "UNKNOWN: SGLang's 'Scheduler hit an exception' with its exception cut; the label reads the TP1 "
+        "prefix as rank 1's crash"
+    ),
 }
 
 

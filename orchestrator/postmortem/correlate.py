@@ -564,8 +564,17 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
         status = d.get("status")
         name = IBV_WC_STATUS.get(int(status), f"status {status}") if isinstance(status, int) else "?"
         if d.get("provider") == "NET/OFI":  # libfabric (AWS EFA): its own error numbers, not ibv_wc_status
+            said = "".join(
+                part
+                for part, value in (
+                    (f" {status}", status),
+                    (f" ({d.get('status_name')})", d.get("status_name")),
+                    (f", RC {d.get('rc')}", d.get("rc")),
+                )
+                if value is not None
+            )
             return (
-                f"libfabric (NET/OFI) completion error {status} ({d.get('status_name')}), RC {d.get('rc')}, {where}",
+                f"libfabric (NET/OFI) completion error{said}, {where}",
                 f"check the EFA/libfabric path of {host} and its peers (fi_info, the instance's EFA health); if one "
                 "host is in every error, resubmit with --exclude=<it>",
             )

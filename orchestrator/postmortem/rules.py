@@ -212,6 +212,19 @@ def _summarised_exc(e: JobEvent) -> bool:
     return _exc_type(e) in ("ChildFailedError", "DistBackendError", "OutOfMemoryError")
 
 
+def _spawn_wrapper(e: JobEvent) -> bool:
+    """torch.multiprocessing.spawn's ProcessRaisedException: the parent's wrapper of a child's exception, whose
+    own traceback and exception follow under "-- Process N terminated with the following error:"."""
+    return _exc_type(e) == "ProcessRaisedException"
+
+
+def _store_wait_timeout(e: JobEvent) -> bool:
+    """A rank's wait for rank 0's ncclUniqueId in the store that timed out (``got error: wait timeout after ...``,
+    ``Socket Timeout``): rank 0 never reached the communicator's set-up, a hang like a collective's; other errors
+    of the same wait are the store's connection lost (a network observer)."""
+    return e.details.get("catalog") == "pytorch.c10d.unique_id_store_get_failed" and "imeout" in _d(e, "error")
+
+
 def _comm_aborted(e: JobEvent) -> bool:
     """torch's "NCCL communicator was aborted." with no reason (ProcessGroupNCCL, torch 1.5-1.8: the work of a
     communicator the watchdog aborted after an NCCL error or a timeout, here or signalled by another rank): the
@@ -385,11 +398,12 @@ def _gpu_lost(rows: tuple[str, ...], device: str, message: str, action: str) -> 
 
 def _reg_mr(row: str, message: str) -> Rule:
     """The rule of a NIC that could not register memory (ibv_reg_mr, through NCCL's verbs wrapper or
-    aws-ofi-nccl: NCCL's system error) as one catalog row words it."""
+    aws-ofi-nccl: NCCL's system error) as one catalog row words it: above a bare system error (55 to 54), whose
+    reason it names."""
     return Rule(
         EventKind.NCCL_SYSTEM_ERROR,
         _F.NCCL_INTERNAL_ERROR,
-        priority=54,
+        priority=55,
         key=("nccl-internal", *_WHERE),
         when=_from(row),
         message=message,
@@ -566,13 +580,21 @@ RULES: tuple[Rule, ...] = (
         action=SHM_ACTION,
     ),
     # torchrun / elastic
-    # Ray's raylet: a worker process that vanished (no exit of its own: SIGKILL), most often the OOM killer's
-    _killed_from_outside(
-        _ray_vanished,
+    # Ray's raylet: a worker process that vanished (no exit of its own). Ray's own text lists three causes (the OOM
+    # killer, `ray stop --force`, a crash) and knows none of them: the death and its node are facts, its cause is
+    # not in the log, and naming the host's memory would condemn it on Ray's guess
+    Rule(
+        EventKind.CHILD_FAILED,
+        _F.UNKNOWN,
+        Severity.UNKNOWN,
+        30,
+        "observer",
+        ("ray-vanished", "host"),
+        when=_ray_vanished,
         message="a Ray worker {where} vanished (pid {d[pid]}; Ray: 'Worker unexpectedly exits with a connection "
-        "error code 2'): killed by SIGKILL, most often by the host's OOM killer, else it crashed",
-        action="look in {host}'s kernel log (dmesg -T, journalctl -k) for 'Out of memory: Killed process {d[pid]}'; "
-        "lower the workers' memory (batch size, data-loader workers, Ray's object store) or give them more",
+        "error code 2'): the log does not say why (Ray lists the host's OOM killer, `ray stop --force`, a crash)",
+        action="read {host}'s kernel log (dmesg -T, journalctl -k) for 'Out of memory: Killed process {d[pid]}' "
+        "and the worker's own log (the Ray session's logs/worker-*-{d[pid]}.err) for its crash",
     ),
     # torchrun lists beside its root cause the other workers it found exited at the same poll (it stops the rest
     # with SIGTERM after): a SIGKILL among them came from outside, most often the OOM killer
@@ -593,6 +615,18 @@ RULES: tuple[Rule, ...] = (
     # Python exceptions (the summary block, the NCCL or OOM event on the same line say more for some)
     Rule(EventKind.PYTHON_EXCEPTION, None, role="context", when=_summarised_exc),
     Rule(EventKind.PYTHON_EXCEPTION, None, role="context", when=_comm_aborted),
+    # the child's own exception below it is the cause; the wrapper alone (the child's lines cut) still tells a crash
+    Rule(
+        EventKind.PYTHON_EXCEPTION,
+        _F.PROCESS_CRASH,
+        C,
+        25,
+        "observer",
+        ("spawn-wrapper", *_WHERE),
+        when=_spawn_wrapper,
+        message="a process {where} started by torch.multiprocessing.spawn raised an exception ({text}); its own "
+        "traceback follows the wrapper",
+    ),
     Rule(
         EventKind.PYTHON_EXCEPTION,
         _F.PROCESS_CRASH,
@@ -710,6 +744,7 @@ RULES: tuple[Rule, ...] = (
         "per node (Lightning reads SLURM_PROCID), else set NODE_RANK per node; the trainer's num_nodes and devices "
         "must match the allocation",
     ),
+    Rule(EventKind.RENDEZVOUS_ERROR, _F.NCCL_TIMEOUT, C, 20, "observer", ("timeout",), when=_store_wait_timeout),
     # a barrier of the program's own (multihost_utils.sync_global_devices, a framework's broadcast) that timed out
     # after every process had connected: a process hung or died on the way there, a hang like a collective's
     Rule(
@@ -729,6 +764,13 @@ RULES: tuple[Rule, ...] = (
         "earlier failure",
     ),
     # the scheduler would not allocate or place what the job asked for, or its program could not be executed
+    _launch(
+        "openmpi.runtime.call_outside_init",
+        "the program called {d[op]}() {d[error]} was invoked {where} ({text}): the MPI standard forbids it, and "
+        "Open MPI aborted the job",
+        "a program error: call MPI only between MPI_Init and MPI_Finalize (with mpi4py, import it before the "
+        "libraries that use MPI, and free communicators before finalize)",
+    ),
     _launch(
         "awsofi.endpoint_setup_failed",
         "NCCL's network plugin (aws-ofi-nccl) could not {d[op]} {where}: {d[error]} (libfabric RC {d[status]}; {text})",

@@ -27,15 +27,15 @@ before and inside the lines a process prints; each is removed, and what it says 
 * a JSON-lines record around the line (Docker's json-file driver, what Kubernetes nodes keep for each container;
   logging collectors; benchmark runners): its text field is the line, its time field the stamp
   (:func:`json_line`);
-* the damage terminals and pasting do: a line glued to the end of a tqdm/Lightning progress bar (``Epoch 0:
-  6%|██ | 32040/500150 [6:28:43<94:39:17, 1.37it/s, ...][E ProcessGroupNCCL.cpp:458] ...``) or after a
-  carriage return; markdown quote prefixes (``> ``, ``> > ``), a code span's or fence's backticks glued to the
-  line's start, and indents; prose before a code span that opens on a rank prefix (``... it returns
-  `[rank7]:``); ANSI colour codes, with or without their ESC byte (``[36m``) or with it as rsyslog escapes it
-  (``#033[36m``); a collector's ``host [stderr] `` tag; a stream tag (``stdout: ``, the container
-  runtime's ``stderr F ``); a ``hostname: `` prefix repeated mid-line where outputs of several hosts interleave
-  (the line is split there); Ray's ``[repeated 7x across cluster]``. Redacted hosts and addresses (``xxx``,
-  ``***``, ``<redacted>``, ``<hostname>``, NCCL's ``-``) are never read as a host.
+* the damage terminals and pasting do: a line glued to the end of a tqdm/Lightning progress bar (``Epoch 0: 6%|██ |
+  32040/500150 [6:28:43<94:39:17, 1.37it/s, ...][E ProcessGroupNCCL.cpp:458] ...``) or after a carriage return;
+  markdown quote prefixes (``> ``, ``> > ``) and pytest's ``E       ``, a code span's or fence's backticks glued to
+  the line's start, and indents; prose before a code span that opens on a rank prefix (``... it returns `[rank7]:``);
+  ANSI colour codes, with or without their ESC byte (``[36m``) or with it as rsyslog escapes it (``#033[36m``); a
+  collector's ``host [stderr] `` tag; a stream tag (``stdout: ``, the container runtime's ``stderr F ``); a
+  ``hostname: `` prefix repeated mid-line where outputs of several hosts interleave (the line is split there); Ray's
+  ``[repeated 7x across cluster]``. Redacted hosts and addresses (``xxx``, ``***``, ``<redacted>``, ``<hostname>``,
+  NCCL's ``-``) are never read as a host.
 
 Hard wraps that split one message over several lines, even inside a word, are joined by the job-log parser
 (:mod:`fleetdx.probes.parsers.joblog`), which knows which messages may be wrapped.
@@ -76,6 +76,8 @@ class LogLine(NamedTuple):
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|(?:#033)?\[(?:\d{1,3};)*\d{1,3}m")
 _QUOTE_RE = re.compile(r"^[ \t]{0,8}(?:>[ \t]?|`{1,3})+")
+#: pytest's marker before each line of an exception it reports (``E       RuntimeError: ...``): a quote
+_PYTEST_E_RE = re.compile(r"E {3,8}(?=\S)")
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
 _ISO = r"(\d{4})[-/](\d\d)[-/](\d\d)[T _](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d{1,9}))?)?(Z|[+-]\d\d:?\d\d)?"
 _PREFIX_RE = re.compile(
@@ -202,6 +204,9 @@ def _strip_all(text: str, limit: int) -> LogLine:
         # a quote (or a markdown code span's backtick glued to the line) starts with one of these
         m = _QUOTE_RE.match(text) if text[:1] in (" ", "\t", ">", "`") else None
         if m and m.end() > 0 and (">" in m.group(0) or "`" in m.group(0)):
+            text = text[m.end() :]
+            continue
+        if text[:2] == "E " and (m := _PYTEST_E_RE.match(text)) is not None:
             text = text[m.end() :]
             continue
         text = text.lstrip(" \t")
