@@ -297,6 +297,7 @@ def test_nccl_not_finding_a_virtual_nics_sysfs_path_at_info_is_no_error(tmp_path
 @pytest.mark.parametrize(
     ("row", "code"),
     [
+        # NCCL WARNs harvested from its tags v2.4.8 .. v2.28.9 that read as a plain NCCL WARN before
         ("nccl.alloc.cuda_malloc_failed", F.OOM_GPU),
         ("nccl.shm.map_failed", F.CONFIG_ERROR),
         ("nccl.net_socket.message_truncated", F.CONFIG_ERROR),
@@ -305,22 +306,7 @@ def test_nccl_not_finding_a_virtual_nics_sysfs_path_at_info_is_no_error(tmp_path
         ("nccl.socket.exceeded_timeouts", F.NCCL_NETWORK_ERROR),
         ("nccl.net_socket.progress_error", F.NCCL_NETWORK_ERROR),
         ("nccl.ib.post_failed", F.NCCL_INTERNAL_ERROR),
-    ],
-)
-def test_nccl_warns_harvested_from_its_tags_make_their_class_of_cause(row: str, code: F, tmp_path: Path) -> None:
-    """A WARN that read as a plain NCCL WARN before the harvest (v2.4.8 .. v2.28.9) makes a cause of its class, on
-    the host its prefix names when it is that host's own failure (an observer's report blames no node)."""
-    ((fixture, role),) = [(r.fixture, r.role) for r in catalog().rows if r.id == row]
-    log = tmp_path / "warn.log"
-    log.write_text(fixture + "\n")
-    cause = _pm(log).causes[0]
-    assert cause.code is code, cause
-    assert cause.nodes == ([fixture.split(":")[0]] if role == "decisive" else []), cause
-
-
-@pytest.mark.parametrize(
-    ("row", "code"),
-    [
+        # rows of wild-log rounds 16 and 17
         ("openmpi.runtime.call_outside_init", F.CONFIG_ERROR),
         ("pytorch.distributed.nccl_not_built", F.CONFIG_ERROR),
         ("pytorch.ddp.unfinished_reduction", F.CONFIG_ERROR),
@@ -329,11 +315,16 @@ def test_nccl_warns_harvested_from_its_tags_make_their_class_of_cause(row: str, 
         ("aws_ofi_nccl.register_mr_failed", F.NCCL_INTERNAL_ERROR),
     ],
 )
-def test_round_17_rows_make_their_class_of_cause(row: str, code: F, tmp_path: Path) -> None:
-    ((fixture,),) = [(r.fixture,) for r in catalog().rows if r.id == row]
+def test_new_catalog_rows_make_their_class_of_cause(row: str, code: F, tmp_path: Path) -> None:
+    """A row's fixture line alone makes a cause of the row's class; an NCCL WARN's on the host its prefix names
+    when it is that host's own failure (an observer's report blames no node)."""
+    ((fixture, role),) = [(r.fixture, r.role) for r in catalog().rows if r.id == row]
     log = tmp_path / "row.log"
     log.write_text(fixture + "\n")
-    assert _pm(log).causes[0].code is code
+    cause = _pm(log).causes[0]
+    assert cause.code is code, cause
+    if " NCCL WARN " in fixture:
+        assert cause.nodes == ([fixture.split(":")[0]] if role == "decisive" else []), cause
 
 
 def test_a_wait_for_rank_0s_unique_id_that_timed_out_is_a_hang_not_the_network(tmp_path: Path) -> None:
