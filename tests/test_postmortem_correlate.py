@@ -678,6 +678,19 @@ def test_a_ray_worker_that_vanished_is_a_death_of_unknown_cause_on_its_node(tmp_
     assert _causes(tmp_path / "job.out", intended)[0].code is F.PROCESS_CRASH
 
 
+def test_a_ray_actor_that_died_is_a_death_of_unknown_cause_below_its_own_error(tmp_path: Path) -> None:
+    """A task's RayTaskError(ActorDiedError) (wild 803, 1557) or an actor whose creation task raised (1710): the
+    death on its node, cause UNKNOWN; the actor's own error, when the log has it, is the cause."""
+    died = (
+        "ray.exceptions.RayTaskError(ActorDiedError): ray::TaskRunner.run() (pid=18948, ip=10.164.37.106, "
+        "actor_id=2dbcd32867b5a1f1d0c9e8b701000000)\n"
+    )
+    (c,) = _causes(tmp_path / "job.out", died)
+    assert (c.code, c.severity, c.nodes) == (F.UNKNOWN, Severity.UNKNOWN, ["10.164.37.106"])
+    own = "(WorkerDict pid=2211, ip=10.164.37.106) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2GB\n"
+    assert _causes(tmp_path / "job.out", own + died)[0].code is F.OOM_GPU
+
+
 def test_mxms_caught_signal_line_names_its_host(tmp_path: Path) -> None:
     """MXM (Mellanox OFED's messaging library before UCX) prints UCX's line behind '[host:pid:tid]' (wild log
     705): a crash on that host."""

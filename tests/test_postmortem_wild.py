@@ -107,8 +107,6 @@ KNOWN_MISSES = {
     "802-sglang10216-k8s-2x8xh100-deepseekv3-rank1-pg2-failure-detected-by-watchdog-seq40231-nccl-info-"
     "interleaved.log": "NCCL_TIMEOUT: the watchdog's timeout is read; the label says UNKNOWN (the thread shows "
     "no first failure)",
-    "803-rlfactory8-verl-multiturn-taskrunner-actordiederror-workerdict-0-1-connection-error-code-2-ip-10.164.37.106-"
-    "backtick-tabs.log": "PROCESS_CRASH: an actor that died is read as the worker's crash; the label says UNKNOWN",
     "807-tgi2593-sharded-server-transport-error-nccl-watchdog-c10-cuda-check-frames-cuda-error-text-not-shown.log": (
         "UNKNOWN: the CUDA error's own line is cut from the excerpt; only torch's hint lines and the c10 frames of "
         "the watchdog's CUDA check are left, which are not read as a CUDA error"
@@ -194,8 +192,8 @@ KNOWN_MISSES = {
     "NCCL error's Ray worker (pid 31037) names no ip; the label takes the ip of another actor's header",
     "1358-msswift6107-megatron-2node-rank10-reduce-scatter-unhandled-system-error-ibv-reg-mr-iova2-quoted.log": "no "
     "rank: rank 10's system error and the host's ibv_reg_mr WARN (device 0, no rank) are not joined",
-    "1361-verl1759-multiturn-sglang-validate-actordiederror-workerdict-0-4-ip-172.31.16.7-wrapped-160.log": "PROCESS_"
-    "CRASH naming no node: an actor that died is read as a crash; the label says UNKNOWN with the actor's ip, as 803",
+    "1361-verl1759-multiturn-sglang-validate-actordiederror-workerdict-0-4-ip-172.31.16.7-wrapped-160.log": "the "
+    "host: the actor's death is read, of unknown cause as the label has it, but its ip is on a line below it",
     # added with logs 1401-1420, 1451-1465 and 1501-1515 (round 14)
     "1459-paddle24809-edl-fleet-one-node-glog-sigterm-from-pid30147-two-workers.log": "PROCESS_CRASH: glog's "
     "'SIGTERM ... received by PID 40650 from PID 30147' is a process ended by a signal; the label says UNKNOWN "
@@ -216,8 +214,6 @@ KNOWN_MISSES = {
     "entries of ranks 1-3 (exit code 1), the root cause cut; the label takes the thread's title (a PPO + ZeRO-3 setup)",
     "1555-openrlhf970-longctx-actor-dead-ip-glued-ray-lines-watchdog-broadcast-repeated.log": "NCCL_TIMEOUT: an actor "
     "dead of 'connection error code 2' beside watchdog timeouts; the label takes the title (the OOM killer)",
-    "1557-verl2987-agent-loop-sglang-wake-up-actordied-workerdict-ip-connection-error-code2.log": "PROCESS_CRASH: an "
-    "actor that died is read as a crash; the label says UNKNOWN with the actor's ip, as 803 and 1361",
     "1561-axolotl1041-3nodes-x2gpu-zero2-nccl-trees-then-exitcode-minus7-sigbus-local-rank1-pid730.log": "rank 1: "
     "torchrun's local rank 1 (pid 730); the label takes rank 5 from an NCCL trees line of pid 730 behind another "
     "task's prefix",
@@ -237,8 +233,6 @@ KNOWN_MISSES = {
     # added with logs 1701-1716, 1751-1767 and 1801-1814 (round 16)
     "1702-vllm20170-v1-multiproc-terminate-distbackenderror-then-vllmworker-rank0-execute-model-traceback-cut.log": ""
     "PROCESS_CRASH: a c10::DistBackendError ending a process, its what() cut; the label says UNKNOWN",
-    "1710-openrlhf358-vllm-engine-demo-llmrayactor-tp4-actordiederror-creation-task-traceback-cut.log": "PROCESS_"
-    "CRASH: an actor that died in its creation task, the cause cut; the label says UNKNOWN (as 1557)",
     "1712-trtllmbackend33-2023-chatglm2-tritonserver-model-table-unavailable-assertion-mpisize-eq-tp-times-pp.log": ""
     "UNKNOWN: TensorRT-LLM's 'Assertion failed: mpiSize == tp * pp' is wrapped inside a table's cells",
     "1713-lmdeploy130-2023-internlm7b-tp2-workspace-turbomind-chat-2xt4-ft-error-cuda-runtime-invalid-argument-"

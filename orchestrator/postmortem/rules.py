@@ -596,6 +596,23 @@ RULES: tuple[Rule, ...] = (
         action="read {host}'s kernel log (dmesg -T, journalctl -k) for 'Out of memory: Killed process {d[pid]}' "
         "and the worker's own log (the Ray session's logs/worker-*-{d[pid]}.err) for its crash",
     ),
+    # a Ray actor that died, told by the task that called it or by its own creation task's end: the death is a
+    # fact, its cause (an OOM kill, a crash, its node's death, the __init__'s exception) is in other lines or not
+    # in the log at all
+    Rule(
+        EventKind.CHILD_FAILED,
+        _F.UNKNOWN,
+        Severity.UNKNOWN,
+        30,
+        "observer",
+        ("ray-actor-died", "host"),
+        when=_from(
+            "ray.actor.died_unexpectedly", "ray.task_error.wrapped_actor_died", "ray.actor.creation_task_failed"
+        ),
+        message="a Ray actor died {where} ({text}): the log does not say why",
+        action="read the actor's own lines (its pid and ip) and its node's kernel log for its first error: an OOM "
+        "kill, a crash, its node's death, or the exception of its __init__",
+    ),
     # torchrun lists beside its root cause the other workers it found exited at the same poll (it stops the rest
     # with SIGTERM after): a SIGKILL among them came from outside, most often the OOM killer
     _killed_from_outside(lambda e: _not_root(e) and _sigkill(e), note="SIGKILL"),
