@@ -996,3 +996,17 @@ def test_pytests_exception_marker_is_a_quote_not_part_of_the_line() -> None:
     assert ll.body == "-- Process 3 terminated with the following error:"
     (glog,) = normalise_line("E0321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x")
     assert glog.body.startswith("E0321 02:07:08")
+
+
+def test_an_actor_deaths_ip_field_below_it_names_its_host_with_a_tab_or_its_spaces() -> None:
+    """ActorDiedError prints its first sentence, then its fields, the ip last (wild logs 1361, 910: a paste turned
+    the tab into spaces); a death far above the field keeps no host."""
+    for indent in ("\t", " " * 8):
+        fields = "".join(f"{indent}{k}: v\n" for k in ("class_name", "actor_id", "pid", "namespace"))
+        text = (
+            "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+            f"{fields}{indent}ip: 172.31.16.7\n"
+        )
+        assert _one(text, EventKind.CHILD_FAILED).host == "172.31.16.7"
+        far = text.replace(fields, fields * 3)
+        assert _one(far, EventKind.CHILD_FAILED).host is None

@@ -100,9 +100,6 @@ KNOWN_MISSES = {
     "runner.log": "UNKNOWN: MindIE's HCCL runner lines are not in the catalog",
     "871-torchccl54-oneccl-ccl-warn-atl-ofi-ccl-error-pthread-create-returns-22-failed-to-start-worker-0.log": "the "
     "label reads oneCCL's 'pthread_create returns 22' (worker affinity) as configuration; read as the rank's error",
-    "872-ompi11949-srun-n2-gpus-per-task-a100-ob1-smcuda-cuipcopenmemhandle-failed-unrecoverable-clima-register-"
-    "remote-memory.log": "UNKNOWN: Open MPI's smcuda 'cuIpcOpenMemHandle failed' help text is not in the catalog; "
-    "the label takes the thread's diagnosis (Slurm's GPU binding)",
     # added with logs 801-815 (round 10)
     "802-sglang10216-k8s-2x8xh100-deepseekv3-rank1-pg2-failure-detected-by-watchdog-seq40231-nccl-info-"
     "interleaved.log": "NCCL_TIMEOUT: the watchdog's timeout is read; the label says UNKNOWN (the thread shows "
@@ -128,11 +125,6 @@ KNOWN_MISSES = {
     "909-nccl879-nccl-hostid-2node-16gpu-resnet-p-worker-0-proxy-call-to-rank1-failed-connect-ddp-init-traceback.log": (
         "the label takes the issue's title (NCCL_HOSTID set the same on both nodes); the log shows a failed"
         " proxy connect, read as a network error"
-    ),
-    "910-agentr1-33-verl-k8s-taskrunner-actordiederror-ip-10-44-139-116-exit-code-none-may-have-exceeded-"
-    "k8s-pod-memory-limits.log": (
-        "no host: the ActorDiedError's 'ip:' field is indented with spaces (the paste turned its tab into"
-        " spaces) and is not read as the actor's node"
     ),
     # added with logs 951-968, 1001-1006, 1051-1068 (round 11)
     "952-megatronllm107-verify-correctness-torchrun-root-cause-rank0-exitcode1-node0.log": "the label takes the "
@@ -192,8 +184,6 @@ KNOWN_MISSES = {
     "NCCL error's Ray worker (pid 31037) names no ip; the label takes the ip of another actor's header",
     "1358-msswift6107-megatron-2node-rank10-reduce-scatter-unhandled-system-error-ibv-reg-mr-iova2-quoted.log": "no "
     "rank: rank 10's system error and the host's ibv_reg_mr WARN (device 0, no rank) are not joined",
-    "1361-verl1759-multiturn-sglang-validate-actordiederror-workerdict-0-4-ip-172.31.16.7-wrapped-160.log": "the "
-    "host: the actor's death is read, of unknown cause as the label has it, but its ip is on a line below it",
     # added with logs 1401-1420, 1451-1465 and 1501-1515 (round 14)
     "1459-paddle24809-edl-fleet-one-node-glog-sigterm-from-pid30147-two-workers.log": "PROCESS_CRASH: glog's "
     "'SIGTERM ... received by PID 40650 from PID 30147' is a process ended by a signal; the label says UNKNOWN "

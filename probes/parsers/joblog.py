@@ -400,6 +400,8 @@ _TEARDOWN_EXC = frozenset({"c10::DistBackendError", "c10::DistError", "c10::Dist
 #: the ``terminate called``, whose ``what()`` a paste often cuts), and how many lines below it that ``terminate
 #: called`` of the same process is read as the watchdog's teardown
 _TAKING_DOWN = "we are taking the entire process down"
+#: a Ray exception's tab-indented ``ip:`` field as a paste that turned the tab into eight spaces shows it
+_RAY_IP_SPACED = "        ip: "
 _TAKEN_DOWN_LINES = 4
 _WATCHDOG_END_RE = re.compile(
     r"(?:Process group|NCCL) watchdog thread terminated with exception|Watchdog caught collective operation timeout"
@@ -525,12 +527,14 @@ _RAW_KEYS = (
     "sigkill_handler] [",  # may start DeepSpeed's launcher line, its command list wrapped (see _WRAPPED)
     "Workers (tasks /",  # may start Ray's raylet OOM report, wrapped before its node's IP (see _WRAPPED)
     "\tip: ",  # a Ray exception's ip field: the host of the actor whose death the next lines tell (_RAY_IP_RE)
+    _RAY_IP_SPACED,  # the same field, its tab turned into spaces by a paste
     "ray::",  # a Ray task's header: the host of the worker whose traceback follows (_HEADER_RE)
     "MPICH ERROR [Rank ",  # Cray MPICH's error header: the rank and host of the error stack that follows
     ", RankID:",  # torch_npu's error header: the rank of the CANN error lines that follow (_HEADER_RE)
     "nvidia-smi",  # a shell prompt running it: the host of its output below (_NVSMI_PROMPT_RE)
     "terminated with the following error",  # mp.spawn's header: the local rank of the traceback that follows
-    "hostname:  ",  # the node of Open MPI's lost-daemon help text, two lines below it (_LOST_DAEMON_LINES)
+    "hostname:  ",  # the node of an Open MPI help text, a few lines below it (_HOSTNAME_LINES)
+    "Hostname:  ",
     "Traceback (most recent",  # behind a rank prefix: the rank of the unprefixed lines above it (_UNRANKED_LINES)
     "GLOBAL_RANK: ",  # Lightning's rank initialisation: a rank initialised twice (_LIGHTNING_RANK_RE)
     _TAKING_DOWN,  # ProcessGroupNCCL's last words before its watchdog's exception ends the process (_TAKEN_DOWN_LINES)
@@ -547,6 +551,9 @@ _LIGHTNING_RANK_RE = re.compile(
 #: message it belongs to may be
 _RAY_IP_RE = re.compile(r"^ip: (?P<ip>[0-9A-Fa-f.:]{3,45})$")
 _RAY_IP_LINES = 3
+#: how many lines above its ``ip:`` field an ActorDiedError's first sentence may be (its fields follow it:
+#: class_name, actor_id, pid, namespace, ip)
+_RAY_FIELDS_LINES = 8
 #: the failures of an actor's node that a Ray exception's ``ip:`` field just above names the host of: the node's
 #: death, and its worker's memory (a pod's memory limit)
 _RAY_NODE_KINDS = frozenset({EventKind.NODE_FAIL, EventKind.OOM_HOST})
@@ -573,12 +580,15 @@ SHELL_PROMPT = (
 )
 #: a shell prompt running nvidia-smi: a header (:data:`_HEADER_RE`) naming the host of what nvidia-smi prints below
 _NVSMI_PROMPT_RE = re.compile(SHELL_PROMPT + r"nvidia-smi\b")
-#: Open MPI's lost-daemon help text names its node on a ``  hostname:  NODE`` line this many lines below it
-_LOST_DAEMON_LINES = 4
+#: Open MPI's help texts that name their node on a ``  hostname:  NODE`` (``Hostname:``) line at most this many
+#: lines below their first line: the lost daemon's (ORTE), smcuda's failed cuIpcOpenMemHandle
+_HOSTNAME_BELOW = frozenset({"openmpi.errmgr.lost_daemon", "ompi.smcuda.cu_ipc_open_failed"})
+_HOSTNAME_LINES = 4
 #: lines a process prints past torch's ``[rankN]:`` prefix, before the traceback torch then raises in that rank
 #: behind it (``[rank0]: Traceback ...``): a CUDA kernel's own assert lines (the GPU's printf) and NCCL's WARN
 #: lines (NCCL writes them itself); how many lines below the last of them that traceback may open
 _DEVICE_ASSERT = "cuda.device_assert_kernel_line"
+_ACTOR_DIED = "ray.actor.died_unexpectedly"  #: ActorDiedError's first sentence (its ip field below it)
 _UNRANKED_LINES = 40
 _UNRANKED_EVENTS = 64  #: at most this many such events wait for their rank
 
@@ -1195,8 +1205,9 @@ class JobLogScanner:
         self._ray_ip: tuple[int, str] | None = None  #: (line, ip) of the last Ray exception's ip field
         #: (line, host, rank, local rank) of the last report header (_HEADER_RE), until an event takes it
         self._header: tuple[int, str | None, int | None, int | None] | None = None
-        #: (line, index in ``events``) of Open MPI's lost-daemon event, until its ``hostname:`` line names the node
-        self._lost_daemon: tuple[int, int] | None = None
+        #: (line, index in ``events``) of an Open MPI help text's event (:data:`_HOSTNAME_BELOW`), until its
+        #: ``hostname:`` line names the node
+        self._hostname_below: tuple[int, int] | None = None
         #: ``terminate called`` events whose ``what():`` line has not been read: (event index, line, the line's
         #: rank, local rank and host prefixes)
         self._terminates: list[tuple[int, int, int | None, int | None, str | None]] = []
@@ -1491,11 +1502,12 @@ class JobLogScanner:
                 self._header = (n, host, rank, _int(t.group("local_rank")))
         elif "nvidia-smi" in body and "@" in body and (p := _NVSMI_PROMPT_RE.match(body)) and split_prefix(raw) is None:
             self._header = (n, host_of(p.group("host"))[0], None, None)
-        if self._lost_daemon is not None and body.startswith("hostname: "):
-            self._name_lost_daemon(n, body, *self._lost_daemon)
+        if self._hostname_below is not None and body.startswith(("hostname: ", "Hostname: ")):
+            self._name_from_hostname(n, body, *self._hostname_below)
             return
-        if body.startswith("ip: ") and "\tip: " in raw and (m := _RAY_IP_RE.match(body)) is not None:
+        if body.startswith("ip: ") and ("\tip: " in raw or _RAY_IP_SPACED in raw) and (m := _RAY_IP_RE.match(body)):
             self._ray_ip = (n, m.group("ip"))
+            self._ip_below(n, m.group("ip"))
             return
         if _TAKING_DOWN in body:
             self._taking_down = (n, ll.rank, ll.host)
@@ -1519,6 +1531,17 @@ class JobLogScanner:
             and _agree(down[1], rank)
             and _agree(down[2], host)
         )
+
+    def _ip_below(self, n: int, ip: str) -> None:
+        """Give the ``ip:`` field on line ``n`` to the Ray actor death read just above it with no host: the first
+        sentence of an ActorDiedError, whose fields (the ip last) follow it."""
+        if not self.events:
+            return
+        ev = self.events[-1]
+        if ev.host is None and 0 < n - ev.line <= _RAY_FIELDS_LINES and ev.details.get("catalog") == _ACTOR_DIED:
+            host, redacted = host_of(ip)
+            if host is not None and not redacted:
+                self.events[-1] = ev.model_copy(update={"host": host})
 
     def _claim(self, n: int, raw: str, ll: LogLine, rank: int, world: int) -> None:
         """Note line ``n``'s Lightning rank initialisation; a second one of the same rank and world size with no
@@ -1643,13 +1666,13 @@ class JobLogScanner:
             self._headless.append(len(self.events))
         self._keep(_child_event(b, place, self.file, self.year))
 
-    def _name_lost_daemon(self, n: int, body: str, line: int, idx: int) -> None:
-        """The node Open MPI's lost-daemon help text (read on ``line``, its event ``events[idx]``) names on its
-        ``hostname:`` line ``n``, given to that event."""
-        self._lost_daemon = None
+    def _name_from_hostname(self, n: int, body: str, line: int, idx: int) -> None:
+        """The node an Open MPI help text (read on ``line``, its event ``events[idx]``) names on its ``hostname:``
+        line ``n``, given to that event."""
+        self._hostname_below = None
         host, _ = host_of(body.split(None, 1)[1].strip()) if " " in body else (None, False)
         ev = self.events[idx]
-        if n - line <= _LOST_DAEMON_LINES and host is not None and ev.host is None:
+        if n - line <= _HOSTNAME_LINES and host is not None and ev.host is None:
             self.events[idx] = ev.model_copy(update={"host": host})
 
     def _demote_headless(self) -> None:
@@ -1723,8 +1746,8 @@ class JobLogScanner:
             )
             if f.kind is EventKind.SIGNAL and "exception" in det and "what" not in det and len(self.events) > kept:
                 self._terminates.append((kept, n, ll.rank, ll.local_rank, host))
-            if det.get("catalog") == "openmpi.errmgr.lost_daemon" and ev_host is None and len(self.events) > kept:
-                self._lost_daemon = (n, kept)
+            if det.get("catalog") in _HOSTNAME_BELOW and ev_host is None and len(self.events) > kept:
+                self._hostname_below = (n, kept)
             waits = ev_rank is None and ll.task is None  # a task's rank is the job's layout's (ranks.py)
             if waits and (det.get("catalog") == _DEVICE_ASSERT or _nccl_warned(f.kind, det)):
                 idxs, procs = (self._unranked[1], self._unranked[2]) if self._unranked is not None else ([], set())
