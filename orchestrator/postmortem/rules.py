@@ -365,20 +365,19 @@ def _launch(row: str, message: str, action: str) -> Rule:
     )
 
 
-def _killed_from_outside(when: Callable[[JobEvent], bool], message: str = "", action: str = "", note: str = "") -> Rule:
-    """The rule of a launcher's report of a worker killed from outside (SIGKILL, no exit of its own): most often
-    the host's OOM killer; an observer's report (the kernel log's oom-kill line is the decisive one)."""
+def _ray_death(key: str, when: Callable[[JobEvent], bool], message: str, action: str) -> Rule:
+    """The rule of a Ray report that a worker or actor died without saying why: the death and its node are facts,
+    its cause is not in the log (UNKNOWN on that node, an observer's report below the worker's own error)."""
     return Rule(
         EventKind.CHILD_FAILED,
-        _F.OOM_HOST,
-        C,
+        _F.UNKNOWN,
+        Severity.UNKNOWN,
         30,
         "observer",
-        ("oom-host", "host"),
+        (key, "host"),
         when=when,
         message=message,
         action=action,
-        note=note,
     )
 
 
@@ -583,39 +582,36 @@ RULES: tuple[Rule, ...] = (
     # Ray's raylet: a worker process that vanished (no exit of its own). Ray's own text lists three causes (the OOM
     # killer, `ray stop --force`, a crash) and knows none of them: the death and its node are facts, its cause is
     # not in the log, and naming the host's memory would condemn it on Ray's guess
-    Rule(
-        EventKind.CHILD_FAILED,
-        _F.UNKNOWN,
-        Severity.UNKNOWN,
-        30,
-        "observer",
-        ("ray-vanished", "host"),
-        when=_ray_vanished,
-        message="a Ray worker {where} vanished (pid {d[pid]}; Ray: 'Worker unexpectedly exits with a connection "
+    _ray_death(
+        "ray-vanished",
+        _ray_vanished,
+        "a Ray worker {where} vanished (pid {d[pid]}; Ray: 'Worker unexpectedly exits with a connection "
         "error code 2'): the log does not say why (Ray lists the host's OOM killer, `ray stop --force`, a crash)",
-        action="read {host}'s kernel log (dmesg -T, journalctl -k) for 'Out of memory: Killed process {d[pid]}' "
+        "read {host}'s kernel log (dmesg -T, journalctl -k) for 'Out of memory: Killed process {d[pid]}' "
         "and the worker's own log (the Ray session's logs/worker-*-{d[pid]}.err) for its crash",
     ),
     # a Ray actor that died, told by the task that called it or by its own creation task's end: the death is a
     # fact, its cause (an OOM kill, a crash, its node's death, the __init__'s exception) is in other lines or not
     # in the log at all
-    Rule(
-        EventKind.CHILD_FAILED,
-        _F.UNKNOWN,
-        Severity.UNKNOWN,
-        30,
-        "observer",
-        ("ray-actor-died", "host"),
-        when=_from(
-            "ray.actor.died_unexpectedly", "ray.task_error.wrapped_actor_died", "ray.actor.creation_task_failed"
-        ),
-        message="a Ray actor died {where} ({text}): the log does not say why",
-        action="read the actor's own lines (its pid and ip) and its node's kernel log for its first error: an OOM "
+    _ray_death(
+        "ray-actor-died",
+        _from("ray.actor.died_unexpectedly", "ray.task_error.wrapped_actor_died", "ray.actor.creation_task_failed"),
+        "a Ray actor died {where} ({text}): the log does not say why",
+        "read the actor's own lines (its pid and ip) and its node's kernel log for its first error: an OOM "
         "kill, a crash, its node's death, or the exception of its __init__",
     ),
     # torchrun lists beside its root cause the other workers it found exited at the same poll (it stops the rest
     # with SIGTERM after): a SIGKILL among them came from outside, most often the OOM killer
-    _killed_from_outside(lambda e: _not_root(e) and _sigkill(e), note="SIGKILL"),
+    Rule(
+        EventKind.CHILD_FAILED,
+        _F.OOM_HOST,
+        C,
+        30,
+        "observer",
+        ("oom-host", "host"),
+        when=lambda e: _not_root(e) and _sigkill(e),
+        note="SIGKILL",
+    ),
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, C, 30, "observer", ("child", *_WHERE), when=_not_root),
     Rule(EventKind.CHILD_FAILED, _F.OOM_HOST, priority=70, key=("oom-host", "host"), when=_sigkill, note="SIGKILL"),
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, priority=80, key=("crash", *_WHERE), when=_signalled),

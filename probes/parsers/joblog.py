@@ -400,9 +400,9 @@ _TEARDOWN_EXC = frozenset({"c10::DistBackendError", "c10::DistError", "c10::Dist
 #: the ``terminate called``, whose ``what()`` a paste often cuts), and how many lines below it that ``terminate
 #: called`` of the same process is read as the watchdog's teardown
 _TAKING_DOWN = "we are taking the entire process down"
+_TAKEN_DOWN_LINES = 4
 #: a Ray exception's tab-indented ``ip:`` field as a paste that turned the tab into eight spaces shows it
 _RAY_IP_SPACED = "        ip: "
-_TAKEN_DOWN_LINES = 4
 _WATCHDOG_END_RE = re.compile(
     r"(?:Process group|NCCL) watchdog thread terminated with exception|Watchdog caught collective operation timeout"
 )
