@@ -276,6 +276,16 @@ KNOWN_MISSES = {
         "UNKNOWN: SGLang's 'Scheduler hit an exception' with its exception cut; the label reads the TP1 "
         "prefix as rank 1's crash"
     ),
+    # added with logs 2001-2009
+    "2002-te994-deepspeed-hostfile-tp4-world8-userbuffers-host-nccl-error-ub-init.log": (
+        "NCCL_INTERNAL_ERROR: TransformerEngine's userbuffers print only 'Failed, NCCL error ...:223' with an empty "
+        "result (an NCCL call failed, no result named); the label takes the maintainers' answer (the overlap needs "
+        "tp size == world)"
+    ),
+    "2009-megds207-torchrun-8proc-sigterm-local-rank0-exitcode-minus6-device-side-assert-thread.log": (
+        "PROCESS_CRASH: the excerpt is torchrun's side only (local rank 0 exited -6, SIGABRT); the label takes the "
+        "device-side assert from the thread's title and another part of the post"
+    ),
 }
 
 

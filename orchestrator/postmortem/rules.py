@@ -104,6 +104,8 @@ _CONFIG_EXC = frozenset(
         "ImportError",
         "ModuleNotFoundError",
         "FileNotFoundError",
+        "FileExistsError",  # a path another rank or an earlier run made: the program's layout of its files
+        "IsADirectoryError",
         "NotADirectoryError",
         "PermissionError",
         "KeyError",
@@ -568,6 +570,19 @@ RULES: tuple[Rule, ...] = (
         "vendor error 0x{d[vendor_err]}) ({text})",
         action="check the IB path of {host}'s {d[device]} and its peer (ibstat, mlx5 Link down in dmesg, switch port "
         "error counters); if one host is in every error, resubmit with --exclude=<it> and drain it",
+    ),
+    # Open MPI's UCX layer failing to reach a peer rank at wire-up: the process cannot run (the crash or abort
+    # that follows is its consequence); the path between the two hosts or the interfaces UCX chose
+    Rule(
+        EventKind.UCX_ERROR,
+        _F.NCCL_NETWORK_ERROR,
+        priority=83,
+        key=("ucx-wireup", "host"),
+        when=_from("openmpi.pml_ucx.resolve_endpoint_failed", "openmpi.pml_ucx.ep_create_failed"),
+        message="MPI's UCX layer could not reach rank {d[peer]} {where} ({text})",
+        action="check the path from {host} to rank {d[peer]}'s host and the interfaces UCX uses (UCX_NET_DEVICES, "
+        "UCX_TLS; a 169.254.x.x address in UCX's connect error is a link-local virtual NIC, not the fabric); if one "
+        "host is in every error, resubmit with --exclude=<it>",
     ),
     # the bus errors of a too small /dev/shm (SIGBUS: srun's "Bus error", UCX's "Caught signal 7")
     Rule(
