@@ -251,22 +251,10 @@ KNOWN_MISSES = {
         "UNKNOWN: only the C++ frames of the watchdog's timeout (WorkNCCL::checkTimeout) are left; frames are not "
         "read as events (every rank's stack would repeat its timeout)"
     ),
-    "1861-ootdiffusion-train8-accelerate-multigpu-ddp-unused-params-rank1-prose-paste.log": (
-        "the rank: DDP's unused-parameters error is read as a configuration error; the rank is named only by "
-        "the next line's 'did not receive grad for rank 1'"
-    ),
-    "1862-yolov9-559-segment-ddp-interleaved-glued-runtimeerror-unused-params-rank4-cut.log": (
-        "the rank: DDP's unused-parameters error is read as a configuration error; the rank is named only by "
-        "a later line's 'did not receive grad for rank 4'"
-    ),
     "1906-ray31828-2023-torchtrainer-worker0-returns-then-worker-died-connection-error-code-2-raytaskerror-"
     "ansi-residue.log": (
         "PROCESS_CRASH: the driver's RayTaskError(RuntimeError) is read as the worker's crash; the label "
         "takes the raylet's 'connection error code 2' as a death of unknown cause"
-    ),
-    "1908-exarl22-2020-mpi4py-rl-dqn-summit-h16n18-mpi-comm-rank-before-mpi-init-local-abort.log": (
-        "the host: Open MPI's '*** The MPI_Comm_rank() function was called before MPI_INIT' names none; "
-        "h16n18 is on the next line's '[h16n18:57926] Local abort'"
     ),
     "1952-vllm41834-dsv4-flash-sm120-compose-prefix-worker-tp1-ep1-acceleratorerror-illegal-memory-access-"
     "then-tp0.log": (

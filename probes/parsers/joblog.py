@@ -535,6 +535,7 @@ _RAW_KEYS = (
     "terminated with the following error",  # mp.spawn's header: the local rank of the traceback that follows
     "hostname:  ",  # the node of an Open MPI help text, a few lines below it (_HOSTNAME_LINES)
     "Hostname:  ",
+    "] Local abort ",  # Open MPI's [NODE:PID] line below its errors-are-fatal handler's text (_HOSTNAME_LINES)
     "Traceback (most recent",  # behind a rank prefix: the rank of the unprefixed lines above it (_UNRANKED_LINES)
     "GLOBAL_RANK: ",  # Lightning's rank initialisation: a rank initialised twice (_LIGHTNING_RANK_RE)
     _TAKING_DOWN,  # ProcessGroupNCCL's last words before its watchdog's exception ends the process (_TAKEN_DOWN_LINES)
@@ -580,9 +581,13 @@ SHELL_PROMPT = (
 )
 #: a shell prompt running nvidia-smi: a header (:data:`_HEADER_RE`) naming the host of what nvidia-smi prints below
 _NVSMI_PROMPT_RE = re.compile(SHELL_PROMPT + r"nvidia-smi\b")
-#: Open MPI's help texts that name their node on a ``  hostname:  NODE`` (``Hostname:``) line at most this many
-#: lines below their first line: the lost daemon's (ORTE), smcuda's failed cuIpcOpenMemHandle
-_HOSTNAME_BELOW = frozenset({"openmpi.errmgr.lost_daemon", "ompi.smcuda.cu_ipc_open_failed"})
+#: Open MPI's texts that name their node on a line at most this many lines below their first line: a help text's
+#: ``  hostname:  NODE`` (``Hostname:``: the lost daemon's (ORTE), smcuda's failed cuIpcOpenMemHandle), and the
+#: ``[NODE:PID] Local abort ...`` that follows the errors-are-fatal handler's ``*** The X() function was called
+#: before MPI_INIT`` (ompi/runtime/ompi_mpi_abort.c)
+_HOSTNAME_BELOW = frozenset(
+    {"openmpi.errmgr.lost_daemon", "ompi.smcuda.cu_ipc_open_failed", "openmpi.runtime.call_outside_init"}
+)
 _HOSTNAME_LINES = 4
 #: lines a process prints past torch's ``[rankN]:`` prefix, before the traceback torch then raises in that rank
 #: behind it (``[rank0]: Traceback ...``): a CUDA kernel's own assert lines (the GPU's printf) and NCCL's WARN
@@ -1502,9 +1507,14 @@ class JobLogScanner:
                 self._header = (n, host, rank, _int(t.group("local_rank")))
         elif "nvidia-smi" in body and "@" in body and (p := _NVSMI_PROMPT_RE.match(body)) and split_prefix(raw) is None:
             self._header = (n, host_of(p.group("host"))[0], None, None)
-        if self._hostname_below is not None and body.startswith(("hostname: ", "Hostname: ")):
-            self._name_from_hostname(n, body, *self._hostname_below)
-            return
+        if self._hostname_below is not None:
+            if body.startswith(("hostname: ", "Hostname: ")):
+                self._name_from_hostname(
+                    n, body.split(None, 1)[1].strip() if " " in body else "", *self._hostname_below
+                )
+                return
+            if body.startswith("Local abort ") and ll.host is not None:
+                self._name_from_hostname(n, ll.host, *self._hostname_below)
         if body.startswith("ip: ") and ("\tip: " in raw or _RAY_IP_SPACED in raw) and (m := _RAY_IP_RE.match(body)):
             self._ray_ip = (n, m.group("ip"))
             self._ip_below(n, m.group("ip"))
@@ -1666,11 +1676,11 @@ class JobLogScanner:
             self._headless.append(len(self.events))
         self._keep(_child_event(b, place, self.file, self.year))
 
-    def _name_from_hostname(self, n: int, body: str, line: int, idx: int) -> None:
-        """The node an Open MPI help text (read on ``line``, its event ``events[idx]``) names on its ``hostname:``
-        line ``n``, given to that event."""
+    def _name_from_hostname(self, n: int, name: str, line: int, idx: int) -> None:
+        """The node ``name`` an Open MPI text (read on ``line``, its event ``events[idx]``) names on line ``n`` below
+        it (:data:`_HOSTNAME_BELOW`), given to that event."""
         self._hostname_below = None
-        host, _ = host_of(body.split(None, 1)[1].strip()) if " " in body else (None, False)
+        host, _ = host_of(name) if name else (None, False)
         ev = self.events[idx]
         if n - line <= _HOSTNAME_LINES and host is not None and ev.host is None:
             self.events[idx] = ev.model_copy(update={"host": host})
