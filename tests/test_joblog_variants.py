@@ -951,6 +951,18 @@ def test_vllm_workers_prefix_with_space_separated_fields() -> None:
     assert (ll.rank, ll.pid, ll.body) == (0, 10672, "x")
 
 
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [("Worker_TP1_EP1", 1), ("Worker_TP3", 3), ("Worker_TP2_DCP1", 2), ("Worker_PP1_TP1", None),
+     ("Worker_DP1_TP0_EP1", None), ("Worker", None)],
+)  # fmt: skip
+def test_vllm_v1_worker_names_give_the_rank_only_when_tp_is_the_whole_world(name: str, rank: int | None) -> None:
+    """vLLM v1's worker names (wild log 1952's shape): with no DP, PP or PCP part, the TP rank is the global rank;
+    with one, the TP rank is a rank inside a group and is not read."""
+    (ll,) = normalise_line(f"({name} pid=636) ERROR 06-19 14:45:12 [multiproc_executor.py:990] x")
+    assert (ll.rank, ll.pid, ll.body) == (rank, 636, "x")
+
+
 # Lightning's rank initialisation lines (the shapes of wild logs 1409 and 1558: lightning/fabric's
 # "Initializing distributed: GLOBAL_RANK: N, MEMBER: N+1/W", "initializing ddp: ..." before 1.3)
 def _claims(*ranks: int, world: int = 4, prefix: str = "", lead: str = "Initializing distributed") -> list[str]:

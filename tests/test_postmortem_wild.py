@@ -256,10 +256,6 @@ KNOWN_MISSES = {
         "PROCESS_CRASH: the driver's RayTaskError(RuntimeError) is read as the worker's crash; the label "
         "takes the raylet's 'connection error code 2' as a death of unknown cause"
     ),
-    "1952-vllm41834-dsv4-flash-sm120-compose-prefix-worker-tp1-ep1-acceleratorerror-illegal-memory-access-"
-    "then-tp0.log": (
-        "the rank: vLLM's 'Worker_TP1_EP1' names a tensor-parallel rank, not read as the global rank the label takes"
-    ),
     "1956-sglang18980-glm5-b200-gcp-logging-severity-prefix-tp1-scheduler-hit-an-exception-traceback-cut.log": (
         "UNKNOWN: SGLang's 'Scheduler hit an exception' with its exception cut; the label reads the TP1 "
         "prefix as rank 1's crash"

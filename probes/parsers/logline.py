@@ -11,7 +11,8 @@ before and inside the lines a process prints; each is removed, and what it says 
   ``[1,3]<stdout>:`` (the MPI rank, taken as the rank); ``srun -l``'s ``3: `` (a Slurm **task id**, kept as
   ``task`` and never read as a torch rank: the mapping needs the job's layout); Ray's ``(RayWorkerWrapper
   pid=4009)`` and ``(pid=123, ip=10.0.0.2)`` (the ip is the host; ``rank=N`` when a launcher prints one, or
-  the actor's repr ``(MegatronPolicyWorker[rank=0] pid=4182)``; vLLM's workers ``(VllmWorker rank=0 pid=10672)``); a
+  the actor's repr ``(MegatronPolicyWorker[rank=0] pid=4182)``; vLLM's workers ``(VllmWorker rank=0 pid=10672)``, and
+  ``(Worker_TP1_EP1 pid=636)``: a tensor-parallel rank, the global rank when no DP/PP part is named); a
   logger's level and ``[module:line, rank=N]`` (OLMo's, the global rank); vLLM's logger prefix (``ERROR 06-25
   15:28:30 worker_base.py:148]``, removed). A
   bare ``[12] `` (MPICH ``-prepend-rank``, but also pid or line counters pasted before lines) is removed and not
@@ -32,7 +33,8 @@ before and inside the lines a process prints; each is removed, and what it says 
   markdown quote prefixes (``> ``, ``> > ``) and pytest's ``E       ``, a code span's or fence's backticks glued to
   the line's start, and indents; prose before a code span that opens on a rank prefix (``... it returns `[rank7]:``);
   ANSI colour codes, with or without their ESC byte (``[36m``) or with it as rsyslog escapes it (``#033[36m``); a
-  collector's ``host [stderr] `` tag; a stream tag (``stdout: ``, the container runtime's ``stderr F ``); a
+  collector's ``host [stderr] `` tag; Docker Compose's ``service-1  | `` column (a container's name, not read as
+  a host); a stream tag (``stdout: ``, the container runtime's ``stderr F ``); a
   ``hostname: `` prefix repeated mid-line where outputs of several hosts interleave (the line is split there); Ray's
   ``[repeated 7x across cluster]``. Redacted hosts and addresses (``xxx``, ``***``, ``<redacted>``, ``<hostname>``,
   NCCL's ``-``) are never read as a host.
@@ -113,6 +115,7 @@ _PREFIX_RE = re.compile(
     r"|\[\d{1,7}\][ \t]"
     r"|\[?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]?[ \t]+(?=\[)"  # a bare clock time (no date) before a rank prefix
     r"|(?:stdout|stderr)(?::| [FP])[ \t]"
+    r"|[A-Za-z0-9][\w.\-]{0,62}[ \t]+\|[ \t]"  # Docker Compose's service column ("vllm-sm120  | "): a container
     r"|(?P<host>[A-Za-z][A-Za-z0-9_\-]*\d[A-Za-z0-9_\-]*(?:\.[A-Za-z0-9\-]+)*|[A-Za-z0-9][\w\-]*(?:\.[\w\-]+)+"
     r"|<[\w\-. ]+>|x{3,}|X{3,}|\*{3,}):[ \t]"
     r")"
@@ -126,6 +129,11 @@ _NOT_HOST_RE = re.compile(
 _UNSPECIFIED = frozenset({"0.0.0.0", "::", "[::]"})
 _REDACTED_RE = re.compile(r"x{3,}|\*{2,}|redact|^<.*>$|hidden|masked|anonymi[sz]ed|^host(?:name)?$|^[\W_]*$", re.I)
 _RAY_KV_RE = re.compile(r"(\w+)=([^\s,()]*)")
+#: vLLM's worker name when tensor parallelism is its only layout (vllm/v1/executor/multiproc_executor.py,
+#: ``setup_proc_title_and_log_prefix``: ``Worker`` + ``_DP{r}`` / ``_PP{r}`` / ``_PCP{r}`` only where that size is
+#: above 1, then ``_TP{r}``, ``_DCP{r}``, ``_EP{r}``): with no DP, PP or PCP part the world is the TP group, so
+#: the TP rank is the global rank
+_VLLM_TP_ONLY_RE = re.compile(r"Worker_TP(\d{1,5})(?:_DCP\d{1,5})?(?:_EP\d{1,5})?")
 _RAY_REPEAT_RE = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 #: a tqdm / Lightning progress bar (``  6%|██   | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6]``)
 _PBAR_RE = re.compile(r"\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,80}\[[^\]\n]{0,600}?(?:it/s|s/it|\?it/s)[^\]\n]*\]")
@@ -249,6 +257,12 @@ def _strip_all(text: str, limit: int) -> LogLine:
         elif kind == "ray_kv":
             if m.group("ray_rank") is not None:  # an actor whose repr names its rank ("Worker[rank=0]", NeMo-RL)
                 rank = int(m.group("ray_rank"))
+            elif (
+                (name := m.group("ray_name"))
+                and name.startswith("Worker_TP")
+                and (v := _VLLM_TP_ONLY_RE.fullmatch(name))
+            ):
+                rank = int(v.group(1))
             for k, v in _RAY_KV_RE.findall(m.group("ray_kv")):
                 if k == "ip" and v:
                     h, red = host_of(v)
