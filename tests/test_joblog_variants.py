@@ -963,6 +963,45 @@ def test_vllm_v1_worker_names_give_the_rank_only_when_tp_is_the_whole_world(name
     assert (ll.rank, ll.pid, ll.body) == (rank, 636, "x")
 
 
+@pytest.mark.parametrize(
+    ("tags", "rank"),
+    [("TP2", 2), ("TP10 EP10", 10), ("DP1 TP10", None), ("PP1 TP3", None), ("DP0 PP1 TP2 EP0", None)],
+)
+def test_sglang_logger_prefix_gives_the_rank_only_when_tp_is_the_whole_world(tags: str, rank: int | None) -> None:
+    """SGLang's '[STAMP TP2] ' prefix (sglang/srt/managers/scheduler.py): the stamp is read and removed; the TP rank
+    is the global rank only when no DP or PP part is named."""
+    (ll,) = normalise_line(
+        f"[2025-02-09 21:23:00 {tags}] Scheduler hit an exception: Traceback (most recent call last):"
+    )
+    assert (ll.rank, ll.time, ll.body) == (
+        rank,
+        "2025-02-09 21:23:00",
+        "Scheduler hit an exception: Traceback (most recent call last):",
+    )
+
+
+def test_sglang_logger_prefix_of_older_releases_has_the_clock_time_alone() -> None:
+    """SGLang before 2025 printed '[19:01:01 TP1] ' (wild log 1863's shape): the rank is read, no date is made up."""
+    (ll,) = normalise_line("[19:01:01 TP1] Init nccl begin.")
+    assert (ll.rank, ll.time, ll.body) == (1, None, "Init nccl begin.")
+
+
+def test_sglang_scheduler_exception_gives_its_rank_to_the_traceback_below_and_a_raise_line_is_no_event() -> None:
+    """SGLang prints its scheduler's exception with the logger's prefix on the first line only (sglang issue #3460's
+    shape): the exception at the traceback's end is that rank's; the traceback's ``raise RuntimeError(f"NCCL error:
+    ...")`` source line is code, not a message."""
+    log = (
+        "[2025-02-09 21:23:00] Received sigquit from a child proces. It usually means the child failed.\n"
+        "[2025-02-09 21:23:00 TP2] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/sgl-workspace/sglang/python/sglang/srt/distributed/device_communicators/pynccl_wrapper.py", '
+        "line 329, in NCCL_CHECK\n"
+        '    raise RuntimeError(f"NCCL error: {error_str}")\n'
+        "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n"
+    )
+    events = parse_joblog(log).events
+    assert [(e.kind, e.rank, e.line) for e in events] == [(EventKind.NCCL_SYSTEM_ERROR, 2, 5)]
+
+
 # Lightning's rank initialisation lines (the shapes of wild logs 1409 and 1558: lightning/fabric's
 # "Initializing distributed: GLOBAL_RANK: N, MEMBER: N+1/W", "initializing ddp: ..." before 1.3)
 def _claims(*ranks: int, world: int = 4, prefix: str = "", lead: str = "Initializing distributed") -> list[str]:

@@ -531,6 +531,7 @@ _RAW_KEYS = (
     "ray::",  # a Ray task's header: the host of the worker whose traceback follows (_HEADER_RE)
     "MPICH ERROR [Rank ",  # Cray MPICH's error header: the rank and host of the error stack that follows
     ", RankID:",  # torch_npu's error header: the rank of the CANN error lines that follow (_HEADER_RE)
+    "Scheduler hit an exception",  # SGLang's: the rank of the traceback that follows (_SGLANG_HEADER)
     "nvidia-smi",  # a shell prompt running it: the host of its output below (_NVSMI_PROMPT_RE)
     "terminated with the following error",  # mp.spawn's header: the local rank of the traceback that follows
     "hostname:  ",  # the node of an Open MPI help text, a few lines below it (_HOSTNAME_LINES)
@@ -573,6 +574,10 @@ _HEADER_RE = re.compile(
     r"|\(PID:\d{1,10}, Device:-?\d{1,5}, RankID:(?P<npu_rank>\d{1,9})\) ERR\d"
 )
 _HEADER_LINES = 200
+#: SGLang's scheduler logging its exception (sglang/srt/managers/scheduler.py ``run_scheduler_process``:
+#: ``logger.error(f"Scheduler hit an exception: {traceback}")``): only its first line carries the logger's
+#: ``[STAMP TP2]`` prefix (the rank, logline.py); the traceback below it is that rank's
+_SGLANG_HEADER = "Scheduler hit an exception"
 #: a shell prompt (``user@host:~$ ``, ``[user@host dir]# ``, zsh's ``user@host ~ % ``) before the command it ran,
 #: pasted with the command's output: that output is the host's (nvidia-smi here, the kernel log in joblog_kernel)
 SHELL_PROMPT = (
@@ -747,6 +752,11 @@ class _BodyFacts(NamedTuple):
     nccl_dev: int | None
 
 
+#: a Python traceback's source lines (a ``raise`` statement, ``raise RuntimeError(f"NCCL error: {error_str}")`` in
+#: vLLM's and SGLang's pynccl wrapper): the code that raised, not a message; the exception's own line follows
+_SOURCE_LINES = ("raise ", "raise(")
+
+
 def _body_facts(body: str) -> _BodyFacts | None:
     """The events of ``body`` and what else it names, ``None`` when it says no event (a pure function of
     ``body``, memoised up to :data:`MEMO_MAX_CHARS`)."""
@@ -855,7 +865,7 @@ def _shape(body: str) -> tuple[bool, bool]:
 
 
 def _read_facts(body: str) -> _BodyFacts | None:
-    if not _triggered(body):
+    if body.startswith(_SOURCE_LINES) or not _triggered(body):
         return None
     found = _events_of(body)
     if not found:
@@ -1507,6 +1517,8 @@ class JobLogScanner:
                 self._header = (n, host, rank, _int(t.group("local_rank")))
         elif "nvidia-smi" in body and "@" in body and (p := _NVSMI_PROMPT_RE.match(body)) and split_prefix(raw) is None:
             self._header = (n, host_of(p.group("host"))[0], None, None)
+        elif body.startswith(_SGLANG_HEADER) and ll.rank is not None:
+            self._header = (n, ll.host, ll.rank, None)
         if self._hostname_below is not None:
             if body.startswith(("hostname: ", "Hostname: ")):
                 self._name_from_hostname(

@@ -13,7 +13,8 @@ before and inside the lines a process prints; each is removed, and what it says 
   pid=4009)`` and ``(pid=123, ip=10.0.0.2)`` (the ip is the host; ``rank=N`` when a launcher prints one, or
   the actor's repr ``(MegatronPolicyWorker[rank=0] pid=4182)``; vLLM's workers ``(VllmWorker rank=0 pid=10672)``, and
   ``(Worker_TP1_EP1 pid=636)``: a tensor-parallel rank, the global rank when no DP/PP part is named); a
-  logger's level and ``[module:line, rank=N]`` (OLMo's, the global rank); vLLM's logger prefix (``ERROR 06-25
+  logger's level and ``[module:line, rank=N]`` (OLMo's, the global rank); SGLang's ``[STAMP TP2]`` (the TP rank, the
+  global rank when no DP/PP part is named); vLLM's logger prefix (``ERROR 06-25
   15:28:30 worker_base.py:148]``, removed). A
   bare ``[12] `` (MPICH ``-prepend-rank``, but also pid or line counters pasted before lines) is removed and not
   read: it is ambiguous;
@@ -94,6 +95,9 @@ _PREFIX_RE = re.compile(
     r"|\[\d{1,9}/[\w.\-]{1,100}/\d{1,12} \(pid \d{1,10}\)\][ \t]"  # Metaflow's task ("[177/train/578 (pid 28936)]")
     r"|\[[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\][ \t]"  # a run's UUID in brackets
     r"|(?P<task>\d{1,6}):[ \t]"
+    # SGLang's logger: its stamp and the process's parallel ranks ("[2025-02-09 21:23:00 TP2] ", "... DP1 TP10 EP10]")
+    # (releases before 2025 print the clock time alone: "[19:01:01 TP0] ")
+    r"|\[(?:(?P<sgl_iso>" + _ISO + r")|\d\d:\d\d:\d\d)(?P<sgl>(?: (?:DP|PP|TP|EP|ATTN_CP|MOE_DP)\d{1,5}){1,6})\][ \t]?"
     r"|\[?(?P<iso>" + _ISO + r")\]?:?[ \t]"
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)[ \t]+\[[\w.]{1,100}:\d{1,6},[ \t]?rank=(?P<lvl_rank>\d{1,7})\][ \t]?"
     # vLLM's logger ("ERROR 06-25 15:28:30 worker_base.py:148] ", newer "INFO 06-25 15:28:30 [worker.py:148] ")
@@ -134,6 +138,20 @@ _RAY_KV_RE = re.compile(r"(\w+)=([^\s,()]*)")
 #: above 1, then ``_TP{r}``, ``_DCP{r}``, ``_EP{r}``): with no DP, PP or PCP part the world is the TP group, so
 #: the TP rank is the global rank
 _VLLM_TP_ONLY_RE = re.compile(r"Worker_TP(\d{1,5})(?:_DCP\d{1,5})?(?:_EP\d{1,5})?")
+
+
+def _sglang_rank(tags: str) -> int | None:
+    """The global rank SGLang's logger prefix gives (``" TP2"``, ``" TP10 EP10"``; sglang/srt/managers/scheduler.py
+    ``run_scheduler_process``: `` DP{r}`` / `` PP{r}`` / `` ATTN_CP{r}`` / `` MOE_DP{r}`` are added only where that
+    size is above 1 or a DP rank is set, then `` TP{r}`` and `` EP{r}``, the EP group inside the TP group): with
+    only TP (and EP) named the world is the TP group and the TP rank is the global rank; otherwise None."""
+    parts = tags.split()
+    tp = [p for p in parts if p.startswith("TP")]
+    if len(tp) != 1 or any(not p.startswith(("TP", "EP")) for p in parts):
+        return None
+    return int(tp[0][2:])
+
+
 _RAY_REPEAT_RE = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 #: a tqdm / Lightning progress bar (``  6%|██   | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6]``)
 _PBAR_RE = re.compile(r"\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,80}\[[^\]\n]{0,600}?(?:it/s|s/it|\?it/s)[^\]\n]*\]")
@@ -242,6 +260,10 @@ def _strip_all(text: str, limit: int) -> LogLine:
             task = int(m.group("task"))
         elif kind in ("iso", "dmesg_t", "ctime"):
             stamps.append(m.group(kind))
+        elif kind == "sgl":
+            if m.group("sgl_iso") is not None:
+                stamps.append(m.group("sgl_iso"))
+            rank = _sglang_rank(m.group("sgl")) if rank is None else rank
         elif kind == "uptime":
             uptime = float(m.group("uptime"))
         elif kind == "sys_ident":
