@@ -1,4 +1,4 @@
-"""The held-out real logs (tests/fixtures/joblogs_wild/: 240 failed-job logs from public threads of many projects,
+"""The held-out real logs (tests/fixtures/joblogs_wild/: failed-job logs from public threads of many projects,
 labelled in LABELS.yaml, measured by bench/postmortem_wild.py) as a regression gate: every file fleetdx reads
 right today (class, and the first rank and host where labelled) stays right, and the known misses are listed
 here, each with why, so that fixing one means moving it out of KNOWN_MISSES (the test fails when a listed miss
