@@ -1002,6 +1002,18 @@ def test_sglang_scheduler_exception_gives_its_rank_to_the_traceback_below_and_a_
     assert [(e.kind, e.rank, e.line) for e in events] == [(EventKind.NCCL_SYSTEM_ERROR, 2, 5)]
 
 
+@pytest.mark.parametrize(("code", "named"), [("2", "cdr2601"), ("1", None)])
+def test_an_execve_failure_takes_the_host_of_srun_s_task_exit_with_its_errno(code: str, named: str | None) -> None:
+    """slurmstepd's execve() failure names no host; the task exits with the errno as its code (ENOENT: 2), so srun's
+    'HOST: task N: Exited with exit code 2' just below is the same task (wild log 2412's shape); another code is not."""
+    log = (
+        "slurmstepd: error: execve(): accelerate: No such file or directory\n"
+        f"srun: error: cdr2601: task 1: Exited with exit code {code}\n"
+    )
+    (ev,) = [e for e in parse_joblog(log).events if e.kind is EventKind.LAUNCH_FAILED]
+    assert ev.host == named
+
+
 # Lightning's rank initialisation lines (the shapes of wild logs 1409 and 1558: lightning/fabric's
 # "Initializing distributed: GLOBAL_RANK: N, MEMBER: N+1/W", "initializing ddp: ..." before 1.3)
 def _claims(*ranks: int, world: int = 4, prefix: str = "", lead: str = "Initializing distributed") -> list[str]:

@@ -591,7 +591,18 @@ _NVSMI_PROMPT_RE = re.compile(SHELL_PROMPT + r"nvidia-smi\b")
 #: ``[NODE:PID] Local abort ...`` that follows the errors-are-fatal handler's ``*** The X() function was called
 #: before MPI_INIT`` (ompi/runtime/ompi_mpi_abort.c)
 _HOSTNAME_BELOW = frozenset(
-    {"openmpi.errmgr.lost_daemon", "ompi.smcuda.cu_ipc_open_failed", "openmpi.runtime.call_outside_init"}
+    {
+        "openmpi.errmgr.lost_daemon",
+        "ompi.smcuda.cu_ipc_open_failed",
+        "openmpi.runtime.call_outside_init",
+        "slurm.stepd.execve_failed",
+    }
+)
+#: slurmstepd's task whose execve() failed exits with the errno as its exit code (Slurm's exec_task:
+#: ``exit(errno)``): srun's "HOST: task N: Exited with exit code C" just below, C that errno, is the same task
+_EXECVE_ERRNO = {"No such file or directory": 2, "Permission denied": 13, "Exec format error": 8}
+_SRUN_EXIT_RE = re.compile(
+    r"^srun: error: (?P<host>[^\s:]{1,255}): tasks? [\d,\-]{1,200}: Exited with exit code (?P<code>\d{1,3})$"
 )
 _HOSTNAME_LINES = 4
 #: lines a process prints past torch's ``[rankN]:`` prefix, before the traceback torch then raises in that rank
@@ -1223,6 +1234,8 @@ class JobLogScanner:
         #: (line, index in ``events``) of an Open MPI help text's event (:data:`_HOSTNAME_BELOW`), until its
         #: ``hostname:`` line names the node
         self._hostname_below: tuple[int, int] | None = None
+        #: (line, event index, host) of an execve() failure named by the srun task exit below it (_EXECVE_ERRNO)
+        self._execve_named: tuple[int, int, str] | None = None
         #: ``terminate called`` events whose ``what():`` line has not been read: (event index, line, the line's
         #: rank, local rank and host prefixes)
         self._terminates: list[tuple[int, int, int | None, int | None, str | None]] = []
@@ -1527,6 +1540,13 @@ class JobLogScanner:
                 return
             if body.startswith("Local abort ") and ll.host is not None:
                 self._name_from_hostname(n, ll.host, *self._hostname_below)
+            elif body.startswith("srun: error: ") and (m := _SRUN_EXIT_RE.match(body)) is not None:
+                line, idx = self._hostname_below
+                if _EXECVE_ERRNO.get(str(self.events[idx].details.get("error"))) == int(m.group("code")):
+                    self._name_from_hostname(n, m.group("host"), line, idx)
+                    self._execve_named = (line, idx, m.group("host"))
+        elif self._execve_named is not None and body.startswith("srun: error: "):
+            self._unname_execve(n, body)
         if body.startswith("ip: ") and ("\tip: " in raw or _RAY_IP_SPACED in raw) and (m := _RAY_IP_RE.match(body)):
             self._ray_ip = (n, m.group("ip"))
             self._ip_below(n, m.group("ip"))
@@ -1687,6 +1707,23 @@ class JobLogScanner:
         if b.root is None and len(self._headless) < MAX_HOSTS:
             self._headless.append(len(self.events))
         self._keep(_child_event(b, place, self.file, self.year))
+
+    def _unname_execve(self, n: int, body: str) -> None:
+        """A second task below an execve() failure exiting with the same errno on another host (line ``n``,
+        ``body``): the failure was on several nodes and its one line names none of them, so its host is taken back."""
+        line, idx, host = self._execve_named or (0, 0, "")
+        if n - line > _HOSTNAME_LINES:
+            self._execve_named = None
+            return
+        m = _SRUN_EXIT_RE.match(body)
+        ev = self.events[idx]
+        if (
+            m is not None
+            and m.group("host") != host
+            and _EXECVE_ERRNO.get(str(ev.details.get("error"))) == int(m.group("code"))
+        ):
+            self.events[idx] = ev.model_copy(update={"host": None})
+            self._execve_named = None
 
     def _name_from_hostname(self, n: int, name: str, line: int, idx: int) -> None:
         """The node ``name`` an Open MPI text (read on ``line``, its event ``events[idx]``) names on line ``n`` below
