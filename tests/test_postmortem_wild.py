@@ -260,6 +260,92 @@ KNOWN_MISSES = {
         "UNKNOWN: SGLang's 'Scheduler hit an exception' with its exception cut; the label reads the TP1 "
         "prefix as rank 1's crash"
     ),
+    # added with logs 2051-2465 (round 20)
+    "2056-libai415-oneflow-2node-bert-node1-eager-nccl-comm-manager-check-failed-ncclcomminitrank-unhandled-"
+    "system-error.log": (
+        "PROCESS_CRASH: the SIGABRT OneFlow's failed glog Check ends in is read as the crash; the NCCL system error "
+        "inside the Check line is an observer's report"
+    ),
+    "2057-mxnet9004-2017-p2-16xlarge-test-nccl-kvstore-nccl-gdb-core-signal-11-commfree-ncclcomminitall.log": (
+        "UNKNOWN: a gdb session's backtrace of a core file; gdb's frames are not read as a crash"
+    ),
+    "2058-mxnet9193-2017-nccl134-kvstore-nccl-2gpu-test-warn-reduce-cu-cuda-failure-invalid-resource-handle-"
+    "hang.log": "UNKNOWN: NCCL 1.3's WARN wording of a CUDA failure is not in the catalog (it starts at NCCL 2.4)",
+    "2061-mlcommons-training272-2019-tf113-collectiveallreduce-16-workers-ring-reducer-unavailable-os-error.log": (
+        "UNKNOWN: TensorFlow 1.13's 'Aborting RingReduce with Unavailable: OS Error' is not in the catalog"
+    ),
+    "2062-paxml77-1024-gpus-quoted-coordination-service-registertask-grpc-deadline-exceeded.log": (
+        "UNKNOWN: XLA's coordination-service agent's DEADLINE_EXCEEDED at RegisterTask is not in the catalog; the "
+        "label reads it as a hang"
+    ),
+    "2205-openrlhf795-2node-ray-actor-accl-nccl-warn-init-code5-then-3-traceback.log": (
+        "UNKNOWN: ACCL's NCCL WARN lines carry only result codes ('group.cc:585 -> 3'), which are not read as events; "
+        "the label reads code 5 as invalid usage"
+    ),
+    "2206-torchtune2643-llama4-scout-lora-8xh100-save-checkpoint-barrier-rank6-gloo-runtimeerror-cut.log": (
+        "PROCESS_CRASH: rank 6's gloo RuntimeError, its message cut, is read as its crash; the label says UNKNOWN"
+    ),
+    "2214-nanotron108-pp-allocation-default5-default4-interleaved-traceback-check-model-has-grad-zero-params.log": (
+        "UNKNOWN: the interleaved tracebacks are cut before their exception line; the label takes the thread's "
+        "diagnosis (a pipeline stage with no parameters)"
+    ),
+    "2261-nccltests15-2018-mpirun-2node-net-connection-closed-by-remote-peer-unhandled-system-error.log": (
+        "NCCL_INTERNAL_ERROR: the 'unhandled system error' is read before the NET 'Connection closed by remote peer' "
+        "observer the label takes"
+    ),
+    "2263-awsofinccl801-slingshot-cxi-2node-torch-init-no-default-rgroup-vni-for-cxi0.log": (
+        "UNKNOWN: libfabric cxi's <warn> about no default VNI is not read; the failure in the thread's title is not in "
+        "the excerpt"
+    ),
+    "2265-mpich7943-aurora-gpu-aware-2rank-ze-error-mpl-gpu-imemcpy-rank1-abort-internal-recv-padded.log": (
+        "the rank: the ZE Error line names none; MPICH's 'Abort(...) on node 1 (rank 1 in comm 0)' below it is not "
+        "joined to it"
+    ),
+    "2302-nccl224-horovod-mpirun-tag-output-gpu7-rank4-ib-socket-creation-failed-address-family-not-supported.log": (
+        "NCCL_NETWORK_ERROR: the failed socket creation is read as a socket error, a network observer; the label "
+        "reads 'Address family not supported' as the host's configuration"
+    ),
+    "2304-sglang3460-tp20-five-containers-tp2-scheduler-exception-init-torch-distributed-unindented.log": (
+        "UNKNOWN: TP2's scheduler traceback is cut before its exception; the label takes the thread's title"
+    ),
+    "2306-vllm29265-v1-ray-executor-enginecore-dp0-actordiederror-rayworkerwrapper-no-gpu-on-node.log": (
+        "UNKNOWN: a Ray actor's death is a death of unknown cause; the label takes the thread's diagnosis (no GPU on "
+        "the node)"
+    ),
+    "2307-kuberay3436-rayservice-vllm-deployment-replica-ip-raytaskerror-runtimeerror-no-gpu-available.log": (
+        "PROCESS_CRASH naming no node: the RayTaskError's RuntimeError is cut; the label takes the title (no GPU "
+        "available) and the replica's ip"
+    ),
+    "2308-ultralytics19375-ddp-rank1-broadcast-amp-distbackenderror-unhandled-cuda-error-oom-quote-prefix-cut.log": (
+        "CUDA_ERROR: the log shows NCCL's 'unhandled cuda error'; the label takes the OOM from the title and a "
+        "cross-post"
+    ),
+    "2311-nvbandwidth39-mpijob-pod-tensorflow-benchmarks-worker-0-multinode-cumemcreate-not-permitted-rank0-"
+    "cut.log": "the rank and host: the cuMemCreate failure's line names neither; the label takes them from around it",
+    "2312-ray49260-ray-train-amd-4gpu-torchtrainer-trial-task-failed-invalid-device-ordinal.log": (
+        "UNKNOWN: Ray Tune's 'Trial task failed' with its error cut; the label takes the title (invalid device ordinal)"
+    ),
+    "2314-tgi2671-sharded-llama70b-watchdog-checktimeout-frames-only-nccl-comm-watchdog.log": (
+        "UNKNOWN: only the C++ frames of the watchdog's timeout are left (as log 1910)"
+    ),
+    "2315-awsdlc3746-sagemaker-hf-estimator-smddp-init-failed-unexpectedstatusexception-client-traceback.log": (
+        "PROCESS_CRASH: only the SageMaker client's UnexpectedStatusException; the label takes the title (SMDDP's "
+        "initialisation)"
+    ),
+    "2451-horovod642-mpirun-np2-rank0-sys-exit-primary-job-nonzero-cut.log": (
+        "UNKNOWN: mpirun's 'primary job terminated normally' banner, cut; the label takes rank 0 from the thread"
+    ),
+    "2454-hkproj-transformer-distributed1-distbackenderror-socketstartconnect-no-route-to-host.log": (
+        "NCCL_NETWORK_ERROR: 'No route to host' is read as the network's; the label takes the fix "
+        "(NCCL_SOCKET_IFNAME: a configuration error)"
+    ),
+    "2461-nccltests322-mpirun-many-hosts-unhandled-cuda-error-first-process-251-exit-3.log": (
+        "the rank: mpirun's first process (251) is not joined to HCA-14's 'Test NCCL failure' line"
+    ),
+    "2464-nccl795-aws-p4d-two-node-socket-recv-broken-pipe-proxy-connect-rank9-after-segfault.log": (
+        "NCCL_NETWORK_ERROR: the log shows socket errors only; the label takes the poster's words (a segfault before "
+        "it, not in the log)"
+    ),
     # added with logs 2501-2516
     "2506-nccl1000-fsdp-containers-2xdgx-a100-bootstrap-socket-returns-2.log": (
         "UNKNOWN: only NCCL_DEBUG=INFO's '-> 2' return trails through socket.cc and bootstrap.cc, no WARN; the trails "

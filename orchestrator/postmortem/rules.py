@@ -630,6 +630,16 @@ RULES: tuple[Rule, ...] = (
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, C, 30, "observer", ("child", *_WHERE), when=_not_root),
     Rule(EventKind.CHILD_FAILED, _F.OOM_HOST, priority=70, key=("oom-host", "host"), when=_sigkill, note="SIGKILL"),
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, priority=80, key=("crash", *_WHERE), when=_signalled),
+    # Paddle's launchers name the trainer that failed and the log that holds its own error
+    Rule(
+        EventKind.CHILD_FAILED,
+        _F.PROCESS_CRASH,
+        priority=65,
+        key=("crash", *_WHERE),
+        when=_from("paddle.launch.container_failed", "paddle.launch_utils.trainer_aborted"),
+        message="{where}'s trainer process failed, as Paddle's launcher reports ({text})",
+        action="read that trainer's own log (log/workerlog.<rank> beside the launch) for its first error",
+    ),
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, priority=65, key=("crash", *_WHERE)),
     # a process ending: ProcessGroupNCCL's teardown after its watchdog's timeout is evidence of the timeout; after
     # another error, that error's own line is the cause; a c10d error's end is below any failure the log shows
