@@ -136,6 +136,26 @@ def test_an_administrators_drain_is_never_touched(db: str) -> None:
     assert sc(down, db, "h100-idle", levels).run().action is Action.NOT_OURS and down.updates == []
 
 
+class DrainedDuringCheck(StandinScontrol):
+    """STAND-IN ``scontrol`` whose node an administrator drains while fleetdx's check runs: the first ``show
+    node`` answers IDLE, every later one IDLE+DRAIN with the administrator's reason."""
+
+    def run(self, argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None) -> RunResult:
+        out = super().run(argv, timeout_s, env)
+        if list(argv)[:3] == ["scontrol", "show", "node"] and self.state == "IDLE":
+            self.state, self.reason = "IDLE+DRAIN", "DIMM replacement, ticket 77"
+        return out
+
+
+def test_an_administrators_drain_during_the_check_is_not_replaced(db: str) -> None:
+    """The check takes seconds; a drain an administrator sets meanwhile keeps its reason (the CI flake of
+    tests/test_slurm_healthcheck.py: fleetdx drained sim2 over 'DIMM replacement, ticket 77')."""
+    slurm, levels = DrainedDuringCheck("sim1", "IDLE"), []
+    out = sc(slurm, db, "h100-busy", levels).run()
+    assert out.action is Action.NOT_OURS and "set during the check (CRITICAL)" in out.message, out.message
+    assert slurm.updates == [] and slurm.reason == "DIMM replacement, ticket 77" and levels == [Level.QUICK]
+
+
 def test_a_fleetdx_reason_alone_resumes_nothing(db: str) -> None:
     # the prefix is there but the store never saw the node fail: untouched
     slurm, levels = StandinScontrol("sim1", "IDLE+DRAIN", "fleetdx: GPU_FOREIGN_PROCESS GPU0"), []

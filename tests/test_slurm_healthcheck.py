@@ -194,7 +194,10 @@ def test_drain_retest_resume_and_an_admin_drain_untouched(cluster: SlurmCluster,
     first = next(i for i, ln in enumerate(seen) if "not_ours" in ln)
     acted = [ln for ln in seen[first:] if re.search(r"sim2: (checked|drained|resumed|kept_out|unconfirmed):", ln)]
     assert acted == [], acted
-    assert [t["to_state"] for t in history(work, "sim2")] == ["ok"]  # the store recorded nothing after
+    # the store recorded nothing after; a check that found the stand-in busy while the administrator drained the
+    # node (its line says "set during the check") left its CRITICAL verdict there (suspect), and no drain of its own
+    raced = any("set during the check" in ln for ln in seen)
+    assert [t["to_state"] for t in history(work, "sim2")] in ([["ok"], ["ok", "suspect"]] if raced else [["ok"]])
 
     # sim3 stayed healthy and in service
     assert "DRAIN" not in c.node_field("sim3", "State")

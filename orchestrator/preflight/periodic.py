@@ -210,6 +210,18 @@ class SlurmCheck:
         if verdict is not Verdict.CRITICAL:
             return self._outcome(Action.CHECKED, verdict.name, result, status)
         reason = slurm_drain.drain_reason(_first_critical(result, self.host))
+        # the check takes seconds: an administrator may have drained (or Slurm downed) the node meanwhile, and
+        # draining now would replace their reason with fleetdx's. Slurm has no compare-and-set; reading its view
+        # again just before the drain leaves a window of one scontrol call instead of the whole check
+        now = slurm_drain.slurm_node(self.runner, self.node)
+        if now.state == "DOWN" or (slurm_drain.drained(now) and not slurm_drain.drained_by_fleetdx(now)):
+            why = f"Slurm state {now.raw_state}" + (f", reason {now.reason!r}" if now.reason else "")
+            return self._outcome(
+                Action.NOT_OURS,
+                f"{why} set during the check ({verdict.name}): not fleetdx's, untouched",
+                result,
+                status,
+            )
         slurm_drain.drain(self.runner, self.node, reason)
         if store is not None:
             drained = DrainEvent(at=self.now(), reason=reason, run_id=result.report.run_id)
