@@ -161,8 +161,7 @@ class SlurmCheck:
     def run_on(self, slurm: SlurmNode) -> CheckOutcome:
         """:meth:`run` once Slurm's view of the node is known."""
         assert self.check is not None
-        if slurm.state == "DOWN" or (slurm_drain.drained(slurm) and not slurm_drain.drained_by_fleetdx(slurm)):
-            why = f"Slurm state {slurm.raw_state}" + (f", reason {slurm.reason!r}" if slurm.reason else "")
+        if (why := _not_ours(slurm)) is not None:
             return self._outcome(Action.NOT_OURS, f"{why}: not fleetdx's, untouched")
         try:
             store: Store | None = Store.open(self.db)
@@ -213,15 +212,9 @@ class SlurmCheck:
         # the check takes seconds: an administrator may have drained (or Slurm downed) the node meanwhile, and
         # draining now would replace their reason with fleetdx's. Slurm has no compare-and-set; reading its view
         # again just before the drain leaves a window of one scontrol call instead of the whole check
-        now = slurm_drain.slurm_node(self.runner, self.node)
-        if now.state == "DOWN" or (slurm_drain.drained(now) and not slurm_drain.drained_by_fleetdx(now)):
-            why = f"Slurm state {now.raw_state}" + (f", reason {now.reason!r}" if now.reason else "")
-            return self._outcome(
-                Action.NOT_OURS,
-                f"{why} set during the check ({verdict.name}): not fleetdx's, untouched",
-                result,
-                status,
-            )
+        if (why := _not_ours(slurm_drain.slurm_node(self.runner, self.node))) is not None:
+            message = f"{why} set during the check ({verdict.name}): not fleetdx's, untouched"
+            return self._outcome(Action.NOT_OURS, message, result, status)
         slurm_drain.drain(self.runner, self.node, reason)
         if store is not None:
             drained = DrainEvent(at=self.now(), reason=reason, run_id=result.report.run_id)
@@ -251,6 +244,14 @@ class SlurmCheck:
             return self._outcome(Action.RESUMED, after.reason, result, after)
         why = after.reason if after is not None else "no state"
         return self._outcome(Action.KEPT_OUT, why, result, after)
+
+
+def _not_ours(slurm: SlurmNode) -> str | None:
+    """Why Slurm's view of the node is not fleetdx's to change (DOWN, or drained with a reason not fleetdx's), or
+    None when it is."""
+    if slurm.state == "DOWN" or (slurm_drain.drained(slurm) and not slurm_drain.drained_by_fleetdx(slurm)):
+        return f"Slurm state {slurm.raw_state}" + (f", reason {slurm.reason!r}" if slurm.reason else "")
+    return None
 
 
 def _jobs_running(check: CheckFn, slurm_state: str) -> CheckFn:
