@@ -605,6 +605,17 @@ _SRUN_EXIT_RE = re.compile(
     r"^srun: error: (?P<host>[^\s:]{1,255}): tasks? [\d,\-]{1,200}: Exited with exit code (?P<code>\d{1,3})$"
 )
 _HOSTNAME_LINES = 4
+
+
+def _execve_task_host(body: str, execve: JobEvent) -> str | None:
+    """The host of srun's task exit ``body`` when its exit code is the errno of the execve() failure ``execve``
+    (:data:`_EXECVE_ERRNO`): the same task; else None."""
+    m = _SRUN_EXIT_RE.match(body)
+    if m is None or _EXECVE_ERRNO.get(str(execve.details.get("error"))) != int(m.group("code")):
+        return None
+    return m.group("host")
+
+
 #: lines a process prints past torch's ``[rankN]:`` prefix, before the traceback torch then raises in that rank
 #: behind it (``[rank0]: Traceback ...``): a CUDA kernel's own assert lines (the GPU's printf) and NCCL's WARN
 #: lines (NCCL writes them itself); how many lines below the last of them that traceback may open
@@ -1540,11 +1551,11 @@ class JobLogScanner:
                 return
             if body.startswith("Local abort ") and ll.host is not None:
                 self._name_from_hostname(n, ll.host, *self._hostname_below)
-            elif body.startswith("srun: error: ") and (m := _SRUN_EXIT_RE.match(body)) is not None:
+            elif body.startswith("srun: error: "):
                 line, idx = self._hostname_below
-                if _EXECVE_ERRNO.get(str(self.events[idx].details.get("error"))) == int(m.group("code")):
-                    self._name_from_hostname(n, m.group("host"), line, idx)
-                    self._execve_named = (line, idx, m.group("host"))
+                if (task_host := _execve_task_host(body, self.events[idx])) is not None:
+                    self._name_from_hostname(n, task_host, line, idx)
+                    self._execve_named = (line, idx, task_host)
         elif self._execve_named is not None and body.startswith("srun: error: "):
             self._unname_execve(n, body)
         if body.startswith("ip: ") and ("\tip: " in raw or _RAY_IP_SPACED in raw) and (m := _RAY_IP_RE.match(body)):
@@ -1715,13 +1726,8 @@ class JobLogScanner:
         if n - line > _HOSTNAME_LINES:
             self._execve_named = None
             return
-        m = _SRUN_EXIT_RE.match(body)
         ev = self.events[idx]
-        if (
-            m is not None
-            and m.group("host") != host
-            and _EXECVE_ERRNO.get(str(ev.details.get("error"))) == int(m.group("code"))
-        ):
+        if (task_host := _execve_task_host(body, ev)) is not None and task_host != host:
             self.events[idx] = ev.model_copy(update={"host": None})
             self._execve_named = None
 
