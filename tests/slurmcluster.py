@@ -80,8 +80,24 @@ class SlurmCluster:
             state = self.job_field(job_id, "JobState")
             return state in ended
 
-        wait_for(done, timeout_s, f"job {job_id} to end")
+        try:
+            wait_for(done, timeout_s, f"job {job_id} to end")
+        except AssertionError as e:
+            raise AssertionError(f"{e} (last JobState {state})\n{self.evidence(job_id)}") from None
         return state
+
+    def evidence(self, job_id: str, lines: int = 60) -> str:
+        """What Slurm says of ``job_id`` and its nodes, and the tail of slurmctld's log, for a failed wait."""
+        show = [
+            self.run("scontrol", "show", "job", "-o", job_id, check=False),
+            self.run("scontrol", "show", "steps", "-o", job_id, check=False),
+            self.run("sinfo", "-N", "-o", "%N %T %E", check=False),
+        ]
+        out = [f"$ {' '.join(r.args)}\n{r.stdout.strip()}{r.stderr.strip()}" for r in show]
+        for f in [self.dir / "log" / "slurmctld.log", *sorted((self.dir / "log").glob("slurmd-*.log"))]:
+            text = f.read_text(errors="replace").splitlines() if f.exists() else ["(none)"]
+            out.append(f"--- {f.name} (last {lines} of {len(text)} lines):\n" + "\n".join(text[-lines:]))
+        return "\n".join(out)
 
     def job_known(self, job_id: str) -> bool:
         """Whether slurmctld still has a record of ``job_id`` (``scontrol show job`` answers it); false once

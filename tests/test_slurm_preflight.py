@@ -132,17 +132,24 @@ def test_busy_node_excluded_resubmitted_with_original_options_and_trains(cluster
 
 def test_node_that_never_joins_ray_is_unreachable(cluster: SlurmCluster, work: Path) -> None:
     """sim5's slurmd is stopped (SIGSTOP: a hung node daemon) after the job is allocated: its Ray worker step
-    never starts, and fleetdx reports it by the join deadline instead of waiting forever."""
+    never starts, and fleetdx reports it by the join deadline instead of waiting forever.
+
+    The batch script holds after the pre-flight until slurmd is continued: the job's end then reaches a running
+    slurmd. Ended while it is stopped, slurmctld's kill of the job fails, sim5 is marked not responding, and the
+    kill is sent again only once a ping (every SlurmdTimeout/3, 100 s) has found it back and the next purge pass
+    runs ``re_kill_job`` (src/slurmctld/node_scheduler.c, job_mgr.c ``_list_find_job_old``): minutes of Slurm's
+    own recovery that CI saw run past a 300 s wait."""
     c = cluster
     run = work / "nojoin"
     run.mkdir()
-    go, done = run / "go", run / "done"
+    go, done, release = run / "go", run / "done", run / "release"
     script = run / "job.sh"
     script.write_text(
         "#!/bin/bash\n"
         f"while [ ! -e {go} ]; do sleep 0.2; done\n"
         f"{FLEETDX} preflight --level quick --join-timeout {JOIN_S} --no-save --json > {run}/preflight.json\n"
         f"echo $? > {done}\n"
+        f"while [ ! -e {release} ]; do sleep 0.2; done\n"
     )
     job = c.run("sbatch", "--parsable", "-N2", "-w", "sim4,sim5", "-o", f"{run}/slurm-%j.out", str(script)).stdout
     job = job.strip()
@@ -154,6 +161,7 @@ def test_node_that_never_joins_ray_is_unreachable(cluster: SlurmCluster, work: P
         wait_for(done.is_file, 300, "the pre-flight to finish")
     finally:
         os.kill(slurmd, signal.SIGCONT)
+        release.touch()
     print((run / f"slurm-{job}.out").read_text())
     assert done.read_text().strip() == "2"
     report = json.loads((run / "preflight.json").read_text())
