@@ -117,11 +117,6 @@ KNOWN_MISSES = {
         "the label takes the poster's words (the worker VM was killed); the log shows rank 0's SIGABRT and a"
         " socket timeout at the exit barrier, read as rank 0's crash"
     ),
-    "906-yolov5-12811-sagemaker-4x-g4dn-algo-1-distbackenderror-unhandled-system-error-socketstartconnect"
-    "-169-254-255-18-software-caused-connection-abort.log": (
-        "the label reads SageMaker's 'socketStartConnect ... Software caused connection abort' as the"
-        " network's; the DistBackendError's 'unhandled system error' on rank 0 leads"
-    ),
     "909-nccl879-nccl-hostid-2node-16gpu-resnet-p-worker-0-proxy-call-to-rank1-failed-connect-ddp-init-traceback.log": (
         "the label takes the issue's title (NCCL_HOSTID set the same on both nodes); the log shows a failed"
         " proxy connect, read as a network error"
@@ -170,8 +165,6 @@ KNOWN_MISSES = {
     "1263-yi152-deepspeed-chat-main-py-8xa800-model-load-comment-cdb-none-then-sigkill-handler-killing-5-subprocesses"
     ".log": "UNKNOWN: DeepSpeed's launcher killing its subprocesses names no cause; the label takes the poster's words "
     "(loading the model ran the host out of memory)",
-    "1303-changestar5-pt-nccl278-verify-model-across-ranks-unhandled-system-error-elastic-local-rank0.log": "PROCESS_"
-    "CRASH: the NCCL system error is printed with no rank, so torchrun's exit 1 of rank 0 is not joined to it",
     "1305-horovod3625-tf-tag-output-ncclcomminitrank-errorcheck-segfault-biomind-rank0-backtrace-cut.log": "PROCESS_"
     "CRASH: the log shows rank 0's segfault; the label takes the thread's title (ncclCommInitRank: unhandled cuda "
     "error)",
@@ -261,11 +254,6 @@ KNOWN_MISSES = {
         "prefix as rank 1's crash"
     ),
     # added with logs 2051-2465 (round 20)
-    "2056-libai415-oneflow-2node-bert-node1-eager-nccl-comm-manager-check-failed-ncclcomminitrank-unhandled-"
-    "system-error.log": (
-        "PROCESS_CRASH: the SIGABRT OneFlow's failed glog Check ends in is read as the crash; the NCCL system error "
-        "inside the Check line is an observer's report"
-    ),
     "2057-mxnet9004-2017-p2-16xlarge-test-nccl-kvstore-nccl-gdb-core-signal-11-commfree-ncclcomminitall.log": (
         "UNKNOWN: a gdb session's backtrace of a core file; gdb's frames are not read as a crash"
     ),
@@ -361,6 +349,65 @@ KNOWN_MISSES = {
     "2009-megds207-torchrun-8proc-sigterm-local-rank0-exitcode-minus6-device-side-assert-thread.log": (
         "PROCESS_CRASH: the excerpt is torchrun's side only (local rank 0 exited -6, SIGABRT); the label takes the "
         "device-side assert from the thread's title and another part of the post"
+    ),
+    # added with logs 2601-2762 (round 21)
+    "530-unsloth1937-open-r1-grpo-deepspeed-import-unsloth-patchfastrl-unboundlocalerror-rank4-then-exitcode1-"
+    "local-rank1.log": (
+        "CONFIG_ERROR rank 4: rank 4's UnboundLocalError (the only error line shown) is read before torchrun's "
+        "'failed (exitcode: 1)' of local rank 1, which the label takes"
+    ),
+    "2601-torchtitan1570-ep-mesh-torchrun-childfailederror-no-other-failures-cut.log": (
+        "UNKNOWN: a ChildFailedError cut before its root cause; alone it is context, the label reads it as a crash"
+    ),
+    "2608-pytorch124380-ddp-multinode-init-dev1-system-error-proxy-service-localrank2-connection-closed.log": (
+        "NCCL_NETWORK_ERROR: device 1's system error shows only as '-> 2' return trails; device 2's 'Connection "
+        "closed by remote peer' is read"
+    ),
+    "2651-llmd352-vllm-dp16-k8s-crashloop-workerproc-nccl-unhandled-system-error-dev-shm-full.log": (
+        "NCCL_INTERNAL_ERROR: the log shows 'unhandled system error' only; the label takes the title (/dev/shm full)"
+    ),
+    "2653-nccl1589-g148-shmutils-open-failed-attaching-shared-memory-segment-enoent-multinode-ib.log": (
+        "CONFIG_ERROR: NCCL's failed /dev/shm segment is read as the host's shared memory; the label reads the "
+        "missing segment (ENOENT) as NCCL's own fault, fixed by another NCCL version"
+    ),
+    "2654-nccl2190-2026-bracket-timestamp-attaching-shared-memory-segment-size0-enoent-chain-enqueue.log": (
+        "CONFIG_ERROR: as 2653, the missing /dev/shm segment is read as the host's shared memory"
+    ),
+    "2656-kuberay3168-rayservice-vllm-mi300x-libcuda-so-1-importerror-init-worker-error.log": (
+        "UNKNOWN: the ImportError of libcuda.so.1 is inside a WARNING line (vLLM's optional import), and "
+        "init_worker's traceback is cut"
+    ),
+    "2659-lmdeploy1221-mpirun-tritonserver-2x4-l40s-nccl-utils-internal-error-caught-signal-4-node-171.log": (
+        "PROCESS_CRASH: UCX's 'Caught signal 4' just below TensorRT-LLM's 'Failed, NCCL error ... internal error' "
+        "is read as a crash of its own"
+    ),
+    "2706-llmc727-mpirun-8gpu-dataloader-assertion-shard-ntok-sigabrt-149-130-218-240.log": (
+        "PROCESS_CRASH: the failed C assert ends in SIGABRT, read as a crash; the label reads the assertion's "
+        "meaning (a data shard too small for 8 processes)"
+    ),
+    "2708-deepspeed6896-prterun-rank7-gpu0304-sigabrt-watchdog-c10-cuda-check-frames-only.log": (
+        "UNKNOWN: only C++ frames (c10_cuda_check_implementation under the watchdog) are left; frames are not events"
+    ),
+    "2709-rlhfv17-torchrun-local-rank1-exitcode1-cuda-ordinal-childfailederror.log": (
+        "PROCESS_CRASH rank 1: torchrun's exit code 1 of local rank 1; the label takes the title (invalid device "
+        "ordinal), which the excerpt does not show"
+    ),
+    "2751-grain802-jax-multihost-k8s-task1-different-incarnation-aborted.log": (
+        "UNKNOWN: XLA's coordination service reporting task 1 'tried to connect with a different incarnation' (it "
+        "restarted) is not in the catalog"
+    ),
+    "2752-mindspore-discuss1156-ascend-4node-32rank-event-wait-timeout-hccl-exec-timeout.log": (
+        "UNKNOWN: Ascend's EVENT_WAIT timeout (HCCL_EXEC_TIMEOUT) is not in the catalog"
+    ),
+    "2753-alpa907-ray-meshhostworker-rendezvous-rayactorerror-nccluniqueidstore-killed.log": (
+        "UNKNOWN: a Ray actor's death is a death of unknown cause; the label takes the thread's diagnosis"
+    ),
+    "2757-nemorl1051-qwen3-32b-dtensor-vllm-ray-core-worker-check-failed-already-initialized.log": (
+        "PROCESS_CRASH: Ray's failed CHECK (core worker already initialized) is read as the crash it ends in; the "
+        "label reads it as a setup error"
+    ),
+    "2759-vllmascend7676-dp-tp-ep-workers-aclrt-synchronize-stream-timeout-507011.log": (
+        "UNKNOWN: Ascend's stream synchronize timeout (507011) is not in the catalog"
     ),
 }
 

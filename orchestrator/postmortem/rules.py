@@ -189,6 +189,12 @@ def _signalled(e: JobEvent) -> bool:
     return bool(_d(e, "signal")) or (isinstance(code, int) and code < 0)
 
 
+def _exited(e: JobEvent) -> bool:
+    """A launcher's report of a child that exited with a positive code (``exitcode: 1``), not on a signal."""
+    code = e.details.get("exit_code")
+    return isinstance(code, int) and code > 0 and not _d(e, "signal")
+
+
 def _teardown_of_timeout(e: JobEvent) -> bool:
     return e.details.get("teardown_of") == EventKind.WATCHDOG_TIMEOUT.value
 
@@ -640,6 +646,9 @@ RULES: tuple[Rule, ...] = (
         message="{where}'s trainer process failed, as Paddle's launcher reports ({text})",
         action="read that trainer's own log (log/workerlog.<rank> beside the launch) for its first error",
     ),
+    # a child that exited with a code of its own (no signal) ended on an error it printed: any line naming that
+    # error is more decisive than the launcher's summary, which alone still tells a crash
+    Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, priority=51, key=("crash", *_WHERE), when=_exited),
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, priority=65, key=("crash", *_WHERE)),
     # a process ending: ProcessGroupNCCL's teardown after its watchdog's timeout is evidence of the timeout; after
     # another error, that error's own line is the cause; a c10d error's end is below any failure the log shows

@@ -1075,7 +1075,29 @@ def _catalog_events(body: str, found: list[_Found]) -> list[_Found]:
         drop.update(row.supersedes)
     if drop:
         out = [f for f in out if not (f.kind.value in drop and f.kind in legacy)]
-    return out
+    return _checked_error(out)
+
+
+#: catalog rows of a C++ CHECK that failed (the process logs it at FATAL and aborts)
+_CHECK_ROWS = frozenset({"glog.check_failed"})
+
+
+def _checked_error(found: list[_Found]) -> list[_Found]:
+    """A CHECK that failed on an error its own line names (BytePS's ``Check failed: r == ncclSuccess NCCL error:
+    unhandled system error``): the abort that follows is that error's end, not a crash of its own, and the CHECK's
+    event says so (``teardown_of``: the error's kind, as after ProcessGroupNCCL's watchdog)."""
+    if not any(f.details.get("catalog") in _CHECK_ROWS for f in found):
+        return found
+    own = (EventKind.PYTHON_EXCEPTION, EventKind.SIGNAL)
+    inner = [f.kind for f in found if f.kind not in own and f.details.get("catalog") not in _CHECK_ROWS]
+    if not inner:
+        return found
+    return [
+        f._replace(details={**f.details, "teardown_of": inner[0].value})
+        if f.details.get("catalog") in _CHECK_ROWS
+        else f
+        for f in found
+    ]
 
 
 def _filled(found: _Found, det: Mapping[str, JsonScalar], host: str | None, rank: int | None) -> _Found:
