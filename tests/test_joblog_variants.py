@@ -630,15 +630,19 @@ def test_summary_entries_before_root_cause_header_are_other_failures_when_failur
 
 def test_deepspeed_launcher_line_wrapped_over_lines_keeps_its_local_rank() -> None:
     """DeepSpeed's sigkill_handler line with its command list wrapped by a terminal (wild log 45's shape): the
-    ``'--local_rank=N'`` of the first line and the return code of the last are one event."""
+    ``'--local_rank=N'`` of the first line and the return code of the last are one event. The command is the last
+    child the launcher started (deepspeed/launcher/launch.py prints its loop variable ``cmd``), so only
+    '--local_rank=0' (one child) names the process that failed."""
     text = (
         "[2023-11-13 16:59:55,650] [ERROR] [launch.py:320:sigkill_handler] ['/opt/conda/bin/python', '-u', "
-        "'train.py', '--local_rank=1', '--model', 'm', \n"
+        "'train.py', '--local_rank=0', '--model', 'm', \n"
         "'--data_path', '../data/x.json', '--save_path', './ckpt/', \n"
         "] exits with return code = -9\n"
     )
     ev = _one(text, EventKind.CHILD_FAILED)
-    assert (ev.local_rank, ev.details["exit_code"], ev.details["signal"]) == (1, -9, "SIGKILL")
+    assert (ev.local_rank, ev.details["exit_code"], ev.details["signal"]) == (0, -9, "SIGKILL")
+    ev = _one(text.replace("--local_rank=0", "--local_rank=1"), EventKind.CHILD_FAILED)
+    assert (ev.local_rank, ev.details["exit_code"]) == (None, -9)
 
 
 def test_raylet_oom_report_wrapped_behind_syslog_escaped_colours_keeps_its_node() -> None:
@@ -803,14 +807,15 @@ def test_open_mpi_lost_daemon_names_its_node_two_lines_below() -> None:
 
 
 def test_deepspeed_launcher_exit_line_keeps_the_childs_local_rank_whatever_its_kind() -> None:
-    """DeepSpeed's sigkill_handler line with the child's command list (wild logs 334 and 363's shapes): the
-    child's '--local_rank=N' is read on a bus error's exit code too, and through a pasted space."""
+    """DeepSpeed's sigkill_handler line with a command list (wild logs 334 and 363's shapes): '--local_rank=0' (the
+    launcher's only child) is read on a bus error's exit code too, and through a pasted space; '--local_rank=1' is
+    the last child it started, not the one that failed, and names no rank."""
     bus = _one(
         "[2023-05-17 11:25:13,146] [ERROR] [launch.py:324:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
         "'--local_rank=1', '--deepspeed_config', 'eyJ0'] exits with return code = -7\n",
         EventKind.BUS_ERROR,
     )
-    assert bus.details["local_rank"] == 1
+    assert "local_rank" not in bus.details and bus.local_rank is None
     spaced = _one(
         "[2023-09-07 13:55:11,220] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', './ht_01.py', "
         "'-- local_rank=0'] exits with return code = 1\n",

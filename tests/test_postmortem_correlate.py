@@ -118,6 +118,28 @@ def test_observer_only_evidence_names_the_peer(tmp_path: Path) -> None:
     assert "observer" in cause.message
 
 
+_CHECK_TIMEOUT_FRAME = (
+    "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, "
+    "std::ratio<1l, 1000l> > >) + 0x1d2 (0x1554e9e0f8f2 in /opt/conda/lib/python3.11/site-packages/torch/lib/"
+    "libtorch_cuda.so)\n"
+)
+
+
+def test_c10_frames_speak_only_when_nothing_else_does(tmp_path: Path) -> None:
+    """A watchdog's checkTimeout frame alone tells a timeout (the paste lost its message); beside an error line
+    (here rank 3's CUDA OOM) it is fallback evidence and makes no cause of its own."""
+    alone = tmp_path / "frames.log"
+    alone.write_text(_CHECK_TIMEOUT_FRAME)
+    (cause,) = run_postmortem([LogFiles([alone])]).causes
+    assert cause.code is F.NCCL_TIMEOUT
+    both = tmp_path / "both.log"
+    both.write_text(
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total "
+        "capacity of 79.10 GiB of which 1.06 GiB is free.\n" + _CHECK_TIMEOUT_FRAME
+    )
+    assert [(c.code, c.rank) for c in run_postmortem([LogFiles([both])]).causes] == [(F.OOM_GPU, 3)]
+
+
 def test_no_cause_is_unknown_never_ok(tmp_path: Path) -> None:
     log = tmp_path / "quiet.log"
     log.write_text("epoch 1 loss 2.3\nepoch 2 loss 2.1\n")
@@ -401,8 +423,9 @@ def _causes(log: Path, text: str) -> list[Finding]:
 
 
 def test_an_unprefixed_oom_is_the_only_rank_the_logs_name(tmp_path: Path) -> None:
-    """A one-node job whose launcher names one child (wild log 363's shape): the unprefixed CUDA OOM above it is
-    that rank's, said in its details; with two ranks named it stays rankless."""
+    """A one-node job whose launcher names its only child (wild log 363's shape: '--local_rank=0'): the unprefixed
+    CUDA OOM above it is that rank's, said in its details; when the launcher's line names its last child of
+    several, the OOM stays rankless."""
     oom = (
         "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 25.10 GiB (GPU 0; 79.15 GiB total "
         "capacity; 62.79 GiB already allocated)\n"
@@ -414,7 +437,8 @@ def test_an_unprefixed_oom_is_the_only_rank_the_logs_name(tmp_path: Path) -> Non
     log = tmp_path / "job.out"
     (c,) = _causes(log, oom + child.format(r=0))  # the launcher's exit code 1 is the OOM's echo
     assert (c.code, c.rank) == (F.OOM_GPU, 0) and [e.line for e in c.evidence] == [1, 2]
-    c = _causes(log, oom + child.format(r=0) + child.format(r=1))[0]
+    # '--local_rank=1' is the launcher's last child, not the failed one (deepspeed/launcher/launch.py): no rank
+    c = _causes(log, oom + child.format(r=1))[0]
     assert (c.code, c.rank) == (F.OOM_GPU, None)
 
 

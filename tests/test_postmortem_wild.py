@@ -104,10 +104,6 @@ KNOWN_MISSES = {
     "802-sglang10216-k8s-2x8xh100-deepseekv3-rank1-pg2-failure-detected-by-watchdog-seq40231-nccl-info-"
     "interleaved.log": "NCCL_TIMEOUT: the watchdog's timeout is read; the label says UNKNOWN (the thread shows "
     "no first failure)",
-    "807-tgi2593-sharded-server-transport-error-nccl-watchdog-c10-cuda-check-frames-cuda-error-text-not-shown.log": (
-        "UNKNOWN: the CUDA error's own line is cut from the excerpt; only torch's hint lines and the c10 frames of "
-        "the watchdog's CUDA check are left, which are not read as a CUDA error"
-    ),
     "814-openrlhf1139-4xh100-ppo-custom-reward-func-make-experience-raytaskerror-workercrashederror-remoterewardmodel-"
     "line-cut.log": "PROCESS_CRASH: Ray's WorkerCrashedError is read as the worker's crash; the label takes the "
     "thread's title (Slurm's OOM kill)",
@@ -207,8 +203,8 @@ KNOWN_MISSES = {
     "1566-chinesellamaalpaca2-376-multimachine-wsl-root-cause-rank0-sigabrt-host-redacted.log": "PROCESS_CRASH: "
     "torchrun's root cause is rank 0's SIGABRT; the label takes the thread's title (an illegal memory access)",
     "1605-paddle27081-2020-aistudio-launch-watch-local-trainers-popen-join-attributeerror-train-ret-1-abort-ranks-0-3"
-    ".log": "CONFIG_ERROR: the launcher's AttributeError is the only error shown; the label takes the thread's title "
-    "(an NCCL error)",
+    ".log": "PROCESS_CRASH: Paddle's launcher reports every trainer aborted (its own AttributeError is in teardown); "
+    "the label takes the thread's title (an NCCL error)",
     "1606-horovod2656-pytorch-8gpu-mpirun-primary-job-aborted-one-gpu-out-of-memory-per-poster-cut.log": "UNKNOWN: "
     "mpirun's abort banner alone; the label takes the poster's words (one GPU ran out of memory)",
     "1660-metaseq554-non-slurm-multinode-distributed-init-allreduce-internal-error-duplicate-gpu-cut.log": "NCCL_"
@@ -240,10 +236,6 @@ KNOWN_MISSES = {
     "1813-wenet812-2021-8-nodes-x-8-gpus-gloo-hang-at-start-training-on-multiple-gpus-info-lines.log": "UNKNOWN: "
     "INFO lines of a hang at start; the label takes the thread's fix (the nccl backend for gloo)",
     # added with logs 1851-1865, 1901-1912 and 1951-1959 (round 17)
-    "1910-particleflow390-mlpf-mp-spawn-end-of-first-epoch-watchdog-checktimeout-frames-only.log": (
-        "UNKNOWN: only the C++ frames of the watchdog's timeout (WorkNCCL::checkTimeout) are left; frames are not "
-        "read as events (every rank's stack would repeat its timeout)"
-    ),
     "1906-ray31828-2023-torchtrainer-worker0-returns-then-worker-died-connection-error-code-2-raytaskerror-"
     "ansi-residue.log": (
         "PROCESS_CRASH: the driver's RayTaskError(RuntimeError) is read as the worker's crash; the label "
@@ -265,10 +257,6 @@ KNOWN_MISSES = {
     "2062-paxml77-1024-gpus-quoted-coordination-service-registertask-grpc-deadline-exceeded.log": (
         "UNKNOWN: XLA's coordination-service agent's DEADLINE_EXCEEDED at RegisterTask is not in the catalog; the "
         "label reads it as a hang"
-    ),
-    "2205-openrlhf795-2node-ray-actor-accl-nccl-warn-init-code5-then-3-traceback.log": (
-        "UNKNOWN: ACCL's NCCL WARN lines carry only result codes ('group.cc:585 -> 3'), which are not read as events; "
-        "the label reads code 5 as invalid usage"
     ),
     "2206-torchtune2643-llama4-scout-lora-8xh100-save-checkpoint-barrier-rank6-gloo-runtimeerror-cut.log": (
         "PROCESS_CRASH: rank 6's gloo RuntimeError, its message cut, is read as its crash; the label says UNKNOWN"
@@ -313,9 +301,6 @@ KNOWN_MISSES = {
     "2312-ray49260-ray-train-amd-4gpu-torchtrainer-trial-task-failed-invalid-device-ordinal.log": (
         "UNKNOWN: Ray Tune's 'Trial task failed' with its error cut; the label takes the title (invalid device ordinal)"
     ),
-    "2314-tgi2671-sharded-llama70b-watchdog-checktimeout-frames-only-nccl-comm-watchdog.log": (
-        "UNKNOWN: only the C++ frames of the watchdog's timeout are left (as log 1910)"
-    ),
     "2315-awsdlc3746-sagemaker-hf-estimator-smddp-init-failed-unexpectedstatusexception-client-traceback.log": (
         "PROCESS_CRASH: only the SageMaker client's UnexpectedStatusException; the label takes the title (SMDDP's "
         "initialisation)"
@@ -335,11 +320,6 @@ KNOWN_MISSES = {
         "it, not in the log)"
     ),
     # added with logs 2501-2516
-    "2506-nccl1000-fsdp-containers-2xdgx-a100-bootstrap-socket-returns-2.log": (
-        "UNKNOWN: only NCCL_DEBUG=INFO's '-> 2' return trails through socket.cc and bootstrap.cc, no WARN; the trails "
-        "are not read as events (they follow every NCCL error, and as events they outranked the errors that explain "
-        "them)"
-    ),
     # added with logs 2001-2009
     "2002-te994-deepspeed-hostfile-tp4-world8-userbuffers-host-nccl-error-ub-init.log": (
         "NCCL_INTERNAL_ERROR: TransformerEngine's userbuffers print only 'Failed, NCCL error ...:223' with an empty "
@@ -385,9 +365,6 @@ KNOWN_MISSES = {
         "PROCESS_CRASH: the failed C assert ends in SIGABRT, read as a crash; the label reads the assertion's "
         "meaning (a data shard too small for 8 processes)"
     ),
-    "2708-deepspeed6896-prterun-rank7-gpu0304-sigabrt-watchdog-c10-cuda-check-frames-only.log": (
-        "UNKNOWN: only C++ frames (c10_cuda_check_implementation under the watchdog) are left; frames are not events"
-    ),
     "2709-rlhfv17-torchrun-local-rank1-exitcode1-cuda-ordinal-childfailederror.log": (
         "PROCESS_CRASH rank 1: torchrun's exit code 1 of local rank 1; the label takes the title (invalid device "
         "ordinal), which the excerpt does not show"
@@ -408,6 +385,64 @@ KNOWN_MISSES = {
     ),
     "2759-vllmascend7676-dp-tp-ep-workers-aclrt-synchronize-stream-timeout-507011.log": (
         "UNKNOWN: Ascend's stream synchronize timeout (507011) is not in the catalog"
+    ),
+    # added with logs 2801-2963 (round 22)
+    "2801-nccltests264-8xh100-all-reduce-perf-cuda-failure-system-not-yet-initialized.log": (
+        "GPU_HW_FAULT: 'system not yet initialized' (cudaErrorSystemNotReady) is read as the node's Fabric Manager "
+        "not running; the label keeps the CUDA error, the thread naming no cause"
+    ),
+    "2852-atmorep55-srun-label-wrapped-rank0-pg0-watchdog-unspecified-launch-failure.log": (
+        "the rank: the watchdog's line is wrapped mid-word ('CUDA erro' / 'r: unspecified launch failure'), and the "
+        "[rank0] prefix stays on the first half"
+    ),
+    "2856-msswift3934-grpo-multinode-hang-g183-glued-nccl-info-service-thread-connection-closed.log": (
+        "UNKNOWN: a hang whose only lines are NCCL INFO of the teardown, glued together"
+    ),
+    "2860-deepspeed925-2021-amd-ryzen-2gpu-deepspeed-tests-dmesg-ufw-then-soft-lockup-pytest-cut.log": (
+        "UNKNOWN: the kernel's 'soft lockup - CPU#7 stuck' is not in the catalog (the label reads it as the node's "
+        "failure)"
+    ),
+    "2864-xgboost7982-dask-cuda-multinode-nccl-proxy-connect-broken-pipe-bridge-ip-connection-closed.log": (
+        "NCCL_NETWORK_ERROR: the broken pipe and closed connection are read as the network's; the label takes a "
+        "commenter's fix (NCCL_SOCKET_IFNAME, a docker bridge address)"
+    ),
+    "2905-sglang5096-cloud-logging-reverse-order-killed-sigquit-dev-shm-nccl-segment.log": (
+        "OOM_HOST: the shell's 'Killed' is read as the OOM killer; the /dev/shm segment error above it is cut"
+    ),
+    "2908-accelerate193-2021-old-launch-killing-subprocess-after-large-json-load.log": (
+        "UNKNOWN: the launcher's traceback without its exit code; the label takes the poster's account (host memory)"
+    ),
+    "2910-nccl983-mpirun-two-servers-ib-channels-then-primary-job-aborted-sigbus-title.log": (
+        "UNKNOWN: mpirun's abort banner alone; the label takes the title (SIGBUS)"
+    ),
+    "2911-deepspeed2946-t5-11b-launcher-killing-8-subprocesses-error-line-cut.log": (
+        "UNKNOWN: DeepSpeed's exit line is cut before its return code; the label takes the title (-9)"
+    ),
+    "2912-lmflow430-3090-llama7b-deepspeed-markdown-link-damage-killing-subprocess-return-code-minus7.log": (
+        "UNKNOWN: markdown link damage cut the return code out of DeepSpeed's exit line; the label takes the title (-7)"
+    ),
+    "2913-autocast381-post-fit-allreduce-numel1-watchdog-srun-aborted-abridged.log": (
+        "PROCESS_CRASH: the poster abridged the watchdog's WorkNCCL(...) line, so srun's 'Aborted' is the only "
+        "event read"
+    ),
+    "2955-chinesellamaalpaca2-274-multinode-rdzv-random-run-id-connection-reset-on-shutdown.log": (
+        "NCCL_NETWORK_ERROR: the connection reset is read; the label reads the random rendezvous run_id as the "
+        "setup error"
+    ),
+    "2956-msswift3343-grpo-multinode-agent-rendezvous-diststoreerror-socket-timeout-quoted.log": (
+        "PROCESS_CRASH: DistStoreError 'Socket Timeout' in the agent's rendezvous is read as an exception; the "
+        "label reads it as the network's"
+    ),
+    "2957-xinference4092-cluster-vllm-pynccl-comminitrank-unhandled-cuda-error-core-prefix.log": (
+        "the host: Xinference's '[address=IP:PORT, pid=N]' actor prefix is not read as the host"
+    ),
+    "2958-u2pl62-cluster-2gpu-torch-launch-calledprocesserror-local-rank1-status-cut.log": (
+        "PROCESS_CRASH: torch.distributed.launch's CalledProcessError is read as a crash; the label says UNKNOWN "
+        "(its exit status is cut)"
+    ),
+    "2963-yolox309-two-gpu-hang-at-epoch1-ctrl-c-launch-by-subprocess.log": (
+        "PROCESS_CRASH: the user's KeyboardInterrupt (Ctrl-C of a hang) is read as an exception; the label reads "
+        "the hang"
     ),
 }
 

@@ -187,6 +187,15 @@ def _ts_or_last(e: JobEvent) -> float:
     return e.ts if e.ts is not None else _UNDATED
 
 
+def _without_fallback(events: Sequence[JobEvent], judged: list[Judged | None]) -> list[Judged | None]:
+    """``judged`` with the fallback evidence (catalog role ``fallback``: a C++ frame of the function that threw,
+    whose message the paste lost) left out when any other event of the log is judged: it speaks only alone."""
+    fallback = [e.details.get("role") == "fallback" for e in events]
+    if any(j is not None and not f for j, f in zip(judged, fallback, strict=True)):
+        return [None if f else j for j, f in zip(judged, fallback, strict=True)]
+    return judged
+
+
 def first_decisive(events: Sequence[JobEvent], judged: Sequence[Judged | None] | None = None) -> JobEvent | None:
     """The first failure: among decisive events, the earliest dated one, a more decisive one within
     :data:`SKEW_TOLERANCE_S` of it winning; an undated event wins only if more decisive than that. ``judged``:
@@ -841,7 +850,7 @@ def correlate(
     ordered = mark_flaps(ordered)
     every_host = {e.host for e in ordered if e.host} | known_hosts | set(job.nodes if job else [])
     ordered = _peers_as_hosts(ordered, every_host)
-    judged = [judge(e) for e in ordered]  # once each: a large log's events are judged three times below
+    judged = _without_fallback(ordered, [judge(e) for e in ordered])  # once each: judged three times below
     groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]] = defaultdict(list)
     for e, j in zip(ordered, judged, strict=True):
         if j is not None:
@@ -1329,6 +1338,9 @@ def _fold_bursts(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]
 
 
 def _timeline_entries(ordered: Sequence[JobEvent], judged: Sequence[Judged | None]) -> list[TimelineEntry]:
+    # fallback evidence (C++ frames, NCCL's return trails) is on the timeline only where it made the cause
+    pairs = [(e, j) for e, j in zip(ordered, judged, strict=True) if j or e.details.get("role") != "fallback"]
+    ordered, judged = [e for e, _ in pairs], [j for _, j in pairs]
     keep = list(ordered)
     if len(keep) > MAX_TIMELINE:  # the decisive events first, then the others, each in order
         decisive = [(j is not None and j.priority >= DECISIVE) for j in judged]

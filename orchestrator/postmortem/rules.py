@@ -420,7 +420,30 @@ def _reg_mr(row: str, message: str) -> Rule:
 
 
 #: the cause rules, first match wins (see the module doc)
+def _trail(kind: EventKind, code: FindingCode, priority: int, result: str) -> Rule:
+    """NCCL_DEBUG=INFO's return trail (``FILE:LINE -> N``, catalog ``nccl.trail.*``, role fallback: judged only
+    in a log with nothing else) of NCCL result ``result``: the error's kind, not its cause."""
+    return Rule(
+        kind,
+        code,
+        priority=priority,
+        role="decisive" if priority >= DECISIVE else "observer",
+        key=("nccl-trail", "host"),
+        when=lambda e: str(e.details.get("catalog", "")).startswith("nccl.trail."),
+        message=f"NCCL returned {result} {{where}} ({{text}}): only NCCL_DEBUG=INFO's return trail is in the log, no "
+        "WARN line naming the error",
+        action="find the NCCL WARN line above the trail in that process's full output (NCCL_DEBUG=WARN or INFO), or "
+        "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see where it fails",
+    )
+
+
 RULES: tuple[Rule, ...] = (
+    # NCCL's return trails, before the kinds' own rules (fallback evidence, see _trail)
+    _trail(EventKind.NCCL_CUDA_FAILURE, _F.CUDA_ERROR, 86, "ncclUnhandledCudaError (1)"),
+    _trail(EventKind.NCCL_SYSTEM_ERROR, _F.NCCL_INTERNAL_ERROR, 54, "ncclSystemError (2)"),
+    _trail(EventKind.NCCL_INTERNAL_ERROR, _F.NCCL_INTERNAL_ERROR, 54, "ncclInternalError (3)"),
+    _trail(EventKind.NCCL_INVALID_USAGE, _F.CONFIG_ERROR, 62, "ncclInvalidArgument (4) or ncclInvalidUsage (5)"),
+    _trail(EventKind.NCCL_REMOTE_ERROR, _F.NCCL_NETWORK_ERROR, 44, "ncclRemoteError (6)"),
     # GPUs, PCIe, nodes
     Rule(EventKind.XID, _F.GPU_HW_FAULT, priority=100, key=("gpu", "host", "pci"), judge=_xid),
     _gpu_lost(
@@ -443,6 +466,14 @@ RULES: tuple[Rule, ...] = (
         "the amdgpu driver reported an uncorrectable hardware error ({d[error]}) {where} on GPU {d[bus_id]} ({text})",
         "drain {host}: its GPU {d[bus_id]} lost its work to a RAS-fatal error; read the ACA/'[Hardware Error]' "
         "lines and amdgpu's RAS error counts, reset or reboot, RMA if it repeats; resubmit with --exclude={host}",
+    ),
+    _gpu_lost(
+        ("linux.amdgpu.asic_reset_failed",),
+        "bus_id",
+        "the amdgpu driver could not reset the hung GPU {d[bus_id]} {where} (error {d[error]}): {text}",
+        "drain {host}: the GPU stays lost until the node reboots; read the kernel log above the reset for what hung "
+        "it (a RAS error, a page fault, a ring timeout), reboot, RMA the GPU if it repeats; resubmit with "
+        "--exclude={host}",
     ),
     Rule(EventKind.GPU_LOST, _F.GPU_HW_FAULT, priority=100, key=("gpu", "host", "pci")),
     Rule(EventKind.AER, _F.GPU_HW_FAULT, C, 95, key=("pcie", "host", "pci"), when=_fatal_aer),
@@ -507,6 +538,17 @@ RULES: tuple[Rule, ...] = (
         action="a launch or environment error, not the GPU: check the GPUs each process may see and asks for "
         "(CUDA_VISIBLE_DEVICES, --gpus-per-task, LOCAL_RANK or local_device_ids below the visible GPUs), and that "
         "the driver, the build's CUDA version and its GPU architectures fit the node; then resubmit",
+    ),
+    Rule(
+        EventKind.CUDA_ERROR,
+        _F.CUDA_ERROR,
+        priority=87,
+        key=("cuda", *_WHERE),
+        when=_from("pytorch.frames.c10_cuda_check"),
+        message="a CUDA call failed {where}: the log keeps only the C++ frames of the check that threw "
+        "(c10_cuda_check_implementation), not the error's message ({text})",
+        action="find the 'CUDA error: ...' line above these frames in the rank's full output; then as for any CUDA "
+        "error: rerun with CUDA_LAUNCH_BLOCKING=1 under compute-sanitizer, and probe the GPU if it recurs there",
     ),
     Rule(EventKind.CUDA_ERROR, _F.CUDA_ERROR, priority=87, key=("cuda", *_WHERE)),
     Rule(

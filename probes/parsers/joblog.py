@@ -443,7 +443,7 @@ LINUX_SIGNALS = {
     15: "SIGTERM",
 }
 _LOCAL_RANK_RE = re.compile(r"(?<![\w.])(?:LOCAL_RANK|local_rank)\s*[=:]\s*(\d{1,6})\b")
-#: the child's ``--local_rank=N`` argument in the command list a launcher prints (DeepSpeed's sigkill_handler)
+#: the ``--local_rank=N`` argument in the command list DeepSpeed's sigkill_handler prints (its last child's)
 _LOCAL_RANK_ARG_RE = re.compile(r"'-- ?local_rank=(\d{1,5})'")
 #: a global rank printed beside it (``RANK=3 LOCAL_RANK=3 WORLD_SIZE=8``); lower-case ``rank`` is too common
 _GLOBAL_RANK_RE = re.compile(r"(?<![\w.])(?:RANK|GLOBAL_RANK|global_rank)\s*[=:]\s*(\d{1,7})\b")
@@ -1869,11 +1869,13 @@ class JobLogScanner:
         if red:
             det["host_redacted"] = True
         if "local_rank=" in body and "local_rank" not in det and ll.local_rank is None:
-            # a launcher's report of one child's end with the child's command list (DeepSpeed's sigkill_handler:
-            # ``[..., '--local_rank=1', ...] exits with return code = -7``): its own '--local_rank=N'
+            # DeepSpeed's sigkill_handler (deepspeed/launcher/launch.py: ``[..., '--local_rank=3', ...] exits with
+            # return code = -7``) and torch.distributed.launch's CalledProcessError (``Command '[..., '--local_rank=1'
+            # ...]' died with <Signals.SIGSEGV: 11>``) print ``cmd``, the loop variable of their spawning: the LAST
+            # child started, not the one that failed. '--local_rank=0' there means one child, which then is the one
             lr = _LOCAL_RANK_ARG_RE.search(body)
-            if lr is not None:
-                det["local_rank"] = int(lr.group(1))
+            if lr is not None and int(lr.group(1)) == 0:
+                det["local_rank"] = 0
         return det
 
     def flush(self) -> None:

@@ -6,7 +6,8 @@ the versions in which the string exists (:class:`MessageSource`: ``nccl src/boot
 ``template`` (the format string, printf/fmt placeholders kept), a ``literal`` (a fixed substring every matching
 line holds: the prefilter), a ``pattern`` (a Python regex whose named groups come from :data:`GROUPS`), the
 :class:`~fleetdx.probes.parsers.joblog.EventKind` value it becomes (``kind``), whether the line names the cause
-(``role``: ``decisive``) or reports its consequence on another process (``observer``), a short
+(``role``: ``decisive``) or reports its consequence on another process (``observer``) or is read only when the
+log holds nothing else (``fallback``: a C++ frame of the function that threw, whose message the paste lost), a short
 ``failure_class`` (:data:`FAILURE_CLASSES`) and a ``fixture``: a real line (``fixture_source`` says where it was
 published) or the template filled with realistic values (``fixture_source: template ...``).
 
@@ -160,7 +161,7 @@ class MessageRow(Contract):
     literal: str = Field(min_length=5)
     pattern: str
     kind: str = Field(pattern=r"^[a-z][a-z0-9\-]*$")
-    role: Literal["decisive", "observer"]
+    role: Literal["decisive", "observer", "fallback"]
     failure_class: FailureClass
     extractor: Literal["catalog", "joblog", "kernel"] = "catalog"
     #: joblog catch-all kinds (:data:`SUPERSEDABLE`) this row's event replaces on the same line
