@@ -140,6 +140,17 @@ def test_c10_frames_speak_only_when_nothing_else_does(tmp_path: Path) -> None:
     assert [(c.code, c.rank) for c in run_postmortem([LogFiles([both])]).causes] == [(F.OOM_GPU, 3)]
 
 
+def test_a_keyboard_interrupt_is_no_crash_and_never_above_the_hang(tmp_path: Path) -> None:
+    """Ctrl-C (KeyboardInterrupt) after a watchdog timeout: the timeout is the cause, the interrupt none; alone,
+    the interrupt tells no failure (UNKNOWN, never a PROCESS_CRASH)."""
+    interrupt = 'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\nKeyboardInterrupt\n'
+    log = tmp_path / "hang.log"
+    log.write_text(_wd(0, 96) + "\n" + interrupt)
+    assert [c.code for c in run_postmortem([LogFiles([log])]).causes] == [F.NCCL_TIMEOUT]
+    log.write_text(interrupt)
+    assert [c.code for c in run_postmortem([LogFiles([log])]).causes] == [F.UNKNOWN]
+
+
 def test_no_cause_is_unknown_never_ok(tmp_path: Path) -> None:
     log = tmp_path / "quiet.log"
     log.write_text("epoch 1 loss 2.3\nepoch 2 loss 2.1\n")

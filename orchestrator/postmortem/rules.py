@@ -233,6 +233,12 @@ def _store_wait_timeout(e: JobEvent) -> bool:
     return e.details.get("catalog") == "pytorch.c10d.unique_id_store_get_failed" and "imeout" in _d(e, "error")
 
 
+def _interrupted(e: JobEvent) -> bool:
+    """``KeyboardInterrupt``: someone stopped the process (Ctrl-C, or a launcher forwarding SIGINT), often after it
+    stopped making progress: no failure of its own, and never above the hang the log may show."""
+    return _exc_type(e) == "KeyboardInterrupt"
+
+
 def _comm_aborted(e: JobEvent) -> bool:
     """torch's "NCCL communicator was aborted." with no reason (ProcessGroupNCCL, torch 1.5-1.8: the work of a
     communicator the watchdog aborted after an NCCL error or a timeout, here or signalled by another rank): the
@@ -704,6 +710,7 @@ RULES: tuple[Rule, ...] = (
     # Python exceptions (the summary block, the NCCL or OOM event on the same line say more for some)
     Rule(EventKind.PYTHON_EXCEPTION, None, role="context", when=_summarised_exc),
     Rule(EventKind.PYTHON_EXCEPTION, None, role="context", when=_comm_aborted),
+    Rule(EventKind.PYTHON_EXCEPTION, None, role="context", when=_interrupted),
     # the child's own exception below it is the cause; the wrapper alone (the child's lines cut) still tells a crash
     Rule(
         EventKind.PYTHON_EXCEPTION,
