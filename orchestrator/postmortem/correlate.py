@@ -189,7 +189,8 @@ def _ts_or_last(e: JobEvent) -> float:
 
 def _without_fallback(events: Sequence[JobEvent], judged: list[Judged | None]) -> list[Judged | None]:
     """``judged`` with the fallback evidence (catalog role ``fallback``: a C++ frame of the function that threw,
-    whose message the paste lost) left out when any other event of the log is judged: it speaks only alone."""
+    NCCL's ``FILE:LINE -> N`` return trail, where the paste lost the message) left out when any other event of the
+    log is judged: it speaks only alone."""
     fallback = [e.details.get("role") == "fallback" for e in events]
     if any(j is not None and not f for j, f in zip(judged, fallback, strict=True)):
         return [None if f else j for j, f in zip(judged, fallback, strict=True)]

@@ -425,7 +425,6 @@ def _reg_mr(row: str, message: str) -> Rule:
     )
 
 
-#: the cause rules, first match wins (see the module doc)
 def _trail(kind: EventKind, code: FindingCode, priority: int, result: str) -> Rule:
     """NCCL_DEBUG=INFO's return trail (``FILE:LINE -> N``, catalog ``nccl.trail.*``, role fallback: judged only
     in a log with nothing else) of NCCL result ``result``: the error's kind, not its cause."""
@@ -443,6 +442,7 @@ def _trail(kind: EventKind, code: FindingCode, priority: int, result: str) -> Ru
     )
 
 
+#: the cause rules, first match wins (see the module doc)
 RULES: tuple[Rule, ...] = (
     # NCCL's return trails, before the kinds' own rules (fallback evidence, see _trail)
     _trail(EventKind.NCCL_CUDA_FAILURE, _F.CUDA_ERROR, 86, "ncclUnhandledCudaError (1)"),

@@ -443,7 +443,8 @@ LINUX_SIGNALS = {
     15: "SIGTERM",
 }
 _LOCAL_RANK_RE = re.compile(r"(?<![\w.])(?:LOCAL_RANK|local_rank)\s*[=:]\s*(\d{1,6})\b")
-#: the ``--local_rank=N`` argument in the command list DeepSpeed's sigkill_handler prints (its last child's)
+#: the ``--local_rank=N`` argument in the command list DeepSpeed's sigkill_handler and torch.distributed.launch's
+#: CalledProcessError print (their last child's, not the failed one's)
 _LOCAL_RANK_ARG_RE = re.compile(r"'-- ?local_rank=(\d{1,5})'")
 #: a global rank printed beside it (``RANK=3 LOCAL_RANK=3 WORLD_SIZE=8``); lower-case ``rank`` is too common
 _GLOBAL_RANK_RE = re.compile(r"(?<![\w.])(?:RANK|GLOBAL_RANK|global_rank)\s*[=:]\s*(\d{1,7})\b")
