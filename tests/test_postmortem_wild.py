@@ -203,8 +203,8 @@ KNOWN_MISSES = {
     "1566-chinesellamaalpaca2-376-multimachine-wsl-root-cause-rank0-sigabrt-host-redacted.log": "PROCESS_CRASH: "
     "torchrun's root cause is rank 0's SIGABRT; the label takes the thread's title (an illegal memory access)",
     "1605-paddle27081-2020-aistudio-launch-watch-local-trainers-popen-join-attributeerror-train-ret-1-abort-ranks-0-3"
-    ".log": "PROCESS_CRASH: Paddle's launcher reports every trainer aborted (its own AttributeError is in teardown); "
-    "the label takes the thread's title (an NCCL error)",
+    ".log": "CONFIG_ERROR: the launcher's own AttributeError (in its teardown) is read above its report of the "
+    "aborted trainers; the label takes the thread's title (an NCCL error)",
     "1606-horovod2656-pytorch-8gpu-mpirun-primary-job-aborted-one-gpu-out-of-memory-per-poster-cut.log": "UNKNOWN: "
     "mpirun's abort banner alone; the label takes the poster's words (one GPU ran out of memory)",
     "1660-metaseq554-non-slurm-multinode-distributed-init-allreduce-internal-error-duplicate-gpu-cut.log": "NCCL_"
@@ -246,9 +246,6 @@ KNOWN_MISSES = {
         "prefix as rank 1's crash"
     ),
     # added with logs 2051-2465 (round 20)
-    "2057-mxnet9004-2017-p2-16xlarge-test-nccl-kvstore-nccl-gdb-core-signal-11-commfree-ncclcomminitall.log": (
-        "UNKNOWN: a gdb session's backtrace of a core file; gdb's frames are not read as a crash"
-    ),
     "2058-mxnet9193-2017-nccl134-kvstore-nccl-2gpu-test-warn-reduce-cu-cuda-failure-invalid-resource-handle-"
     "hang.log": "UNKNOWN: NCCL 1.3's WARN wording of a CUDA failure is not in the catalog (it starts at NCCL 2.4)",
     "2061-mlcommons-training272-2019-tf113-collectiveallreduce-16-workers-ring-reducer-unavailable-os-error.log": (
@@ -346,13 +343,6 @@ KNOWN_MISSES = {
     "2651-llmd352-vllm-dp16-k8s-crashloop-workerproc-nccl-unhandled-system-error-dev-shm-full.log": (
         "NCCL_INTERNAL_ERROR: the log shows 'unhandled system error' only; the label takes the title (/dev/shm full)"
     ),
-    "2653-nccl1589-g148-shmutils-open-failed-attaching-shared-memory-segment-enoent-multinode-ib.log": (
-        "CONFIG_ERROR: NCCL's failed /dev/shm segment is read as the host's shared memory; the label reads the "
-        "missing segment (ENOENT) as NCCL's own fault, fixed by another NCCL version"
-    ),
-    "2654-nccl2190-2026-bracket-timestamp-attaching-shared-memory-segment-size0-enoent-chain-enqueue.log": (
-        "CONFIG_ERROR: as 2653, the missing /dev/shm segment is read as the host's shared memory"
-    ),
     "2656-kuberay3168-rayservice-vllm-mi300x-libcuda-so-1-importerror-init-worker-error.log": (
         "UNKNOWN: the ImportError of libcuda.so.1 is inside a WARNING line (vLLM's optional import), and "
         "init_worker's traceback is cut"
@@ -443,6 +433,30 @@ KNOWN_MISSES = {
     "2963-yolox309-two-gpu-hang-at-epoch1-ctrl-c-launch-by-subprocess.log": (
         "UNKNOWN: the user's KeyboardInterrupt (Ctrl-C) tells no failure of its own, and the hang it stopped "
         "printed nothing; the label reads the hang from the thread"
+    ),
+    # added with logs 3051-3165 (round 23)
+    "3053-llama-megatron-4gpu-childfailederror-rank1-optimizer-oom-title.log": (
+        "PROCESS_CRASH rank 1: torchrun's root cause, exit code 1; the OOM is past the excerpt's cut (the label takes "
+        "the title)"
+    ),
+    "3058-vllm-tp-nccl-nvls-cuda-failure-3-initialization-error.log": (
+        "CONFIG_ERROR: NCCL's 'Cuda failure 3' in nvls.cc is read as NVLink SHARP's setup (the NVLS rows); the "
+        "label keeps the CUDA error"
+    ),
+    "3103-dsmii444-openai-api-server-tp2-llama70b-server-crashed-for-some-reason.log": (
+        "PROCESS_CRASH: the MII client's RuntimeError 'server crashed for some reason' is read as a crash; the "
+        "label says UNKNOWN (the server's own error is not shown)"
+    ),
+    "3104-tf26132-distributed-nccl-xring-hang-at-end-gdb-bt-grpcserver-join.log": (
+        "UNKNOWN: a hang shown only by gdb's backtrace of the stuck process; no error line"
+    ),
+    "3108-paddle14620-parallelexecutor-broadcast-ncclgroupend-check-failed-1-vs-0.log": (
+        "PROCESS_CRASH: Paddle's failed CHECK on ncclGroupEnd() '(1 vs. 0)' names NCCL's result 1 "
+        "(ncclUnhandledCudaError) only as a number, which is not read"
+    ),
+    "3154-pytorch80772-torchx-k8s-ddp-8x1-rank0-pod-rendezvoustimeouterror-dns-race.log": (
+        "NCCL_NETWORK_ERROR: the RendezvousTimeoutError is read as the store not reachable; the label takes the "
+        "thread's diagnosis (the pods' DNS names not yet published)"
     ),
 }
 

@@ -684,11 +684,12 @@ RULES: tuple[Rule, ...] = (
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, C, 30, "observer", ("child", *_WHERE), when=_not_root),
     Rule(EventKind.CHILD_FAILED, _F.OOM_HOST, priority=70, key=("oom-host", "host"), when=_sigkill, note="SIGKILL"),
     Rule(EventKind.CHILD_FAILED, _F.PROCESS_CRASH, priority=80, key=("crash", *_WHERE), when=_signalled),
-    # Paddle's launchers name the trainer that failed and the log that holds its own error
+    # Paddle's launchers name the trainer that failed and the log that holds its own error: a trainer's error line
+    # the log shows (its workerlog pasted beside) is more decisive than the launcher's report
     Rule(
         EventKind.CHILD_FAILED,
         _F.PROCESS_CRASH,
-        priority=65,
+        priority=51,
         key=("crash", *_WHERE),
         when=_from("paddle.launch.container_failed", "paddle.launch_utils.trainer_aborted"),
         message="{where}'s trainer process failed, as Paddle's launcher reports ({text})",
@@ -962,6 +963,17 @@ RULES: tuple[Rule, ...] = (
         message="a process {where} could not reach, or lost, the rendezvous store ({text})",
         action="the store's host (MASTER_ADDR, rank 0's node) had not started, had exited or is unreachable: read its "
         "log for the first failure; check MASTER_ADDR/MASTER_PORT and that the port is open between the nodes",
+    ),
+    Rule(
+        EventKind.NCCL_INTERNAL_ERROR,
+        _F.NCCL_INTERNAL_ERROR,
+        priority=54,
+        key=("nccl-internal", *_WHERE),
+        when=_from("nccl.shm.attach_failed"),
+        message="NCCL could not attach to the shared-memory segment another process of the node made {where} "
+        "({text}): that process is gone, or it does not share this /dev/shm, or NCCL named the segment wrongly",
+        action="run one node's ranks in one container or share its IPC namespace (docker --ipc=host; one pod); "
+        "NCCL_SHM_DISABLE=1 works around it; an empty segment name or size 0 is NCCL's own fault: change its version",
     ),
     Rule(EventKind.NCCL_INTERNAL_ERROR, _F.NCCL_INTERNAL_ERROR, priority=54, key=("nccl-internal", *_WHERE)),
     _reg_mr(

@@ -183,7 +183,13 @@ def _is_host_word(word: str) -> bool:
         return False
     if word.startswith(_LOGGER_ROOTS):
         return False
+    if word.endswith(_SOURCE_SUFFIXES):  # "train.py: error: unrecognized arguments" names a script, not a host
+        return False
     return not _NOT_HOST_RE.match(word) and not word.endswith(("Error", "Exception", "Warning"))
+
+
+#: a word before ``: `` with a script's or source file's suffix names that file (argparse's ``prog: error:``)
+_SOURCE_SUFFIXES = (".py", ".sh", ".cc", ".cpp", ".cu", ".h")
 
 
 #: longest text whose reading is memoised (longer lines are read afresh each time: the memos stay a few MiB)
