@@ -458,6 +458,36 @@ KNOWN_MISSES = {
         "NCCL_NETWORK_ERROR: the RendezvousTimeoutError is read as the store not reachable; the label takes the "
         "thread's diagnosis (the pods' DNS names not yet published)"
     ),
+    "3001-vllm22479-blackwell-tp2-apiserver-enginedeaderror-500-shutdown.log": (
+        "PROCESS_CRASH: vLLM's EngineDeadError is read as a crash; the label says UNKNOWN (the engine core's own "
+        "error is cut)"
+    ),
+    "3003-sglang4766-deepseekv3-2xh100-child-node-tp10-scheduler-exception-init-torch-distributed-cut.log": (
+        "the rank: UNKNOWN as labelled, but SGLang's scheduler header of TP10 with its exception cut names no rank here"
+    ),
+    "3005-gpurecipes5-a3ultra-sglang-deepseek-dp1-tp1-scheduler-exception-init-model-parallel-group-cut.log": (
+        "the rank: as 3003, the scheduler exception of TP1 is cut; its DP part keeps the TP rank from being global"
+    ),
+    "3006-rocmatom797-mi300x-sglang-deepseek-v32-tp8-tp6-scheduler-exception-modelrunner-cut.log": (
+        "the rank: as 3003, TP6's scheduler exception is cut before its error"
+    ),
+    "3007-vllm17631-llama33-v1-multiproc-vllmworker-rank4-workerproc-exception-profile-run-oom-title.log": (
+        "UNKNOWN: the worker's exception is cut; the label takes the title (CUDA out of memory)"
+    ),
+    "3008-trtllm6366-gb200-disagg-wide-ep-slurm-gen-node-getcomm-allgather-unhandled-system-error-task8.log": (
+        "the rank: srun's task 8 label is a task, not a rank, and the job's layout is not in the log"
+    ),
+    "3009-nvforum360195-b200-vllm-tp2-workerproc-failed-to-start-init-device-nccl-cuda-failure-700.log": (
+        "UNKNOWN: the worker's failure to start with its NCCL error cut; the label takes the post (Cuda failure 700)"
+    ),
+    "3010-vllmascend2712-310p-pipeline-parallel-vllmworker-rank1-recv-hcclcomminitrootinfoconfig-error-code-1"
+    ".log": "PROCESS_CRASH rank 1: torch_npu's HCCL init error (error code 1) is read as a RuntimeError",
+    "3011-vllmascend3367-qwen3vl-two-node-enginecore-worker-failed-hccl-init-error-code-1-vllmworker4-died.log": (
+        "PROCESS_CRASH: the worker's HCCL init error reaches the log only as 'Worker failed with error'"
+    ),
+    "3015-dynamo1405-vllm-mp-distributed-executor-load-model-traceback-cuda-oom-title.log": (
+        "UNKNOWN: the load_model traceback is cut before its exception; the label takes the title (CUDA out of memory)"
+    ),
 }
 
 
