@@ -187,11 +187,16 @@ def _ts_or_last(e: JobEvent) -> float:
     return e.ts if e.ts is not None else _UNDATED
 
 
+def _is_fallback(e: JobEvent) -> bool:
+    """Fallback evidence (catalog role ``fallback``): a C++ frame of the function that threw, NCCL's ``FILE:LINE ->
+    N`` return trail, read where the paste lost the message."""
+    return e.details.get("role") == "fallback"
+
+
 def _without_fallback(events: Sequence[JobEvent], judged: list[Judged | None]) -> list[Judged | None]:
-    """``judged`` with the fallback evidence (catalog role ``fallback``: a C++ frame of the function that threw,
-    NCCL's ``FILE:LINE -> N`` return trail, where the paste lost the message) left out when any other event of the
-    log is judged: it speaks only alone."""
-    fallback = [e.details.get("role") == "fallback" for e in events]
+    """``judged`` with the fallback evidence (:func:`_is_fallback`) left out when any other event of the log is
+    judged: it speaks only alone."""
+    fallback = [_is_fallback(e) for e in events]
     if any(j is not None and not f for j, f in zip(judged, fallback, strict=True)):
         return [None if f else j for j, f in zip(judged, fallback, strict=True)]
     return judged
@@ -1340,7 +1345,7 @@ def _fold_bursts(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]
 
 def _timeline_entries(ordered: Sequence[JobEvent], judged: Sequence[Judged | None]) -> list[TimelineEntry]:
     # fallback evidence (C++ frames, NCCL's return trails) is on the timeline only where it made the cause
-    pairs = [(e, j) for e, j in zip(ordered, judged, strict=True) if j or e.details.get("role") != "fallback"]
+    pairs = [(e, j) for e, j in zip(ordered, judged, strict=True) if j is not None or not _is_fallback(e)]
     ordered, judged = [e for e, _ in pairs], [j for _, j in pairs]
     keep = list(ordered)
     if len(keep) > MAX_TIMELINE:  # the decisive events first, then the others, each in order

@@ -178,6 +178,10 @@ def host_of(word: str) -> tuple[str | None, bool]:
 _LOGGER_ROOTS = ("torch.", "deepspeed.", "accelerate.", "lightning.", "pytorch_lightning.", "ray.", "transformers.")
 
 
+#: a word before ``: `` with a script's or source file's suffix names that file (argparse's ``prog: error:``)
+_SOURCE_SUFFIXES = (".py", ".sh", ".cc", ".cpp", ".cu", ".h")
+
+
 def _is_host_word(word: str) -> bool:
     if word[:3] == "GPU" and word[3:].isdigit() and len(word) <= 5:  # "GPU3: ..." names a device, not a host
         return False
@@ -186,10 +190,6 @@ def _is_host_word(word: str) -> bool:
     if word.endswith(_SOURCE_SUFFIXES):  # "train.py: error: unrecognized arguments" names a script, not a host
         return False
     return not _NOT_HOST_RE.match(word) and not word.endswith(("Error", "Exception", "Warning"))
-
-
-#: a word before ``: `` with a script's or source file's suffix names that file (argparse's ``prog: error:``)
-_SOURCE_SUFFIXES = (".py", ".sh", ".cc", ".cpp", ".cu", ".h")
 
 
 #: longest text whose reading is memoised (longer lines are read afresh each time: the memos stay a few MiB)
