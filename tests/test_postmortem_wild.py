@@ -388,10 +388,6 @@ KNOWN_MISSES = {
     "2856-msswift3934-grpo-multinode-hang-g183-glued-nccl-info-service-thread-connection-closed.log": (
         "UNKNOWN: a hang whose only lines are NCCL INFO of the teardown, glued together"
     ),
-    "2860-deepspeed925-2021-amd-ryzen-2gpu-deepspeed-tests-dmesg-ufw-then-soft-lockup-pytest-cut.log": (
-        "UNKNOWN: the kernel's 'soft lockup - CPU#7 stuck' is not in the catalog (the label reads it as the node's "
-        "failure)"
-    ),
     "2864-xgboost7982-dask-cuda-multinode-nccl-proxy-connect-broken-pipe-bridge-ip-connection-closed.log": (
         "NCCL_NETWORK_ERROR: the broken pipe and closed connection are read as the network's; the label takes a "
         "commenter's fix (NCCL_SOCKET_IFNAME, a docker bridge address)"

@@ -540,8 +540,9 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
             "reseat, RMA if it recurs",
         )
     if code is FindingCode.NODE_FAILURE:
+        slurm = any(w in lead.text for w in ("NODE_FAIL", "Node failure", "NODE FAILURE"))
         return (
-            f"the node {host} failed (Slurm NODE_FAIL)",
+            f"the node {host} failed ({'Slurm NODE_FAIL' if slurm else lead.text.strip()[:120]})",
             f"drain {host}, read its BMC event log; resubmit with --exclude={host}",
         )
     if code is FindingCode.OOM_HOST:

@@ -484,6 +484,17 @@ RULES: tuple[Rule, ...] = (
     Rule(EventKind.GPU_LOST, _F.GPU_HW_FAULT, priority=100, key=("gpu", "host", "pci")),
     Rule(EventKind.AER, _F.GPU_HW_FAULT, C, 95, key=("pcie", "host", "pci"), when=_fatal_aer),
     Rule(EventKind.AER, _F.GPU_HW_FAULT, W, 15, "observer", ("pcie", "host", "pci")),
+    Rule(
+        EventKind.NODE_FAIL,
+        _F.NODE_FAILURE,
+        priority=90,
+        key=("node", "host"),
+        when=_from("linux.watchdog.soft_lockup", "linux.watchdog.hard_lockup"),
+        message="the kernel {where} reported a CPU lockup ({text}): the node's kernel or a driver (GPU, NIC, "
+        "filesystem) stopped a CPU; the process named on the line is the one it stopped, not the cause",
+        action="drain {host}: read its kernel log around the lockup (the stack the watchdog printed names the driver "
+        "or filesystem), reboot it; resubmit with --exclude={host}",
+    ),
     Rule(EventKind.NODE_FAIL, _F.NODE_FAILURE, priority=98, key=("node", "host")),
     # host memory, Slurm's view of a task
     Rule(EventKind.OOM_HOST, _F.OOM_HOST, priority=92, key=("oom-host", "host")),
