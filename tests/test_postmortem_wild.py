@@ -262,10 +262,6 @@ KNOWN_MISSES = {
         "UNKNOWN: the interleaved tracebacks are cut before their exception line; the label takes the thread's "
         "diagnosis (a pipeline stage with no parameters)"
     ),
-    "2261-nccltests15-2018-mpirun-2node-net-connection-closed-by-remote-peer-unhandled-system-error.log": (
-        "NCCL_INTERNAL_ERROR: the 'unhandled system error' is read before the NET 'Connection closed by remote peer' "
-        "observer the label takes"
-    ),
     "2263-awsofinccl801-slingshot-cxi-2node-torch-init-no-default-rgroup-vni-for-cxi0.log": (
         "UNKNOWN: libfabric cxi's <warn> about no default VNI is not read; the failure in the thread's title is not in "
         "the excerpt"
@@ -483,6 +479,40 @@ KNOWN_MISSES = {
     ),
     "3015-dynamo1405-vllm-mp-distributed-executor-load-model-traceback-cuda-oom-title.log": (
         "UNKNOWN: the load_model traceback is cut before its exception; the label takes the title (CUDA out of memory)"
+    ),
+    # added with logs 3201-3359 (round 24)
+    "3251-deepspeed6754-gptneox-pbs-multinode-tcpstore-client-socket-timed-out-600000ms-retrying.log": (
+        "NCCL_NETWORK_ERROR: a client that cannot reach the rendezvous store is read as the network's; the label "
+        "takes a blog's diagnosis (the job script picked MASTER_ADDR from a sorted node list)"
+    ),
+    "3307-metaseq-90-small-baseline-ncclcommabort-unhandled-cuda-error-pg-destroyed-rank0-frames.log": (
+        "the rank: torch 1.x's 'Process Group destroyed on rank 0' below the what() is not read as its rank"
+    ),
+    "3308-uccl-641-mi355x-ionic-ep-roce-failed-to-modify-qp-to-rtr-connection-timed-out-errno110.log": (
+        "UNKNOWN: UCCL's perror 'Failed to modify QP to RTR: Connection timed out' is not in the catalog (its "
+        "source was not read)"
+    ),
+    "3310-jadehpc-40-2018-dataparallel-8gpu-thcudacheck-error46-all-cuda-devices-busy-or-unavailable.log": (
+        "CONFIG_ERROR: 'all CUDA-capable devices are busy or unavailable' is read as another process holding the "
+        "GPU (exclusive compute mode); the label keeps the CUDA error"
+    ),
+    "3311-deepep-17-h20-roce-test-low-latency-nvshmem-ibgda-init2rtr-syndrome-29e0df-connect-eps-failed.log": (
+        "UNKNOWN: NVSHMEM IBGDA's 'Error in mlx5dv_devx_obj_modify for INIT2RTR_QP with syndrome' is not in the "
+        "catalog; the label (IBGDA unsupported over RoCE) and its host (the shell prompt's) come from the thread"
+    ),
+    "3313-ipexllm-13131-two-a770-vllm-tp2-egpu-m2-dmesg-i915-gpu-hang-context-reset-ray-worker.log": (
+        "UNKNOWN: Intel's i915 'GPU HANG' and context reset are not in the catalog"
+    ),
+    "3352-verl5659-megatron-vllm-grpo-qwen3-5-actordiederror-workerdict-0-2-10.2.4.26-then-cublaslt-invalid-handle-"
+    "sigabrt-repeated-7x.log": (
+        "the host: the SIGABRT's Ray worker (pid 23189) names no ip; the label takes the ip of other workers' lines"
+    ),
+    "3353-openrlhf1193-async-vllm016-llmrayactor-enginecore-dp0-invocation-of-collective-rpc-method-failed-traceback-"
+    "cut.log": "UNKNOWN: the engine's traceback is cut before its exception; the label takes the maintainer's title",
+    "3358-tinyzero30-2xa800-countdown-workerdict-nccl-version-then-raylet-worker-died-172.17.0.3-overrides-line-cut"
+    ".log": (
+        "UNKNOWN: Ray's 'connection error code 2' lists the OOM killer as one possible cause; the label takes the "
+        "thread's title (OOM)"
     ),
 }
 

@@ -864,6 +864,7 @@ def correlate(
             groups[(j.code,) + j.key].append((e, j))
     _fold(groups)
     _fold_last_errors(groups)
+    _fold_warned_system_errors(groups)
     host_lines.update(_fold_process_ends(groups, ordered))
     _fold_exception_exits(groups)
     _fold_outside_kills(groups)
@@ -1057,6 +1058,40 @@ def _fold_last_errors(groups: _Groups) -> None:
         targets = [wrapped_in(e) for e, _ in groups[key]]
         if targets and None not in targets and (into := targets[0]) in groups:
             _join_as_evidence(groups, key, into)
+
+
+#: the network observers whose NCCL WARN names the failed socket call that NCCL then returns as ncclSystemError
+_SOCKET_KINDS = frozenset({EventKind.NCCL_SOCKET_ERROR, EventKind.NCCL_CONNECTION_CLOSED})
+
+
+def _fold_warned_system_errors(groups: _Groups) -> None:
+    """A bare NCCL system error (``unhandled system error``, ncclSystemError: the generic rule, no row naming its
+    reason) printed below the log's one socket observer (NCCL's ``Call to connect failed``, ``Net : Connection
+    closed by remote peer``), in the same file and not contradicting its host or rank, is that socket failure
+    returned: NCCL before 2.19 prints no ``Last error:`` (:func:`_fold_last_errors`), only its WARN and then the
+    ``-> 2`` trail up to the caller, whose exception names the result alone. Its events join the network cause.
+    Two socket observers of different keys leave it a cause of its own (which one it wraps is not said)."""
+    sockets = [
+        k
+        for k, members in groups.items()
+        if k[0] is FindingCode.NCCL_NETWORK_ERROR and all(e.kind in _SOCKET_KINDS for e, _ in members)
+    ]
+    if len(sockets) != 1:
+        return
+    warns = [e for e, _ in groups[sockets[0]]]
+    for key in [k for k in groups if k[0] is FindingCode.NCCL_INTERNAL_ERROR]:
+        members = groups[key]
+        bare = all(
+            e.kind is EventKind.NCCL_SYSTEM_ERROR and j.rule is not None and j.rule.when is None for e, j in members
+        )
+        if bare and all(
+            any(
+                w.file == e.file and w.line < e.line and _agrees(w.host, e.host) and _agrees(w.rank, e.rank)
+                for w in warns
+            )
+            for e, _ in members
+        ):
+            _join_as_evidence(groups, key, sockets[0])
 
 
 def _fold_process_ends(groups: _Groups, ordered: Sequence[JobEvent]) -> dict[tuple[str, int], EvidenceLine]:

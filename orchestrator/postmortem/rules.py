@@ -612,6 +612,18 @@ RULES: tuple[Rule, ...] = (
         "and that the remote GID is routable from {host}; if only {host} fails, check its link and resubmit with "
         "--exclude={host}",
     ),
+    Rule(
+        EventKind.NCCL_IB_COMPLETION,
+        _F.NCCL_NETWORK_ERROR,
+        priority=83,
+        key=("ib", "host"),
+        when=_from("nvshmem.ibrc.modify_qp_failed"),
+        message="NVSHMEM (DeepEP's inter-node transport) could not bring an InfiniBand/RoCE queue pair up {where} "
+        "(errno {d[status]}: {text})",
+        action="a RoCE/IB setting or path: check NVSHMEM_IB_GID_INDEX (the same RoCE v2 GID on every node), "
+        "NVSHMEM_HCA_LIST and that the peers' GIDs are routable from {host}; if only {host} fails, check its link "
+        "and resubmit with --exclude={host}",
+    ),
     Rule(EventKind.NCCL_IB_COMPLETION, _F.NCCL_NETWORK_ERROR, priority=83, key=("ib", "host")),
     Rule(
         EventKind.FABRIC_ERROR,
@@ -818,10 +830,16 @@ RULES: tuple[Rule, ...] = (
         _F.CONFIG_ERROR,
         priority=61,
         key=("config", *_WHERE),
-        when=_from("pytorch.c10d.server_bind_failed", "pytorch.c10d.tcpstore_address_in_use"),
+        when=_from(
+            "pytorch.c10d.server_bind_failed",
+            "pytorch.c10d.tcpstore_address_in_use",
+            "pytorch.c10d.server_bind_address_warning",
+            "accelerate.launch.port_in_use",
+        ),
         message="the rendezvous store could not listen {where}: its port is taken ({text})",
         action="another job or a leftover process of an earlier run holds MASTER_PORT on {host}: choose a free port "
-        "(MASTER_PORT, torchrun --master-port / --rdzv-endpoint) or end the leftover processes, then resubmit",
+        "(MASTER_PORT, torchrun --master-port / --rdzv-endpoint, accelerate --main_process_port) or end the leftover "
+        "processes, then resubmit",
     ),
     _never_joined(
         "pytorch.c10d.clients_not_joined",
@@ -991,6 +1009,11 @@ RULES: tuple[Rule, ...] = (
         "aws_ofi_nccl.register_mr_failed",
         "NCCL's network plugin (aws-ofi-nccl) could not register memory with the NIC {where} "
         "(RC {d[vendor_err]}: {d[error]}; NCCL system error): {text}",
+    ),
+    _reg_mr(
+        "libfabric.efa.mr_reg_failed",
+        "libfabric's EFA provider could not register memory with the EFA device {where} ({d[error]}; NCCL's network "
+        "plugin returns a system error): {text}",
     ),
     _reg_mr(
         "nccl.ibvwrap.reg_mr_failed",

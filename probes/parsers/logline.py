@@ -280,8 +280,9 @@ def _strip_all(text: str, limit: int) -> LogLine:
             h, red = host_of(m.group(kind))
             host, redacted = h or host, redacted or red
         elif kind == "bh_pid":  # Open MPI's "[host:pid]": the process too
-            h, red = host_of(m.group("bh_host"))
-            host, redacted, pid = h or host, redacted or red, int(m.group("bh_pid"))
+            if not m.group("bh_host").endswith(_SOURCE_SUFFIXES):  # "[socket.cpp:1011]": c10's source location
+                h, red = host_of(m.group("bh_host"))
+                host, redacted, pid = h or host, redacted or red, int(m.group("bh_pid"))
         elif kind == "ray_kv":
             if m.group("ray_rank") is not None:  # an actor whose repr names its rank ("Worker[rank=0]", NeMo-RL)
                 rank = int(m.group("ray_rank"))
@@ -447,9 +448,15 @@ def after_prefix(rest: str) -> tuple[LogLine, ...]:
     return tuple(_normalise(rest, _MAX_PREFIXES - 1))
 
 
+#: a markdown link a page rendered into the paste (``ip: [10.29.214.5](http://10.29.214.5/)``): its text is the line's
+_MD_LINK_RE = re.compile(r"\[([^\[\]\n]{1,200})\]\(https?://[^\s()]{1,300}\)")
+
+
 def _normalise(raw: str, limit: int) -> list[LogLine]:
     if "[" in raw or "\x1b" in raw:
         raw = _ANSI_RE.sub("", raw)
+        if "](http" in raw:
+            raw = _MD_LINK_RE.sub(r"\1", raw)
     out: list[LogLine] = []
     for seg in _segments(raw):
         first = _strip_prefixes(seg) if limit == _MAX_PREFIXES else _strip_all(seg, limit)
