@@ -156,8 +156,8 @@ KNOWN_MISSES = {
     "1258-lmdeploy2204-internvl2-26b-turbomind-tp2-api-server-tm-info-then-terminate-recursively-aborted.log": "PROCESS"
     "_CRASH: the log shows only the abort; the label takes the thread's title (an illegal memory access)",
     "1260-gitcode-blog-vllm-3x8-4090-multinode-nccl-warn-socketstartconnect-software-caused-connection-abort-ellipsis-"
-    "unhandled-system-error.log": "NCCL_INTERNAL_ERROR: a system error with a failed connect lines away; the label "
-    "takes the blog's diagnosis (interfaces set up differently: configuration)",
+    "unhandled-system-error.log": "NCCL_NETWORK_ERROR: the system error below a failed connect is that connect's; "
+    "the label takes the blog's diagnosis (interfaces set up differently: configuration)",
     "1263-yi152-deepspeed-chat-main-py-8xa800-model-load-comment-cdb-none-then-sigkill-handler-killing-5-subprocesses"
     ".log": "UNKNOWN: DeepSpeed's launcher killing its subprocesses names no cause; the label takes the poster's words "
     "(loading the model ran the host out of memory)",
