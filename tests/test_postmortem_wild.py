@@ -27,9 +27,6 @@ KNOWN_MISSES = {
     "a Ray worker that vanished (connection error code 2) is a death of unknown cause on its node, as the labels of "
     "812, 1362 and 1510 have it; this label takes the first of the causes Ray lists (the OOM killer)",
     # added with logs 91-136 (each: what fleetdx says today, and the deciding line)
-    "97-raylightning24-ray-pid-prefix-unhandled-cuda-error-ipc-handle-217-peer-access.log": "CUDA_ERROR naming no "
-    "node: the RuntimeError is printed by a process whose lines name no host; z-pc is named only by another "
-    "process's NCCL 2.7 WARN 'failed to open CUDA IPC handle' (a wording NCCL dropped in 2.8)",
     # added with logs 137-180
     "162-akash244-dmesg-T-xid43-xid31-app-faults-then-xid94-contained-node4.log": "CUDA_ERROR: the dmesg spans days "
     "and other jobs; XID 43 (an application fault) on another GPU days before the XID 94 comes first. Given the "
@@ -513,6 +510,19 @@ KNOWN_MISSES = {
     ".log": (
         "UNKNOWN: Ray's 'connection error code 2' lists the OOM killer as one possible cause; the label takes the "
         "thread's title (OOM)"
+    ),
+    # added with logs 3401-3562 (round 25)
+    "3407-icefall247-conformer-ctc-world-size4-r7n01-terminate-c10-error-cuda-illegal-memory-access-reducer-destructor"
+    ".log": "the host: r7n01 is named only by the job script's '# Running on r7n01' header, which is not read",
+    "3505-pytorchdistributed18-srun-n2-mp-spawn-processraisedexception-process1-store-barrier.log": (
+        "PROCESS_CRASH: the spawned process's exception is cut; the label takes the title (a store-barrier timeout)"
+    ),
+    "3556-nccl473-docker-4x-2080ti-nccltests-g4-test-nccl-failure-common-cu777-unhandled-system-error-ipc-host.log": (
+        "NCCL_INTERNAL_ERROR: nccl-tests' 'unhandled system error' names no reason; the label takes the poster's fix "
+        "(docker --ipc=host)"
+    ),
+    "3562-pytorch152302-pt27-mp-spawn-ddp-init-process1-terminated-verify-params-nccl-oom-title-error-line-cut.log": (
+        "UNKNOWN: the error line is cut from the excerpt; the label takes the title (NCCL out of memory)"
     ),
 }
 

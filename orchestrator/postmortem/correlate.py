@@ -670,16 +670,17 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
             "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET; a system error is often a failed socket or a "
             "too small /dev/shm",
         )
+    at = f" at {lead.time}" if lead.time else ""
     if code is FindingCode.SLURM_TIME_LIMIT:
         return (
-            f"Slurm cancelled job {d.get('job')} at {lead.time}: it reached its time limit",
+            f"Slurm cancelled job {d.get('job') or '(id not printed)'}{at}: it reached its time limit",
             "raise --time, or checkpoint and resume; no node is at fault",
         )
     if code is FindingCode.SLURM_PREEMPTED:
         why = "preempted it" if d.get("reason") != "JOB REQUEUE" else "requeued it"
+        job = f" (job {d['job']})" if d.get("job") else ""
         return (
-            f"Slurm {why} at {lead.time} (job {d.get('job')}): another job took its nodes; the errors of the ranks "
-            "after it are its echoes",
+            f"Slurm {why}{at}{job}: another job took its nodes; the errors of the ranks after it are its echoes",
             "nothing is broken: submit with --requeue and checkpoint often (save at SIGTERM with --signal) so the "
             "job resumes, or use a partition or QOS that is not preemptible; no node is at fault",
         )
@@ -693,7 +694,7 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
 
 
 #: what a timeout is called when every event of it was read by catalog rows of one other library (by id prefix)
-_TIMEOUT_NAMES = {"cann.": "HCCL timeout (Ascend CANN)"}
+_TIMEOUT_NAMES = {"cann.": "HCCL timeout (Ascend CANN)", "nccl.ras.": "a hang NCCL's RAS client (ncclras) reported"}
 
 
 def _timeout_name(group: Sequence[JobEvent]) -> str:
@@ -1031,8 +1032,14 @@ def _below(later: JobEvent, earlier: JobEvent, lines: int) -> bool:
 
 def _ends_after(e: JobEvent, t: JobEvent) -> bool:
     """Whether crash event ``e`` is the end of the process whose ``terminate called`` is ``t``: a signal or exit
-    :func:`_below` it within :data:`TERMINATE_WINDOW` lines."""
-    return e.kind in (EventKind.SIGNAL, EventKind.CHILD_FAILED) and _below(e, t, TERMINATE_WINDOW)
+    :func:`_below` it within :data:`TERMINATE_WINDOW` lines. A rank the placement took from a launcher's local rank
+    (ranks.py: the one-node reading) does not contradict the terminate's own rank: on several nodes, local rank 0
+    is another global rank."""
+    if e.kind not in (EventKind.SIGNAL, EventKind.CHILD_FAILED):
+        return False
+    if e.details.get("rank_from_local_rank") and e.rank != t.rank:
+        e = e.model_copy(update={"rank": None})
+    return _below(e, t, TERMINATE_WINDOW)
 
 
 #: lines below torch's NCCL error within which its ``Last error:`` text is printed (torch >= 2.2: the error, the
@@ -1173,21 +1180,39 @@ def _fold_exception_exits(groups: dict[tuple[object, ...], list[tuple[JobEvent, 
             for e, _ in m:
                 if e.rank is not None:
                     own.setdefault(e.rank, k)
+    # the log's one failure that names no rank (pasted without its rank prefix, or one process's): an exit with
+    # code 1 printed after it in the same file is that failure's end too
+    rankless = [
+        k
+        for k, m in groups.items()
+        if (k[0] in _OWN_FAILURES or (k[0] is FindingCode.PROCESS_CRASH and len(k) > 1 and k[1] == "exception"))
+        and all(e.rank is None for e, _ in m)
+    ]
     for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH and (len(k) < 2 or k[1] != "exception")]:
         members = groups[key]
+        if not all(e.kind is EventKind.CHILD_FAILED and e.details.get("exit_code") == 1 for e, _ in members):
+            continue
         ranks = {e.rank for e, _ in members}
-        if (
-            len(ranks) == 1
-            and (rank := next(iter(ranks))) is not None
-            and (target := own.get(rank)) is not None
-            and all(e.kind is EventKind.CHILD_FAILED and e.details.get("exit_code") == 1 for e, _ in members)
-        ):
+        if len(ranks) == 1 and (rank := next(iter(ranks))) is not None and (target := own.get(rank)) is not None:
             _join_as_evidence(groups, key, target)
+        elif not own and len(rankless) == 1 and _all_after(members, groups[rankless[0]]):
+            _join_as_evidence(groups, key, rankless[0])
+
+
+def _all_after(later: Sequence[tuple[JobEvent, Judged]], earlier: Sequence[tuple[JobEvent, Judged]]) -> bool:
+    """Whether every event of ``later`` is printed below the first event of ``earlier`` in the same file."""
+    first = min(((e.file, e.line) for e, _ in earlier), key=lambda p: p[1])
+    return all(e.file == first[0] and e.line > first[1] for e, _ in later)
 
 
 def _barrier_raised(e: JobEvent) -> bool:
-    """torch's monitoredBarrier raising on this rank (ProcessGroupGloo.cpp: a RuntimeError that ends it)."""
-    return e.kind is EventKind.STALL and str(e.details.get("catalog") or "").startswith("pytorch.gloo.monitored")
+    """A timeout raised in this rank's own Python (a RuntimeError that ends it, exit code 1): torch's
+    monitoredBarrier (ProcessGroupGloo.cpp), or a collective's wait() in NCCL_BLOCKING_WAIT mode
+    (ProcessGroupNCCL.cpp's ``Caught collective operation timeout``)."""
+    catalog = str(e.details.get("catalog") or "")
+    return (e.kind is EventKind.STALL and catalog.startswith("pytorch.gloo.monitored")) or (
+        catalog == "pytorch.pgnccl.blocking_wait_timeout"
+    )
 
 
 #: the scheduler's own kills of a job: what the ranks print after them is their echo

@@ -334,6 +334,15 @@ def _own_barrier(e: JobEvent) -> bool:
     return e.details.get("catalog") == "xla.coordination.barrier_timed_out" and "Connect" not in _d(e, "op")
 
 
+def _over_world(e: JobEvent) -> bool:
+    """torch's store-barrier progress line counting more processes than the world size: another run shares the
+    store (distributed_c10d.py's _store_based_barrier waits for exactly world_size)."""
+    if e.details.get("catalog") != "pytorch.c10d.store_based_barrier_waiting":
+        return False
+    count, world = _d(e, "count"), _d(e, "world_size")
+    return count.isdigit() and world.isdigit() and int(count) > int(world)
+
+
 def _never_joined(row: str, message: str, action: str) -> Rule:
     """The rule of a rendezvous that some processes never joined (an observer's report: the processes that did
     join print it) for one catalog row, with the row's own words."""
@@ -582,6 +591,20 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(EventKind.NCCL_CUDA_FAILURE, _F.OOM_GPU, priority=88, key=("oom-gpu", *_WHERE), when=_nccl_oom),
     Rule(EventKind.NCCL_CUDA_FAILURE, _F.CUDA_ERROR, priority=86, key=("cuda", *_WHERE)),
+    # CUDA itself refused peer access between two GPUs of the node (cudaErrorPeerAccessUnsupported, 217): the
+    # PCIe path between them allows no P2P; NCCL returns ncclUnhandledCudaError, not a usage error
+    Rule(
+        EventKind.NCCL_INVALID_USAGE,
+        _F.CUDA_ERROR,
+        priority=86,
+        key=("cuda", *_WHERE),
+        when=lambda e: e.details.get("catalog") == "nccl.p2p.ipc_handle_failed"
+        and "peer access is not supported" in _d(e, "error"),
+        message="CUDA refused peer access between two GPUs {where} ({text}): NCCL's P2P transport cannot map the "
+        "other GPU's memory over their PCIe path",
+        action="on {host}: check nvidia-smi topo -m and topo -p2p r (ACS or the IOMMU on the PCIe switches, GPUs "
+        "under different CPUs, a virtual machine's passthrough); run with NCCL_P2P_DISABLE=1 until P2P works",
+    ),
     # InfiniBand
     Rule(EventKind.IB_PORT_STATE, None, role="context", when=_link_context),
     Rule(EventKind.IB_LINK_DOWN, _F.NCCL_NETWORK_ERROR, W, 40, "observer", ("flap", "host", "device"), when=_flap),
@@ -857,6 +880,21 @@ RULES: tuple[Rule, ...] = (
         "MASTER_ADDR:MASTER_PORT, give each run its own port; fewer: some processes never started, read their "
         "nodes' logs",
     ),
+    Rule(
+        EventKind.RENDEZVOUS_ERROR,
+        _F.CONFIG_ERROR,
+        C,
+        40,
+        "observer",
+        ("rendezvous-join",),
+        when=_over_world,
+        message="the process group's store barrier {where} counted {d[count]} processes for a world of "
+        "{d[world_size]} and kept waiting ({text})",
+        action="processes of another run (a second launch, a requeue or restart) use the same MASTER_ADDR:"
+        "MASTER_PORT: give each run its own port (torchrun --master-port, --rdzv-id) and end the leftover processes",
+    ),
+    # the same progress line within the world size: processes still joining, no cause
+    Rule(EventKind.RENDEZVOUS_ERROR, None, role="context", when=_from("pytorch.c10d.store_based_barrier_waiting")),
     # two processes initialised as one rank: the launch started every node's processes as node 0's (srun without
     # --ntasks-per-node under Lightning, a NODE_RANK not set), or more processes than the world size; the job hangs
     Rule(

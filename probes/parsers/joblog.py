@@ -899,7 +899,8 @@ def _read_facts(body: str) -> _BodyFacts | None:
     if msg_rank is None and "[Rank " in body:
         r = _RANK_RE.search(body)
         msg_rank = int(r.group(1)) if r else None
-    nccl = _NCCL_LINE_RE.search(body) if "NCCL" in body else None
+    # NCCL before 2.3 printed "host:pid:tid [dev] file.cu:N WARN ..." without the word NCCL
+    nccl = _NCCL_LINE_RE.search(body) if "NCCL" in body or " WARN " in body else None
     nccl_host, nccl_red = host_of(nccl.group("host")) if nccl is not None else (None, False)
     return _BodyFacts(
         found=found,
