@@ -50,9 +50,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _whole_suite(config: pytest.Config) -> bool:
-    """True when this run is the README's test command: every test file, no selection by keyword or marker."""
+    """True when this run is the README's test command: every test file, no selection by keyword or marker, and
+    the tests run (``--collect-only`` runs none)."""
     args = [a for a in config.args if a not in ("tests", "tests/", str(Path(__file__).parent))]
-    return not args and not config.getoption("keyword") and not config.getoption("markexpr")
+    selected = bool(args) or config.getoption("keyword") or config.getoption("markexpr")
+    return not selected and not config.getoption("collectonly")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
