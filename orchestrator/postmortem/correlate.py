@@ -679,8 +679,10 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
     if code is FindingCode.SLURM_PREEMPTED:
         why = "preempted it" if d.get("reason") != "JOB REQUEUE" else "requeued it"
         job = f" (job {d['job']})" if d.get("job") else ""
+        # Slurm's own line names the reason; a launcher's (submitit, Lightning, SkyPilot) relays a preemption
+        who = "Slurm" if d.get("reason") else "the scheduler"
         return (
-            f"Slurm {why}{at}{job}: another job took its nodes; the errors of the ranks after it are its echoes",
+            f"{who} {why}{at}{job}: another job took its nodes; the errors of the ranks after it are its echoes",
             "nothing is broken: submit with --requeue and checkpoint often (save at SIGTERM with --signal) so the "
             "job resumes, or use a partition or QOS that is not preemptible; no node is at fault",
         )
