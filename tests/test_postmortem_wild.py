@@ -408,10 +408,6 @@ KNOWN_MISSES = {
         "NCCL_NETWORK_ERROR: the connection reset is read; the label reads the random rendezvous run_id as the "
         "setup error"
     ),
-    "2956-msswift3343-grpo-multinode-agent-rendezvous-diststoreerror-socket-timeout-quoted.log": (
-        "PROCESS_CRASH: DistStoreError 'Socket Timeout' in the agent's rendezvous is read as an exception; the "
-        "label reads it as the network's"
-    ),
     "2957-xinference4092-cluster-vllm-pynccl-comminitrank-unhandled-cuda-error-core-prefix.log": (
         "the host: Xinference's '[address=IP:PORT, pid=N]' actor prefix is not read as the host"
     ),
@@ -523,6 +519,55 @@ KNOWN_MISSES = {
     ),
     "3562-pytorch152302-pt27-mp-spawn-ddp-init-process1-terminated-verify-params-nccl-oom-title-error-line-cut.log": (
         "UNKNOWN: the error line is cut from the excerpt; the label takes the title (NCCL out of memory)"
+    ),
+    # added with logs 3601-3759 (round 26)
+    "3601-paimegatron426-qwen25-pretrain-torchrun-native-backtrace-tail-then-sigterm-to-6-workers.log": (
+        "UNKNOWN: only the tail of a native backtrace (its signal line cut) and torchrun's SIGTERMs to the other "
+        "workers are pasted"
+    ),
+    "3604-olmo737-multinode-torchrun-olmo7b-build-train-dataloader-global-indices-memmap-oserror-errno5-io-error.log": (
+        "PROCESS_CRASH: 'OSError: [Errno 5] Input/output error' is read as a crash (a storage fault as likely as a "
+        "setup error); the label files it as a file error"
+    ),
+    "3605-litllama424-redpajama-pretrain-devices4-fsdp-fabric-validate-setup-runtimeerror-prose-paste.log": (
+        "PROCESS_CRASH: Lightning Fabric's RuntimeError about its setup is read as an exception; the label reads it "
+        "as the program's misuse"
+    ),
+    "3607-megatronds202-llama2-pretrain-pipeline-engine-micro-batches-32-deepspeed-initialize-traceback-head-padded-"
+    "illegal-memory-access-title.log": "UNKNOWN: the traceback is cut at its head; the label takes the title",
+    "3608-llamacookbook904-leonardo-srun-fsdp-qlora-finetuning-childfailederror-root-cause-rank2-lrdn0021-then-srun-"
+    "task0-exit1.log": "PROCESS_CRASH rank 2: torchrun's root cause, exit code 1; the label takes the title's "
+    "AttributeError",
+    "3651-kubeflowtrainer2575-katib-llm-pytorchjob-main-go-prefix-torchrun-childfailederror-sdk-version-mismatch.log": (
+        "UNKNOWN: the ChildFailedError's summary is cut; the label takes the thread (an SDK version mismatch)"
+    ),
+    "3652-kubeflowtrainer1504-elastic-pytorchjob-worker-1-c10d-rdzv-worker-0-23456-rendezvousconnectionerror.log": (
+        "NCCL_NETWORK_ERROR: a worker that cannot reach the rendezvous store is read as the network's; the label "
+        "takes the thread's diagnosis (the elastic job's rendezvous settings)"
+    ),
+    "3654-ssit19-2025-mp-spawn-incompatible-device-warning-process-0-barrier-unhandled-cuda-error.log": (
+        "PROCESS_CRASH: process 0's error is cut after its barrier frame; the label takes the title (unhandled cuda "
+        "error)"
+    ),
+    "3655-ray40758-torchtrainer-cloud-vm-docker-raytaskerror-distbackenderror-worker-10-0-0-19-proxy-call-rank1.log": (
+        "PROCESS_CRASH: the DistBackendError's message is cut; the label takes the title (a proxy call to rank 1)"
+    ),
+    "3661-vllm38529-2026-vgpu-ray-enginecore-raylet-worker-192-168-13-226-died-before-nccl-init-enginecore-failed-to-"
+    "start.log": (
+        "UNKNOWN: Ray's 'connection error code 2' names no cause; the label reads the worker's death as a crash"
+    ),
+    "3662-skyrl284-ray-asyncvllminferenceengine-enginecore-double-prefix-tcp-rendezvous-create-c10d-store-eaddrinuse"
+    ".log": "UNKNOWN: the traceback is cut in _create_c10d_store; the label takes the title (address in use)",
+    "3703-pytorch137695-vllm-tp8-8xmi300x-hipblaslt-rocblaslt-could-not-load-tensilelibrary-x4-workers-killed.log": (
+        "UNKNOWN: hipBLASLt's 'Could not load TensileLibrary' is not in the catalog (the thread calls it a library "
+        "bug; the message reads as a broken install)"
+    ),
+    "3706-oneccl123-mpirun-n2-sycl-allreduce-test-arc-a770-sycl-runtime-error-native-api-minus999-both-ranks.log": (
+        "PROCESS_CRASH: SYCL's runtime_error (Intel GPUs) is read as the crash it ends in; the label counts it as "
+        "the GPU runtime's error"
+    ),
+    "3754-trtllm1596-mixtral-8x7b-w4a16-tp4-mpirun-first-process-rank1-exit-code-1.log": (
+        "PROCESS_CRASH rank 1: only mpirun's exit report is pasted; the label takes the thread's diagnosis"
     ),
 }
 

@@ -696,7 +696,13 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
 
 
 #: what a timeout is called when every event of it was read by catalog rows of one other library (by id prefix)
-_TIMEOUT_NAMES = {"cann.": "HCCL timeout (Ascend CANN)", "nccl.ras.": "a hang NCCL's RAS client (ncclras) reported"}
+_TIMEOUT_NAMES = {
+    "cann.": "HCCL timeout (Ascend CANN)",
+    "nccl.ras.": "a hang NCCL's RAS client (ncclras) reported",
+    "pytorch.pgnccl.abort_future": "a hang: ProcessGroupNCCL's abort (ncclCommAbort) did not return",
+    "sglang.scheduler.watchdog": "a hang SGLang's scheduler watchdog reported (no forward pass)",
+    "vllm.executor.rpc_timed_out": "a hang: vLLM's engine timed out waiting for its workers",
+}
 
 
 def _timeout_name(group: Sequence[JobEvent]) -> str:
