@@ -569,6 +569,40 @@ KNOWN_MISSES = {
     "3754-trtllm1596-mixtral-8x7b-w4a16-tp4-mpirun-first-process-rank1-exit-code-1.log": (
         "PROCESS_CRASH rank 1: only mpirun's exit report is pasted; the label takes the thread's diagnosis"
     ),
+    # added with logs 3801-3962 (round 27)
+    "3802-pytorchexamples689-2020-imagenet-spawn-multinode-nccl-connect-refused-docker-ip.log": (
+        "the host: the refused connect names its peer, the docker bridge address 172.18.0.1, as the suspect; the "
+        "label names the printing host"
+    ),
+    "3851-hfspace-daresearch-accelerate-multigpu-childfailed-local-rank1-glued.log": (
+        "the host: the Space's pod name, glued into one line with the log, is not read"
+    ),
+    "3853-gist-raytrain-efa-raytrainworker-died-system-error-exit-code-none.log": (
+        "the host: the actor's 'ip: ...' line ends in a markdown table's ' | |', which is not removed"
+    ),
+    "3856-csdn-dbgpt-vllm-tp3-worker-manager-start-failed-traceback-cut.log": (
+        "the host: DB-GPT's worker manager lines naming vm2255 are not read as a host"
+    ),
+    "3902-horovod1442-2019-mxnet-bert-mpirun-stall-inspector-stalled-rank6-allreduce-hard-wrapped.log": (
+        "UNKNOWN: the stall inspector's line is wrapped inside 'remainder', and Horovod 0.18's 'Stalled ranks:' "
+        "list is not read"
+    ),
+    "3904-pytorch123070-komondor-hpc-fsdp-cuda-oom-torchrun-childfailed-root-cause-rank0-cn01.log": (
+        "PROCESS_CRASH rank 0: only torchrun's summary is pasted; the label takes the title (CUDA out of memory)"
+    ),
+    "3954-vllm41160-dcp-a2a-pp-broadcast-failed-collective-stack-trace-rank3-bracket-typo.log": (
+        "UNKNOWN: only the watchdog's 'Stack trace of the failed collective' is pasted, not its timeout line"
+    ),
+    "3955-slime1106-rtx-pro-6000-sm120-ray-actor-prefix-nccl2275-cuda-failure-named-symbol-rank1.log": (
+        "the rank: the Ray actor's lines name no rank (NCCL's [1] is the CUDA device)"
+    ),
+    "3960-sglang28396-b300-hicache-mooncake-heartbeat-monitor-tcpstore-recvvalue-reset-rank1.log": (
+        "UNKNOWN: only the heartbeat monitor's lost store connection is pasted; the label takes the title"
+    ),
+    "3961-gpustack6019-vllm-mp-multinode-zmq-port-collision-should-dump-tcpstore-closed-glm-node01.log": (
+        "NCCL_NETWORK_ERROR: the lost store connection is read as the network's; the label takes the title (a ZMQ "
+        "port collision)"
+    ),
 }
 
 

@@ -1795,7 +1795,8 @@ class JobLogScanner:
             header_local: int | None = None
             if ev_host is None and f.kind in _RAY_NODE_KINDS:
                 ev_host = self._ray_host(n)
-            if ev_host is None and self._header is not None and split_prefix(raw) is None:
+            # the header's own line (mp.spawn's header is a fallback event itself) leaves it to the lines below
+            if ev_host is None and self._header is not None and self._header[0] != n and split_prefix(raw) is None:
                 if n - self._header[0] <= _HEADER_LINES:
                     _, ev_host, header_rank, header_local = self._header
                     ev_rank = header_rank if ev_rank is None else ev_rank
