@@ -603,6 +603,59 @@ KNOWN_MISSES = {
         "NCCL_NETWORK_ERROR: the lost store connection is read as the network's; the label takes the title (a ZMQ "
         "port collision)"
     ),
+    # added with logs 4001-4161 (round 28)
+    "4004-opensora667-torchrun-standalone-2gpu-c10d-client-socket-connect-timed-out-numeric-hostname-6841231.log": (
+        "NCCL_NETWORK_ERROR: the store's unreachable address is read as the network's; the label reads the numeric "
+        "host name '6841231' taken as an IP address (a configuration error)"
+    ),
+    "4011-qwen920-8rank-finetune-interleaved-caret-tracebacks-runtimeerror-expected-same-device-cut.log": (
+        "UNKNOWN: eight ranks' tracebacks are interleaved character by character; the RuntimeError line is cut"
+    ),
+    "4053-codetr215-mmdet-dist-launch-oom-title-launcher-failed-exitcode1-local-rank5-glog-prefix.log": (
+        "PROCESS_CRASH rank 5: only the launcher's exit report is pasted; the label takes the title (out of memory)"
+    ),
+    "4058-openrlhf949-32b-ppo-ray-actor-ip-prefix-watchdog-backtrace-sigabrt-title-worknccl-timeout.log": (
+        "PROCESS_CRASH: the SIGABRT under the watchdog's frames is read as the crash; the timeout line itself is not "
+        "in the excerpt (the label takes the title)"
+    ),
+    "4065-avhubert19-fairseq-hydra-multinode-torchrun-error-handler-json-rendezvoustimeouterror-wrapped.log": (
+        "UNKNOWN: the error handler's JSON names 'RendezvousTimeoutError' without its module; the label reads the "
+        "thread's diagnosis (configuration)"
+    ),
+    "4101-mambatree14-torchrun-barrier-nccl-internal-error-bootstrap-no-socket-interface.log": (
+        "the rank: the 'no socket interface' line names no rank (the label's rank 0 is the world of one)"
+    ),
+    "4104-pytorch52916-2021-launch-2node-socket-ifname-lo-bootstrap-connect-refused-retrying-hang-gpu9.log": (
+        "NCCL_NETWORK_ERROR: the refused connects are read as the network's; NCCL_SOCKET_IFNAME=lo on a two-node "
+        "job (the label: a configuration error) is not joined to them"
+    ),
+    "4105-uccl301-h100-roce-gid-index0-ncclibrocegetversionnum-invalid-argument-check-failed-glog-abort.log": (
+        "PROCESS_CRASH: UCCL's failed CHECK on its RoCE version query is read as the abort it ends in"
+    ),
+    "4107-insightface1444-2021-arcface-2machine-docker-bridge-broadcast-nccl-unhandled-system-error-2.4.8.log": (
+        "NCCL_INTERNAL_ERROR: a bare system error; the label takes the thread's diagnosis (the docker bridge)"
+    ),
+    "4110-sglang3226-multinode-tp-rank10-gloo-connectfullmesh-failed-pair-cc-144-no-error.log": (
+        "NCCL_NETWORK_ERROR: gloo's failed connectFullMesh is read as the network's; the label reads the thread's "
+        "fix (the interface variable: configuration)"
+    ),
+    "4111-hipattention59-sglang-llama4-ranks4-6-gloo-connectfullmesh-failed-scheduler-init-torch-distributed.log": (
+        "the rank: the gloo failures of ranks 4 and 6 are one observer cause, which names no rank"
+    ),
+    "4115-grl27-torchx-trainer0-c10d-client-socket-numeric-hostname-05-as-0.0.0.5-errno110.log": (
+        "NCCL_NETWORK_ERROR: the store's unreachable address is read as the network's; the label reads the host name "
+        "'05' taken as 0.0.0.5"
+    ),
+    "4153-torchforge568-monarch-meshfailure-titantrainer1-checkpointer-save-traceback.log": (
+        "UNKNOWN: Monarch's MeshFailure and its traceback's error line (cut) are not read"
+    ),
+    "4155-simplerl19-openrlhf-ray-critic-save-checkpoint-file-write-failed-actor-prefix.log": (
+        "the host: the Ray actor's prefix names no ip; the label takes it from another of the thread's lines"
+    ),
+    "4158-deepspeed2788-hf-trainer-sequential-models-sigkill-handler-killing-subprocesses-after-weights-load.log": (
+        "UNKNOWN: DeepSpeed's launcher killing its subprocesses names no cause; the label takes the thread (host "
+        "memory)"
+    ),
 }
 
 

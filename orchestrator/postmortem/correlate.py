@@ -1174,7 +1174,9 @@ def _fold_process_ends(groups: _Groups, ordered: Sequence[JobEvent]) -> dict[tup
 
 #: the causes a rank's own traceback tells (its exception, its CUDA error or OOM): a launcher's "exited with code 1"
 #: of that rank is their echo
-_OWN_FAILURES = frozenset({FindingCode.CONFIG_ERROR, FindingCode.OOM_GPU, FindingCode.CUDA_ERROR})
+_OWN_FAILURES = frozenset(
+    {FindingCode.CONFIG_ERROR, FindingCode.OOM_GPU, FindingCode.CUDA_ERROR, FindingCode.NCCL_INTERNAL_ERROR}
+)
 
 
 def _fold_exception_exits(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:

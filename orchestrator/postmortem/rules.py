@@ -598,8 +598,10 @@ RULES: tuple[Rule, ...] = (
         _F.CUDA_ERROR,
         priority=86,
         key=("cuda", *_WHERE),
-        when=lambda e: e.details.get("catalog") == "nccl.p2p.ipc_handle_failed"
-        and "peer access is not supported" in _d(e, "error"),
+        when=lambda e: (
+            e.details.get("catalog") == "nccl.p2p.ipc_handle_failed"
+            and "peer access is not supported" in _d(e, "error")
+        ),
         message="CUDA refused peer access between two GPUs {where} ({text}): NCCL's P2P transport cannot map the "
         "other GPU's memory over their PCIe path",
         action="on {host}: check nvidia-smi topo -m and topo -p2p r (ACS or the IOMMU on the PCIe switches, GPUs "
@@ -971,6 +973,12 @@ RULES: tuple[Rule, ...] = (
         "the hostfile (or the job's host list) names a host DNS does not know: a pod's service name not yet "
         "published, a typo, a missing /etc/hosts entry; fix the name or the DNS, check 'getent hosts NAME' from the "
         "launching node, then resubmit",
+    ),
+    _launch(
+        "openssh.ssh.connect_refused",
+        "the launcher's ssh could not connect to {d[peer]} port {d[count]} ({d[error]}: {text})",
+        "the node (or pod) runs no sshd on that port, or a firewall blocks it: start sshd there (mpi-operator and "
+        "DeepSpeed's pdsh need it), fix the port in ~/.ssh/config or the hostfile, then resubmit",
     ),
     _launch(
         "openmpi.errmgr.failed_daemon_launch",

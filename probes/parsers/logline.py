@@ -178,6 +178,9 @@ def host_of(word: str) -> tuple[str | None, bool]:
 _LOGGER_ROOTS = ("torch.", "deepspeed.", "accelerate.", "lightning.", "pytorch_lightning.", "ray.", "transformers.")
 
 
+#: the last part of a dotted Python class name (``EnforceNotMet``, ``ProcessRaisedException``): CamelCase, never a
+#: host name's label
+_QUALNAME_TAIL_RE = re.compile(r"[A-Z][a-z]+[A-Z]\w*$")
 #: a word before ``: `` with a script's or source file's suffix names that file (argparse's ``prog: error:``)
 _SOURCE_SUFFIXES = (".py", ".sh", ".cc", ".cpp", ".cu", ".h")
 
@@ -188,6 +191,8 @@ def _is_host_word(word: str) -> bool:
     if word.startswith(_LOGGER_ROOTS):
         return False
     if word.endswith(_SOURCE_SUFFIXES):  # "train.py: error: unrecognized arguments" names a script, not a host
+        return False
+    if "." in word and _QUALNAME_TAIL_RE.match(word.rsplit(".", 1)[1]):  # paddle.fluid.core.EnforceNotMet: a class
         return False
     return not _NOT_HOST_RE.match(word) and not word.endswith(("Error", "Exception", "Warning"))
 
