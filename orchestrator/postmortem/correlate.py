@@ -1172,32 +1172,34 @@ def _fold_process_ends(groups: _Groups, ordered: Sequence[JobEvent]) -> dict[tup
     return named
 
 
-#: the causes a rank's own traceback tells (its exception, its CUDA error or OOM): a launcher's "exited with code 1"
-#: of that rank is their echo
+#: the causes a rank's own traceback tells (its exception, its CUDA error or OOM, an NCCL error it raised): a
+#: launcher's "exited with code 1" of that rank is their echo
 _OWN_FAILURES = frozenset(
     {FindingCode.CONFIG_ERROR, FindingCode.OOM_GPU, FindingCode.CUDA_ERROR, FindingCode.NCCL_INTERNAL_ERROR}
 )
+
+
+def _own_failure(key: tuple[object, ...]) -> bool:
+    """Whether the cause group ``key`` is one a rank's own traceback tells (:data:`_OWN_FAILURES`, or an exception's
+    crash)."""
+    return key[0] in _OWN_FAILURES or (key[0] is FindingCode.PROCESS_CRASH and len(key) > 1 and key[1] == "exception")
 
 
 def _fold_exception_exits(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
     """A launcher's report that a rank exited with code 1 (torchrun's ChildFailedError root cause, DeepSpeed's and
     Composer's launcher lines: Python's exit after an uncaught exception) where that rank's own failure is in the
     logs (a configuration error, a CUDA error or OOM, an exception): that failure is why it exited; the report
-    joins its evidence instead of standing beside it as a crash of its own."""
+    joins its evidence instead of standing beside it as a crash of its own. Where no failure names a rank and the
+    log holds one such failure, an exit with code 1 printed below it is its end (the failure takes that rank)."""
     own: dict[int, tuple[object, ...]] = {}
     for k, m in groups.items():
-        if k[0] in _OWN_FAILURES or (k[0] is FindingCode.PROCESS_CRASH and len(k) > 1 and k[1] == "exception"):
+        if _own_failure(k):
             for e, _ in m:
                 if e.rank is not None:
                     own.setdefault(e.rank, k)
     # the log's one failure that names no rank (pasted without its rank prefix, or one process's): an exit with
     # code 1 printed after it in the same file is that failure's end too
-    rankless = [
-        k
-        for k, m in groups.items()
-        if (k[0] in _OWN_FAILURES or (k[0] is FindingCode.PROCESS_CRASH and len(k) > 1 and k[1] == "exception"))
-        and all(e.rank is None for e, _ in m)
-    ]
+    rankless = [k for k, m in groups.items() if _own_failure(k) and all(e.rank is None for e, _ in m)]
     for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH and (len(k) < 2 or k[1] != "exception")]:
         members = groups[key]
         if not all(e.kind is EventKind.CHILD_FAILED and e.details.get("exit_code") == 1 for e, _ in members):

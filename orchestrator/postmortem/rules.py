@@ -976,7 +976,7 @@ RULES: tuple[Rule, ...] = (
     ),
     _launch(
         "openssh.ssh.connect_refused",
-        "the launcher's ssh could not connect to {d[peer]} port {d[count]} ({d[error]}: {text})",
+        "the launcher's ssh could not connect to {d[peer]} ({d[error]}: {text})",
         "the node (or pod) runs no sshd on that port, or a firewall blocks it: start sshd there (mpi-operator and "
         "DeepSpeed's pdsh need it), fix the port in ~/.ssh/config or the hostfile, then resubmit",
     ),

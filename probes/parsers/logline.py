@@ -37,8 +37,10 @@ before and inside the lines a process prints; each is removed, and what it says 
   collector's ``host [stderr] `` tag; Docker Compose's ``service-1  | `` column (a container's name, not read as
   a host); a stream tag (``stdout: ``, the container runtime's ``stderr F ``); a
   ``hostname: `` prefix repeated mid-line where outputs of several hosts interleave (the line is split there); Ray's
-  ``[repeated 7x across cluster]``. Redacted hosts and addresses (``xxx``, ``***``, ``<redacted>``, ``<hostname>``,
-  NCCL's ``-``) are never read as a host.
+  ``[repeated 7x across cluster]``; a markdown link a web page rendered into the paste (``ip:
+  [10.29.214.5](http://10.29.214.5/)``: its text is kept). A ``[socket.cpp:1011]`` before a line is c10's source
+  location, not Open MPI's ``[host:pid]``. Redacted hosts and addresses (``xxx``, ``***``, ``<redacted>``,
+  ``<hostname>``, NCCL's ``-``) are never read as a host.
 
 Hard wraps that split one message over several lines, even inside a word, are joined by the job-log parser
 (:mod:`fleetdx.probes.parsers.joblog`), which knows which messages may be wrapped.
