@@ -408,9 +408,6 @@ KNOWN_MISSES = {
         "NCCL_NETWORK_ERROR: the connection reset is read; the label reads the random rendezvous run_id as the "
         "setup error"
     ),
-    "2957-xinference4092-cluster-vllm-pynccl-comminitrank-unhandled-cuda-error-core-prefix.log": (
-        "the host: Xinference's '[address=IP:PORT, pid=N]' actor prefix is not read as the host"
-    ),
     "2958-u2pl62-cluster-2gpu-torch-launch-calledprocesserror-local-rank1-status-cut.log": (
         "PROCESS_CRASH: torch.distributed.launch's CalledProcessError is read as a crash; the label says UNKNOWN "
         "(its exit status is cut)"

@@ -268,6 +268,9 @@ _RANK_RE = re.compile(r"\[Rank (\d+)\]")
 #: NCCL's own prefix at the start of what follows a launcher's prefix (``g1002:2128869:2128880 [0] NCCL INFO ...``)
 _NCCL_AT_START_RE = re.compile(r"(?P<host>[^\s:\[\]()]{1,255}):\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL ")
 _NCCL_LINE_RE = re.compile(r"(?:^|\s)(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
+#: Xinference's actors (xoscar) put their address before the error they raise: "RuntimeError: [address=10.11.238.116:
+#: 41643, pid=432] NCCL error: ...": the host of that line's error (0.0.0.0 names none)
+_XO_ADDR_RE = re.compile(r"\[address=(?P<host>[\w.\-]{1,253}|[0-9A-Fa-f:]{2,45}):\d{1,5}, pid=\d{1,10}\]")
 _NCCL_LEVEL_RE = re.compile(r"\bNCCL (?P<lvl>WARN|ERROR|INFO)\b:?\s?(?P<msg>.*)$")
 #: torch's c10d ("NCCL error in: FILE:LINE, MSG, NCCL version V"), torch.cuda.nccl's older ``NCCL_CHECK``
 #: ("NCCL Error 2: unhandled system error", torch/csrc/cuda/nccl.cpp: the status number before NCCL's string),
@@ -769,7 +772,9 @@ class _BodyFacts(NamedTuple):
     pg_guid: str | None
     pg_desc: str | None
     msg_rank: int | None  #: the rank the message names ([PG ... Rank N], [Rank N])
-    nccl_host: str | None  #: the host of an NCCL line's ``host:pid:tid [dev]`` (``None`` when redacted)
+    #: the host of an NCCL line's ``host:pid:tid [dev]`` or of an xoscar actor's ``[address=...]`` (``None`` when
+    #: redacted)
+    nccl_host: str | None
     nccl_redacted: bool  #: that host is redacted
     nccl_pid: int | None
     nccl_dev: int | None
@@ -901,7 +906,9 @@ def _read_facts(body: str) -> _BodyFacts | None:
         msg_rank = int(r.group(1)) if r else None
     # NCCL before 2.3 printed "host:pid:tid [dev] file.cu:N WARN ..." without the word NCCL
     nccl = _NCCL_LINE_RE.search(body) if "NCCL" in body or " WARN " in body else None
-    nccl_host, nccl_red = host_of(nccl.group("host")) if nccl is not None else (None, False)
+    xo = _XO_ADDR_RE.search(body) if nccl is None and "[address=" in body else None
+    named = nccl or xo
+    nccl_host, nccl_red = host_of(named.group("host")) if named is not None else (None, False)
     return _BodyFacts(
         found=found,
         glog_stamp=glog.group("stamp") if glog is not None else None,
