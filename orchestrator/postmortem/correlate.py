@@ -1140,9 +1140,14 @@ def _fold_process_ends(groups: _Groups, ordered: Sequence[JobEvent]) -> dict[tup
         e.details.get("exception") for e, _ in tmembers if e.kind is EventKind.SIGNAL and "teardown_of" in e.details
     }
 
+    # a timeout no line gives a rank (a poster's excerpt, an unprefixed log): an abort printed below it in the same
+    # file is the watchdog's teardown as well (a rank that crashed first would have printed it before the timeout)
+    unranked = [e for e, _ in tmembers if e.kind in waited] if not reporters else []
+
     def timeout_teardown(e: JobEvent) -> bool:
         return (
             (e.rank in reporters and _is_abort(e))
+            or (_is_abort(e) and any(t.file == e.file and t.line < e.line for t in unranked))
             or (e.rank in raised and e.kind is EventKind.CHILD_FAILED and e.details.get("exit_code") == 1)
             or (e.kind is EventKind.SIGNAL and "what" not in e.details and e.details.get("exception") in torn)
         )
