@@ -653,6 +653,54 @@ KNOWN_MISSES = {
         "UNKNOWN: DeepSpeed's launcher killing its subprocesses names no cause; the label takes the thread (host "
         "memory)"
     ),
+    # added with logs 4201-4352 (round 29)
+    "4201-parcae1-etcd-rendezvous-keynotfound-next-strategy-rejoin-loop.log": (
+        "UNKNOWN: torchelastic's etcd rendezvous retrying (EtcdKeyNotFound) is not in the catalog"
+    ),
+    "4202-torchelastic31-2020-k8s-etcd-rdzv-tcpstore-host-not-found-rank-minus1.log": (
+        "UNKNOWN: torchelastic 0.2's 'host not found' from its TCPStore is not in the catalog"
+    ),
+    "4207-basilica493-etcd-rdzv-last-call-timeout-closed-participants-0-1-rendezvousclosederror.log": (
+        "PROCESS_CRASH: RendezvousClosedError is read as an exception; the label reads the etcd rendezvous's "
+        "settings (configuration)"
+    ),
+    "4208-pytorch64990-2021-g4dn-2node-c10d-worker-status-failed-json-rank1-error-handler-memoryerror-bad-alloc.log": (
+        "UNKNOWN: torch 1.9's torchelastic.worker.status JSON events and the error handler's 'MemoryError: "
+        "std::bad_alloc' are not read"
+    ),
+    "4210-mistralfinetune92-g4dn12xlarge-t4-unsupported-embed-per-head-torchrun-local-rank1-exitcode1.log": (
+        "PROCESS_CRASH rank 1: torchrun's exit code 1; the label reads the thread (T4s do not support the model)"
+    ),
+    "4214-ray60376-train-v2-worker-group-start-timeout-30s-8-gpu-workers-failurepolicy-retry-log-viewer-level-lines"
+    ".log": "UNKNOWN: Ray Train v2's worker-group start timeout (retried) is not in the catalog",
+    "4252-thunder1296-benchmark-litgpt-srun-prefix-rank0-cublas-status-alloc-failed-backward-traceback-cut.log": (
+        "the rank: the unprefixed CUBLAS_STATUS_ALLOC_FAILED line is not joined to rank 0's traceback below it"
+    ),
+    "4255-nccl962-all-gather-object-internal-error-nccl-2181-cuda-failure-oom-calloc-proxy-service-93-setup.log": (
+        "the rank: NCCL's '[Proxy Service 93] ... from rank 93' is not read as the rank of the OOM"
+    ),
+    "4257-llamafactory8836-gpt-oss-120b-loading-shards-47pct-glued-torchrun-sigterm-x4-cpu-ram-oom.log": (
+        "UNKNOWN: torchrun's SIGTERMs while shards load name no cause; the label takes the thread (host memory)"
+    ),
+    "4260-vllm14726-dsv3-2node-l40-ray-tp8-pp2-raywrapper-ip-worker-base-error-mla-scaled-quantize-oom-cut.log": (
+        "UNKNOWN: the worker's traceback is cut before its error; the label takes the poster's words (out of memory)"
+    ),
+    "4304-espnet1218-ddp-multiprocess-chainer-trainer-cuda-devices-busy-or-unavailable.log": (
+        "CONFIG_ERROR: 'all CUDA-capable devices are busy or unavailable' is read as another process holding the "
+        "GPU (exclusive compute mode); the label keeps the CUDA error"
+    ),
+    "4308-pytorch83074-ddp-checkpoint-monitored-barrier-gloo-closed-by-peer-elastic-exitcode1.log": (
+        "PROCESS_CRASH rank 0: the monitored barrier's error is read as rank 0's; the label takes gloo's closed "
+        "connection (the network)"
+    ),
+    "4309-speechbrain2588-torchrun-rdzv-endpoint-localhost-port0-client-socket-timeout-7200s.log": (
+        "NCCL_NETWORK_ERROR: the store's client timing out is read as the network's; the label reads the endpoint "
+        "(localhost, port 0: configuration)"
+    ),
+    "4352-kohyass2014-win-multigpu-jp-bilingual-log-c10d-socket-kubernetes-docker-internal-29500-mojibake.log": (
+        "UNKNOWN: Windows' c10d connect warnings to kubernetes.docker.internal are not read (they also appear in runs "
+        "that work)"
+    ),
 }
 
 

@@ -195,6 +195,12 @@ def _exited(e: JobEvent) -> bool:
     return isinstance(code, int) and code > 0 and not _d(e, "signal")
 
 
+def _usage_exit(e: JobEvent) -> bool:
+    """A launcher's report of a child that exited with code 2 (torchrun's, mp.spawn's, DeepSpeed's; not Ray's
+    'connection error code 2', which is no exit code of the worker's)."""
+    return _exited(e) and e.details.get("exit_code") == 2 and not _d(e, "catalog").startswith("ray.")
+
+
 def _teardown_of_timeout(e: JobEvent) -> bool:
     return e.details.get("teardown_of") == EventKind.WATCHDOG_TIMEOUT.value
 
@@ -716,6 +722,20 @@ RULES: tuple[Rule, ...] = (
         "a Ray actor died {where} ({text}): the log does not say why",
         "read the actor's own lines (its pid and ip) and its node's kernel log for its first error: an OOM "
         "kill, a crash, its node's death, or the exception of its __init__",
+    ),
+    # exit code 2 is a usage error: Python's argparse exits 2 on arguments it does not know (torch >= 2.0's
+    # --local-rank for a script that reads --local_rank), as the interpreter does on a script it cannot open
+    Rule(
+        EventKind.CHILD_FAILED,
+        _F.CONFIG_ERROR,
+        priority=51,
+        key=("config", *_WHERE),
+        when=_usage_exit,
+        message="{where} exited with code 2, a usage error ({text}): Python's argparse exits 2 on an argument it does "
+        "not know, as the interpreter does on a script it cannot open",
+        action="read the rank's first lines for 'error: unrecognized arguments' or 'can't open file': torchrun >= 2.0 "
+        "passes --local-rank (read LOCAL_RANK from the environment, or accept both spellings), or fix the script's "
+        "path, then resubmit",
     ),
     # torchrun lists beside its root cause the other workers it found exited at the same poll (it stops the rest
     # with SIGTERM after): a SIGKILL among them came from outside, most often the OOM killer
