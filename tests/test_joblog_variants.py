@@ -1057,11 +1057,36 @@ def test_ranks_initialised_once_per_run_are_no_duplicate(lines: list[str]) -> No
     assert not [e for e in events if e.kind is EventKind.DUPLICATE_RANK], events
 
 
+def test_a_code_spans_closing_backtick_at_a_lines_end_is_no_part_of_it() -> None:
+    """A paste that opened a markdown code span on its first line closes it on its last (wild log 4497:
+    "RuntimeError: Address already in use`"); a line with a pair of backticks keeps them."""
+    (ll,) = normalise_line("RuntimeError: Address already in use`")
+    assert ll.body == "RuntimeError: Address already in use"
+    (pair,) = normalise_line("hint: run `ulimit -l` first`` ")
+    assert pair.body == "hint: run `ulimit -l` first``"
+    (kept,) = normalise_line("install it with `pip install fleetdx`")
+    assert kept.body == "install it with `pip install fleetdx`"
+
+
+def test_espnets_logger_prefix_places_its_global_rank_on_its_host() -> None:
+    """ESPnet prints '[host:rank/world] ' before each line (espnet2/tasks/abs_task.py); a line no event is read
+    from still places the rank (wild log 4409: rank 0's INFO lines name lion15, its SIGKILL line names no host)."""
+    (ll,) = normalise_line("[lion15:0/4] 2020-09-05 20:04:10,182 (lm:187) INFO: Vocabulary size: 35")
+    assert (ll.rank, ll.host, ll.time) == (0, "lion15", "2020-09-05 20:04:10,182")
+    log = parse_joblog("[lion15:0/4] 2020-09-05 20:04:10,182 (lm:187) INFO: Vocabulary size: 35\n", "e.log")
+    assert log.rank_hosts == {0: "lion15"}
+    # Open MPI's "[host:pid]" and a "[gpu187:1]:" local-rank prefix are not this
+    assert normalise_line("[gpu187:1]: hello")[0].rank is None
+
+
 def test_pytests_exception_marker_is_a_quote_not_part_of_the_line() -> None:
     """pytest prints 'E' and spaces before each line of the exception it reports (wild logs 1753, 1909); glog's
     'E0321 ...' severity letter is no such marker."""
     (ll,) = normalise_line("E       -- Process 3 terminated with the following error:")
     assert ll.body == "-- Process 3 terminated with the following error:"
+    # inside a method the marker's spaces follow the source's indent (wild log 4418, MindSpore under pytest)
+    (deep,) = normalise_line("E           RuntimeError: Loading libgpu_collective.so failed.")
+    assert deep.body == "RuntimeError: Loading libgpu_collective.so failed."
     (glog,) = normalise_line("E0321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x")
     assert glog.body.startswith("E0321 02:07:08")
 

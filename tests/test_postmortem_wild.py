@@ -701,6 +701,35 @@ KNOWN_MISSES = {
         "UNKNOWN: Windows' c10d connect warnings to kubernetes.docker.internal are not read (they also appear in runs "
         "that work)"
     ),
+    # added with logs 4401-4512 (round 30)
+    "4435-lightning-sagemaker-smddp-unsupported-reduceop-algorithmerror.log": (
+        "PROCESS_CRASH: SageMaker's data-parallel library refusing a ReduceOp ('SMDDP does not support: ReduceOp') is "
+        "read as the exception it raised; the label reads it as the program's misuse"
+    ),
+    "4438-nccl-a100-instance-mpirun-allreduce-pci-realpath-system-error.log": (
+        "CONFIG_ERROR: NCCL's 'Could not find real path of /sys/class/pci_bus/...' is read as the node's /sys not "
+        "showing the GPU (a container's or VM's set-up); the label files it as NCCL's internal error"
+    ),
+    "4452-torchtitan168-llama1b-checkpoint-save-hang-rank0-faulthandler-thread-dump-main-thread-in-scatter.log": (
+        "UNKNOWN: a hang shown only by faulthandler's thread dump (the main thread in scatter); no timeout line"
+    ),
+    "4466-pytorch167537-dgx-b200-symm-mem-rendezvous-cuda-driver-system-not-yet-initialized-rank0-rank1.log": (
+        "GPU_HW_FAULT: CUDA's 'system not yet initialized' (802) is read as the node's fault (on NVSwitch systems the "
+        "fabric manager is not running); the label keeps the CUDA error"
+    ),
+    "4467-pytorch188567-nccl-symm-mem-rendezvous-window-register-invalid-argument-nccl2297.log": (
+        "UNKNOWN: the NCCL error is wrapped after its source location, so 'invalid argument' starts a line of its own"
+    ),
+    "4482-galvatron3-global-mode-launch-traceback-childfailederror-empty-title-uncorrectable-ecc.log": (
+        "UNKNOWN: only an empty ChildFailedError is pasted; the label takes the title (uncorrectable ECC)"
+    ),
+    "4484-raylight102-ray-2x-r9700-rccl-prefix-trailing-spaces-tqdm-glued-hw-exception-gpu-hang-sigabrt.log": (
+        "the host: alberto-equipo is named only by an RCCL line cut after its prefix, not by the GPU hang's line"
+    ),
+    "3013-kuberay4366-ray-serve-llm-dp-vllm-servereplica-initialize-raytaskerror-runtimeerror-cut.log": (
+        "PROCESS_CRASH: the Serve replica's RayTaskError(RuntimeError) (its name holds colons, read since round 30) is "
+        "read as a crash of the Ray worker on its node; the RuntimeError's text is cut, and the label says UNKNOWN"
+    ),
 }
 
 

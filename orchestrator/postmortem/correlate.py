@@ -1027,13 +1027,14 @@ def _members_by_line(
     return by_line
 
 
-def _below(later: JobEvent, earlier: JobEvent, lines: int) -> bool:
+def _below(later: JobEvent, earlier: JobEvent, lines: int, *, rank_of_later: bool = True) -> bool:
     """Whether ``later`` is printed at most ``lines`` lines below ``earlier`` in the same file, by the same rank and
-    host where both name one (the same process's next lines)."""
+    host where both name one (the same process's next lines); ``rank_of_later`` False leaves ``later``'s rank out
+    of the comparison."""
     return (
         later.file == earlier.file
         and 0 <= later.line - earlier.line <= lines
-        and _agrees(later.rank, earlier.rank)
+        and (not rank_of_later or _agrees(later.rank, earlier.rank))
         and _agrees(later.host, earlier.host)
     )
 
@@ -1045,9 +1046,7 @@ def _ends_after(e: JobEvent, t: JobEvent) -> bool:
     is another global rank."""
     if e.kind not in (EventKind.SIGNAL, EventKind.CHILD_FAILED):
         return False
-    if e.details.get("rank_from_local_rank") and e.rank != t.rank:
-        e = e.model_copy(update={"rank": None})
-    return _below(e, t, TERMINATE_WINDOW)
+    return _below(e, t, TERMINATE_WINDOW, rank_of_later=not e.details.get("rank_from_local_rank"))
 
 
 #: lines below torch's NCCL error within which its ``Last error:`` text is printed (torch >= 2.2: the error, the
@@ -1096,9 +1095,7 @@ def _fold_warned_system_errors(groups: _Groups) -> None:
     warns = [e for e, _ in groups[sockets[0]]]
     for key in [k for k in groups if k[0] is FindingCode.NCCL_INTERNAL_ERROR]:
         members = groups[key]
-        bare = all(
-            e.kind is EventKind.NCCL_SYSTEM_ERROR and j.rule is not None and j.rule.when is None for e, j in members
-        )
+        bare = all(e.kind is EventKind.NCCL_SYSTEM_ERROR and j.rule is not None and j.rule.generic for e, j in members)
         if bare and all(
             any(
                 w.file == e.file and w.line < e.line and _agrees(w.host, e.host) and _agrees(w.rank, e.rank)

@@ -86,6 +86,11 @@ class Rule:
     def applies(self, e: JobEvent) -> bool:
         return e.kind is self.kind and (self.when is None or self.when(e))
 
+    @property
+    def generic(self) -> bool:
+        """The kind's catch-all row: no condition, so the event matched no row that names its reason."""
+        return self.when is None
+
 
 _CRASH_SIGNALS = (
     "SIGSEGV",
@@ -171,7 +176,9 @@ def _not_root(e: JobEvent) -> bool:
 def _ray_vanished(e: JobEvent) -> bool:
     """The raylet's report of a worker whose connection ended with no exit of its own (connection error code 2,
     End of file: the worker-died text of Ray's src/ray/raylet/node_manager.cc)."""
-    return e.details.get("catalog") == "ray.worker.died_system_error" and e.details.get("exit_code") == 2
+    return e.details.get("catalog") == "ray.worker.died_system_error" and _d(e, "error").endswith(
+        "connection error code 2"
+    )
 
 
 def _sigkill(e: JobEvent) -> bool:
@@ -196,9 +203,9 @@ def _exited(e: JobEvent) -> bool:
 
 
 def _usage_exit(e: JobEvent) -> bool:
-    """A launcher's report of a child that exited with code 2 (torchrun's, mp.spawn's, DeepSpeed's; not Ray's
-    'connection error code 2', which is no exit code of the worker's)."""
-    return _exited(e) and e.details.get("exit_code") == 2 and not _d(e, "catalog").startswith("ray.")
+    """A launcher's report of a child that exited with code 2 (torchrun's, mp.spawn's, DeepSpeed's: argparse's
+    usage error exits 2). Ray's 'connection error code 2' is read as the raylet's ``error``, not an exit code."""
+    return _exited(e) and e.details.get("exit_code") == 2
 
 
 def _teardown_of_timeout(e: JobEvent) -> bool:

@@ -63,6 +63,7 @@ from fleetdx.probes.parsers.hardwrap import unwrapped
 from fleetdx.probes.parsers.literals import Literals
 from fleetdx.probes.parsers.logline import (
     MEMO_MAX_CHARS,
+    RANK_HOST_PREFIX_RE,
     LogLine,
     after_prefix,
     host_of,
@@ -350,13 +351,14 @@ _NCCL_CLASS_KEYS: list[tuple[str, ...]] = [
 ]
 _NET_SOCKET_RE = re.compile(r"NET/Socket : Using (?P<dev>.+)$|NET/IB : No device found")
 _CUDA_RE = re.compile(
-    r"CUDA error: (?P<error>[^.\n]+?)(?:\s*$|\.|\s+CUDA kernel errors|\s+Compile with)"
+    # c10's driver-API check (c10/cuda/driver_api.h) prints cuGetErrorString's text as "CUDA driver error: ..."
+    r"CUDA (?:driver )?error: (?P<error>[^.\n]+?)(?:\s*$|\.|\s+CUDA kernel errors|\s+Compile with)"
     r"|(?P<code>CUDA_ERROR_[A-Z_]+|cudaError[A-Z]\w+)"
     r"|(?P<bare>uncorrectable ECC error encountered|unspecified launch failure|an illegal memory access was "
     r"encountered|misaligned address|device-side assert triggered)"
 )
 _OOM_GPU_RE = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation"
+    r"CUDA out of memory|OutOfMemoryError|CUDA (?:driver )?error: out of memory|cudaErrorMemoryAllocation"
     r"|CUDA_ERROR_OUT_OF_MEMORY"
 )
 #: substrings one of which every match of ``_CUDA_RE`` holds
@@ -571,7 +573,7 @@ _RAY_NODE_KINDS = frozenset({EventKind.NODE_FAIL, EventKind.OOM_HOST})
 #: names no host itself is that process's (its host, and its rank where the header names one); lines behind a
 #: launcher's rank or task prefix neither set nor take it (the report is printed unprefixed)
 _HEADER_RE = re.compile(
-    r"ray::[\w.]{1,200}\(\) \(pid=\d{1,10}, ip=(?P<ip>[0-9A-Fa-f.:]{3,45})[,)]"
+    r"ray::[\w.:\-]{1,200}\(\) \(pid=\d{1,10}, ip=(?P<ip>[0-9A-Fa-f.:]{3,45})[,)]"
     r"|^-- Process (?P<local_rank>\d{1,5}) terminated with the following error:"
     r"|MPICH ERROR \[Rank (?P<rank>\d{1,9})\] \[job id [^\]\n]{1,60}\] \[[^\]\n]{1,60}\] \[(?P<host>[\w.\-]{1,255})\]"
     # torch_npu's error line (torch_npu/csrc/core/npu/NPUException.h): "[ERROR] TIME (PID:N, Device:D, RankID:R) ERR..."
@@ -772,10 +774,10 @@ class _BodyFacts(NamedTuple):
     pg_guid: str | None
     pg_desc: str | None
     msg_rank: int | None  #: the rank the message names ([PG ... Rank N], [Rank N])
-    #: the host of an NCCL line's ``host:pid:tid [dev]`` or of an xoscar actor's ``[address=...]`` (``None`` when
-    #: redacted)
-    nccl_host: str | None
-    nccl_redacted: bool  #: that host is redacted
+    #: the host the message body names: an NCCL line's ``host:pid:tid [dev]`` or an xoscar actor's
+    #: ``[address=HOST:PORT, pid=N]`` (``None`` when redacted)
+    body_host: str | None
+    body_host_redacted: bool  #: that host is redacted
     nccl_pid: int | None
     nccl_dev: int | None
 
@@ -861,7 +863,7 @@ def _plan_of(rest: str) -> _Plan | None:
     facts = _body_facts(body)
     if facts is None:
         return _Plan(True, gpu, ll.rank, ll.task, ll.host, None, ())  # no event: its task's rank and host to learn
-    host = ll.host or facts.nccl_host
+    host = ll.host or facts.body_host
     targets = []
     for f in facts.found:
         if f.details.get("culprit_self") is True:
@@ -908,7 +910,7 @@ def _read_facts(body: str) -> _BodyFacts | None:
     nccl = _NCCL_LINE_RE.search(body) if "NCCL" in body or " WARN " in body else None
     xo = _XO_ADDR_RE.search(body) if nccl is None and "[address=" in body else None
     named = nccl or xo
-    nccl_host, nccl_red = host_of(named.group("host")) if named is not None else (None, False)
+    body_host, body_red = host_of(named.group("host")) if named is not None else (None, False)
     return _BodyFacts(
         found=found,
         glog_stamp=glog.group("stamp") if glog is not None else None,
@@ -916,8 +918,8 @@ def _read_facts(body: str) -> _BodyFacts | None:
         pg_guid=pg_m.group("guid") if pg_m is not None else None,
         pg_desc=pg_m.group("desc") if pg_m is not None else None,
         msg_rank=msg_rank,
-        nccl_host=nccl_host,
-        nccl_redacted=nccl_red,
+        body_host=body_host,
+        body_host_redacted=body_red,
         nccl_pid=int(nccl.group("pid")) if nccl is not None else None,
         nccl_dev=int(nccl.group("dev")) if nccl is not None else None,
     )
@@ -1436,7 +1438,12 @@ class JobLogScanner:
 
     def _learn_host(self, raw: str) -> None:
         """Remember the ``host: `` prefix of a line not read further, and the rank a ``host: [rankN]:`` line
-        places on it (a cheap look at its first words)."""
+        (or ESPnet's ``[host:rank/world] ``) places on it (a cheap look at its first words)."""
+        if raw[:1] == "[" and (m := RANK_HOST_PREFIX_RE.match(raw)) is not None:  # ESPnet's "[lion15:0/4] "
+            host, redacted = host_of(m.group("host"))
+            if host is not None and not redacted and len(self._rank_hosts) < MAX_HOSTS:
+                self._rank_hosts.setdefault(int(m.group("rank")), host)
+            return
         i = raw.find(": ", 0, 100)
         if i <= 0 or len(self._prefix_hosts) >= MAX_HOSTS:
             return
@@ -1788,9 +1795,9 @@ class JobLogScanner:
         if facts.glog_stamp is not None:  # the process's own glog stamp is the innermost
             ll = ll._replace(time=facts.glog_stamp, outer_time=ll.outer_time or ll.time)
         self._note_year(ll)
-        host = ll.host or facts.nccl_host
-        red = ll.host_redacted or facts.nccl_redacted
-        own = facts.nccl_host
+        host = ll.host or facts.body_host
+        red = ll.host_redacted or facts.body_host_redacted
+        own = facts.body_host
         if ll.host is not None and own is not None and ll.host != own and not red and not _CONTAINER_ID_RE.match(own):
             if self._own_names.setdefault(ll.host, own) != own:
                 self._own_names[ll.host] = None

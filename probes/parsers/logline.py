@@ -32,7 +32,8 @@ before and inside the lines a process prints; each is removed, and what it says 
 * the damage terminals and pasting do: a line glued to the end of a tqdm/Lightning progress bar (``Epoch 0: 6%|██ |
   32040/500150 [6:28:43<94:39:17, 1.37it/s, ...][E ProcessGroupNCCL.cpp:458] ...``) or after a carriage return;
   markdown quote prefixes (``> ``, ``> > ``) and pytest's ``E       ``, a code span's or fence's backticks glued to
-  the line's start, and indents; prose before a code span that opens on a rank prefix (``... it returns `[rank7]:``);
+  the line's start, and indents; the backtick that closes a code span at a line's end where the line holds no
+  other to pair it with; prose before a code span that opens on a rank prefix (``... it returns `[rank7]:``);
   ANSI colour codes, with or without their ESC byte (``[36m``) or with it as rsyslog escapes it (``#033[36m``); a
   collector's ``host [stderr] `` tag; Docker Compose's ``service-1  | `` column (a container's name, not read as
   a host); a stream tag (``stdout: ``, the container runtime's ``stderr F ``); a
@@ -81,10 +82,16 @@ class LogLine(NamedTuple):
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|(?:#033)?\[(?:\d{1,3};)*\d{1,3}m")
 _QUOTE_RE = re.compile(r"^[ \t]{0,8}(?:>[ \t]?|`{1,3})+")
-#: pytest's marker before each line of an exception it reports (``E       RuntimeError: ...``): a quote
-_PYTEST_E_RE = re.compile(r"E {3,8}(?=\S)")
+#: pytest's marker before each line of an exception it reports (``E       RuntimeError: ...``): a quote; the
+#: spaces follow the failing source line's indent (``E           `` inside a method)
+_PYTEST_E_RE = re.compile(r"E {3,32}(?=\S)")
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
 _ISO = r"(\d{4})[-/](\d\d)[-/](\d\d)[T _](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d{1,9}))?)?(Z|[+-]\d\d:?\d\d)?"
+#: ESPnet's logger prefix: the short host name, the global rank and the world size (espnet2/tasks/abs_task.py:
+#: ``[lion15:0/4] 2020-09-05 20:04:10,182 (lm:187) INFO: ...``)
+_ESPNET = r"\[(?P<{host}>[A-Za-z][\w\-]{{0,62}}):(?P<{rank}>\d{{1,7}})/\d{{1,7}}\][ \t]"
+#: :data:`_ESPNET` alone, at a line's start (a line no event is read from still places its rank)
+RANK_HOST_PREFIX_RE = re.compile(_ESPNET.format(host="host", rank="rank"))
 _PREFIX_RE = re.compile(
     r"^(?:"
     r"\[(?P<ompi_job>\d+),(?P<ompi_rank>\d+)\]<(?:stdout|stderr)>:[ \t]?"
@@ -92,7 +99,9 @@ _PREFIX_RE = re.compile(
     r"|\[rank(?P<trank>\d+)\]:[ \t]?"
     r"|\[(?P<role>[A-Za-z_][A-Za-z_\-]*?)(?P<lrank>\d+)\]:[ \t]?"
     r"|\[(?P<hl_host>[A-Za-z][\w.\-]{0,62}):(?P<hl_lrank>\d{1,4})\]:[ \t]?"  # "[gpu187:1]:" host and local rank
-    r"|<\w{0,12}>[ \t]+(?=\[)"  # Determined's level tag ("<>", "<info>") before its stamp
+    r"|"
+    + _ESPNET.format(host="esp_host", rank="esp_rank")
+    + r"|<\w{0,12}>[ \t]+(?=\[)"  # Determined's level tag ("<>", "<info>") before its stamp
     r"|[0-9a-f]{8}[ \t]\|\|[ \t]"  # Determined's allocation id and separator ("087c0ee7 || ")
     r"|\[\d{1,9}/[\w.\-]{1,100}/\d{1,12} \(pid \d{1,10}\)\][ \t]"  # Metaflow's task ("[177/train/578 (pid 28936)]")
     r"|\[[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\][ \t]"  # a run's UUID in brackets
@@ -265,6 +274,10 @@ def _strip_all(text: str, limit: int) -> LogLine:
             rank = int(m.group(kind))
         elif kind == "lrank":
             local_rank = int(m.group("lrank"))
+        elif kind == "esp_rank":
+            rank = int(m.group("esp_rank"))
+            h, red = host_of(m.group("esp_host"))
+            host, redacted = h or host, redacted or red
         elif kind == "hl_lrank":
             local_rank = int(m.group("hl_lrank"))
             h, red = host_of(m.group("hl_host"))
@@ -311,6 +324,8 @@ def _strip_all(text: str, limit: int) -> LogLine:
                     local_rank = int(v)
         text = text[m.end() :]
     body = " ".join(text.split()) if ("  " in text or "\t" in text) else text.strip()
+    if body[-1:] == "`" and body.count("`") % 2:  # a markdown code span closed on the paste's last line
+        body = body.rstrip("`").rstrip()
     return LogLine(
         body=_RAY_REPEAT_RE.sub("", body) if "repeated" in body else body,
         rank=rank,
