@@ -131,7 +131,7 @@ def test_system_not_yet_initialized_drains_the_node_for_its_fabric_manager(tmp_p
         encoding="utf-8",
     )
     first = run_postmortem([LogFiles([log])]).findings[0]
-    assert (first.code, first.host) == (F.GPU_HW_FAULT, "gpu-h07")
+    assert (first.code, first.host) == (F.CUDA_ERROR, "gpu-h07")  # CUDA's 802: the node's state, not its hardware
     assert "Fabric Manager" in first.message and first.action.startswith("drain gpu-h07")
 
 

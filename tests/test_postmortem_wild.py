@@ -370,10 +370,6 @@ KNOWN_MISSES = {
         "UNKNOWN: Ascend's stream synchronize timeout (507011) is not in the catalog"
     ),
     # added with logs 2801-2963 (round 22)
-    "2801-nccltests264-8xh100-all-reduce-perf-cuda-failure-system-not-yet-initialized.log": (
-        "GPU_HW_FAULT: 'system not yet initialized' (cudaErrorSystemNotReady) is read as the node's Fabric Manager "
-        "not running; the label keeps the CUDA error, the thread naming no cause"
-    ),
     "2852-atmorep55-srun-label-wrapped-rank0-pg0-watchdog-unspecified-launch-failure.log": (
         "the rank: the watchdog's line is wrapped mid-word ('CUDA erro' / 'r: unspecified launch failure'), and the "
         "[rank0] prefix stays on the first half"
@@ -712,10 +708,6 @@ KNOWN_MISSES = {
     ),
     "4452-torchtitan168-llama1b-checkpoint-save-hang-rank0-faulthandler-thread-dump-main-thread-in-scatter.log": (
         "UNKNOWN: a hang shown only by faulthandler's thread dump (the main thread in scatter); no timeout line"
-    ),
-    "4466-pytorch167537-dgx-b200-symm-mem-rendezvous-cuda-driver-system-not-yet-initialized-rank0-rank1.log": (
-        "GPU_HW_FAULT: CUDA's 'system not yet initialized' (802) is read as the node's fault (on NVSwitch systems the "
-        "fabric manager is not running); the label keeps the CUDA error"
     ),
     "4467-pytorch188567-nccl-symm-mem-rendezvous-window-register-invalid-argument-nccl2297.log": (
         "UNKNOWN: the NCCL error is wrapped after its source location, so 'invalid argument' starts a line of its own"

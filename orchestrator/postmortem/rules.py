@@ -317,7 +317,8 @@ def _system_not_ready(e: JobEvent) -> bool:
     return _d(e, "error") == "system not yet initialized"
 
 
-#: CUDA's cudaErrorSystemNotReady on an NVSwitch node: its fabric manager, not the program
+#: CUDA's cudaErrorSystemNotReady (802) on an NVSwitch node: its fabric manager, not the program. A CUDA error of
+#: the node's software state, not a fault of its hardware: the code is CUDA_ERROR, the action drains the node
 _NOT_READY_MSG = "CUDA says the GPUs of {host} are not ready ({text}): the node's NVIDIA Fabric Manager is not running"
 _NOT_READY_ACT = (
     "drain {host}: start or repair nvidia-fabricmanager (its version must equal the driver's; `systemctl status "
@@ -527,7 +528,7 @@ RULES: tuple[Rule, ...] = (
     Rule(EventKind.OOM_GPU, _F.OOM_GPU, priority=88, key=("oom-gpu", *_WHERE)),
     Rule(
         EventKind.CUDA_ERROR,
-        _F.GPU_HW_FAULT,
+        _F.CUDA_ERROR,
         priority=96,
         key=("fabric", "host"),
         when=_system_not_ready,
@@ -536,7 +537,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         EventKind.NCCL_CUDA_FAILURE,
-        _F.GPU_HW_FAULT,
+        _F.CUDA_ERROR,
         priority=96,
         key=("fabric", "host"),
         when=_system_not_ready,
