@@ -109,6 +109,29 @@ def test_a_store_barrier_counting_more_workers_than_the_world_is_a_configuration
     assert "counted 16 processes for a world of 8" in only.message and "its own port" in only.action
 
 
+@pytest.mark.parametrize(
+    ("address", "code"),
+    [
+        ("[::ffff:0.0.0.5]", F.CONFIG_ERROR),  # MASTER_ADDR=05 (wild log 4115)
+        ("0.104.99.143", F.CONFIG_ERROR),  # MASTER_ADDR=6841231 (wild log 4004)
+        ("0.0.0.0", F.NCCL_NETWORK_ERROR),  # Linux's own host: a store there is reached on one node
+        ("10.0.0.5", F.NCCL_NETWORK_ERROR),
+    ],
+)
+def test_a_store_address_in_this_network_block_is_a_configuration_error(tmp_path: Path, address: str, code: F) -> None:
+    """A client that cannot reach a store in 0.0.0.0/8 was given a numeric host name (RFC 1122: no host there);
+    one that cannot reach a routable address is left to the network."""
+    log = tmp_path / "store.log"
+    log.write_text(
+        f"[W socket.cpp:558] [c10d] The client socket has failed to connect to {address}:40323 (errno: 110 - "
+        "Connection timed out).\n",
+        encoding="utf-8",
+    )
+    first = run_postmortem([LogFiles([log])]).findings[0]
+    assert first.code is code
+    assert ("MASTER_ADDR" in first.action) if code is F.CONFIG_ERROR else ("0.0.0.0/8" not in first.message)
+
+
 def test_nvidia_smi_s_gpu_is_lost_in_a_job_log_drains_the_host_with_its_bus_id(tmp_path: Path) -> None:
     log = tmp_path / "smi.log"
     log.write_text(

@@ -597,10 +597,6 @@ KNOWN_MISSES = {
         "port collision)"
     ),
     # added with logs 4001-4161 (round 28)
-    "4004-opensora667-torchrun-standalone-2gpu-c10d-client-socket-connect-timed-out-numeric-hostname-6841231.log": (
-        "NCCL_NETWORK_ERROR: the store's unreachable address is read as the network's; the label reads the numeric "
-        "host name '6841231' taken as an IP address (a configuration error)"
-    ),
     "4011-qwen920-8rank-finetune-interleaved-caret-tracebacks-runtimeerror-expected-same-device-cut.log": (
         "UNKNOWN: eight ranks' tracebacks are interleaved character by character; the RuntimeError line is cut"
     ),
@@ -634,10 +630,6 @@ KNOWN_MISSES = {
     ),
     "4111-hipattention59-sglang-llama4-ranks4-6-gloo-connectfullmesh-failed-scheduler-init-torch-distributed.log": (
         "the rank: the gloo failures of ranks 4 and 6 are one observer cause, which names no rank"
-    ),
-    "4115-grl27-torchx-trainer0-c10d-client-socket-numeric-hostname-05-as-0.0.0.5-errno110.log": (
-        "NCCL_NETWORK_ERROR: the store's unreachable address is read as the network's; the label reads the host name "
-        "'05' taken as 0.0.0.5"
     ),
     "4153-torchforge568-monarch-meshfailure-titantrainer1-checkpointer-save-traceback.log": (
         "UNKNOWN: Monarch's MeshFailure and its traceback's error line (cut) are not read"

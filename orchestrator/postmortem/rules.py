@@ -24,6 +24,7 @@ DataLoader workers put their buffers there, and a write past a full tmpfs is a S
 
 from __future__ import annotations
 
+import ipaddress
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -346,6 +347,25 @@ def _own_barrier(e: JobEvent) -> bool:
     """XLA's coordination-service barrier timeout of a barrier other than the connect barrier every process
     passes at start-up (``PjRT_Client_Connect``, jax.distributed.initialize): the program's own."""
     return e.details.get("catalog") == "xla.coordination.barrier_timed_out" and "Connect" not in _d(e, "op")
+
+
+#: RFC 1122's "this network" block: no host is reached at one of its addresses (Linux takes 0.0.0.0 alone as this
+#: host, so a store on 0.0.0.0 still works on one node)
+_THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")
+
+
+def _unroutable_store(e: JobEvent) -> bool:
+    """A store client's failed connect to an address of 0.0.0.0/8 other than 0.0.0.0 (``[::ffff:0.0.0.5]:40323``):
+    a numeric host name given as MASTER_ADDR (``05``, ``6841231``) that the resolver read as an IPv4 number."""
+    if e.details.get("catalog") != "pytorch.c10d.client_connect_failed":
+        return False
+    peer = _d(e, "peer")
+    host = peer.rsplit(":", 1)[0].removeprefix("[::ffff:").removesuffix("]") if ":" in peer else peer
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.version == 4 and ip in _THIS_NETWORK and int(ip) != 0
 
 
 def _over_world(e: JobEvent) -> bool:
@@ -924,6 +944,17 @@ RULES: tuple[Rule, ...] = (
         "MASTER_PORT: give each run its own port (torchrun --master-port, --rdzv-id) and end the leftover processes",
     ),
     # the same progress line within the world size: processes still joining, no cause
+    Rule(
+        EventKind.RENDEZVOUS_ERROR,
+        _F.CONFIG_ERROR,
+        priority=61,
+        key=("config", "store-address"),
+        when=_unroutable_store,
+        message="the rendezvous store's address {d[peer]} is in 0.0.0.0/8, where no host is ({text}): a numeric "
+        "host name given as the store's host reads as an IPv4 number (05 is 0.0.0.5)",
+        action="set MASTER_ADDR (torchrun --master-addr, --rdzv-endpoint) to the store host's resolvable name or its "
+        "IP address, then resubmit",
+    ),
     Rule(EventKind.RENDEZVOUS_ERROR, None, role="context", when=_from("pytorch.c10d.store_based_barrier_waiting")),
     # two processes initialised as one rank: the launch started every node's processes as node 0's (srun without
     # --ntasks-per-node under Lightning, a NODE_RANK not set), or more processes than the world size; the job hangs
