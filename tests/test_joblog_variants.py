@@ -1079,6 +1079,25 @@ def test_espnets_logger_prefix_places_its_global_rank_on_its_host() -> None:
     assert normalise_line("[gpu187:1]: hello")[0].rank is None
 
 
+def test_a_link_inside_a_links_text_unwraps_in_turn() -> None:
+    """A page that linked an already linked paste (wild log 4514: ``[[proxy.cc:1495](http://proxy.cc:1495/)](...)``)
+    leaves NCCL's source location as printed."""
+    (ll,) = normalise_line(
+        "A100-02:2358430:2358556 [1] [[proxy.cc:1495](http://proxy.cc:1495/)](http://proxy.cc:1495/) NCCL WARN x"
+    )
+    assert ll.body.endswith("[1] proxy.cc:1495 NCCL WARN x")
+
+
+def test_a_cuda_error_with_its_number_before_the_text_is_read() -> None:
+    """'CUDA error N: text' (TFRA's CUDA_CHECK, wild log 4523): number 2 out of memory is the GPU's OOM."""
+    oom = parse_joblog("what():  cuckoo_hashtable_op_gpu.cu.cc:413: CUDA error 2: out of memory\n", "t.log").events
+    assert [e.kind for e in oom] == [EventKind.OOM_GPU]
+    ima = parse_joblog("CUDA error 700: an illegal memory access was encountered\n", "t.log").events
+    assert [(e.kind, e.details.get("error")) for e in ima] == [
+        (EventKind.CUDA_ERROR, "an illegal memory access was encountered")
+    ]
+
+
 def test_pytests_exception_marker_is_a_quote_not_part_of_the_line() -> None:
     """pytest prints 'E' and spaces before each line of the exception it reports (wild logs 1753, 1909); glog's
     'E0321 ...' severity letter is no such marker."""

@@ -132,6 +132,24 @@ def test_a_store_address_in_this_network_block_is_a_configuration_error(tmp_path
     assert ("MASTER_ADDR" in first.action) if code is F.CONFIG_ERROR else ("0.0.0.0/8" not in first.message)
 
 
+@pytest.mark.parametrize(
+    ("retcode", "code", "nodes"), [(3, F.NCCL_INTERNAL_ERROR, ["A100-02"]), (2, F.NCCL_NETWORK_ERROR, [])]
+)
+def test_the_proxy_services_failed_operation_is_judged_by_its_retcode(
+    tmp_path: Path, retcode: int, code: F, nodes: list[str]
+) -> None:
+    """NCCL's proxy service failing a peer's Connect with ncclInternalError (3) is NCCL's own failure on its host
+    (wild log 4514); with ncclSystemError (2), a system call's, it stays the network's, the printer its observer."""
+    log = tmp_path / "proxy.log"
+    log.write_text(
+        f"A100-02:2358430:2358556 [1] proxy.cc:1519 NCCL WARN [Proxy Service 9] Failed to execute operation Connect "
+        f"from rank 15, retcode {retcode}\n",
+        encoding="utf-8",
+    )
+    first = run_postmortem([LogFiles([log])]).findings[0]
+    assert (first.code, first.nodes) == (code, nodes)
+
+
 def test_nvidia_smi_s_gpu_is_lost_in_a_job_log_drains_the_host_with_its_bus_id(tmp_path: Path) -> None:
     log = tmp_path / "smi.log"
     log.write_text(

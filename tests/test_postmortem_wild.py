@@ -714,6 +714,28 @@ KNOWN_MISSES = {
         "PROCESS_CRASH: the Serve replica's RayTaskError(RuntimeError) (its name holds colons, read since round 30) is "
         "read as a crash of the Ray worker on its node; the RuntimeError's text is cut, and the label says UNKNOWN"
     ),
+    # added with logs 4513-4576 (round 31)
+    "4515-flexflowserve51-gh200-multinode-legion-error67-sigabrt-then-nccl-system-error.log": (
+        "NCCL_INTERNAL_ERROR: Legion's 'LEGION ERROR' and GASNet's 'Caught a fatal signal (proc 0)' are not in the "
+        "catalog; the NCCL system error printed after them is read as the cause"
+    ),
+    "4516-lux5-gasnet-udp-amudprun-econgestion-returned-am-node0-aborted.log": (
+        "UNKNOWN: GASNet's UDP conduit (amudprun's ECONGESTION) is not in the catalog"
+    ),
+    "4520-relion672-refine-mpi-multinode-gpu-function-failed-at-initialise.log": (
+        "UNKNOWN: RELION's 'A GPU-function failed to execute' is not in the catalog"
+    ),
+    "4531-torchforge493-grpo-8xh100-rdma-create-qp-not-supported-efa-actor-failure.log": (
+        "UNKNOWN: Monarch's RDMA manager ('failed to create extended queue pair (QP): Operation not supported') is not "
+        "in the catalog"
+    ),
+    "4549-awsdoeks50-lws-hostnetwork-vllm-tp16-2node-rank8-gloo-loopback-fallback-connectfullmesh-refused.log": (
+        "PROCESS_CRASH: gloo's failed connectFullMesh is read as an exception; torch's loopback-fallback warning above "
+        "it (also printed by one-node runs that work) is not joined to it as a configuration error"
+    ),
+    "4550-drivor35-k8s-ray-pytorch-8xh20-24h-container-oomkill-exit-137-diagnostic-report-quoted-bold.log": (
+        "UNKNOWN: a cluster tool's markdown report ('**Restart Reason**: OOMKill') is not Kubernetes' own wording"
+    ),
 }
 
 

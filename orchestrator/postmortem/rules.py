@@ -1157,6 +1157,21 @@ RULES: tuple[Rule, ...] = (
     # observers of a failure elsewhere
     Rule(EventKind.NCCL_CONNECTION_CLOSED, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
     Rule(EventKind.NCCL_SOCKET_ERROR, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
+    # NCCL's proxy service failing a peer's operation with ncclInternalError (retcode 3, src/proxy.cc): NCCL's own
+    # check failed there, not the peer or the network (retcode 2, a system call's, stays the network's)
+    Rule(
+        EventKind.NCCL_REMOTE_ERROR,
+        _F.NCCL_INTERNAL_ERROR,
+        C,
+        44,
+        "observer",
+        ("nccl-internal", "host"),
+        when=lambda e: e.details.get("catalog") == "nccl.proxy.failed_to_execute" and e.details.get("status") == 3,
+        message="NCCL's proxy service {where} failed a {d[op]} operation for rank {d[peer]} with ncclInternalError "
+        "(3) ({text})",
+        action="read the NCCL WARN lines just above it in that process's output (NCCL_DEBUG=WARN) for what failed; "
+        "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,PROXY,NET if none is there",
+    ),
     Rule(EventKind.NCCL_REMOTE_ERROR, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
     Rule(EventKind.GLOO_ERROR, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
     Rule(EventKind.UCX_ERROR, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),

@@ -351,14 +351,15 @@ _NCCL_CLASS_KEYS: list[tuple[str, ...]] = [
 ]
 _NET_SOCKET_RE = re.compile(r"NET/Socket : Using (?P<dev>.+)$|NET/IB : No device found")
 _CUDA_RE = re.compile(
-    # c10's driver-API check (c10/cuda/driver_api.h) prints cuGetErrorString's text as "CUDA driver error: ..."
-    r"CUDA (?:driver )?error: (?P<error>[^.\n]+?)(?:\s*$|\.|\s+CUDA kernel errors|\s+Compile with)"
+    # c10's driver-API check (c10/cuda/driver_api.h) prints cuGetErrorString's text as "CUDA driver error: ...";
+    # other libraries put the error's number before it ("CUDA error 2: out of memory", TFRA's CUDA_CHECK)
+    r"CUDA (?:driver )?error(?: \d{1,3})?: (?P<error>[^.\n]+?)(?:\s*$|\.|\s+CUDA kernel errors|\s+Compile with)"
     r"|(?P<code>CUDA_ERROR_[A-Z_]+|cudaError[A-Z]\w+)"
     r"|(?P<bare>uncorrectable ECC error encountered|unspecified launch failure|an illegal memory access was "
     r"encountered|misaligned address|device-side assert triggered)"
 )
 _OOM_GPU_RE = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|CUDA (?:driver )?error: out of memory|cudaErrorMemoryAllocation"
+    r"CUDA out of memory|OutOfMemoryError|CUDA (?:driver )?error(?: 2)?: out of memory|cudaErrorMemoryAllocation"
     r"|CUDA_ERROR_OUT_OF_MEMORY"
 )
 #: substrings one of which every match of ``_CUDA_RE`` holds

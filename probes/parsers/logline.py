@@ -477,7 +477,9 @@ _MD_LINK_RE = re.compile(r"\[([^\[\]\n]{1,200})\]\(https?://[^\s()]{1,300}\)")
 def _normalise(raw: str, limit: int) -> list[LogLine]:
     if "[" in raw or "\x1b" in raw:
         raw = _ANSI_RE.sub("", raw)
-        if "](http" in raw:
+        for _ in range(3):  # a link inside a link's text (a page that linked a linked paste) unwraps in turn
+            if "](http" not in raw:
+                break
             raw = _MD_LINK_RE.sub(r"\1", raw)
     out: list[LogLine] = []
     for seg in _segments(raw):
