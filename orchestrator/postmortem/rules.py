@@ -943,7 +943,7 @@ RULES: tuple[Rule, ...] = (
         action="processes of another run (a second launch, a requeue or restart) use the same MASTER_ADDR:"
         "MASTER_PORT: give each run its own port (torchrun --master-port, --rdzv-id) and end the leftover processes",
     ),
-    # the same progress line within the world size: processes still joining, no cause
+    # a client that cannot reach a store address of 0.0.0.0/8: the store's host name was a number
     Rule(
         EventKind.RENDEZVOUS_ERROR,
         _F.CONFIG_ERROR,
@@ -955,6 +955,7 @@ RULES: tuple[Rule, ...] = (
         action="set MASTER_ADDR (torchrun --master-addr, --rdzv-endpoint) to the store host's resolvable name or its "
         "IP address, then resubmit",
     ),
+    # the same progress line within the world size: processes still joining, no cause
     Rule(EventKind.RENDEZVOUS_ERROR, None, role="context", when=_from("pytorch.c10d.store_based_barrier_waiting")),
     # two processes initialised as one rank: the launch started every node's processes as node 0's (srun without
     # --ntasks-per-node under Lightning, a NODE_RANK not set), or more processes than the world size; the job hangs
