@@ -150,6 +150,22 @@ def test_the_proxy_services_failed_operation_is_judged_by_its_retcode(
     assert (first.code, first.nodes) == (code, nodes)
 
 
+def test_winsocks_refused_store_address_is_a_configuration_error_a_decisive_cause_outranks(tmp_path: Path) -> None:
+    """WinSock's 10049 on the store's address (wild logs 4352, 4569) is the launch's configuration; runs that work
+    print it too, so a decisive cause in the same log comes first."""
+    line = (
+        "[W ..\\torch\\csrc\\distributed\\c10d\\socket.cpp:558] [c10d] The client socket has failed to connect to "
+        "[x-tags.net]:29500 (system error: 10049 - The requested address is not valid in its context.).\n"
+    )
+    alone, with_oom = tmp_path / "alone.log", tmp_path / "oom.log"
+    alone.write_text(line, encoding="utf-8")
+    with_oom.write_text(
+        line + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n", encoding="utf-8"
+    )
+    assert run_postmortem([LogFiles([alone])]).findings[0].code is F.CONFIG_ERROR
+    assert run_postmortem([LogFiles([with_oom])]).findings[0].code is F.OOM_GPU
+
+
 def test_nvidia_smi_s_gpu_is_lost_in_a_job_log_drains_the_host_with_its_bus_id(tmp_path: Path) -> None:
     log = tmp_path / "smi.log"
     log.write_text(

@@ -685,10 +685,6 @@ KNOWN_MISSES = {
         "NCCL_NETWORK_ERROR: the store's client timing out is read as the network's; the label reads the endpoint "
         "(localhost, port 0: configuration)"
     ),
-    "4352-kohyass2014-win-multigpu-jp-bilingual-log-c10d-socket-kubernetes-docker-internal-29500-mojibake.log": (
-        "UNKNOWN: Windows' c10d connect warnings to kubernetes.docker.internal are not read (they also appear in runs "
-        "that work)"
-    ),
     # added with logs 4401-4512 (round 30)
     "4435-lightning-sagemaker-smddp-unsupported-reduceop-algorithmerror.log": (
         "PROCESS_CRASH: SageMaker's data-parallel library refusing a ReduceOp ('SMDDP does not support: ReduceOp') is "
@@ -735,6 +731,16 @@ KNOWN_MISSES = {
     ),
     "4550-drivor35-k8s-ray-pytorch-8xh20-24h-container-oomkill-exit-137-diagnostic-report-quoted-bold.log": (
         "UNKNOWN: a cluster tool's markdown report ('**Restart Reason**: OOMKill') is not Kubernetes' own wording"
+    ),
+    "4563-axolotl1717-4x3090-70b-zero3-oom-torchrun-root-cause-rank0-host.log": (
+        "PROCESS_CRASH rank 0: torchrun's root cause names no error; the label takes the title (out of memory)"
+    ),
+    "4567-torchtune1493-computecanada-ncclcommwatchdog-frames-then-sigterm.log": (
+        "UNKNOWN: only the frames of an exception raised from ncclCommWatchdog are pasted (a timeout and an NCCL error "
+        "both end there); the label takes the title (a timeout)"
+    ),
+    "4571-glm4-244-2x4090-lora-rank1-rich-box-ddp-forward-oom-in-title.log": (
+        "UNKNOWN: the traceback is cut before its error; the label takes the title (out of memory)"
     ),
 }
 

@@ -368,6 +368,13 @@ def _unroutable_store(e: JobEvent) -> bool:
     return ip.version == 4 and ip in _THIS_NETWORK and int(ip) != 0
 
 
+def _store_address_not_valid(e: JobEvent) -> bool:
+    """A store client on Windows refused its address by WinSock (10049, WSAEADDRNOTAVAIL: "The requested address is
+    not valid in its context"): the store's host name resolves to an address this machine cannot connect to (a
+    Docker or Hyper-V alias such as kubernetes.docker.internal)."""
+    return e.details.get("catalog") == "pytorch.c10d.client_connect_failed" and e.details.get("status") == 10049
+
+
 def _over_world(e: JobEvent) -> bool:
     """torch's store-barrier progress line counting more processes than the world size: another run shares the
     store (distributed_c10d.py's _store_based_barrier waits for exactly world_size)."""
@@ -954,6 +961,20 @@ RULES: tuple[Rule, ...] = (
         "host name given as the store's host reads as an IPv4 number (05 is 0.0.0.5)",
         action="set MASTER_ADDR (torchrun --master-addr, --rdzv-endpoint) to the store host's resolvable name or its "
         "IP address, then resubmit",
+    ),
+    # the same refusal on Windows: printed by runs that go on to work too (another address is tried), so an observer
+    # a decisive cause outranks
+    Rule(
+        EventKind.RENDEZVOUS_ERROR,
+        _F.CONFIG_ERROR,
+        C,
+        40,
+        "observer",
+        ("config", "store-address"),
+        when=_store_address_not_valid,
+        message="the rendezvous store's address {d[peer]} is not valid here ({text}): WinSock refused it (10049)",
+        action="set MASTER_ADDR to 127.0.0.1 on one machine, or to the store host's reachable IP address (not a name "
+        "that resolves to a Docker or Hyper-V alias), then resubmit",
     ),
     # the same progress line within the world size: processes still joining, no cause
     Rule(EventKind.RENDEZVOUS_ERROR, None, role="context", when=_from("pytorch.c10d.store_based_barrier_waiting")),
