@@ -742,6 +742,28 @@ KNOWN_MISSES = {
     "4571-glm4-244-2x4090-lora-rank1-rich-box-ddp-forward-oom-in-title.log": (
         "UNKNOWN: the traceback is cut before its error; the label takes the title (out of memory)"
     ),
+    # added with logs 4601-4664 (round 32)
+    "4604-powerai141-summit-954-nodes-horovod-ddlrun-mpirun-timeout-180s-job-aborted-indented-double-spaced.log": (
+        "UNKNOWN: mpirun's own launch timeout (the job aborted after 180 s) is not in the catalog; the label reads the "
+        "thread's fix (a larger launcher timeout) as configuration"
+    ),
+    "4618-aiter548-mi300x-vllm-v0-tp4-rank0-traceback-assertionerror-nhead32-not-supported.log": (
+        "PROCESS_CRASH rank 0: an AssertionError is read as a crash, as other labels have it; this label reads the "
+        "assertion's meaning (a head count the kernel does not support: configuration)"
+    ),
+    "4620-ipexllm12081-vllm-xpu-8-arc-tp-pp-ray-ccl-error-sendmsg-fd-broken-pipe-init-device.log": (
+        "UNKNOWN: oneCCL's 'CCL_ERROR ... sendmsg' (Intel GPUs) is not in the catalog"
+    ),
+    "4621-llmscaler595-vllm-xpu-2x-arc-pro-b70-tp2-dmesg-xe-timedout-job-not-started-gt-reset.log": (
+        "UNKNOWN: the xe driver's 'Timedout job' and GT reset (Intel GPUs) are not in the catalog"
+    ),
+    "4638-olcf-summit-spectrum-mpi-cuda-aware-pami-cudaipcpool-error-opening-ipc-memhandle-peer1.log": (
+        "UNKNOWN: Spectrum MPI's PAMI 'Error opening IPC Memhandle from peer' (Summit) is not in the catalog"
+    ),
+    "4659-vllm27666-dp4-ep-dbo-deepep-ht-ansi-caret-prefix-cpu-recv-timeout-interleaved.log": (
+        "UNKNOWN: DeepEP's host-side 'CPU recv timeout' is not read as a cause; the label takes the pull request's "
+        "title (an illegal memory access)"
+    ),
 }
 
 
