@@ -279,8 +279,8 @@ KNOWN_MISSES = {
         "the node)"
     ),
     "2307-kuberay3436-rayservice-vllm-deployment-replica-ip-raytaskerror-runtimeerror-no-gpu-available.log": (
-        "PROCESS_CRASH naming no node: the RayTaskError's RuntimeError is cut; the label takes the title (no GPU "
-        "available) and the replica's ip"
+        "PROCESS_CRASH on the replica's node (its name holds colons, read since round 30): the RayTaskError's "
+        "RuntimeError is cut; the label takes the title (no GPU available)"
     ),
     "2308-ultralytics19375-ddp-rank1-broadcast-amp-distbackenderror-unhandled-cuda-error-oom-quote-prefix-cut.log": (
         "CUDA_ERROR: the log shows NCCL's 'unhandled cuda error'; the label takes the OOM from the title and a "
