@@ -166,6 +166,44 @@ def test_winsocks_refused_store_address_is_a_configuration_error_a_decisive_caus
     assert run_postmortem([LogFiles([with_oom])]).findings[0].code is F.OOM_GPU
 
 
+def test_a_launcher_killing_its_processes_alone_reads_as_the_likeliest_silent_death(tmp_path: Path) -> None:
+    """DeepSpeed's sigkill_handler with nothing else in the log (wild logs 1263, 2911, 4158, 4733): a child that died
+    without a word, most often the OOM killer's SIGKILL; beside a child's own error it is only that error's end."""
+    kill = "[2023-05-23 11:11:32,282] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 32217\n"
+    alone, with_error = tmp_path / "alone.log", tmp_path / "error.log"
+    alone.write_text(kill, encoding="utf-8")
+    with_error.write_text(
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n" + kill, encoding="utf-8"
+    )
+    first = run_postmortem([LogFiles([alone])]).findings[0]
+    assert first.code is F.OOM_HOST and first.nodes == [] and "most often" in first.message
+    assert [f.code for f in run_postmortem([LogFiles([with_error])]).findings] == [F.CUDA_ERROR]
+
+
+def test_ncclss_cuda_failure_of_the_setup_outranks_the_unhandled_cuda_errors_it_causes(tmp_path: Path) -> None:
+    """NCCL's 'Cuda failure' with the stub libcuda.so (wild log 4714) is the setup's; the other ranks' unhandled
+    cuda errors that follow are its consequence."""
+    log = tmp_path / "stub.log"
+    log.write_text(
+        "[0]<stdout>:72d576acb451:1704:1899 [0] init.cc:255 NCCL WARN Cuda failure 'CUDA driver is a stub library'\n"
+        "[1]<stdout>:E     tensorflow.python.framework.errors_impl.UnknownError: ncclCommInitRank failed: unhandled "
+        "cuda error\n",
+        encoding="utf-8",
+    )
+    first = run_postmortem([LogFiles([log])]).findings[0]
+    assert (first.code, first.nodes) == (F.CONFIG_ERROR, ["72d576acb451"])
+
+
+def test_ncclss_bind_on_a_port_in_use_is_a_configuration_error(tmp_path: Path) -> None:
+    log = tmp_path / "bind.log"
+    log.write_text(
+        "42692884fcba:140:140 [0] include/socket.h:333 NCCL WARN Call to bind failed : Address already in use\n",
+        encoding="utf-8",
+    )
+    first = run_postmortem([LogFiles([log])]).findings[0]
+    assert first.code is F.CONFIG_ERROR and "port is taken" in first.message
+
+
 def test_nvidia_smi_s_gpu_is_lost_in_a_job_log_drains_the_host_with_its_bus_id(tmp_path: Path) -> None:
     log = tmp_path / "smi.log"
     log.write_text(

@@ -126,8 +126,9 @@ KNOWN_MISSES = {
     "968-mmagic531-torchelastic-worker-status-failed-json-no-error-wrapped-dgx-r107-3.log": "no host: torch 1.9's "
     "torchelastic.worker.status.FAILED events (JSON, raw_error '<NONE>') are not read; no cause is found, as the "
     "label says, but the label names their host",
-    "1060-chatglm2-347-deepspeed-2080ti-killing-subprocess-then-local-rank1-sigkill-handler-line-cut.log": "UNKNOWN: "
-    "DeepSpeed's sigkill_handler line is cut before 'exits with return code'; the label takes the thread's title",
+    "1060-chatglm2-347-deepspeed-2080ti-killing-subprocess-then-local-rank1-sigkill-handler-line-cut.log": "OOM_HOST: "
+    "DeepSpeed's launcher killing its subprocesses is read as the likeliest silent death (the OOM killer); its "
+    "'exits with return code' line, which would say, is cut; the label takes the thread's title (a crash of rank 1)",
     # added with logs 1101-1114, 1201-1214 (round 12)
     "1113-awsomedistributed192-srun-l-10-prefix-broadcast-ncclsystemerror-software-caused-connection-abort-one-line"
     ".log": "NCCL_NETWORK_ERROR: a connect to 127.0.0.1 that failed is read as the network's; the label takes the "
@@ -155,9 +156,6 @@ KNOWN_MISSES = {
     "1260-gitcode-blog-vllm-3x8-4090-multinode-nccl-warn-socketstartconnect-software-caused-connection-abort-ellipsis-"
     "unhandled-system-error.log": "NCCL_NETWORK_ERROR: the system error below a failed connect is that connect's; "
     "the label takes the blog's diagnosis (interfaces set up differently: configuration)",
-    "1263-yi152-deepspeed-chat-main-py-8xa800-model-load-comment-cdb-none-then-sigkill-handler-killing-5-subprocesses"
-    ".log": "UNKNOWN: DeepSpeed's launcher killing its subprocesses names no cause; the label takes the poster's words "
-    "(loading the model ran the host out of memory)",
     "1305-horovod3625-tf-tag-output-ncclcomminitrank-errorcheck-segfault-biomind-rank0-backtrace-cut.log": "PROCESS_"
     "CRASH: the log shows rank 0's segfault; the label takes the thread's title (ncclCommInitRank: unhandled cuda "
     "error)",
@@ -384,14 +382,8 @@ KNOWN_MISSES = {
     "2905-sglang5096-cloud-logging-reverse-order-killed-sigquit-dev-shm-nccl-segment.log": (
         "OOM_HOST: the shell's 'Killed' is read as the OOM killer; the /dev/shm segment error above it is cut"
     ),
-    "2908-accelerate193-2021-old-launch-killing-subprocess-after-large-json-load.log": (
-        "UNKNOWN: the launcher's traceback without its exit code; the label takes the poster's account (host memory)"
-    ),
     "2910-nccl983-mpirun-two-servers-ib-channels-then-primary-job-aborted-sigbus-title.log": (
         "UNKNOWN: mpirun's abort banner alone; the label takes the title (SIGBUS)"
-    ),
-    "2911-deepspeed2946-t5-11b-launcher-killing-8-subprocesses-error-line-cut.log": (
-        "UNKNOWN: DeepSpeed's exit line is cut before its return code; the label takes the title (-9)"
     ),
     "2912-lmflow430-3090-llama7b-deepspeed-markdown-link-damage-killing-subprocess-return-code-minus7.log": (
         "UNKNOWN: markdown link damage cut the return code out of DeepSpeed's exit line; the label takes the title (-7)"
@@ -637,10 +629,6 @@ KNOWN_MISSES = {
     "4155-simplerl19-openrlhf-ray-critic-save-checkpoint-file-write-failed-actor-prefix.log": (
         "the host: the Ray actor's prefix names no ip; the label takes it from another of the thread's lines"
     ),
-    "4158-deepspeed2788-hf-trainer-sequential-models-sigkill-handler-killing-subprocesses-after-weights-load.log": (
-        "UNKNOWN: DeepSpeed's launcher killing its subprocesses names no cause; the label takes the thread (host "
-        "memory)"
-    ),
     # added with logs 4201-4352 (round 29)
     "4201-parcae1-etcd-rendezvous-keynotfound-next-strategy-rejoin-loop.log": (
         "UNKNOWN: torchelastic's etcd rendezvous retrying (EtcdKeyNotFound) is not in the catalog"
@@ -763,6 +751,53 @@ KNOWN_MISSES = {
     "4659-vllm27666-dp4-ep-dbo-deepep-ht-ansi-caret-prefix-cpu-recv-timeout-interleaved.log": (
         "UNKNOWN: DeepEP's host-side 'CPU recv timeout' is not read as a cause; the label takes the pull request's "
         "title (an illegal memory access)"
+    ),
+    # added with logs 4701-4764 (round 33)
+    "4702-pytorch42073-2020-circleci-processgroupncclerrorstest-cuda-driver-insufficient-cudanumdevices.log": (
+        "CONFIG_ERROR: 'CUDA driver version is insufficient for CUDA runtime version' is read as the node's set-up "
+        "(a driver older than the build); the label keeps the CUDA error"
+    ),
+    "4703-nccl1657-torchrun-opt-venv-tcpstore-read-callback-eof-local-rank0-exitcode1-launcher-traceback.log": (
+        "PROCESS_CRASH rank 0: torchrun's root cause, exit code 1; the label takes the title (NCCL's internal error)"
+    ),
+    "4704-sglang20859-hicache-tp16-k8s-should-dump-flag-tcpstore-recvvalue-connection-reset-rank8-rank12.log": (
+        "UNKNOWN: only the heartbeat monitor's lost store connection ('should_dump' flag) is pasted; the label takes "
+        "the title (a hang)"
+    ),
+    "4706-pytorch76103-ctest-parallel-processgroupnccltest-bus-error-exception-rank0-nccl2165-init.log": (
+        "the rank and host: ctest's bus error names no rank; the label reads rank 0 and the container's name from "
+        "the test's NCCL init lines"
+    ),
+    "4710-transformerlens356-p3-8xlarge-4gpu-make-test-multi-gpu-assertion-n-devices-only-cuda.log": (
+        "UNKNOWN: the test's assertion line is cut; the label reads the thread (a device count the test does not "
+        "support: configuration)"
+    ),
+    "4722-wan22-s2v-8x5090-ulysses-torchrun-root-cause-rank7-oom.log": (
+        "PROCESS_CRASH rank 7: only torchrun's summary is pasted; the label takes the title (out of memory)"
+    ),
+    "4725-roll-qwen25vl-rl-ray-actor-infer-died-host-memory-leak.log": (
+        "UNKNOWN: a Ray actor's death names no cause; the label takes the maintainer's reply (a host memory leak)"
+    ),
+    "4728-voyager-4x4090-ulysses4-requires-xfuser-assert-timestamped.log": (
+        "PROCESS_CRASH: an AssertionError is read as a crash, as other labels have it; this label reads it as a "
+        "missing package (configuration)"
+    ),
+    "4729-wan22-ulysses8-world-size4-assertion-all-ranks.log": (
+        "PROCESS_CRASH rank 0: an AssertionError is read as a crash; the label reads it as the launch's sizes "
+        "(ulysses_size against the world size: configuration)"
+    ),
+    "4756-fairseq1608-2020-roberta-2gpu-spawn-process-0-terminated-quoted-gt-prefix.log": (
+        "UNKNOWN: mp.spawn's 'process 0 terminated' is cut before 'with exit code' or 'with signal'"
+    ),
+    "4758-pytorch15592-torch10-two-node-gloo-ioexception-connect-127-0-1-1-refused-aborted.log": (
+        "NCCL_NETWORK_ERROR: gloo's refused connect to 127.0.1.1 is read as a peer process gone; the label reads the "
+        "address (the host name resolving to Debian's 127.0.1.1 on a two-node job: configuration)"
+    ),
+    "4759-tf44976-tf23-mirroredstrategy-2gpu-keras-fit-stuck-after-batch-all-reduce-nccl.log": (
+        "UNKNOWN: a hang that prints no error and no timeout"
+    ),
+    "4761-chainermn218-2018-hierarchical-over-232-mpi-procs-init-comms-ncclcommunicator-traceback-cut.log": (
+        "UNKNOWN: the traceback is cut before its error; the label takes the title (NCCL's error)"
     ),
 }
 

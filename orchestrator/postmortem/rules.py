@@ -242,9 +242,13 @@ def _spawn_wrapper(e: JobEvent) -> bool:
 
 def _store_wait_timeout(e: JobEvent) -> bool:
     """A rank's wait for rank 0's ncclUniqueId in the store that timed out (``got error: wait timeout after ...``,
-    ``Socket Timeout``): rank 0 never reached the communicator's set-up, a hang like a collective's; other errors
-    of the same wait are the store's connection lost (a network observer)."""
-    return e.details.get("catalog") == "pytorch.c10d.unique_id_store_get_failed" and "imeout" in _d(e, "error")
+    ``Socket Timeout``), or any store read that waited the store's whole timeout (socket.cpp's ``waitForInput:
+    ... timed out after Nms``): the rank that was to write never got there, a hang like a collective's; other
+    errors of the same wait are the store's connection lost (a network observer)."""
+    catalog = e.details.get("catalog")
+    if catalog == "pytorch.c10d.socket_wait_timed_out":  # a store read that waited the whole timeout
+        return True
+    return catalog == "pytorch.c10d.unique_id_store_get_failed" and "imeout" in _d(e, "error")
 
 
 def _interrupted(e: JobEvent) -> bool:
@@ -304,7 +308,15 @@ _CONFIG_CUDA_ERRORS = frozenset(
         "hipErrorNoBinaryForGpu",
         "CUDA_ERROR_INVALID_DEVICE",  # the driver API's names (cuGetErrorName)
         "CUDA_ERROR_NO_BINARY_FOR_GPU",
+        "CUDA driver is a stub library",  # cudaErrorStubLibrary: the toolkit's stub libcuda.so, no driver here
     }
+)
+#: what a CUDA error of the job's setup says and asks for (the CUDA runtime's own and NCCL's "Cuda failure")
+_CUDA_CONFIG_MSG = "the job's CUDA setup failed {where}: {d[error]} ({text})"
+_CUDA_CONFIG_ACT = (
+    "a launch or environment error, not the GPU: check the GPUs each process may see and asks for "
+    "(CUDA_VISIBLE_DEVICES, --gpus-per-task, LOCAL_RANK or local_device_ids below the visible GPUs), and that "
+    "the driver, the build's CUDA version and its GPU architectures fit the node; then resubmit"
 )
 
 
@@ -547,6 +559,22 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(EventKind.NODE_FAIL, _F.NODE_FAILURE, priority=98, key=("node", "host")),
     # host memory, Slurm's view of a task
+    # the launcher's sigkill_handler alone (catalog role fallback): a child ended without a word, then the rest were
+    # killed; the likeliest silent death is the OOM killer's SIGKILL, which the kernel log confirms or refutes
+    Rule(
+        EventKind.OOM_HOST,
+        _F.OOM_HOST,
+        C,
+        30,
+        "observer",
+        ("oom-host",),
+        when=_from("launcher.sigkill_handler.killing_subprocess"),
+        message="the launcher killed the job's processes after one of them ended ({text}) and no process printed "
+        "why: a process that dies without a traceback was most often SIGKILLed by the kernel's OOM killer (host "
+        "memory), which writes only to the kernel log",
+        action="read the node's kernel log (dmesg -T, journalctl -k) for 'Out of memory: Killed process' with one of "
+        "the launcher's pids; if it is not there, find the launcher's 'exits with return code' line in the full output",
+    ),
     Rule(EventKind.OOM_HOST, _F.OOM_HOST, priority=92, key=("oom-host", "host")),
     Rule(EventKind.SRUN_TASK_EXIT, _F.OOM_HOST, priority=91, key=("oom-host", "host"), when=_oom_reason),
     Rule(EventKind.SRUN_TASK_EXIT, _F.PROCESS_CRASH, priority=79, key=("crash", "host", "task"), when=_crash_reason),
@@ -601,10 +629,8 @@ RULES: tuple[Rule, ...] = (
         priority=62,
         key=("config", *_WHERE),
         when=_cuda_config,
-        message="the job's CUDA setup failed {where}: {d[error]} ({text})",
-        action="a launch or environment error, not the GPU: check the GPUs each process may see and asks for "
-        "(CUDA_VISIBLE_DEVICES, --gpus-per-task, LOCAL_RANK or local_device_ids below the visible GPUs), and that "
-        "the driver, the build's CUDA version and its GPU architectures fit the node; then resubmit",
+        message=_CUDA_CONFIG_MSG,
+        action=_CUDA_CONFIG_ACT,
     ),
     Rule(
         EventKind.CUDA_ERROR,
@@ -631,6 +657,18 @@ RULES: tuple[Rule, ...] = (
         absorbs=frozenset({FindingCode.CUDA_ERROR}),
     ),
     Rule(EventKind.NCCL_CUDA_FAILURE, _F.OOM_GPU, priority=88, key=("oom-gpu", *_WHERE), when=_nccl_oom),
+    # NCCL's "Cuda failure" of the job's setup (the stub libcuda.so, a driver too old): above the unhandled cuda
+    # errors NCCL then returns on every rank, which it explains
+    Rule(
+        EventKind.NCCL_CUDA_FAILURE,
+        _F.CONFIG_ERROR,
+        priority=87,
+        key=("config", *_WHERE),
+        when=lambda e: _d(e, "error") in _CONFIG_CUDA_ERRORS,
+        message=_CUDA_CONFIG_MSG,
+        action=_CUDA_CONFIG_ACT,
+        absorbs=frozenset({FindingCode.CUDA_ERROR}),
+    ),
     Rule(EventKind.NCCL_CUDA_FAILURE, _F.CUDA_ERROR, priority=86, key=("cuda", *_WHERE)),
     # CUDA itself refused peer access between two GPUs of the node (cudaErrorPeerAccessUnsupported, 217): the
     # PCIe path between them allows no P2P; NCCL returns ncclUnhandledCudaError, not a usage error
@@ -1178,6 +1216,17 @@ RULES: tuple[Rule, ...] = (
     ),
     # observers of a failure elsewhere
     Rule(EventKind.NCCL_CONNECTION_CLOSED, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
+    # NCCL could not bind its bootstrap socket: the port it was given (NCCL_COMM_ID) or chose is taken
+    Rule(
+        EventKind.NCCL_SOCKET_ERROR,
+        _F.CONFIG_ERROR,
+        priority=61,
+        key=("config", *_WHERE),
+        when=lambda e: _d(e, "error") == "Address already in use" and "bind" in e.text,
+        message="NCCL could not bind its socket {where}: the port is taken ({text})",
+        action="another process (a second run, a leftover of an earlier one) holds the port: end it, or give each run "
+        "its own NCCL_COMM_ID / MASTER_PORT; then resubmit",
+    ),
     Rule(EventKind.NCCL_SOCKET_ERROR, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
     # NCCL's proxy service failing a peer's operation with ncclInternalError (retcode 3, src/proxy.cc): NCCL's own
     # check failed there, not the peer or the network (retcode 2, a system call's, stays the network's)
