@@ -799,6 +799,55 @@ KNOWN_MISSES = {
     "4761-chainermn218-2018-hierarchical-over-232-mpi-procs-init-comms-ncclcommunicator-traceback-cut.log": (
         "UNKNOWN: the traceback is cut before its error; the label takes the title (NCCL's error)"
     ),
+    # added with logs 4801-4864 (round 34)
+    "4802-cleanrl338-sebulba-ppo-jax-distributed-shutdown-disconnect-deadline-exceeded-atexit-xlaruntimeerror.log": (
+        "PROCESS_CRASH: the coordination agent's DEADLINE_EXCEEDED at shutdown (atexit) is read as an exception; the "
+        "label reads it as a hang"
+    ),
+    "4804-gpurecipes2-maxtext-a3mega-32-nodes-gke-cluster-regis"
+    "tration-failed-wait-for-all-tasks-barrier-deadline-exceeded.log": (
+        "UNKNOWN: XLA's newer barrier wording ('Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register') is not "
+        "read; its start-up barrier reads as configuration where read, the label as a hang"
+    ),
+    "4817-nccltests188-two-node-allreduce-socketfinalizeaccept-wrong-type-4-ne-3-hostname-user.log": (
+        "NCCL_INTERNAL_ERROR: 'socketFinalizeAccept: wrong type 4 != 3' is read from its internal-error trail; the "
+        "label reads another part of the thread (the nodes' transports differ: configuration)"
+    ),
+    "4819-nccltests324-10x-l40s-single-node-allreduce-cuda-failure-711-peer-mapping-resources-exhausted.log": (
+        "the rank: NCCL's 'Cuda failure 711' names its device [0], not a rank; the label takes rank 0 of the "
+        "one-process test"
+    ),
+    "4823-horovod610-2018-tf-horovod-warn-failed-to-open-cuda"
+    "-ipc-handle-11-invalid-argument-shm-register-host-buffer.log": (
+        "CONFIG_ERROR: NCCL's 'failed to open CUDA IPC handle' is read as the ranks' GPU visibility (set-up); the "
+        "label keeps the CUDA error"
+    ),
+    "4849-ray40850-torchtrainer-3090-plus-3060-cluster-raytaskerror-runtimeerror-raytrainworker-traceback-cut.log": (
+        "PROCESS_CRASH: the RayTaskError(RuntimeError) is read as the worker's crash on its node; the RuntimeError's "
+        "text is cut, and the label says UNKNOWN"
+    ),
+    "4850-ray13953-2021-release-tune-pytorch-pbt-failure-1-raytaskerror-torchtrainable-train-buffered-ip-cut.log": (
+        "PROCESS_CRASH: the RayTaskError(RuntimeError) is read as the trainable's crash on its node; the "
+        "RuntimeError's text is cut, and the label says UNKNOWN"
+    ),
+    "4851-awssamplesray10-sagemaker-xgboost-ray-gpu-placement-group-creation-timed-out-100s-resources-line-cut.log": (
+        "PROCESS_CRASH: only SageMaker's client exception is read; XGBoost-Ray's placement group timing out is not "
+        "in the catalog"
+    ),
+    "4856-rlinf624-actor-dead-never-ran-raylet-worker-died-172.23.225.99-code-2-title-segfault-channel-line-cut.log": (
+        "UNKNOWN: Ray's 'connection error code 2' names no cause; the label takes the title (a segfault)"
+    ),
+    "4857-vllm17770-deepseek-r1-multinode-v1-ray-engine-core-actordiederror-rayworkerwrapper-title-segfault.log": (
+        "UNKNOWN: a Ray actor's death names no cause; the label takes the title (a segfault)"
+    ),
+    "4858-gpustack2415-ray-distributed-inference-custom-vllm-temporaryactor-no-module-named-vllm-deserialize.log": (
+        "UNKNOWN: the deserialisation's 'No module named' is printed without its exception type, and the traceback "
+        "is cut"
+    ),
+    "4859-gpustack1640-vllm-distributed-inference-ray-version-mismatch-cluster-2.43.0-node-10.18.215.196-2.44.1.log": (
+        "PROCESS_CRASH: Ray's version mismatch between the cluster and a node is read as an exception; the node is "
+        "named on the message's second line"
+    ),
 }
 
 
