@@ -848,6 +848,23 @@ KNOWN_MISSES = {
         "PROCESS_CRASH: Ray's version mismatch between the cluster and a node is read as an exception; the node is "
         "named on the message's second line"
     ),
+    "4834-speechbrain2868-jeanzay-torch-launch-childfailederror-override-local-rank-not-found.log": (
+        "UNKNOWN: an empty ChildFailedError and its summary's header only; the label reads the thread (a launcher "
+        "option the script does not take: configuration)"
+    ),
+    "4835-accelerate3664-multi-xpu-fsdp2-childfailederror-failures-rank1-cut.log": (
+        "UNKNOWN: the ChildFailedError's failure entry is cut before its exit code"
+    ),
+    "4836-lightning10471-ddp-two-gpu-one-machine-stuck-after-initializing-ddp.log": (
+        "UNKNOWN: a hang after DDP's initialisation that prints no error and no timeout"
+    ),
+    "4837-litgpt1837-fabric-slurm-two-node-srun-not-used-client-socket-127001-errno97.log": (
+        "UNKNOWN: Lightning's 'srun is available but is not used' warning (printed by one-node runs that work too) "
+        "and c10d's IPv6 fallback warnings are not read as a cause"
+    ),
+    "4840-anemoicore564-lightning-slurm-2x2-timelimit-callback-all-ranks-then-traceback-elided.log": (
+        "UNKNOWN: the program's own time-limit callback and an elided traceback name no error"
+    ),
 }
 
 
