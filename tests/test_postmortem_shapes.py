@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetdx.orchestrator.judgement import Finding
 from fleetdx.orchestrator.judgement import FindingCode as F
 from fleetdx.orchestrator.postmortem.run import run_postmortem
 from fleetdx.orchestrator.postmortem.sources import LogFiles
@@ -109,6 +110,13 @@ def test_a_store_barrier_counting_more_workers_than_the_world_is_a_configuration
     assert "counted 16 processes for a world of 8" in only.message and "its own port" in only.action
 
 
+def _findings(tmp_path: Path, text: str, name: str = "job.log") -> list[Finding]:
+    """The findings of one log file holding ``text``."""
+    log = tmp_path / name
+    log.write_text(text, encoding="utf-8")
+    return run_postmortem([LogFiles([log])]).findings
+
+
 @pytest.mark.parametrize(
     ("address", "code"),
     [
@@ -121,13 +129,11 @@ def test_a_store_barrier_counting_more_workers_than_the_world_is_a_configuration
 def test_a_store_address_in_this_network_block_is_a_configuration_error(tmp_path: Path, address: str, code: F) -> None:
     """A client that cannot reach a store in 0.0.0.0/8 was given a numeric host name (RFC 1122: no host there);
     one that cannot reach a routable address is left to the network."""
-    log = tmp_path / "store.log"
-    log.write_text(
+    first = _findings(
+        tmp_path,
         f"[W socket.cpp:558] [c10d] The client socket has failed to connect to {address}:40323 (errno: 110 - "
         "Connection timed out).\n",
-        encoding="utf-8",
-    )
-    first = run_postmortem([LogFiles([log])]).findings[0]
+    )[0]
     assert first.code is code
     assert ("MASTER_ADDR" in first.action) if code is F.CONFIG_ERROR else ("0.0.0.0/8" not in first.message)
 
@@ -140,13 +146,11 @@ def test_the_proxy_services_failed_operation_is_judged_by_its_retcode(
 ) -> None:
     """NCCL's proxy service failing a peer's Connect with ncclInternalError (3) is NCCL's own failure on its host
     (wild log 4514); with ncclSystemError (2), a system call's, it stays the network's, the printer its observer."""
-    log = tmp_path / "proxy.log"
-    log.write_text(
+    first = _findings(
+        tmp_path,
         f"A100-02:2358430:2358556 [1] proxy.cc:1519 NCCL WARN [Proxy Service 9] Failed to execute operation Connect "
         f"from rank 15, retcode {retcode}\n",
-        encoding="utf-8",
-    )
-    first = run_postmortem([LogFiles([log])]).findings[0]
+    )[0]
     assert (first.code, first.nodes) == (code, nodes)
 
 
@@ -157,50 +161,36 @@ def test_winsocks_refused_store_address_is_a_configuration_error_a_decisive_caus
         "[W ..\\torch\\csrc\\distributed\\c10d\\socket.cpp:558] [c10d] The client socket has failed to connect to "
         "[x-tags.net]:29500 (system error: 10049 - The requested address is not valid in its context.).\n"
     )
-    alone, with_oom = tmp_path / "alone.log", tmp_path / "oom.log"
-    alone.write_text(line, encoding="utf-8")
-    with_oom.write_text(
-        line + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n", encoding="utf-8"
-    )
-    assert run_postmortem([LogFiles([alone])]).findings[0].code is F.CONFIG_ERROR
-    assert run_postmortem([LogFiles([with_oom])]).findings[0].code is F.OOM_GPU
+    assert _findings(tmp_path, line, "alone.log")[0].code is F.CONFIG_ERROR
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    assert _findings(tmp_path, line + oom, "oom.log")[0].code is F.OOM_GPU
 
 
 def test_a_launcher_killing_its_processes_alone_reads_as_the_likeliest_silent_death(tmp_path: Path) -> None:
     """DeepSpeed's sigkill_handler with nothing else in the log (wild logs 1263, 2911, 4158, 4733): a child that died
     without a word, most often the OOM killer's SIGKILL; beside a child's own error it is only that error's end."""
     kill = "[2023-05-23 11:11:32,282] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 32217\n"
-    alone, with_error = tmp_path / "alone.log", tmp_path / "error.log"
-    alone.write_text(kill, encoding="utf-8")
-    with_error.write_text(
-        "RuntimeError: CUDA error: an illegal memory access was encountered\n" + kill, encoding="utf-8"
-    )
-    first = run_postmortem([LogFiles([alone])]).findings[0]
+    first = _findings(tmp_path, kill, "alone.log")[0]
     assert first.code is F.OOM_HOST and first.nodes == [] and "most often" in first.message
-    assert [f.code for f in run_postmortem([LogFiles([with_error])]).findings] == [F.CUDA_ERROR]
+    error = "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    assert [f.code for f in _findings(tmp_path, error + kill, "error.log")] == [F.CUDA_ERROR]
 
 
 def test_ncclss_cuda_failure_of_the_setup_outranks_the_unhandled_cuda_errors_it_causes(tmp_path: Path) -> None:
     """NCCL's 'Cuda failure' with the stub libcuda.so (wild log 4714) is the setup's; the other ranks' unhandled
     cuda errors that follow are its consequence."""
-    log = tmp_path / "stub.log"
-    log.write_text(
+    first = _findings(
+        tmp_path,
         "[0]<stdout>:72d576acb451:1704:1899 [0] init.cc:255 NCCL WARN Cuda failure 'CUDA driver is a stub library'\n"
         "[1]<stdout>:E     tensorflow.python.framework.errors_impl.UnknownError: ncclCommInitRank failed: unhandled "
         "cuda error\n",
-        encoding="utf-8",
-    )
-    first = run_postmortem([LogFiles([log])]).findings[0]
+    )[0]
     assert (first.code, first.nodes) == (F.CONFIG_ERROR, ["72d576acb451"])
 
 
 def test_ncclss_bind_on_a_port_in_use_is_a_configuration_error(tmp_path: Path) -> None:
-    log = tmp_path / "bind.log"
-    log.write_text(
-        "42692884fcba:140:140 [0] include/socket.h:333 NCCL WARN Call to bind failed : Address already in use\n",
-        encoding="utf-8",
-    )
-    first = run_postmortem([LogFiles([log])]).findings[0]
+    line = "42692884fcba:140:140 [0] include/socket.h:333 NCCL WARN Call to bind failed : Address already in use\n"
+    first = _findings(tmp_path, line)[0]
     assert first.code is F.CONFIG_ERROR and "port is taken" in first.message
 
 
