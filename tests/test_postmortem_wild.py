@@ -386,7 +386,8 @@ KNOWN_MISSES = {
         "UNKNOWN: mpirun's abort banner alone; the label takes the title (SIGBUS)"
     ),
     "2912-lmflow430-3090-llama7b-deepspeed-markdown-link-damage-killing-subprocess-return-code-minus7.log": (
-        "UNKNOWN: markdown link damage cut the return code out of DeepSpeed's exit line; the label takes the title (-7)"
+        "OOM_HOST: markdown link damage cut the return code out of DeepSpeed's exit line, so the launcher's killing "
+        "of its subprocesses is read as the likeliest silent death (the OOM killer); the label takes the title (-7)"
     ),
     "2913-autocast381-post-fit-allreduce-numel1-watchdog-srun-aborted-abridged.log": (
         "PROCESS_CRASH: the poster abridged the watchdog's WorkNCCL(...) line, so srun's 'Aborted' is the only "
