@@ -1098,6 +1098,18 @@ def test_a_cuda_error_with_its_number_before_the_text_is_read() -> None:
     ]
 
 
+def test_a_dump_signal_line_cut_by_a_wrap_before_its_tail_still_names_the_timeout() -> None:
+    """A terminal wrapped Flight Recorder's dump-signal line after 'dump the' (wild log 4917): what it says is in
+    its head, the rank that saw the timeout."""
+    events = parse_joblog(
+        "[rank1]:[E603 04:19:16.570252694 ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUID 0(default_pg) Rank 1] Received "
+        "a dump signal due to a collective timeout from this local rank and we will try our best to dump the\n"
+        "debug info. Last enqueued NCCL work: 427698, last completed NCCL work: 427697.\n",
+        "t.log",
+    ).events
+    assert [(e.kind, e.rank) for e in events] == [(EventKind.FLIGHT_RECORDER_DUMP, 1)]
+
+
 def test_pytests_exception_marker_is_a_quote_not_part_of_the_line() -> None:
     """pytest prints 'E' and spaces before each line of the exception it reports (wild logs 1753, 1909); glog's
     'E0321 ...' severity letter is no such marker."""

@@ -866,6 +866,62 @@ KNOWN_MISSES = {
     "4840-anemoicore564-lightning-slurm-2x2-timelimit-callback-all-ranks-then-traceback-elided.log": (
         "UNKNOWN: the program's own time-limit callback and an elided traceback name no error"
     ),
+    # added with logs 4901-4964 (round 35)
+    "4908-vosktts18-finetune-gloo-monitoredbarrier-rank0-autograd-anomaly.log": (
+        "NCCL_TIMEOUT rank 0: gloo's monitoredBarrier names rank 0 as the one that never joined; the label says "
+        "UNKNOWN (the exception that stopped rank 0 is not in the excerpt)"
+    ),
+    "4909-diffusers10160-stableaudio-dit-4gpu-watchdog-frames-exitcode-minus6-local-rank3.log": (
+        "PROCESS_CRASH rank 3: torchrun's root cause, exit code -6; the label reads the thread (the ranks' models "
+        "differ: configuration)"
+    ),
+    "4911-wenet1376-gigaspeech-8gpu-store-based-barrier-worker-count-7-hang.log": (
+        "UNKNOWN: the store barrier's progress lines within the world size (7 of 8 joined) are read as context; the "
+        "label reads the missing worker as a hang"
+    ),
+    "4918-deepmd1774-horovodrun-rank1-ncclcomminitrank-unhandled-cuda-error.log": (
+        "the rank: horovodrun's bare '[1] ' prefix is not read as a rank (it is too common a shape)"
+    ),
+    "4922-physicsnemo539-graphcast-mpirun-np3-cuda-failure-invalid-argument.log": (
+        "UNKNOWN: a bare \"Cuda failure 1 'invalid argument'\" without NCCL's WARN is not read"
+    ),
+    "4923-fastfold101-multigpu-inference-ncclcommabort-unhandled-cuda-error-rank1.log": (
+        "the rank: torch 1.x's 'Process Group destroyed on rank 1' below the what() is not read as its rank (as 3307)"
+    ),
+    "4934-gritlm43-fsdp-checkpoint-save-default2-ncclcommwatchdog-frames-only.log": (
+        "UNKNOWN: only the frames of an exception raised from ncclCommWatchdog are pasted (a timeout and an NCCL error "
+        "both end there)"
+    ),
+    "4937-openclip45-2022-dataparallel-8gpu-contrastive-loss-size-mismatch.log": (
+        "PROCESS_CRASH: a tensor size mismatch is read as an exception; the label reads it as the program's setup"
+    ),
+    "4949-dynamo419-remote-prefill-nixl-ucs-handle-error-backtrace-only.log": (
+        "UNKNOWN: only UCX's backtrace under ucs_handle_error is pasted, its signal line cut"
+    ),
+    "4950-dynamo285-disagg-nixl-ucx-erdma-ud-qp-invalid-argument-then-signal-11.log": (
+        "PROCESS_CRASH: the segfault is read; UCX's failed UD queue pair on eRDMA before it (the NIC's kind: "
+        "configuration, the label) is not in the catalog"
+    ),
+    "4951-trtllm953-llama70b-4xh100-benchmark-nccl-warn-no-algorithm-protocol-rank3.log": (
+        "CONFIG_ERROR: NCCL's 'no algorithm/protocol available' is read as the settings' (NCCL_ALGO/NCCL_PROTO); the "
+        "label files it as NCCL's internal error"
+    ),
+    "4952-mooncake397-vllm-pd-store-multi-rdma-transfer-fail-put-then-decode-redo.log": (
+        "UNKNOWN: Mooncake's transfer-engine errors (TRANSFER_FAIL) are not in the catalog"
+    ),
+    "4953-mooncake3299-multinode-client-dmesg-mlx5-bond-qp-local-length-error.log": (
+        "UNKNOWN: the mlx5 driver's 'QP N error: local length error' kernel lines are not in the catalog (their "
+        "source not read)"
+    ),
+    "4954-vllm10884-mooncake-te-1p1d-two-nics-slice-transport-retry-counter-exceeded.log": (
+        "UNKNOWN: Mooncake's worker-pool slice failures are not in the catalog"
+    ),
+    "4955-sglang4880-pd-mooncake-quoted-metadata-404-segment-descriptor-not-found.log": (
+        "UNKNOWN: Mooncake's metadata 404 and missing segment descriptor are not in the catalog"
+    ),
+    "4960-sglang27894-pd-nixl-ci-ucx-gdaki-devx-create-cq-failed-out-of-memory-nixl-err-backend.log": (
+        "UNKNOWN: UCX's GDAKI devx CQ creation failure and NIXL's NIXL_ERR_BACKEND are not in the catalog"
+    ),
 }
 
 
