@@ -246,9 +246,9 @@ def _store_wait_timeout(e: JobEvent) -> bool:
     ... timed out after Nms``): the rank that was to write never got there, a hang like a collective's; other
     errors of the same wait are the store's connection lost (a network observer)."""
     catalog = e.details.get("catalog")
-    if catalog == "pytorch.c10d.socket_wait_timed_out":  # a store read that waited the whole timeout
-        return True
-    return catalog == "pytorch.c10d.unique_id_store_get_failed" and "imeout" in _d(e, "error")
+    return catalog == "pytorch.c10d.socket_wait_timed_out" or (
+        catalog == "pytorch.c10d.unique_id_store_get_failed" and "imeout" in _d(e, "error")
+    )
 
 
 def _interrupted(e: JobEvent) -> bool:
@@ -311,18 +311,11 @@ _CONFIG_CUDA_ERRORS = frozenset(
         "CUDA driver is a stub library",  # cudaErrorStubLibrary: the toolkit's stub libcuda.so, no driver here
     }
 )
-#: what a CUDA error of the job's setup says and asks for (the CUDA runtime's own and NCCL's "Cuda failure")
-_CUDA_CONFIG_MSG = "the job's CUDA setup failed {where}: {d[error]} ({text})"
-_CUDA_CONFIG_ACT = (
-    "a launch or environment error, not the GPU: check the GPUs each process may see and asks for "
-    "(CUDA_VISIBLE_DEVICES, --gpus-per-task, LOCAL_RANK or local_device_ids below the visible GPUs), and that "
-    "the driver, the build's CUDA version and its GPU architectures fit the node; then resubmit"
-)
 
 
 def _cuda_config(e: JobEvent) -> bool:
     """A CUDA error of the job's setup: a catalog row of class config_error, or one of :data:`_CONFIG_CUDA_ERRORS`
-    read by the job log's own CUDA pattern."""
+    read by the job log's own CUDA pattern or in NCCL's ``Cuda failure '...'``."""
     return _config_row(e) or _d(e, "error") in _CONFIG_CUDA_ERRORS
 
 
@@ -504,6 +497,23 @@ def _trail(kind: EventKind, code: FindingCode, priority: int, result: str) -> Ru
     )
 
 
+def _cuda_setup(kind: EventKind, priority: int, absorbs: frozenset[FindingCode] = frozenset()) -> Rule:
+    """A CUDA error of the job's setup (:func:`_cuda_config`), as the CUDA runtime's own error or NCCL's ``Cuda
+    failure`` tells it: a configuration error of the launch or the environment, not of the GPU."""
+    return Rule(
+        kind,
+        _F.CONFIG_ERROR,
+        priority=priority,
+        key=("config", *_WHERE),
+        when=_cuda_config,
+        message="the job's CUDA setup failed {where}: {d[error]} ({text})",
+        action="a launch or environment error, not the GPU: check the GPUs each process may see and asks for "
+        "(CUDA_VISIBLE_DEVICES, --gpus-per-task, LOCAL_RANK or local_device_ids below the visible GPUs), and that "
+        "the driver, the build's CUDA version and its GPU architectures fit the node; then resubmit",
+        absorbs=absorbs,
+    )
+
+
 #: the cause rules, first match wins (see the module doc)
 RULES: tuple[Rule, ...] = (
     # NCCL's return trails, before the kinds' own rules (fallback evidence, see _trail)
@@ -623,15 +633,7 @@ RULES: tuple[Rule, ...] = (
         "npu-smi info), end it and wait for it to exit, then resubmit; a scheduler epilog that ends a job's "
         "processes keeps it from happening again",
     ),
-    Rule(
-        EventKind.CUDA_ERROR,
-        _F.CONFIG_ERROR,
-        priority=62,
-        key=("config", *_WHERE),
-        when=_cuda_config,
-        message=_CUDA_CONFIG_MSG,
-        action=_CUDA_CONFIG_ACT,
-    ),
+    _cuda_setup(EventKind.CUDA_ERROR, 62),
     Rule(
         EventKind.CUDA_ERROR,
         _F.CUDA_ERROR,
@@ -659,16 +661,7 @@ RULES: tuple[Rule, ...] = (
     Rule(EventKind.NCCL_CUDA_FAILURE, _F.OOM_GPU, priority=88, key=("oom-gpu", *_WHERE), when=_nccl_oom),
     # NCCL's "Cuda failure" of the job's setup (the stub libcuda.so, a driver too old): above the unhandled cuda
     # errors NCCL then returns on every rank, which it explains
-    Rule(
-        EventKind.NCCL_CUDA_FAILURE,
-        _F.CONFIG_ERROR,
-        priority=87,
-        key=("config", *_WHERE),
-        when=lambda e: _d(e, "error") in _CONFIG_CUDA_ERRORS,
-        message=_CUDA_CONFIG_MSG,
-        action=_CUDA_CONFIG_ACT,
-        absorbs=frozenset({FindingCode.CUDA_ERROR}),
-    ),
+    _cuda_setup(EventKind.NCCL_CUDA_FAILURE, 87, absorbs=frozenset({FindingCode.CUDA_ERROR})),
     Rule(EventKind.NCCL_CUDA_FAILURE, _F.CUDA_ERROR, priority=86, key=("cuda", *_WHERE)),
     # CUDA itself refused peer access between two GPUs of the node (cudaErrorPeerAccessUnsupported, 217): the
     # PCIe path between them allows no P2P; NCCL returns ncclUnhandledCudaError, not a usage error
