@@ -1134,3 +1134,11 @@ def test_an_actor_deaths_ip_field_below_it_names_its_host_with_a_tab_or_its_spac
         assert _one(text, EventKind.CHILD_FAILED).host == "172.31.16.7"
         far = text.replace(fields, fields * 3)
         assert _one(far, EventKind.CHILD_FAILED).host is None
+
+
+def test_nccls_cuda_failure_on_a_line_of_its_own_is_read() -> None:
+    """checks.h's "Cuda failure N 'text'" with no NCCL WARN marker and no "Last error:" on its line (a log cut
+    above it, wild logs 4922 and 2058) is NCCL's CUDA failure; prose that only says the words is not."""
+    ev = parse_joblog("Cuda failure 1 'invalid argument'\nTraceback (most recent call last):\n", "t.log").events
+    assert [(e.kind, e.details.get("error")) for e in ev] == [(EventKind.NCCL_CUDA_FAILURE, "invalid argument")]
+    assert parse_joblog("we saw no cuda failure in this run\n", "t.log").events == []

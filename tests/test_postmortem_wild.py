@@ -241,8 +241,6 @@ KNOWN_MISSES = {
         "prefix as rank 1's crash"
     ),
     # added with logs 2051-2465 (round 20)
-    "2058-mxnet9193-2017-nccl134-kvstore-nccl-2gpu-test-warn-reduce-cu-cuda-failure-invalid-resource-handle-"
-    "hang.log": "UNKNOWN: NCCL 1.3's WARN wording of a CUDA failure is not in the catalog (it starts at NCCL 2.4)",
     "2061-mlcommons-training272-2019-tf113-collectiveallreduce-16-workers-ring-reducer-unavailable-os-error.log": (
         "UNKNOWN: TensorFlow 1.13's 'Aborting RingReduce with Unavailable: OS Error' is not in the catalog"
     ),
@@ -881,9 +879,6 @@ KNOWN_MISSES = {
     ),
     "4918-deepmd1774-horovodrun-rank1-ncclcomminitrank-unhandled-cuda-error.log": (
         "the rank: horovodrun's bare '[1] ' prefix is not read as a rank (it is too common a shape)"
-    ),
-    "4922-physicsnemo539-graphcast-mpirun-np3-cuda-failure-invalid-argument.log": (
-        "UNKNOWN: a bare \"Cuda failure 1 'invalid argument'\" without NCCL's WARN is not read"
     ),
     "4923-fastfold101-multigpu-inference-ncclcommabort-unhandled-cuda-error-rank1.log": (
         "the rank: torch 1.x's 'Process Group destroyed on rank 1' below the what() is not read as its rank (as 3307)"

@@ -288,6 +288,9 @@ _NCCL_BARE_KEYS = (
     "Got async event",
     "Connection closed by remote peer",
     "Call to ",
+    # checks.h's CUDACHECK text on a line of its own (torch's "Last error:" put it on the line before, or the log
+    # was cut above it)
+    "Cuda failure ",
     "socketProgress",
     "socketStartConnect",
     "ncclRemoteError",
