@@ -542,8 +542,12 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
     if code is FindingCode.NODE_FAILURE:
         slurm = any(w in lead.text for w in ("NODE_FAIL", "Node failure", "NODE FAILURE"))
         return (
-            f"the node {host} failed ({'Slurm NODE_FAIL' if slurm else lead.text.strip()[:120]})",
-            f"drain {host}, read its BMC event log; resubmit with --exclude={host}",
+            f"{f'the node {lead.host}' if lead.host else 'a node'} failed "
+            f"({'Slurm NODE_FAIL' if slurm else lead.text.strip()[:120]})",
+            f"drain {host}, read its BMC event log; resubmit with --exclude={host}"
+            if lead.host
+            else "find the node in the job's record (sacct -j JOB -o NodeList), drain it and read its BMC event log; "
+            "resubmit excluding it",
         )
     if code is FindingCode.OOM_HOST:
         if j.note == "SIGKILL":
