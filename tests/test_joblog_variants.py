@@ -1142,3 +1142,18 @@ def test_nccls_cuda_failure_on_a_line_of_its_own_is_read() -> None:
     ev = parse_joblog("Cuda failure 1 'invalid argument'\nTraceback (most recent call last):\n", "t.log").events
     assert [(e.kind, e.details.get("error")) for e in ev] == [(EventKind.NCCL_CUDA_FAILURE, "invalid argument")]
     assert parse_joblog("we saw no cuda failure in this run\n", "t.log").events == []
+
+
+def test_the_abort_reason_below_an_nccl_errors_what_names_its_rank() -> None:
+    """torch < 2.2 puts ProcessGroupNCCL's abort reason ("Process Group destroyed on rank N") on the line after the
+    what() of the NCCL error that abort raised (wild logs 3307, 4923): the error and its terminate are rank N's;
+    the same words after an unrelated line name nothing."""
+    what = (
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        "  what():  NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:181, unhandled cuda error, "
+        "NCCL version 21.0.3\n"
+    )
+    ev = parse_joblog(what + "Process Group destroyed on rank 3\n", "t.log").events
+    assert {(e.kind, e.rank) for e in ev} == {(EventKind.SIGNAL, 3), (EventKind.NCCL_CUDA_FAILURE, 3)}
+    apart = parse_joblog(what + "loading shard 2\nProcess Group destroyed on rank 3\n", "t.log").events
+    assert {e.rank for e in apart} == {None}

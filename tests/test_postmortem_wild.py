@@ -462,9 +462,6 @@ KNOWN_MISSES = {
         "NCCL_NETWORK_ERROR: a client that cannot reach the rendezvous store is read as the network's; the label "
         "takes a blog's diagnosis (the job script picked MASTER_ADDR from a sorted node list)"
     ),
-    "3307-metaseq-90-small-baseline-ncclcommabort-unhandled-cuda-error-pg-destroyed-rank0-frames.log": (
-        "the rank: torch 1.x's 'Process Group destroyed on rank 0' below the what() is not read as its rank"
-    ),
     "3308-uccl-641-mi355x-ionic-ep-roce-failed-to-modify-qp-to-rtr-connection-timed-out-errno110.log": (
         "UNKNOWN: UCCL's perror 'Failed to modify QP to RTR: Connection timed out' is not in the catalog (its "
         "source was not read)"
@@ -879,9 +876,6 @@ KNOWN_MISSES = {
     ),
     "4918-deepmd1774-horovodrun-rank1-ncclcomminitrank-unhandled-cuda-error.log": (
         "the rank: horovodrun's bare '[1] ' prefix is not read as a rank (it is too common a shape)"
-    ),
-    "4923-fastfold101-multigpu-inference-ncclcommabort-unhandled-cuda-error-rank1.log": (
-        "the rank: torch 1.x's 'Process Group destroyed on rank 1' below the what() is not read as its rank (as 3307)"
     ),
     "4934-gritlm43-fsdp-checkpoint-save-default2-ncclcommwatchdog-frames-only.log": (
         "UNKNOWN: only the frames of an exception raised from ncclCommWatchdog are pasted (a timeout and an NCCL error "

@@ -402,6 +402,9 @@ _TERMINATE_RE = re.compile(
     r"terminate called after throwing an instance of '(?P<exc>[^']*)'?(?:\s*what\(\):\s*(?P<what>.*))?"
 )
 _WHAT_RE = re.compile(r"^what\(\):\s*(?P<what>.*)$")
+#: torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (~ProcessGroupNCCL: the abort reason of its communicators)
+_PG_DESTROYED = "Process Group destroyed on rank "
+_PG_DESTROYED_RE = re.compile(r"Process Group destroyed on rank (\d{1,7})")
 #: the exceptions ProcessGroupNCCL's watchdog throws to take the process down (c10/util/Exception.h; torch < 2.2
 #: threw ``std::runtime_error``), and the text of its ``what()`` that says it is the watchdog's
 _TEARDOWN_EXC = frozenset({"c10::DistBackendError", "c10::DistError", "c10::DistNetworkError", "std::runtime_error"})
@@ -550,6 +553,7 @@ _RAW_KEYS = (
     "Traceback (most recent",  # behind a rank prefix: the rank of the unprefixed lines above it (_UNRANKED_LINES)
     "GLOBAL_RANK: ",  # Lightning's rank initialisation: a rank initialised twice (_LIGHTNING_RANK_RE)
     _TAKING_DOWN,  # ProcessGroupNCCL's last words before its watchdog's exception ends the process (_TAKEN_DOWN_LINES)
+    _PG_DESTROYED,  # the abort reason below an NCCL error's what(): its rank (_rank_from_abort_reason)
 )
 #: Lightning's line as each process initialises its process group (lightning/fabric/utilities/distributed.py
 #: ``_init_dist_connection`` and its predecessors: "initializing ddp: GLOBAL_RANK: {}, MEMBER: {}/{}" in 1.0-1.2,
@@ -1536,6 +1540,22 @@ class JobLogScanner:
         if task.isdigit() and j > 0 and raw[i + 7 : j].isdigit():
             self._task_ranks.setdefault(int(task), int(raw[i + 7 : j]))
 
+    def _rank_from_abort_reason(self, n: int, body: str) -> None:
+        """ProcessGroupNCCL's destructor aborts its communicators with the reason "Process Group destroyed on rank
+        N" (its own rank), which torch < 2.2 puts on the line after the ``what():`` of the NCCL error the abort
+        raised: the unranked events of the line above it (and the ``terminate called`` that ``what():`` belongs
+        to) are rank N's. The group's rank is the global one for the default group, the one a process destroys
+        last."""
+        m = _PG_DESTROYED_RE.fullmatch(body.strip())
+        if m is None or not self.events or self.events[-1].line != n - 1:
+            return
+        lines = {n - 1, n - 2} if self.events[-1].text.startswith("what():") else {n - 1}
+        for i in range(len(self.events) - 1, max(-1, len(self.events) - 4), -1):
+            ev = self.events[i]
+            if ev.line in lines and ev.rank is None:
+                det = {**ev.details, "rank_from_line": n}
+                self.events[i] = ev.model_copy(update={"rank": int(m.group(1)), "details": det})
+
     def _rank_unranked(self, n: int, ll: LogLine, body: str) -> None:
         """The first line with a rank after unranked device-side assert or NCCL WARN lines of one process: when it
         opens a traceback within :data:`_UNRANKED_LINES` lines of the last of them, they are that rank's (the kernel
@@ -1559,6 +1579,8 @@ class JobLogScanner:
             self._rank_unranked(n, ll, body)
         if self._terminates and body.startswith("what():"):
             self._what(ll, body)
+        if body.startswith(_PG_DESTROYED) and ll.rank is None:
+            self._rank_from_abort_reason(n, body)
         if ll.task is not None and ll.rank is not None and len(self._task_ranks) < MAX_HOSTS:
             self._task_ranks.setdefault(ll.task, ll.rank)
         if self._pending:
