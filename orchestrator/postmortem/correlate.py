@@ -892,8 +892,11 @@ def correlate(
         code = key[0]
         assert isinstance(code, FindingCode)
         evs = [e for e, _ in members]
-        best_e, best_j = max(members, key=lambda p: p[1].priority)
-        lead = origin = next((e for e, j in members if j.priority == best_j.priority), best_e)
+        # the lead is of the group's own code: a cause that absorbed others (a setup error and the abort it ended
+        # in) is told by its own line, however decisive the absorbed ones are
+        own = [p for p in members if p[1].code is code] or members
+        best_e, best_j = max(own, key=lambda p: p[1].priority)
+        lead = origin = next((e for e, j in own if j.priority == best_j.priority), best_e)
         named_hosts = {e.host for e, j in members if e.host and j.priority >= DECISIVE}
         if lead.host is None and len(named_hosts) == 1:  # e.g. slurmstepd's line beside srun's for one host
             lead = lead.model_copy(update={"host": named_hosts.pop()})

@@ -405,15 +405,15 @@ def _never_joined(row: str, message: str, action: str) -> Rule:
     )
 
 
-def _mismatch(row: str | None, message: str, action: str) -> Rule:
+def _mismatch(message: str, action: str, *rows: str) -> Rule:
     """The rule of ranks that disagree on a collective (a program or configuration error that absorbs the NCCL
-    internal error it is wrapped in) for one catalog row, or for any such event (``row`` ``None``)."""
+    internal error it is wrapped in) for the events of some catalog rows, or for any such event (no ``rows``)."""
     return Rule(
         EventKind.COLLECTIVE_MISMATCH,
         _F.CONFIG_ERROR,
         priority=63,
         key=("mismatch", *_WHERE),
-        when=_from(row) if row is not None else None,
+        when=_from(*rows) if rows else None,
         message=message,
         action=action,
         absorbs=_INTERNAL,
@@ -633,7 +633,8 @@ RULES: tuple[Rule, ...] = (
         "npu-smi info), end it and wait for it to exit, then resubmit; a scheduler epilog that ends a job's "
         "processes keeps it from happening again",
     ),
-    _cuda_setup(EventKind.CUDA_ERROR, 62),
+    # the setup's CUDA error explains the abort it ends in (XLA's LOG(FATAL) raises SIGABRT) on the same place
+    _cuda_setup(EventKind.CUDA_ERROR, 62, absorbs=frozenset({FindingCode.PROCESS_CRASH})),
     Rule(
         EventKind.CUDA_ERROR,
         _F.CUDA_ERROR,
@@ -882,21 +883,28 @@ RULES: tuple[Rule, ...] = (
         absorbs=_INTERNAL,
     ),
     _mismatch(
-        "tensorflow.collective.group_size_mismatch",
         "TensorFlow's collective ops disagree on their group's size {where}: {d[count]} members expected, the group "
         "has {d[world_size]} ({text})",
         "a configuration error, not a node's: start every worker with the same cluster spec (TF_CONFIG's worker "
         "list) and the same number of GPUs each",
+        "tensorflow.collective.group_size_mismatch",
     ),
     _mismatch(
-        "pytorch.gloo.preamble_length",
+        "a device joined a TensorFlow collective group it does not fit {where}: {text}",
+        "a configuration error, not a node's: every worker must see the same number and type of devices (a worker "
+        "whose GPU is missing, hidden by CUDA_VISIBLE_DEVICES or without CUDA joins as CPU) and run the same "
+        "strategy with the same cluster spec (TF_CONFIG)",
+        "tensorflow.collective.device_group_size_mismatch",
+        "tensorflow.collective.device_type_mismatch",
+    ),
+    _mismatch(
         "a gloo peer sent {d[count]} bytes where this rank expected {d[world_size]} {where}: the ranks called a "
         "collective or send/recv with different sizes ({text})",
         "a program error, not a node's: every rank must pass tensors of the same size to each collective (a "
         "rank-dependent shape, an uneven last batch); TORCH_DISTRIBUTED_DEBUG=DETAIL names the collective",
+        "pytorch.gloo.preamble_length",
     ),
     _mismatch(
-        None,
         "ranks called different collectives {where} (torch's collective check): {text}",
         "a program error, not a node's: every rank must call the same collectives in the same order with the same "
         "shapes (a rank-dependent branch, an uneven last batch); TORCH_DISTRIBUTED_DEBUG=DETAIL names them",
