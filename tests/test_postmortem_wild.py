@@ -911,6 +911,71 @@ KNOWN_MISSES = {
     "4960-sglang27894-pd-nixl-ci-ucx-gdaki-devx-create-cq-failed-out-of-memory-nixl-err-backend.log": (
         "UNKNOWN: UCX's GDAKI devx CQ creation failure and NIXL's NIXL_ERR_BACKEND are not in the catalog"
     ),
+    # added with logs 5001-5219 (round 36)
+    "5001-vllm41530-dsv4-pro-tp8-cuda13-nccl2289-worker-hang-shm-broadcast-dequeue-timeouterror-padded.lo" "g": (
+        "UNKNOWN: the traceback ends at vLLM's shm_broadcast 'raise TimeoutError' frame (the engine waiting "
+        "on a hung worker), its exception line cut by the excerpt; frames are not read as events"
+    ),
+    "5002-lmcache4123-glm52-vllm-multiproc-enginecore-fatal-error-dequeue-timeout-padded.log": (
+        "UNKNOWN: 'EngineCore encountered a fatal error' and a traceback cut inside shm_broadcast's dequeue: "
+        "the wait on the hung worker is only in the frames (as 5001)"
+    ),
+    "5003-vllm48752-glm52-gb200-tp8-2nodes-heartbeatmonitor-runloop-should-dump-broken-pipe-rank5-rank4.l" "og": (
+        "UNKNOWN: only the aftermath (the heartbeat monitor's frames, 'Failed to check the should dump flag "
+        "on TCPStore ... Broken pipe' as the store went away); the label takes the thread's RPC timeout"
+    ),
+    "5031-t5japanese1-preemptible-tpu-shutdownhook-lame-workers-heartbeatmanager-task0.log": (
+        "UNKNOWN: the TPU worker's missed heartbeats (TF's ShutdownHook, lame workers) are not read; the "
+        "preemption is only in the thread's title"
+    ),
+    "5035-levanter1127-ray-multislice-tpu-initialization-failed-open-dev-accel3-operation-not-permitted.l" "og": (
+        "PROCESS_CRASH: the TPU runtime's 'TPU initialization failed: open(/dev/accel3): Operation not "
+        "permitted' (a device another process holds) is read as the XlaRuntimeError's crash; the label's "
+        "class (CUDA_ERROR) also differs from the busy-GPU rule's (configuration)"
+    ),
+    "5036-horovod1056-tf-mpirun-rank0-lo-dgx1-004-signal-6-aborted-invalid-device-ordinal.log": (
+        "PROCESS_CRASH: the log shows only Open MPI's 'exited on signal 6 (Aborted)'; the invalid device "
+        "ordinal is in the thread's title"
+    ),
+    "5038-jax10218-tpu-pod-jax-0-3-5-local-device-count-stalls-no-server-name-in-dns-uri-channel-stack-bu" "ilder-failed.log": (
+        "UNKNOWN: gRPC's 'no server name supplied in dns URI' / 'channel stack builder failed' (a jax release"
+        " whose TPU pod coordinator address was empty) are not in the catalog"
+    ),
+    "5039-pytorchxla3162-mpirun-tag-output-multinode-gpu-xrt-cudnn-handle-cublas-not-initialized-gpu0-bfc" "-oom.log": (
+        "UNKNOWN: TF's 'Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR' and 'failed to create "
+        "cublas handle' (the poster reads them as memory exhausted by other processes) are not read, and the "
+        "BFC allocator's W line says itself it is not a failure"
+    ),
+    "5042-pytorchxla3042-tpu-v3-64-one-host-invalid-system-configuration-2x4-host-topology-1-hosts.log": (
+        "PROCESS_CRASH: the TPU runtime's 'Invalid system configuration: 2x4 host topology with 0 missing "
+        "hosts, but 1 hosts in total' (a pod started on one host) is not in the catalog; the abort that "
+        "follows is read"
+    ),
+    "5062-msswift9416-rlhf-vllm-server-tcpstore-connect-127.0.0.1-51216-timeout-ipv6-patch.log": (
+        "NCCL_NETWORK_ERROR: a client that cannot reach the store is the network's failure, as other labels "
+        "have it; this label takes the poster's fix (a version mismatch in ms-swift's IPv6 patch), which the "
+        "log does not show"
+    ),
+    "5066-skyrl84-ref-actor-init-fsdp2-nccl-unhandled-cuda-error-cuda-failure-1-invalid-argument.log": (
+        "the host: the CUDA failure is printed by the driver (skyrl_entrypoint) before the RayTaskError "
+        "header that names the actor's ip, which belongs to the next error block"
+    ),
+    "5094-llmd675-eks-lws-wide-ep-prefill-nvshmem-detect-topo-failed-efa.log": (
+        "UNKNOWN: older NVSHMEM's 'init.cu:1034: non-zero status: 28 nvshmem detect topo failed' is not in "
+        "the catalog (3.4's init.cu has no such message to check it against)"
+    ),
+    "5152-lwa117-gpu09-dmesg-wh-cmci-storm-mce-memory-error-before-node-freeze.log": (
+        "UNKNOWN: a CMCI storm and machine-check events of corrected memory errors are not a cause on their "
+        "own; the node's freeze is only in the thread"
+    ),
+    "5154-sglang3204-tp8-a100-ecc-thread-c10-frames-fatal-python-error-aborted-no-cause.log": (
+        "PROCESS_CRASH: the log shows only 'Fatal Python error: Aborted' and thread dumps; the uncorrectable "
+        "ECC error is in the thread's title"
+    ),
+    "5155-llamafactory9170-h200x8-zero2-ecc-thread-rank1-fr-disabled-rank5-traceback-cut.log": (
+        "UNKNOWN: the Flight Recorder notice and a traceback cut before its error; the ECC error is in the "
+        "title and in another paste of the thread"
+    ),
 }
 
 
