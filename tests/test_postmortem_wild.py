@@ -912,7 +912,7 @@ KNOWN_MISSES = {
         "UNKNOWN: UCX's GDAKI devx CQ creation failure and NIXL's NIXL_ERR_BACKEND are not in the catalog"
     ),
     # added with logs 5001-5219 (round 36)
-    "5001-vllm41530-dsv4-pro-tp8-cuda13-nccl2289-worker-hang-shm-broadcast-dequeue-timeouterror-padded.lo" "g": (
+    "5001-vllm41530-dsv4-pro-tp8-cuda13-nccl2289-worker-hang-shm-broadcast-dequeue-timeouterror-padded.log": (
         "UNKNOWN: the traceback ends at vLLM's shm_broadcast 'raise TimeoutError' frame (the engine waiting "
         "on a hung worker), its exception line cut by the excerpt; frames are not read as events"
     ),
@@ -920,7 +920,7 @@ KNOWN_MISSES = {
         "UNKNOWN: 'EngineCore encountered a fatal error' and a traceback cut inside shm_broadcast's dequeue: "
         "the wait on the hung worker is only in the frames (as 5001)"
     ),
-    "5003-vllm48752-glm52-gb200-tp8-2nodes-heartbeatmonitor-runloop-should-dump-broken-pipe-rank5-rank4.l" "og": (
+    "5003-vllm48752-glm52-gb200-tp8-2nodes-heartbeatmonitor-runloop-should-dump-broken-pipe-rank5-rank4.log": (
         "UNKNOWN: only the aftermath (the heartbeat monitor's frames, 'Failed to check the should dump flag "
         "on TCPStore ... Broken pipe' as the store went away); the label takes the thread's RPC timeout"
     ),
@@ -928,7 +928,7 @@ KNOWN_MISSES = {
         "UNKNOWN: the TPU worker's missed heartbeats (TF's ShutdownHook, lame workers) are not read; the "
         "preemption is only in the thread's title"
     ),
-    "5035-levanter1127-ray-multislice-tpu-initialization-failed-open-dev-accel3-operation-not-permitted.l" "og": (
+    "5035-levanter1127-ray-multislice-tpu-initialization-failed-open-dev-accel3-operation-not-permitted.log": (
         "PROCESS_CRASH: the TPU runtime's 'TPU initialization failed: open(/dev/accel3): Operation not "
         "permitted' (a device another process holds) is read as the XlaRuntimeError's crash; the label's "
         "class (CUDA_ERROR) also differs from the busy-GPU rule's (configuration)"
@@ -937,11 +937,12 @@ KNOWN_MISSES = {
         "PROCESS_CRASH: the log shows only Open MPI's 'exited on signal 6 (Aborted)'; the invalid device "
         "ordinal is in the thread's title"
     ),
-    "5038-jax10218-tpu-pod-jax-0-3-5-local-device-count-stalls-no-server-name-in-dns-uri-channel-stack-bu" "ilder-failed.log": (
+    "5038-jax10218-tpu-pod-jax-0-3-5-local-device-count-stalls-no-server-name-in-dns-uri-channel-stack-bu"
+    "ilder-failed.log": (
         "UNKNOWN: gRPC's 'no server name supplied in dns URI' / 'channel stack builder failed' (a jax release"
         " whose TPU pod coordinator address was empty) are not in the catalog"
     ),
-    "5039-pytorchxla3162-mpirun-tag-output-multinode-gpu-xrt-cudnn-handle-cublas-not-initialized-gpu0-bfc" "-oom.log": (
+    "5039-pytorchxla3162-mpirun-tag-output-multinode-gpu-xrt-cudnn-handle-cublas-not-initialized-gpu0-bfc-oom.log": (
         "UNKNOWN: TF's 'Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR' and 'failed to create "
         "cublas handle' (the poster reads them as memory exhausted by other processes) are not read, and the "
         "BFC allocator's W line says itself it is not a failure"
