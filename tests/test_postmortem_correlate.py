@@ -755,6 +755,15 @@ def test_more_wordings_of_round_nine(tmp_path: Path) -> None:
     c = _causes(log, barrier.format(b="multihost_broadcast_sync0"))[0]
     assert c.code is F.NCCL_TIMEOUT and "multihost_broadcast_sync0" in c.message
     assert _causes(log, barrier.format(b="PjRT_Client_Connect"))[0].code is F.CONFIG_ERROR
+    # the wording of 2024 on ("Id:"): a checkpoint's barrier is the program's own, the registration barrier the
+    # start-up's (wild log 4804)
+    newer = (
+        "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Id: {b}. This usually happens "
+        "because a task triggered the barrier too early or too slowly.\n"
+    )
+    c = _causes(log, newer.format(b="0_async_write_complete.0.1"))[0]
+    assert c.code is F.NCCL_TIMEOUT and "0_async_write_complete.0.1" in c.message
+    assert _causes(log, newer.format(b="[Init]Wait_for_all_tasks_to_register::0"))[0].code is F.CONFIG_ERROR
     tf = "  (1) Internal:  Collective Op  has group_size 8 and group_key2 but that group has size 4\n"
     c = _causes(log, tf)[0]
     assert c.code is F.CONFIG_ERROR and "TF_CONFIG" in c.action

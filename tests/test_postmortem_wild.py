@@ -802,8 +802,8 @@ KNOWN_MISSES = {
     ),
     "4804-gpurecipes2-maxtext-a3mega-32-nodes-gke-cluster-regis"
     "tration-failed-wait-for-all-tasks-barrier-deadline-exceeded.log": (
-        "UNKNOWN: XLA's newer barrier wording ('Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register') is not "
-        "read; its start-up barrier reads as configuration where read, the label as a hang"
+        "CONFIG_ERROR: XLA's start-up barrier ('[Init]Wait_for_all_tasks_to_register') timing out reads as tasks "
+        "that never joined, as its older wording (PjRT_Client_Connect, log 133's label); this label reads it as a hang"
     ),
     "4817-nccltests188-two-node-allreduce-socketfinalizeaccept-wrong-type-4-ne-3-hostname-user.log": (
         "NCCL_INTERNAL_ERROR: 'socketFinalizeAccept: wrong type 4 != 3' is read from its internal-error trail; the "

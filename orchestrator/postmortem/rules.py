@@ -348,10 +348,21 @@ _INTERNAL = frozenset({FindingCode.NCCL_INTERNAL_ERROR})
 _F = FindingCode
 
 
+_XLA_BARRIERS = frozenset({"xla.coordination.barrier_timed_out", "xla.coordination.barrier_timed_out_id"})
+
+
+def _startup_barrier(e: JobEvent) -> bool:
+    """XLA's coordination-service barrier timeout of the barrier every process passes at start-up
+    (``PjRT_Client_Connect``; ``[Init]Wait_for_all_tasks_to_register`` in the wording of 2024 on): some
+    processes never joined."""
+    op = _d(e, "op")
+    return e.details.get("catalog") in _XLA_BARRIERS and ("Connect" in op or op.startswith("[Init]"))
+
+
 def _own_barrier(e: JobEvent) -> bool:
-    """XLA's coordination-service barrier timeout of a barrier other than the connect barrier every process
-    passes at start-up (``PjRT_Client_Connect``, jax.distributed.initialize): the program's own."""
-    return e.details.get("catalog") == "xla.coordination.barrier_timed_out" and "Connect" not in _d(e, "op")
+    """XLA's coordination-service barrier timeout of a barrier other than the start-up one
+    (:func:`_startup_barrier`): the program's own."""
+    return e.details.get("catalog") in _XLA_BARRIERS and not _startup_barrier(e)
 
 
 #: RFC 1122's "this network" block: no host is reached at one of its addresses (Linux takes 0.0.0.0 alone as this
@@ -389,9 +400,9 @@ def _over_world(e: JobEvent) -> bool:
     return count.isdigit() and world.isdigit() and int(count) > int(world)
 
 
-def _never_joined(row: str, message: str, action: str) -> Rule:
+def _never_joined(row: str | Callable[[JobEvent], bool], message: str, action: str) -> Rule:
     """The rule of a rendezvous that some processes never joined (an observer's report: the processes that did
-    join print it) for one catalog row, with the row's own words."""
+    join print it) for one catalog row (or the events a test picks), with the row's own words."""
     return Rule(
         EventKind.RENDEZVOUS_ERROR,
         _F.CONFIG_ERROR,
@@ -399,7 +410,7 @@ def _never_joined(row: str, message: str, action: str) -> Rule:
         40,
         "observer",
         ("rendezvous-join",),
-        when=_from(row),
+        when=_from(row) if isinstance(row, str) else row,
         message=message,
         action=action,
     )
@@ -1043,7 +1054,7 @@ RULES: tuple[Rule, ...] = (
         when=_own_barrier,
     ),
     _never_joined(
-        "xla.coordination.barrier_timed_out",
+        _startup_barrier,
         "the coordination service's barrier {d[op]} {where} expired before every process reached it ({text})",
         "the missing tasks never started or could not reach the coordinator: check that the launch starts "
         "num_processes processes (one per task of jax.distributed.initialize) and read their nodes' logs for an "
