@@ -643,8 +643,6 @@ KNOWN_MISSES = {
     "4210-mistralfinetune92-g4dn12xlarge-t4-unsupported-embed-per-head-torchrun-local-rank1-exitcode1.log": (
         "PROCESS_CRASH rank 1: torchrun's exit code 1; the label reads the thread (T4s do not support the model)"
     ),
-    "4214-ray60376-train-v2-worker-group-start-timeout-30s-8-gpu-workers-failurepolicy-retry-log-viewer-level-lines"
-    ".log": "UNKNOWN: Ray Train v2's worker-group start timeout (retried) is not in the catalog",
     "4252-thunder1296-benchmark-litgpt-srun-prefix-rank0-cublas-status-alloc-failed-backward-traceback-cut.log": (
         "the rank: the unprefixed CUBLAS_STATUS_ALLOC_FAILED line is not joined to rank 0's traceback below it"
     ),

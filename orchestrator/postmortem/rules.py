@@ -1131,6 +1131,13 @@ RULES: tuple[Rule, ...] = (
         "time): read 'scontrol show partition' and 'sinfo -o %N %G %m', fix the request and resubmit",
     ),
     _launch(
+        "ray.train.worker_group_startup_timeout",
+        "Ray Train could not start its {d[world_size]} workers within {d[seconds]} s: {text}",
+        "the cluster cannot give ScalingConfig's resources now (too few free GPUs, the autoscaler still adding "
+        "nodes) or cannot at all (a resource no node has), or the workers' runtime_env install outlasts the timeout: "
+        "read 'ray status', fix the request, or raise RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S",
+    ),
+    _launch(
         "slurm.srun.unable_to_create_step",
         "Slurm could not create the job step: {d[error]} ({text})",
         "the step asks for more than the job's allocation (tasks, CPUs, memory or GPUs per task): make "
