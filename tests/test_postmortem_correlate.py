@@ -1014,3 +1014,18 @@ def test_wordings_of_round_fifteen(tmp_path: Path) -> None:
     smi = "zeyer@cn-234 ~ % nvidia-smi\nUnable to determine the device handle for GPU0000:03:00.0: Unknown Error\n"
     c = _causes(log, smi)[0]
     assert (c.code, c.nodes) == (F.GPU_HW_FAULT, ["cn-234"])
+
+
+def test_torch_npus_hccl_function_error_reads_by_its_hcclresult(tmp_path: Path) -> None:
+    """torch_npu's 'HCCL function error: CALL, error code is N' (wild logs 3010, 3011) is judged by CANN's HcclResult:
+    9 (timeout) a hang's observer, 11-14 and 19 the network's, any other (1 parameter, 5 not supported) HCCL's own
+    error, told as HCCL's."""
+    log = tmp_path / "job.out"
+    line = (
+        "[rank1]: RuntimeError: create_config:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:148 HCCL function "
+        "error: hcclCommInitRootInfoConfig(numRanks, &rootInfo, rank, config, &(comm->hcclComm_)), error code is {}\n"
+    )
+    c = _causes(log, line.format(1))[0]
+    assert (c.code, c.rank) == (F.NCCL_INTERNAL_ERROR, 1) and "HCCL" in c.message and "HcclResult 1" in c.message
+    assert _causes(log, line.format(9))[0].code is F.NCCL_TIMEOUT
+    assert _causes(log, line.format(12))[0].code is F.NCCL_NETWORK_ERROR

@@ -449,11 +449,6 @@ KNOWN_MISSES = {
     "3009-nvforum360195-b200-vllm-tp2-workerproc-failed-to-start-init-device-nccl-cuda-failure-700.log": (
         "UNKNOWN: the worker's failure to start with its NCCL error cut; the label takes the post (Cuda failure 700)"
     ),
-    "3010-vllmascend2712-310p-pipeline-parallel-vllmworker-rank1-recv-hcclcomminitrootinfoconfig-error-code-1"
-    ".log": "PROCESS_CRASH rank 1: torch_npu's HCCL init error (error code 1) is read as a RuntimeError",
-    "3011-vllmascend3367-qwen3vl-two-node-enginecore-worker-failed-hccl-init-error-code-1-vllmworker4-died.log": (
-        "PROCESS_CRASH: the worker's HCCL init error reaches the log only as 'Worker failed with error'"
-    ),
     "3015-dynamo1405-vllm-mp-distributed-executor-load-model-traceback-cuda-oom-title.log": (
         "UNKNOWN: the load_model traceback is cut before its exception; the label takes the title (CUDA out of memory)"
     ),

@@ -1188,6 +1188,18 @@ RULES: tuple[Rule, ...] = (
         action="run one node's ranks in one container or share its IPC namespace (docker --ipc=host; one pod); "
         "NCCL_SHM_DISABLE=1 works around it; an empty segment name or size 0 is NCCL's own fault: change its version",
     ),
+    Rule(
+        EventKind.NCCL_INTERNAL_ERROR,
+        _F.NCCL_INTERNAL_ERROR,
+        priority=54,
+        key=("nccl-internal", *_WHERE),
+        when=_from("torch-npu.hccl.function_error"),
+        message="HCCL (the Ascend NPUs' collective library) failed {where}: {d[op]} returned HcclResult {d[status]} "
+        "({text})",
+        action="read HCCL's own [ERROR] lines and CANN's EIxxxx code in that process's output or plog (~/ascend/log): "
+        "1 is a parameter (ranks, devices or the root info differ between processes), 7 a resource in use (the "
+        "HCCL port another process holds: an earlier run still alive), 5 a feature the NPU or CANN lacks",
+    ),
     Rule(EventKind.NCCL_INTERNAL_ERROR, _F.NCCL_INTERNAL_ERROR, priority=54, key=("nccl-internal", *_WHERE)),
     _reg_mr(
         "aws_ofi_nccl.register_mr_failed",
