@@ -92,3 +92,16 @@ def test_lines_cut_at_a_readers_cap_are_no_wrap() -> None:
     lines = [c[:65_536] for c in capped] + ["RuntimeError: CUDA error: an illegal memory access was encountered"]
     assert Unwrapper.detect(lines) is None
     assert [e.kind for e in parse_joblog("\n".join(lines)).events] == [EventKind.CUDA_ERROR]
+
+
+def test_a_summarys_rules_are_no_wrap() -> None:
+    """torch elastic's summary frames its entries with 60 '-' and '=' (wild log 5271, its head cut so that those
+    rules are its longest lines): a rule is a whole line, so 'Root Cause' below it stays a line of its own and the
+    root cause entry is read as such."""
+    entry = "[{i}]:\n  time      : 2024-01-16_18:04:01\n  host      : lexun-1\n  rank      : {i} (local_rank: {i})\n"
+    entry += "  exitcode  : -7 (pid: 1660{i})\n  error_file: <N/A>\n  traceback : Signal 7 (SIGBUS) received by PID 1\n"
+    log = entry.format(i=6) + "-" * 60 + "\nRoot Cause (first observed failure):\n" + entry.format(i=0) + "=" * 60
+    log += "\nsrun: error: lexun-1: task 0: Exited with exit code 1\n"
+    assert Unwrapper.detect(log.splitlines()) is None
+    roots = [e for e in parse_joblog(log, "t.log").events if e.details.get("root_cause")]
+    assert [e.rank for e in roots] == [0]

@@ -11,11 +11,11 @@ different even with their numbers ignored, are followed by a line that can be th
 has lines of every length, its longest seldom twice over; where its lines share one length (one message printed
 by every rank) the next line starts as they do. The log is judged padded when most of its non-empty lines are
 exactly ``W`` long. Then a line of exactly ``W`` characters (padded: one that does not end in two blanks, the
-padding of a line that ended there) is joined with the next one, unless the next line is empty, starts the way a
-log line does (indented, a bracket, a date or clock, a glog or syslog stamp, ``Traceback (``, ``File "``, a table's
-``|``) or with the wrapped line's own first characters: a log whose lines merely share a length (dmesg lines of
-one format) is read as it is. A logical line grows to :data:`MAX_JOINED` characters at most: the next line then
-starts one of its own (nothing is dropped).
+padding of a line that ended there; never a rule of one repeated character) is joined with the next one, unless
+the next line is empty, starts the way a log line does (indented, a bracket, a date or clock, a glog or syslog
+stamp, ``Traceback (``, ``File "``, a table's ``|``) or with the wrapped line's own first characters: a log whose
+lines merely share a length (dmesg lines of one format) is read as it is. A logical line grows to
+:data:`MAX_JOINED` characters at most: the next line then starts one of its own (nothing is dropped).
 """
 
 from __future__ import annotations
@@ -81,9 +81,10 @@ class Unwrapper:
         return uw if len(cut) >= MIN_WRAPPED else None
 
     def _cut(self, line: str) -> bool:
-        """Whether ``line`` (without its newline) is a wrapped line's start: its rest is the next line."""
+        """Whether ``line`` (without its newline) is a wrapped line's start: its rest is the next line. A rule of
+        one character (torch elastic's summary frames its entries with 60 ``-`` or ``=``) is a whole line."""
         s = line.rstrip("\r")
-        return len(s) == self.width and not (self.padded and s[-2:].isspace())
+        return len(s) == self.width and not (self.padded and s[-2:].isspace()) and len(set(s)) > 1
 
     def lines(self, block: Iterable[str]) -> Iterator[tuple[str, int]]:
         """The logical lines of ``block`` (the next physical lines of the log), each with how many physical lines
