@@ -1029,3 +1029,13 @@ def test_torch_npus_hccl_function_error_reads_by_its_hcclresult(tmp_path: Path) 
     assert (c.code, c.rank) == (F.NCCL_INTERNAL_ERROR, 1) and "HCCL" in c.message and "HcclResult 1" in c.message
     assert _causes(log, line.format(9))[0].code is F.NCCL_TIMEOUT
     assert _causes(log, line.format(12))[0].code is F.NCCL_NETWORK_ERROR
+
+
+def test_a_socket_call_refused_for_want_of_file_descriptors_is_configuration(tmp_path: Path) -> None:
+    """'Call to accept failed : Too many open files' (EMFILE; wild log 5331, a 32-worker Trainium job) is the
+    process's open-file limit, not the network; other socket errors stay the network's."""
+    log = tmp_path / "job.out"
+    warn = "gpu1:123:456 [0] misc/socket.cc:500 NCCL WARN Call to accept failed : {}\n"
+    c = _causes(log, warn.format("Too many open files"))[0]
+    assert c.code is F.CONFIG_ERROR and "ulimit -n" in c.action
+    assert _causes(log, warn.format("Connection reset by peer"))[0].code is F.NCCL_NETWORK_ERROR

@@ -970,6 +970,39 @@ KNOWN_MISSES = {
         "UNKNOWN: the Flight Recorder notice and a traceback cut before its error; the ECC error is in the "
         "title and in another paste of the thread"
     ),
+    # added with logs 5241-5394 (round 37)
+    "5303-qwenvl349-full-finetune-torchrun-sigterm-x3-exitcode-minus6-local-rank1-cut.log": (
+        "PROCESS_CRASH rank 1: only torchrun's SIGTERMs and 'failed (exitcode: -6) local_rank: 1'; the "
+        "illegal memory access is in the thread's title"
+    ),
+    "5332-ipex810-pvc-hedp017-oneccl-atl-ofi-cant-find-suitable-provider-psm3-segfault.log": (
+        "PROCESS_CRASH: oneCCL's '|CCL_ERROR| ... can't find suitable provider' (libfabric's provider for "
+        "Intel GPUs not found) is not in the catalog; the segfault after it is read"
+    ),
+    "5333-vllmascend10591-minimax-two-node-hccl-connect-timeout-transport-init-error-rank7-to-rank15.log": (
+        "UNKNOWN: HCCL's own [ERROR] lines (its connect-timeout detector, 'Transport init error! createLink "
+        "para:rank[7]... remoteRank[15]') are not in the catalog"
+    ),
+    "5334-vllmascend1815-dsr1-dp4tp4ep16-plog-hccp-rdma-init-failed-192.168.20.148-port-down.log": (
+        "UNKNOWN: HCCP's 'ra rdma init failed ... ip[192.168.20.148]' plog lines (the NPU's RoCE port down) "
+        "are not in the catalog"
+    ),
+    "5335-lmdeploy3354-ascend-tp8-qwq32b-serving-acl-stream-synchronize-failed-507048-modelagentloop-failed.log": (
+        "PROCESS_CRASH: 'ACL stream synchronize failed, error code:507048' is read as a crash; CANN's 507048 "
+        "(a stream's task timing out, the label's hang) is not in the catalog"
+    ),
+    "5336-hccldemo44-aws-gaudi-8-device-invalid-server-type-ocp1-syndeviceacquire-error-20.log": (
+        "UNKNOWN: Habana's 'Invalid server type (4[OCP1]) requested' and synDeviceAcquire's synapse error 20 "
+        "are not in the catalog"
+    ),
+    "5337-awsneuronsdk779-ray-trainium-multinode-ddp-10.1.161.26-nrt-load-failed-non-specific-failure.log": (
+        "PROCESS_CRASH: the Neuron runtime's 'nrt_load failed' under a RayTaskError(RuntimeError) is read as "
+        "the Ray worker's crash; the label reads it as the device's error"
+    ),
+    "5339-xllm350-qwq32b-ascend-collective-service-check-failed-hccl-get-root-info-failed-glog-fatal.log": (
+        "PROCESS_CRASH: xllm's glog 'Check failed: status == HCCL_SUCCESS (1 vs. 0) HCCL get root info "
+        "failed' is the program's own check, not torch_npu's HCCL error; the abort after it is read"
+    ),
 }
 
 

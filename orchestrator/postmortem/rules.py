@@ -1258,6 +1258,19 @@ RULES: tuple[Rule, ...] = (
         action="another process (a second run, a leftover of an earlier one) holds the port: end it, or give each run "
         "its own NCCL_COMM_ID / MASTER_PORT; then resubmit",
     ),
+    # a socket call refused with EMFILE: the process ran out of file descriptors (each peer connection is one), its
+    # open-file limit too low for the job's size; the network is not at fault
+    Rule(
+        EventKind.NCCL_SOCKET_ERROR,
+        _F.CONFIG_ERROR,
+        priority=61,
+        key=("config", *_WHERE),
+        when=lambda e: _d(e, "error").startswith("Too many open files"),
+        message="NCCL ran out of file descriptors {where} ({text}): the process's open-file limit is too low for "
+        "the connections the job opens",
+        action="raise the open-file limit where the ranks start (ulimit -n 1048576; the container's or the Slurm "
+        "node's limits, PropagateResourceLimits), then resubmit",
+    ),
     Rule(EventKind.NCCL_SOCKET_ERROR, _F.NCCL_NETWORK_ERROR, C, 44, "observer", ("observed",)),
     # NCCL's proxy service failing a peer's operation with ncclInternalError (retcode 3, src/proxy.cc): NCCL's own
     # check failed there, not the peer or the network (retcode 2, a system call's, stays the network's)
