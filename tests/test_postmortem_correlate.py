@@ -1039,3 +1039,20 @@ def test_a_socket_call_refused_for_want_of_file_descriptors_is_configuration(tmp
     c = _causes(log, warn.format("Too many open files"))[0]
     assert c.code is F.CONFIG_ERROR and "ulimit -n" in c.action
     assert _causes(log, warn.format("Connection reset by peer"))[0].code is F.NCCL_NETWORK_ERROR
+
+
+def test_a_launchers_report_of_an_abort_below_a_watchdog_timeout_is_its_teardown(tmp_path: Path) -> None:
+    """Rank 0's watchdog timeout, then torchrun's 'failed (exitcode: -6) local_rank: 1' (wild log 5517): rank 1's
+    abort is another watchdog's teardown, not a crash of its own; the same report above the timeout stays a crash."""
+    log = tmp_path / "job.out"
+    wd = (
+        "RuntimeError: NCCL communicator was aborted on rank 0.  Original reason for failure was: [Rank 0] Watchdog "
+        "caught collective operation timeout: WorkNCCL(SeqNum=35582, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for "
+        "1800366 milliseconds before timing out.\n"
+    )
+    agent = (
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -6) local_rank: 1 (pid: 886322) of "
+        "binary: /usr/bin/python\n"
+    )
+    assert [c.code for c in _causes(log, wd + agent)] == [F.NCCL_TIMEOUT]
+    assert _causes(log, agent + wd)[0].code is F.PROCESS_CRASH

@@ -1127,7 +1127,8 @@ def _fold_process_ends(groups: _Groups, ordered: Sequence[JobEvent]) -> dict[tup
     - else by rank, when the log has one watchdog timeout cause: a rank that reported the timeout and then aborted
       died of it (the watchdog tears the process down, TORCH_NCCL_ASYNC_ERROR_HANDLING): ``srun: error: HOST:
       task N: Aborted``, ``terminate called after throwing an instance of 'c10::DistBackendError'`` and the same
-      terminate line whose ``what()`` the log lost when others' name the timeout. A rank whose monitoredBarrier
+      terminate line whose ``what()`` the log lost when others' name the timeout; a launcher's report of any rank's
+      abort (torch elastic's ``exitcode: -6``) printed below the timeout. A rank whose monitoredBarrier
       raised (torch's gloo barrier: the RuntimeError ends the process, exit code 1) died of that barrier the same
       way."""
     named: dict[tuple[str, int], EvidenceLine] = {}
@@ -1144,14 +1145,18 @@ def _fold_process_ends(groups: _Groups, ordered: Sequence[JobEvent]) -> dict[tup
         e.details.get("exception") for e, _ in tmembers if e.kind is EventKind.SIGNAL and "teardown_of" in e.details
     }
 
-    # a timeout no line gives a rank (a poster's excerpt, an unprefixed log): an abort printed below it in the same
-    # file is the watchdog's teardown as well (a rank that crashed first would have printed it before the timeout)
-    unranked = [e for e, _ in tmembers if e.kind in waited] if not reporters else []
+    # an abort printed below a timeout in the same file is the watchdog's teardown as well when no line gives the
+    # timeout a rank (a poster's excerpt, an unprefixed log: a rank that crashed first would have printed it before
+    # the timeout), and whatever rank a launcher's report of an abort names (another rank's watchdog tore it down
+    # the same way; the launcher reports last anyway)
+    timed_out = [e for e, _ in tmembers if e.kind in waited]
+    unranked = timed_out if not reporters else []
 
     def timeout_teardown(e: JobEvent) -> bool:
+        above = timed_out if e.kind is EventKind.CHILD_FAILED else unranked
         return (
             (e.rank in reporters and _is_abort(e))
-            or (_is_abort(e) and any(t.file == e.file and t.line < e.line for t in unranked))
+            or (_is_abort(e) and any(t.file == e.file and t.line < e.line for t in above))
             or (e.rank in raised and e.kind is EventKind.CHILD_FAILED and e.details.get("exit_code") == 1)
             or (e.kind is EventKind.SIGNAL and "what" not in e.details and e.details.get("exception") in torn)
         )
