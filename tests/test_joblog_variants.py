@@ -1169,3 +1169,10 @@ def test_the_launchers_command_names_the_local_rank_of_the_child_that_died() -> 
     assert [(e.kind, e.local_rank) for e in ev] == [(EventKind.CHILD_FAILED, 3)]
     ev = parse_joblog(died.format(""), "t.log").events
     assert [(e.kind, e.local_rank) for e in ev] == [(EventKind.CHILD_FAILED, None)]
+
+
+def test_deepspeeds_bare_kernel_execution_error_is_a_cuda_error_of_its_rank() -> None:
+    """The cuBLAS wrapper's '!!!! kernel execution error.' without the GEMM's sizes (an older DeepSpeed behind Open
+    MPI's '[1,290]<stderr>:' prefix, wild log 5454) is a CUDA error of rank 290."""
+    ev = parse_joblog("[1,290]<stderr>:!!!! kernel execution error.\n", "t.log").events
+    assert [(e.kind, e.rank) for e in ev] == [(EventKind.CUDA_ERROR, 290)]
