@@ -1159,18 +1159,6 @@ def test_the_abort_reason_below_an_nccl_errors_what_names_its_rank() -> None:
     assert {e.rank for e in apart} == {None}
 
 
-def test_the_launchers_command_names_the_local_rank_of_the_child_that_died() -> None:
-    """torch < 1.9's torch.distributed.launch raises CalledProcessError with the child's command, whose
-    '--local_rank=N' is the local rank of the process that died (wild logs 5571, 104, 1411); a command without it
-    names none."""
-    died = "subprocess.CalledProcessError: Command '['/bin/python', '-u', 'train.py', {}'cfg.py']' died with "
-    died += "<Signals.SIGKILL: 9>.\n"
-    ev = parse_joblog(died.format("'--local_rank=3', "), "t.log").events
-    assert [(e.kind, e.local_rank) for e in ev] == [(EventKind.CHILD_FAILED, 3)]
-    ev = parse_joblog(died.format(""), "t.log").events
-    assert [(e.kind, e.local_rank) for e in ev] == [(EventKind.CHILD_FAILED, None)]
-
-
 def test_deepspeeds_bare_kernel_execution_error_is_a_cuda_error_of_its_rank() -> None:
     """The cuBLAS wrapper's '!!!! kernel execution error.' without the GEMM's sizes (an older DeepSpeed behind Open
     MPI's '[1,290]<stderr>:' prefix, wild log 5454) is a CUDA error of rank 290."""
