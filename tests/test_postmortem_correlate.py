@@ -1056,3 +1056,20 @@ def test_a_launchers_report_of_an_abort_below_a_watchdog_timeout_is_its_teardown
     )
     assert [c.code for c in _causes(log, wd + agent)] == [F.NCCL_TIMEOUT]
     assert _causes(log, agent + wd)[0].code is F.PROCESS_CRASH
+
+
+def test_nccl_tests_invalid_device_ordinal_under_mpirun_is_the_launch_not_a_crash(tmp_path: Path) -> None:
+    """nccl-tests' failed CUDACHECK ('Test CUDA failure common.cu:892 ...', and 2017's 'Cuda failure
+    common.cu:891 ...') above Open MPI's 'first process to exit' summary (wild logs 5542, 5543): the summary is that
+    failure's end (a non-zero status of the process's own, not a signal), and the invalid ordinal is the launch's."""
+    log = tmp_path / "job.out"
+    ompi = (
+        "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
+        "the job to be terminated. The first process to do so was:\n\n  Process name: [[25735,1],1]\n"
+        "  Exit code:    2\n"
+    )
+    for line in (
+        "gpu7: Test CUDA failure common.cu:892 'invalid device ordinal'\n",
+        "Cuda failure common.cu:891 'invalid device ordinal'\n",
+    ):
+        assert [c.code for c in _causes(log, line + ompi)] == [F.CONFIG_ERROR]

@@ -1200,29 +1200,41 @@ def _own_failure(key: tuple[object, ...]) -> bool:
 
 
 def _fold_exception_exits(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
-    """A launcher's report that a rank exited with code 1 (torchrun's ChildFailedError root cause, DeepSpeed's and
-    Composer's launcher lines: Python's exit after an uncaught exception) where that rank's own failure is in the
-    logs (a configuration error, a CUDA error or OOM, an exception): that failure is why it exited; the report
-    joins its evidence instead of standing beside it as a crash of its own. Where no failure names a rank and the
-    log holds one such failure, an exit with code 1 printed below it is its end (the failure takes that rank)."""
+    """A launcher's report that a rank exited with a code of its own (:func:`_own_exit`: torchrun's ChildFailedError
+    root cause, DeepSpeed's and Composer's launcher lines, mpirun's first process to exit) where that rank's own
+    failure is in the logs (a configuration error, a CUDA error or OOM, an exception): that failure is why it
+    exited; the report joins its evidence instead of standing beside it as a crash of its own. Where no failure
+    names a rank and the log holds one such failure, such an exit printed below it is its end (the failure takes
+    that rank)."""
     own: dict[int, tuple[object, ...]] = {}
     for k, m in groups.items():
         if _own_failure(k):
             for e, _ in m:
                 if e.rank is not None:
                     own.setdefault(e.rank, k)
-    # the log's one failure that names no rank (pasted without its rank prefix, or one process's): an exit with
-    # code 1 printed after it in the same file is that failure's end too
+    # the log's one failure that names no rank (pasted without its rank prefix, or one process's): an exit of its
+    # own printed after it in the same file is that failure's end too
     rankless = [k for k, m in groups.items() if _own_failure(k) and all(e.rank is None for e, _ in m)]
     for key in [k for k in groups if k[0] is FindingCode.PROCESS_CRASH and (len(k) < 2 or k[1] != "exception")]:
         members = groups[key]
-        if not all(e.kind is EventKind.CHILD_FAILED and e.details.get("exit_code") == 1 for e, _ in members):
+        if not all(e.kind is EventKind.CHILD_FAILED and _own_exit(e) for e, _ in members):
             continue
         ranks = {e.rank for e, _ in members}
         if len(ranks) == 1 and (rank := next(iter(ranks))) is not None and (target := own.get(rank)) is not None:
             _join_as_evidence(groups, key, target)
         elif not own and len(rankless) == 1 and _all_after(members, groups[rankless[0]]):
             _join_as_evidence(groups, key, rankless[0])
+
+
+def _own_exit(e: JobEvent) -> bool:
+    """A launcher's report of a process that exited with a code of its own after reporting its error (1: Python's
+    after an uncaught exception; nccl-tests' 2 after a failed check), not by a signal (negative, or a shell's
+    128 + N). Open MPI's 'first process to exit' summary is such a report whatever its code (on the line below it):
+    its help text for a signal is another (orte/mca/errmgr/base/help-errmgr-base.txt, normal-termination-but)."""
+    code = e.details.get("exit_code")
+    if code is None:
+        return e.details.get("catalog") == "openmpi.mpirun.first_process_failed"
+    return isinstance(code, int) and 0 < code < 128
 
 
 def _all_after(later: Sequence[tuple[JobEvent, Judged]], earlier: Sequence[tuple[JobEvent, Judged]]) -> bool:

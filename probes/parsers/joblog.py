@@ -318,10 +318,13 @@ _NCCL_CLASSES: list[tuple[EventKind, re.Pattern[str]]] = [
     ),
     (EventKind.NCCL_IB_ASYNC, re.compile(r"Got async event\s*:\s*(?P<event>.+?)\s*$")),
     (EventKind.NCCL_CONNECTION_CLOSED, re.compile(r"Connection closed by remote peer\s*(?P<peer>\S+)?")),
-    # NCCL >= 2.19 prints the CUDA error's number before its text ("Cuda failure 2 'out of memory'")
+    # NCCL >= 2.19 prints the CUDA error's number before its text ("Cuda failure 2 'out of memory'"); nccl-tests'
+    # CUDACHECK of 2017 its source's place ("Cuda failure common.cu:891 'invalid device ordinal'")
     (
         EventKind.NCCL_CUDA_FAILURE,
-        re.compile(r"Cuda failure (?:\d{1,4} )?'?(?P<error>[^']*)'?|unhandled cuda error", re.I),
+        re.compile(
+            r"Cuda failure (?:[\w./\-]{1,200}:\d{1,6} )?(?:\d{1,4} )?'?(?P<error>[^']*)'?|unhandled cuda error", re.I
+        ),
     ),
     (
         EventKind.NCCL_REMOTE_ERROR,
