@@ -1003,6 +1003,37 @@ KNOWN_MISSES = {
         "PROCESS_CRASH: xllm's glog 'Check failed: status == HCCL_SUCCESS (1 vs. 0) HCCL get root info "
         "failed' is the program's own check, not torch_npu's HCCL error; the abort after it is read"
     ),
+    # added with logs 5421-5572 (round 38)
+    "5455-vllm5537-compose-prefix-ray-worker-pg2-rank2-watchdog-illegal-memory-access-prefix-caching.log": (
+        "the rank: '[PG 2 Rank 2]' is the rank in process group 2, not a global rank; the label takes it as "
+        "global (one node, tensor parallelism only)"
+    ),
+    "5458-xformers1144-torchrun-2proc-seqpar-rank1-cublas-status-not-initialized-missing-set-device.log": (
+        "CUDA_ERROR: cuBLAS's CUBLAS_STATUS_NOT_INITIALIZED at cublasCreate is read as a CUDA error; the "
+        "label takes the poster's fix (torch.cuda.set_device missing: configuration), which the log does not "
+        "show"
+    ),
+    "5484-paddle8876-2018-mpi-pserver-trainers-socketchannel-connection-reset-by-peer-same-peer.log": (
+        "PROCESS_CRASH: Paddle 0.x's glog 'Check failed: len >= 0 peer=10.89.199.23: Connection reset by "
+        "peer' is the program's own check (its abort is read), not a network message of the catalog"
+    ),
+    "5485-pytorch-pr129985-tcpstore-connect-recvvalue-connection-reset-by-peer-trainer-rank12.log": (
+        "UNKNOWN: TCPStore's 'recvValue failed on SocketImpl(...): Connection reset by peer' is not read as a"
+        " cause: most logs print it in the teardown after another failure (read as the network's, it turned "
+        "3962 and four other logs wrong)"
+    ),
+    "5523-dsvt39-nuscenes-epoch14-after-save-latest-model-rank1-broadcast-watchdog-old-format.log": (
+        "CONFIG_ERROR: '/bin/sh: gpustat: command not found' (a logging helper the program calls) is read as "
+        "a command of the job's launch missing, above the watchdog timeout the job hit later"
+    ),
+    "5548-deepspeed3916-srun-n8-deepspeed-chat-master-port-29600-server-socket-eaddrinuse-hard-wrapped.log": (
+        "PROCESS_CRASH: the store's 'failed to bind ... (errno: 98 - Address already in use)' is word-wrapped"
+        " at 80 columns, which the hard-wrap reader (cuts at one exact width) does not join"
+    ),
+    "5572-dlrm4-dataparallel-4gpu-kaggle-killed-glued-to-progress-line.log": (
+        "UNKNOWN: the shell's 'Killed' is glued to a progress line ('Killedg in train batch: ...', a carriage"
+        " return lost in the paste)"
+    ),
 }
 
 
