@@ -748,22 +748,20 @@ def test_more_wordings_of_round_nine(tmp_path: Path) -> None:
     )
     assert (c[0].code, c[0].rank, c[0].nodes) == (F.OOM_HOST, 1, [])
     assert _causes(log, "RuntimeError: NCCL communicator was aborted.\n")[0].code is F.UNKNOWN
-    barrier = (
-        "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: {b}. Timed out "
-        "task names:\n"
-    )
-    c = _causes(log, barrier.format(b="multihost_broadcast_sync0"))[0]
-    assert c.code is F.NCCL_TIMEOUT and "multihost_broadcast_sync0" in c.message
-    assert _causes(log, barrier.format(b="PjRT_Client_Connect"))[0].code is F.CONFIG_ERROR
-    # the wording of 2024 on ("Id:"): a checkpoint's barrier is the program's own, the registration barrier the
-    # start-up's (wild log 4804)
-    newer = (
-        "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Id: {b}. This usually happens "
-        "because a task triggered the barrier too early or too slowly.\n"
-    )
-    c = _causes(log, newer.format(b="0_async_write_complete.0.1"))[0]
-    assert c.code is F.NCCL_TIMEOUT and "0_async_write_complete.0.1" in c.message
-    assert _causes(log, newer.format(b="[Init]Wait_for_all_tasks_to_register::0"))[0].code is F.CONFIG_ERROR
+    # XLA's barrier timeout in its older wording and in that of 2024 on ("Id:", wild log 4804): the program's own
+    # barrier is a hang, the start-up's (connect, registration) processes that never joined
+    xla = "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. "
+    for barrier, own, startup in (
+        (xla + "Barrier_id: {b}. Timed out task names:\n", "multihost_broadcast_sync0", "PjRT_Client_Connect"),
+        (
+            xla + "Id: {b}. This usually happens because a task triggered the barrier too early or too slowly.\n",
+            "0_async_write_complete.0.1",
+            "[Init]Wait_for_all_tasks_to_register::0",
+        ),
+    ):
+        c = _causes(log, barrier.format(b=own))[0]
+        assert c.code is F.NCCL_TIMEOUT and own in c.message
+        assert _causes(log, barrier.format(b=startup))[0].code is F.CONFIG_ERROR
     tf = "  (1) Internal:  Collective Op  has group_size 8 and group_key2 but that group has size 4\n"
     c = _causes(log, tf)[0]
     assert c.code is F.CONFIG_ERROR and "TF_CONFIG" in c.action
