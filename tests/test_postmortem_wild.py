@@ -1034,6 +1034,66 @@ KNOWN_MISSES = {
         "UNKNOWN: the shell's 'Killed' is glued to a progress line ('Killedg in train batch: ...', a carriage"
         " return lost in the paste)"
     ),
+    # added with logs 5631-5751 (round 39)
+    "5635-vllm2856-llama70b-awq-tp8-a10g-djl-stderr-prefix-ray-worker-unhandled-error-capture-model.log": (
+        "UNKNOWN: the excerpt ends before the out-of-memory line; the label takes the poster's words (TP8 "
+        "runs out of memory, TP4 works)"
+    ),
+    "5638-scalableagent7-impala-distributed-tf-failed-to-create-cublas-handle-not-initialized-x9.log": (
+        "UNKNOWN: TensorFlow's 'failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED' "
+        "(stream_executor's cuda_blas.cc) is not in the catalog (its source not read this session)"
+    ),
+    "5662-deepep126-2x8-h20-test-internode-nvshmem-ibrc-cq-creation-failed-ep-create-caught-signal-11-tencent64.log": (
+        "PROCESS_CRASH: NVSHMEM IBRC's 'NULL value cq creation failed' and 'non-zero status: 7 ep_create "
+        "failed' are not in the catalog; the segfault after them is read"
+    ),
+    "5668-lbann572-pascal-alexnet-caught-signal-11-sigsegv-on-rank-5-mpi-alltoall-mvapich-stack.log": (
+        "the rank: LBANN's 'Caught signal 11 (SIGSEGV - invalid memory reference) on rank 5' is read as a "
+        "segfault, its rank not"
+    ),
+    "5671-ptigpu69-mpiexec-n2-unitrace-intel-gpu-rank0-segfault-core-dumped-exit-139-rank1-signal-15.log": (
+        "the rank: HPE PALS' 'hostname: rank 0 exited with code 139' is not read (its source is closed); the "
+        "shell's 'Segmentation fault (core dumped)' names no rank"
+    ),
+    "5695-gpustack3383-sglang-diffusion-2x4090-rank1-tcpstore-recvvalue-failed-connection-closed.log": (
+        "NCCL_NETWORK_ERROR: the store's 'Failed to recv, got 0 bytes' on rank 1 is read as the rendezvous "
+        "store lost; the label reads the log as showing no cause (the lost store is the aftermath of another "
+        "failure)"
+    ),
+    "5696-gpustack2501-sglang-tp2-pp2-gpu-id-3-visible-devices-0-1-tp1-pp1-scheduler-exception-cut.log": (
+        "UNKNOWN: the scheduler's exception is cut; the label reads the GPU ids beyond CUDA_VISIBLE_DEVICES "
+        "from the log's arguments and the title"
+    ),
+    "5697-sglang22511-glm5-2xh100-pd-decode-dp15-tp15-scheduler-exception-mlp-sync-batch-cut.log": (
+        "the rank: UNKNOWN as labelled, but SGLang's scheduler header of DP15 TP15 with its exception cut "
+        "names no rank here (as 3003)"
+    ),
+    "5723-alpa701-two-nodes-profileworker-ip-192-168-0-10-xlaruntimeerror-failed-to-start-rpc-server.log": (
+        "PROCESS_CRASH: XLA's 'Failed to start RPC server' is read as the worker's crash; the cause the label"
+        " takes ('Cannot assign requested address') was cut by the excerpt"
+    ),
+    "5725-ttrl12-8xl40s-raytaskerror-workerdict-generate-sequences-ip-10-141-3-2-vllm-sampler-caret-lines.log": (
+        "PROCESS_CRASH: the RayTaskError(RuntimeError)'s error line is not in the excerpt; the label takes "
+        "the CUDA error from the title"
+    ),
+    "5726-ray54619-train-v2-head-node-gpus-traincontroller-world-ranks-raytrainworker-rank1-error-in-trai"
+    "ning-function-check-capability.log": (
+        "UNKNOWN: the exception line is not in the saved part; the label takes the pull request's words (a "
+        "head node with GPUs)"
+    ),
+    "5727-ray21863-release-test-ray-lightning-unhandled-error-rayexecutor-ip-172-31-54-127-ddp-verify-mod"
+    "el-pipe-prefix.log": (
+        "UNKNOWN: the error text is not in the saved lines; the label takes the thread's title (an NCCL "
+        "invalid usage)"
+    ),
+    "5601-nccl1240-single-a100-vm-nccl-graph-file-xml-import-channel-dev1-not-found.log": (
+        "NCCL_TRANSPORT_FALLBACK: NCCL's graph-file import failing ('channel dev 1 not found', "
+        "NCCL_GRAPH_FILE set wrongly) is not in the catalog; the socket transport's INFO line is read"
+    ),
+    "5604-nccl1499-torchrun-4gpu-uftrace-wrapper-error-code-1-nccl-info-only-internal-check-failed-title.log": (
+        "NCCL_TRANSPORT_FALLBACK: the log holds NCCL INFO lines only; the internal check failure is in the "
+        "thread's title"
+    ),
 }
 
 
