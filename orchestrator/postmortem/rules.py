@@ -400,9 +400,9 @@ def _over_world(e: JobEvent) -> bool:
     return count.isdigit() and world.isdigit() and int(count) > int(world)
 
 
-def _never_joined(row: str | Callable[[JobEvent], bool], message: str, action: str) -> Rule:
+def _never_joined(when: Callable[[JobEvent], bool], message: str, action: str) -> Rule:
     """The rule of a rendezvous that some processes never joined (an observer's report: the processes that did
-    join print it) for one catalog row (or the events a test picks), with the row's own words."""
+    join print it) for the events ``when`` picks (a catalog row's: :func:`_from`), with the row's own words."""
     return Rule(
         EventKind.RENDEZVOUS_ERROR,
         _F.CONFIG_ERROR,
@@ -410,7 +410,7 @@ def _never_joined(row: str | Callable[[JobEvent], bool], message: str, action: s
         40,
         "observer",
         ("rendezvous-join",),
-        when=_from(row) if isinstance(row, str) else row,
+        when=when,
         message=message,
         action=action,
     )
@@ -972,7 +972,7 @@ RULES: tuple[Rule, ...] = (
         "processes, then resubmit",
     ),
     _never_joined(
-        "pytorch.c10d.clients_not_joined",
+        _from("pytorch.c10d.clients_not_joined"),
         "the rendezvous store {where} saw only {d[count]} of {d[world_size]} processes join within "
         "{d[seconds]} s ({text})",
         "the missing processes never started or could not reach MASTER_ADDR: check that the launch starts the "
@@ -980,7 +980,7 @@ RULES: tuple[Rule, ...] = (
         "for an earlier failure",
     ),
     _never_joined(
-        "pytorch.c10d.store_based_barrier_timeout",
+        _from("pytorch.c10d.store_based_barrier_timeout"),
         "the process group's store barrier {where} counted {d[count]} processes for a world of "
         "{d[world_size]} ({text})",
         "more than the world size: processes of an earlier run (a requeue or restart) still use the same "
