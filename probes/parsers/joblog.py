@@ -358,8 +358,11 @@ _NCCL_CLASS_KEYS: list[tuple[str, ...]] = [
 _NET_SOCKET_RE = re.compile(r"NET/Socket : Using (?P<dev>.+)$|NET/IB : No device found")
 _CUDA_RE = re.compile(
     # c10's driver-API check (c10/cuda/driver_api.h) prints cuGetErrorString's text as "CUDA driver error: ...";
-    # other libraries put the error's number before it ("CUDA error 2: out of memory", TFRA's CUDA_CHECK)
-    r"CUDA (?:driver )?error(?: \d{1,3})?: (?P<error>[^.\n]+?)(?:\s*$|\.|\s+CUDA kernel errors|\s+Compile with)"
+    # other libraries put the error's number before it ("CUDA error 2: out of memory", TFRA's CUDA_CHECK); torch's
+    # first CUDA call (c10/cuda/CUDAFunctions.cpp) says "Unexpected error from cudaGetDeviceCount(). Did you run
+    # some cuda functions before calling NumCudaDevices() that might have already set an error? Error 802: ..."
+    r"(?:CUDA (?:driver )?error(?: \d{1,3})?|set an error\? Error \d{1,4}): (?P<error>[^.\n]+?)"
+    r"(?:\s*$|\.|\s+CUDA kernel errors|\s+Compile with|\s+\(Triggered internally)"
     r"|(?P<code>CUDA_ERROR_[A-Z_]+|cudaError[A-Z]\w+)"
     r"|(?P<bare>uncorrectable ECC error encountered|unspecified launch failure|an illegal memory access was "
     r"encountered|misaligned address|device-side assert triggered)"
@@ -371,6 +374,7 @@ _OOM_GPU_RE = re.compile(
 #: substrings one of which every match of ``_CUDA_RE`` holds
 _CUDA_KEYS = (
     "CUDA",
+    "set an error? Error ",
     "cudaError",
     "uncorrectable ECC",
     "launch failure",
