@@ -339,8 +339,12 @@ def _from(*ids: str) -> Callable[[JobEvent], bool]:
 
 
 def _hangup(e: JobEvent) -> bool:
-    """torchrun's agent signalled SIGHUP (torch/distributed/elastic/agent/server/api.py's death signal)."""
-    return e.details.get("signal") == "SIGHUP" and e.details.get("catalog") == "pytorch.elastic.agent_death_signal"
+    """torchrun's agent signalled SIGHUP (torch/distributed/elastic/agent/server/api.py's death signal, or the
+    SIGHUP it forwards to its workers: elastic/multiprocessing/api.py's closing signal)."""
+    return e.details.get("signal") == "SIGHUP" and e.details.get("catalog") in (
+        "pytorch.elastic.agent_death_signal",
+        "pytorch.elastic.closing_signal_sighup",
+    )
 
 
 _WHERE = ("host", "rank")
