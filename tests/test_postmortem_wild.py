@@ -833,10 +833,6 @@ KNOWN_MISSES = {
         "UNKNOWN: the deserialisation's 'No module named' is printed without its exception type, and the traceback "
         "is cut"
     ),
-    "4859-gpustack1640-vllm-distributed-inference-ray-version-mismatch-cluster-2.43.0-node-10.18.215.196-2.44.1.log": (
-        "PROCESS_CRASH: Ray's version mismatch between the cluster and a node is read as an exception; the node is "
-        "named on the message's second line"
-    ),
     "4834-speechbrain2868-jeanzay-torch-launch-childfailederror-override-local-rank-not-found.log": (
         "UNKNOWN: an empty ChildFailedError and its summary's header only; the label reads the thread (a launcher "
         "option the script does not take: configuration)"

@@ -1160,15 +1160,75 @@ RULES: tuple[Rule, ...] = (
         "ranks of other nodes in their home or its own directory) and that the code is on a file system every node "
         "mounts, or give its absolute path; then resubmit",
     ),
-    # the scheduler could not start the tasks on a node: that node's slurmd (or its munge, clock, prolog)
+    *(
+        # the scheduler could not start the tasks on a node: that node's slurmd (or its munge, clock, prolog)
+        _launch(
+            row,
+            "Slurm could not launch the step's tasks {where}: {d[error]} ({text})",
+            "check slurmd on {host} (running, reachable on its port, the same munge key and clock as the "
+            "controller, its prolog); resubmit with --exclude={host} if only it fails",
+        )
+        for row in ("slurm.srun.task_launch_failed", "slurm.srun.task_launch_failed_task")
+    ),
+    _launch(
+        "openmpi.mca.component_not_found",
+        "{d[error]} could not find or open a component the run asked for, {where} ({text})",
+        "the 'Host:', 'Framework:' and 'Component:' lines below it name it: install it in the node's or the "
+        "container's MPI/PMIx (Slurm's PMIx needs its munge psec plugin where the tasks run), or drop the --mca "
+        "selection that names it; then resubmit",
+    ),
+    _launch(
+        "openmpi.mca.no_components",
+        "Open MPI could use none of its {d[error]} components {where} ({text})",
+        "the transports it was built with are not usable here (UCX without this transport, no IB device, "
+        "pml_ucx_tls disjoint from UCX_TLS): read the UCX or component errors above it, select a usable one with "
+        "--mca (e.g. --mca pml ob1) or fix the install; then resubmit",
+    ),
+    _launch(
+        "gloo.pair.bind_failed",
+        "a gloo process group could not bind its socket {where}: {d[error]} ({text})",
+        "the address gloo uses is not this host's (GLOO_SOCKET_IFNAME, a hostname resolving to another address) "
+        "or its ports are used up: set GLOO_SOCKET_IFNAME to the interface the ranks reach each other on and "
+        "resubmit",
+    ),
+    *(
+        _launch(
+            row,
+            "a C++/CUDA extension the job compiles at start-up did not build {where} ({text})",
+            "read the compiler's errors above it (nvcc or gcc, the CUDA toolkit and the compiler torch was built "
+            "with, CUDA_HOME); install the matching toolkit or a prebuilt wheel (DeepSpeed: DS_BUILD_OPS=1 at "
+            "install) and resubmit",
+        )
+        for row in ("pytorch.cpp_extension.build_failed", "pytorch.cpp_extension.ninja_failed")
+    ),
+    _launch(
+        "ray.worker.version_mismatch",
+        "a process joining the Ray cluster runs another Ray or Python version than the cluster's head ({text})",
+        "the 'This process on node' line below it names the node that differs: give every node (and the driver) "
+        "the head's Ray and Python, in the same image or environment, and resubmit",
+    ),
+    # the node Ray's version check names (its warning prints the line too: an observer's)
+    Rule(
+        EventKind.LAUNCH_FAILED,
+        _F.CONFIG_ERROR,
+        priority=40,
+        role="observer",
+        key=("launch", "host"),
+        when=_from("ray.worker.version_mismatch_node"),
+        message="a process {where} runs another Ray or Python version than the cluster's head ({text})",
+        action="give every node (and the driver) the head's Ray and Python, in the same image or environment, "
+        "and resubmit",
+    ),
+    # any other launch failure: the launcher's or library's own words say what is missing
     Rule(
         EventKind.LAUNCH_FAILED,
         _F.CONFIG_ERROR,
         priority=60,
         key=("launch", "host"),
-        message="Slurm could not launch the step's tasks {where}: {d[error]} ({text})",
-        action="check slurmd on {host} (running, reachable on its port, the same munge key and clock as the "
-        "controller, its prolog); resubmit with --exclude={host} if only it fails",
+        message="the job's processes could not start {where} ({text})",
+        action="read this line and the ones above it: the launcher's or the library's own words name what is "
+        "missing or refused (a program, a library, a component, a version the others run, a resource); fix the "
+        "environment or the launch and resubmit",
     ),
     Rule(
         EventKind.RENDEZVOUS_ERROR,
