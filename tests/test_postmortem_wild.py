@@ -1090,6 +1090,196 @@ KNOWN_MISSES = {
         "NCCL_TRANSPORT_FALLBACK: the log holds NCCL INFO lines only; the internal check failure is in the "
         "thread's title"
     ),
+    # added with logs 5781-6392 (rounds 40 and 41)
+    "5781-vllm7074-two-node-tp16-rank9-gloo-loopback-fallback-rank8-connectfullmesh-failed-10.41.0.8.log": (
+        "NCCL_NETWORK_ERROR: gloo's connectFullMesh failure is read as a lost connection; the label takes the"
+        " thread's diagnosis (rank 9 fell back to the loopback address: the interface setting) and its rank 8"
+    ),
+    "5811-pytorch116974-slurm-2node-torchrun-rendezvousclosederror-srun-tasks-exit-step-cancelled.log": (
+        "PROCESS_CRASH: torch elastic's bare RendezvousClosedError is read as the agent's crash; the label "
+        "reads two agents per node as the launch's set-up, which the log does not say"
+    ),
+    "5845-opennmttf985-horovod-tag-output-shut-down-after-rank-finished-early-stopping.log": (
+        "UNKNOWN: Horovod's 'Horovod has been shut down ... after one of the ranks finished execution' is not"
+        " in the catalog (its two readings, a rank's exception or an early finish, need the thread)"
+    ),
+    "5848-relion327-refine3d-gpu-rank1-mpi-err-truncate-relionerror-sigabrt-bc-gpu1.log": (
+        "the rank: RELION's own '  1: ' MPI-rank prefix is not read"
+    ),
+    "5849-relion351-refine3d-5mpi-4gpu-cuda-projector-unknown-error-code30-after-gpu-memory-warning.log": (
+        "PROCESS_CRASH: RELION's own 'ERROR: unknown error in ...cuda_projector.cu at line 115 (error-code "
+        "30)' is not in the catalog; the signal below it is read"
+    ),
+    "5877-paddle71667-single-node-multicard-squared-l2-norm-cuda-error-700-illegal-address.log": (
+        "CUDA_ERROR: the illegal memory access is read as the CUDA error the log shows; the label takes the "
+        "poster's finding (tensors on two GPUs: the program)"
+    ),
+    "5931-marin1534-tpu-multislice-v4-64-accel-fatal-error-interrupt-tpu1013.log": (
+        "UNKNOWN: the TPU runtime's '!!!! FATAL ERROR !!!!' and error interrupt lines are not in the catalog "
+        "(TPU hardware is out of its scope so far)"
+    ),
+    "5932-pytorchxla7138-tpu-v5e-litepod16-fsdpv2-device-halted-prematurely-fatal.log": (
+        "UNKNOWN: torch_xla's 'Accelerator device halted prematurely' on a TPU is not in the catalog"
+    ),
+    "5938-tfmodels9109-mwms-two-machines-unavailable-socket-closed-collectivebcastrecv.log": (
+        "PROCESS_CRASH: TensorFlow's UnavailableError 'Socket closed' (gRPC status 14) is read as the "
+        "worker's exception; the label reads it as the network between the workers"
+    ),
+    "5965-pytorch23534-aws-32rank-imagenet-rank4-ring-then-shm-h42-cuda-failure-invalid-argument-trailing"
+    "-spaces.log": (
+        "the rank: NCCL 2.4's 'Ring 00 : 4[0] -> 5[1]' connection lines give the printing process's rank only"
+        " within its communicator, which is not read as a global rank"
+    ),
+    "5966-horovod893-2node-ib-heinzel135-rank2-shm-h42-cuda-failure-invalid-argument-init-chain-minus1.log": (
+        "the rank: as 5965, the rank is only in NCCL's ring connection lines of the printing pid"
+    ),
+    "6001-distributedtutorial3-mp-spawn-multinode-env-rendezvous-tcpstore-connection-timed-out.log": (
+        "PROCESS_CRASH: a bare 'RuntimeError: Connection timed out' is read as the process's exception; the "
+        "label reads it as the env:// store unreachable"
+    ),
+    "6004-verl2550-ray-workerdict-ipv6-bracketed-master-addr-gai-error-hang-in-create-c10d-store.log": (
+        "UNKNOWN: the getaddrinfo error of a bracketed IPv6 MASTER_ADDR is not in the catalog in this wording"
+    ),
+    "6006-msswift6368-dlc-multinode-grpo-nslookup-master-0-name-does-not-resolve-torchrun-traceback.log": (
+        "UNKNOWN: the init container's 'nslookup: can't resolve ... Name does not resolve' / 'waiting for "
+        "master' is not read as a cause (it is also printed while the master pod starts normally)"
+    ),
+    "6027-metaicl8-torch-distributed-run-8proc-child-process-failed-no-error-file-local-rank0-exitcode1.log": (
+        "UNKNOWN: torch 1.9's 'CHILD PROCESS FAILED WITH NO ERROR_FILE' / 'Child process N (local_rank 0) "
+        "FAILED (exitcode 1)' is not in the catalog"
+    ),
+    "6028-mmpretrain771-mmcls-torch-launch-childfailederror-failures-rank1-exitcode2-node001-cut.log": (
+        "CONFIG_ERROR: exit code 2 in the ChildFailedError summary is read as argparse's usage error; the "
+        "label reads the excerpt (cut before the root cause) as showing none"
+    ),
+    "6051-deepep223-two-node-nvshmem-bootstrap-recv-broken-pipe-allgather-ipc-failed.log": (
+        "CONFIG_ERROR: NVSHMEM's bootstrap 'Message truncated' (a collective mismatch) is read above its "
+        "earlier 'Broken pipe'; the label reads the broken pipe as the network's"
+    ),
+    "6052-deepep274-4x8-h800-nvl-receiver-timeout-epexception-unspecified-launch-failure.log": (
+        "CUDA_ERROR: the 'unspecified launch failure' DeepEP's trap() leaves after its receiver timeout is "
+        "read as a CUDA error of its own"
+    ),
+    "6053-mgpm20-slurm-mpirun-nvshmem-two-nodes-peer-gpu-not-accessible-transport-map-failed.log": (
+        "UNKNOWN: NVSHMEM's 'building transport map failed' with no remote transport is not in the catalog; "
+        "the label takes the maintainer's answer in another issue (no nvidia-peermem)"
+    ),
+    "6055-nvshmem45-ib-traffic-class-ibgda-init2rtr-syndrome-connect-eps-failed-time-prefix.log": (
+        "UNKNOWN: NVSHMEM IBGDA's INIT2RTR failure behind a time prefix is not read; the label takes the "
+        "thread's traffic-class setting"
+    ),
+    "6084-gromacs5078-dardel-acpp-hipsycl-hipmemsetasync-failed-srun-nid002892-task39-aborted-step-cancelled.log": (
+        "PROCESS_CRASH: AdaptiveCpp's '[hipSYCL Error] ... hipMemsetAsync() failed (error code = HIP:1)' is "
+        "not in the catalog; the abort is read"
+    ),
+    "6086-milabench336-rocm624-llm-full-mp-gpus-hang-hard-wrapped-unable-to-shutdown-sigint-sigkill-five-"
+    "workers.log": (
+        "UNKNOWN: the log shows only workers force-killed after ignoring SIGINT; the label takes the thread's"
+        " word (a hang)"
+    ),
+    "6149-cachedit353-wan-ulysses-torchrun8-rank4-runtimeerror-size-of-tensor-a-2535-must-match-20280.log": (
+        "PROCESS_CRASH: a shape error in the program is read as the rank's crash; the label reads it as the "
+        "parallel setting's (CONFIG_ERROR)"
+    ),
+    "6150-ringflashattn44-torchrun4-varlen-test-ranks1-0-2-indexerror-too-many-indices-missing-bracket.log": (
+        "PROCESS_CRASH: an IndexError every rank raises is read as a crash (rank 1 first); the label reads it"
+        " as the test's set-up with no rank"
+    ),
+    "6172-aibrix1433-vllm-1p1d-decode-pod-nixl-ucx-mlx5-7-umr-qp-rtr-no-such-device-enginecore-failed.log": (
+        "UNKNOWN: UCX's UMR QP 'No such device' under NIXL is not in the catalog in this wording"
+    ),
+    "6173-byteps313-rdma-server-quoted-ps-lite-ibv-reg-mr-cannot-allocate-memory-wrapped.log": (
+        "PROCESS_CRASH: ps-lite's own 'ibv_reg_mr' check failure is not in the catalog; the abort is read"
+    ),
+    "6174-byteps372-2x8gpu-resnet50-worker-rdma-transport-ibv-post-send-failed.log": (
+        "PROCESS_CRASH: ps-lite's 'ibv_post_send failed' check is not in the catalog; the abort is read"
+    ),
+    "6175-nccl1219-nccltests-collnet-sharp-collect-ports-data-mlx5-0-port-used-by-sm-c25l19.log": (
+        "UNKNOWN: SHARP's 'port used by SM' collect-ports error is not in the catalog"
+    ),
+    "6176-uccl974-p2p-benchmark-num-iovs-128-cqe-remote-access-error-chi-mi325x-pod2-098.log": (
+        "UNKNOWN: UCCL's CQE 'remote access error' lines are not in the catalog"
+    ),
+    "6203-bevformerseg18-eval-progress-glued-exitcode-minus9-local-rank-wrapped.log": (
+        "UNKNOWN: the launcher's exit code -9 is glued to a progress line and its local rank hard-wrapped; "
+        "neither is read"
+    ),
+    "6205-mmdet1767-slurm-dist-spawn-unpickle-memoryerror-lines-joined.log": (
+        "UNKNOWN: the MemoryError is glued to the previous line ('...load(from_parent)MemoryError')"
+    ),
+    "6206-openpcdet1310-waymo-4gpu-launch-killing-subprocess-x4-right-truncated.log": (
+        "OOM_HOST: torch.distributed.launch's 'Killing subprocess' lines are read as the launcher's SIGKILL "
+        "of its children after one ended; the label reads the log as showing no cause"
+    ),
+    "6231-nccltests143-16xa100-one-node-all-reduce-perf-bus-error-core-dumped.log": (
+        "the host: the shell prompt's host (root@nccl-cuda118) is not read as the host of the bus error below"
+        " it"
+    ),
+    "6233-pytorch173679-inductor-rank9-rank13-triton-cache-cuda-utils-stale-file-handle-nfs.log": (
+        "PROCESS_CRASH: an ImportError of a Triton cache file on NFS ('Stale file handle') is read as rank "
+        "9's crash; the label reads the shared cache directory as the set-up"
+    ),
+    "6235-msswift6695-multinode-rank1-datasets-chmod-indices-cache-oserror-116-stale-file-handle.log": (
+        "PROCESS_CRASH: 'OSError: [Errno 116] Stale file handle' is read as the rank's crash; the label reads"
+        " the shared cache directory as the set-up"
+    ),
+    "6261-chitu56-8xh200-torchrun-no-kernel-image-root-cause-rank4-shadecloud.log": (
+        "PROCESS_CRASH: only torchrun's summary is in the excerpt; the label takes the CUDA error from the "
+        "title"
+    ),
+    "6262-chitu36-a800-deepseek-r1-interleaved-ranks-no-kernel-image-silu-fused-moe.log": (
+        "CONFIG_ERROR: 'no kernel image is available for execution on the device' is read as the build's (a "
+        "binary without this GPU's architecture); the label reads it as a CUDA error"
+    ),
+    "6291-nccl1709-sharp-collnet-rank238-no-algorithm-protocol-allgather-int8.log": (
+        "CONFIG_ERROR: NCCL's 'no algorithm/protocol available' is read as a configuration error "
+        "(NCCL_ALGO/PROTO or CollNet settings); the label reads it as NCCL's internal error"
+    ),
+    "6296-pytorch130414-torchrun-2gpu-nccl2-12-barrier-invalid-resource-handle-rank1.log": (
+        "CUDA_ERROR: 'invalid resource handle' is read as the CUDA error it is; the label takes the thread's "
+        "finding (an NCCL build torch does not support)"
+    ),
+    "6351-vllmascend1443-qwen32b-tp8-pp3-train-pid-npu-synchronize-507048-rankid8-task-timeout.log": (
+        "PROCESS_CRASH: torch_npu's 'NPU function error: AclrtSynchronizeDevice ... 507048' task timeout is "
+        "not in the catalog"
+    ),
+    "6352-awsneuronsdk851-flan-t5-tp8-parallel-trace-bootstrapinit-timeout-waiting-for-rx-rank0-1-of-8.log": (
+        "UNKNOWN: the Neuron runtime's bootstrap 'Timeout waiting for RX' is not in the catalog"
+    ),
+    "6353-optimumneuron761-trn1-32xl-sft-16-procs-enc-init-comm-global-comm-less-channels-than-replica-gr"
+    "oup-assertion.log": (
+        "PROCESS_CRASH: the Neuron runtime's assertion is read as a crash; the label takes the thread's "
+        "reading (more processes than its channels allow)"
+    ),
+    "6355-vllmascend2754-dsv31-w8a8-tp-workers-ei0007-failed-to-allocate-resource-qp-memory-exhausted-tra"
+    "nsport-init.log": (
+        "UNKNOWN: HCCL's EI0007 'Failed to allocate resource' is not in the catalog"
+    ),
+    "6358-vllm12443-aws-neuron-transformers-neuronx-parallel-to-nc-nrt-tensor-allocate-status4-allocation"
+    "-failure.log": (
+        "PROCESS_CRASH: the Neuron runtime's 'nrt_tensor_allocate status=4 ... Allocation Failure' (device "
+        "memory) is not in the catalog"
+    ),
+    "6381-diffsynth1272-accelerate-deepspeed-free-corrupted-unsorted-chunks-local-rank0-exitcode-minus6.log": (
+        "the host: the only host is on NCCL's INFO lines; an unprefixed failure of a one-node log is not "
+        "given it"
+    ),
+    "6383-falcon12-ddppo-end-of-training-rank2-tcpstore-should-dump-recv-0-bytes-malloc-consolidate-unali"
+    "gned-fastbin.log": (
+        "UNKNOWN: glibc's 'malloc_consolidate(): unaligned fastbin chunk detected' is not in the catalog"
+    ),
+    "6387-torchcomms410-two-ranks-pluggable-allocator-attributeerror-ncclx-not-finalized-terminate-sigabr"
+    "t-stack.log": (
+        "PROCESS_CRASH: the abort is read; the label reads the API mismatch every rank hits as the set-up"
+    ),
+    "6391-mlcommons-training770-llama2-70b-lora-8xh100-nccl-service-thread-connection-closed-local-rank5-"
+    "exitcode-minus6.log": (
+        "the host: as 6381, the only host is on NCCL's INFO lines"
+    ),
+    "6392-flowgrpo161-qwenimage-grpo-ncclcommwatchdog-exception-frames-fatal-python-error-aborted-thread-dump.log": (
+        "PROCESS_CRASH: the excerpt holds the watchdog's exception frames and the abort, not its message; the"
+        " label takes the timeout from another block of the thread"
+    ),
 }
 
 
