@@ -1071,3 +1071,28 @@ def test_nccl_tests_invalid_device_ordinal_under_mpirun_is_the_launch_not_a_cras
         "Cuda failure common.cu:891 'invalid device ordinal'\n",
     ):
         assert [c.code for c in _causes(log, line + ompi)] == [F.CONFIG_ERROR]
+
+
+def test_a_kernels_trap_after_its_own_timeout_is_that_timeout(tmp_path: Path) -> None:
+    """DeepEP's kernel prints its receiver timeout, then trap()s: the host's 'unspecified launch failure' below it
+    (wild log 6052) is that timeout's end, not a CUDA error of its own. Printed before the timeout, or another CUDA
+    error after it, it stays a CUDA error."""
+    log = tmp_path / "job.out"
+    timeout = "DeepEP dispatch NVL receiver timeout, channel: 6, RDMA: 0, nvl: 0, src NVL: 5, head: 315, tail: 315\n"
+    trap = (
+        "terminate called after throwing an instance of 'EPException'\n"
+        "  what():  Failed: CUDA error /workspace/DeepEP/csrc/deep_ep.cpp:83 'unspecified launch failure'\n"
+    )
+    assert [c.code for c in _causes(log, timeout + trap)] == [F.NCCL_TIMEOUT]
+    assert _causes(log, trap + timeout)[0].code is F.CUDA_ERROR
+    illegal = trap.replace("unspecified launch failure", "an illegal memory access was encountered")
+    assert _causes(log, timeout + illegal)[0].code is F.CUDA_ERROR
+
+
+def test_a_neuron_device_allocation_failure_is_its_out_of_memory(tmp_path: Path) -> None:
+    """The Neuron runtime's NRT_RESOURCE on a tensor allocation (wild log 6358) is the accelerator's OOM, told as
+    the Neuron device's, not CUDA's."""
+    log = tmp_path / "job.out"
+    line = 'engine.py:389] RuntimeError: nrt_tensor_allocate status=4 message="Allocation Failure"\n'
+    c = _causes(log, line)[0]
+    assert c.code is F.OOM_GPU and c.message.startswith("Neuron device out of memory")

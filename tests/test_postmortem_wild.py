@@ -1156,10 +1156,6 @@ KNOWN_MISSES = {
         "CONFIG_ERROR: NVSHMEM's bootstrap 'Message truncated' (a collective mismatch) is read above its "
         "earlier 'Broken pipe'; the label reads the broken pipe as the network's"
     ),
-    "6052-deepep274-4x8-h800-nvl-receiver-timeout-epexception-unspecified-launch-failure.log": (
-        "CUDA_ERROR: the 'unspecified launch failure' DeepEP's trap() leaves after its receiver timeout is "
-        "read as a CUDA error of its own"
-    ),
     "6053-mgpm20-slurm-mpirun-nvshmem-two-nodes-peer-gpu-not-accessible-transport-map-failed.log": (
         "UNKNOWN: NVSHMEM's 'building transport map failed' with no remote transport is not in the catalog; "
         "the label takes the maintainer's answer in another issue (no nvidia-peermem)"
@@ -1254,11 +1250,6 @@ KNOWN_MISSES = {
     "6355-vllmascend2754-dsv31-w8a8-tp-workers-ei0007-failed-to-allocate-resource-qp-memory-exhausted-tra"
     "nsport-init.log": (
         "UNKNOWN: HCCL's EI0007 'Failed to allocate resource' is not in the catalog"
-    ),
-    "6358-vllm12443-aws-neuron-transformers-neuronx-parallel-to-nc-nrt-tensor-allocate-status4-allocation"
-    "-failure.log": (
-        "PROCESS_CRASH: the Neuron runtime's 'nrt_tensor_allocate status=4 ... Allocation Failure' (device "
-        "memory) is not in the catalog"
     ),
     "6381-diffsynth1272-accelerate-deepspeed-free-corrupted-unsorted-chunks-local-rank0-exitcode-minus6.log": (
         "the host: the only host is on NCCL's INFO lines; an unprefixed failure of a one-node log is not "

@@ -562,7 +562,15 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
             "the node is not at fault",
         )
     if code is FindingCode.OOM_GPU:
-        said = "HIP" if "HIP out of memory" in lead.text else "XLA:TPU" if "XLA:TPU" in lead.text else "CUDA"
+        said = (
+            "HIP"
+            if "HIP out of memory" in lead.text
+            else "XLA:TPU"
+            if "XLA:TPU" in lead.text
+            else "Neuron device"
+            if "nrt_tensor_allocate" in lead.text
+            else "CUDA"
+        )
         return (
             f"{said} out of memory {where}" + (f" (device {dev})" if (dev := _device(d)) is not None else ""),
             "reduce the per-GPU batch or sequence length, enable activation checkpointing or sharding; check that "
@@ -1302,6 +1310,7 @@ def _fold(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> No
         if target is not None:
             groups[target] += groups.pop(key)
     _fold_ctxsw_after_app_fault(groups)
+    _fold_trap_after_kernel_timeout(groups)
     _fold_xid_root(groups)
     _fold_bursts(groups)
     # a configuration error explains the "internal error" NCCL wraps it in, on the same host and rank
@@ -1410,6 +1419,32 @@ def _fold_ctxsw_after_app_fault(groups: dict[tuple[object, ...], list[tuple[JobE
         akey, app = apps[k[2:]]
         if k != akey and all(_ctxsw_of_app_fault(e, app) for e, _ in groups[k]):
             _join_as_evidence(groups, k, akey)
+
+
+#: catalog rows of a GPU kernel's own timeout, printed by the kernel just before it calls trap()
+_KERNEL_TIMEOUT_ROWS = frozenset({"deepep.kernels.receiver_timeout"})
+#: the CUDA error a kernel's trap() leaves its process (cudaErrorLaunchFailure)
+_TRAP_ERROR = "unspecified launch failure"
+
+
+def _fold_trap_after_kernel_timeout(groups: dict[tuple[object, ...], list[tuple[JobEvent, Judged]]]) -> None:
+    """A CUDA 'unspecified launch failure' printed after a kernel's own timeout in the same log is that timeout's
+    end: DeepEP's kernels print their timeout and call trap() (csrc/kernels: printf, then trap()), which the host
+    sees as cudaErrorLaunchFailure; the CUDA error joins the timeout's evidence instead of standing as a crash."""
+    first: dict[str, tuple[int, tuple[object, ...]]] = {}
+    for k, m in groups.items():
+        if k[0] is not FindingCode.NCCL_TIMEOUT:
+            continue
+        for e, _ in m:
+            if e.details.get("catalog") in _KERNEL_TIMEOUT_ROWS and (e.file not in first or e.line < first[e.file][0]):
+                first[e.file] = (e.line, k)
+    if not first:
+        return
+    for k in [k for k in groups if k[0] is FindingCode.CUDA_ERROR]:
+        m = groups[k]
+        after = [first[e.file] for e, _ in m if e.file in first and e.line > first[e.file][0]]
+        if len(after) == len(m) and all(str(e.details.get("error") or "") == _TRAP_ERROR for e, _ in m):
+            _join_as_evidence(groups, k, after[0][1])
 
 
 #: families whose causes of one host are one cause with a count (the same NCCL error printed by every rank)
