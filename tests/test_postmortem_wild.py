@@ -465,10 +465,6 @@ KNOWN_MISSES = {
         "CONFIG_ERROR: 'all CUDA-capable devices are busy or unavailable' is read as another process holding the "
         "GPU (exclusive compute mode); the label keeps the CUDA error"
     ),
-    "3311-deepep-17-h20-roce-test-low-latency-nvshmem-ibgda-init2rtr-syndrome-29e0df-connect-eps-failed.log": (
-        "UNKNOWN: NVSHMEM IBGDA's 'Error in mlx5dv_devx_obj_modify for INIT2RTR_QP with syndrome' is not in the "
-        "catalog; the label (IBGDA unsupported over RoCE) and its host (the shell prompt's) come from the thread"
-    ),
     "3313-ipexllm-13131-two-a770-vllm-tp2-egpu-m2-dmesg-i915-gpu-hang-context-reset-ray-worker.log": (
         "UNKNOWN: Intel's i915 'GPU HANG' and context reset are not in the catalog"
     ),
@@ -1156,14 +1152,6 @@ KNOWN_MISSES = {
         "CONFIG_ERROR: NVSHMEM's bootstrap 'Message truncated' (a collective mismatch) is read above its "
         "earlier 'Broken pipe'; the label reads the broken pipe as the network's"
     ),
-    "6053-mgpm20-slurm-mpirun-nvshmem-two-nodes-peer-gpu-not-accessible-transport-map-failed.log": (
-        "UNKNOWN: NVSHMEM's 'building transport map failed' with no remote transport is not in the catalog; "
-        "the label takes the maintainer's answer in another issue (no nvidia-peermem)"
-    ),
-    "6055-nvshmem45-ib-traffic-class-ibgda-init2rtr-syndrome-connect-eps-failed-time-prefix.log": (
-        "UNKNOWN: NVSHMEM IBGDA's INIT2RTR failure behind a time prefix is not read; the label takes the "
-        "thread's traffic-class setting"
-    ),
     "6084-gromacs5078-dardel-acpp-hipsycl-hipmemsetasync-failed-srun-nid002892-task39-aborted-step-cancelled.log": (
         "PROCESS_CRASH: AdaptiveCpp's '[hipSYCL Error] ... hipMemsetAsync() failed (error code = HIP:1)' is "
         "not in the catalog; the abort is read"
@@ -1270,6 +1258,10 @@ KNOWN_MISSES = {
     "6392-flowgrpo161-qwenimage-grpo-ncclcommwatchdog-exception-frames-fatal-python-error-aborted-thread-dump.log": (
         "PROCESS_CRASH: the excerpt holds the watchdog's exception frames and the abort, not its message; the"
         " label takes the timeout from another block of the thread"
+    ),
+    "3311-deepep-17-h20-roce-test-low-latency-nvshmem-ibgda-init2rtr-syndrome-29e0df-connect-eps-failed.log": (
+        "the host: the IBGDA queue pair's refusal is read as the set-up, as labelled; its host is only the "
+        "shell prompt's (root@HOST), which is not read"
     ),
 }
 

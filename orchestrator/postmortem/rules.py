@@ -1207,6 +1207,21 @@ RULES: tuple[Rule, ...] = (
         "the 'This process on node' line below it names the node that differs: give every node (and the driver) "
         "the head's Ray and Python, in the same image or environment, and resubmit",
     ),
+    _launch(
+        "nvshmem.topo.peer_not_accessible",
+        "NVSHMEM found no transport that reaches another PE {where} ({text})",
+        "across nodes its remote transport did not load: check nvidia-peermem (lsmod), libibverbs and "
+        "NVSHMEM_REMOTE_TRANSPORT (NVSHMEM_DEBUG=INFO lists the transports it loaded); within a node, check P2P "
+        "between the GPUs (nvidia-smi topo -p2p r); then resubmit",
+    ),
+    _launch(
+        "nvshmem.ibgda.devx_modify_qp_failed",
+        "the NIC refused the queue pair NVSHMEM's IBGDA transport set up {where} ({d[op]}, syndrome {d[status]}: "
+        "{text})",
+        "the port's attributes do not suit IBGDA: on RoCE set the GID index and traffic class NVSHMEM uses "
+        "(NVSHMEM_IB_GID_INDEX, NVSHMEM_IB_TRAFFIC_CLASS) to the fabric's, check the NIC's firmware supports IBGDA, "
+        "or use the IBRC transport (NVSHMEM_IB_ENABLE_IBGDA=0); then resubmit",
+    ),
     # the node Ray's version check names (its warning prints the line too: an observer's)
     Rule(
         EventKind.LAUNCH_FAILED,
