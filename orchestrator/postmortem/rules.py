@@ -884,6 +884,18 @@ RULES: tuple[Rule, ...] = (
         action="read that worker's own lines (prefixed with its pid and ip) for its first error; an ActorDiedError "
         "means the worker process itself died (an OOM kill, a crash): look for it on {host}",
     ),
+    # the checkpoint does not fit the model the job built: every rank fails the same way at load
+    Rule(
+        EventKind.PYTHON_EXCEPTION,
+        _F.CONFIG_ERROR,
+        priority=62,
+        key=("config", *_WHERE),
+        when=_from("pytorch.module.load_state_dict_failed", "pytorch.module.load_state_dict_size_mismatch"),
+        message="the checkpoint does not fit the model {where} ({text})",
+        action="load it into the model configuration it was saved from (vocabulary size, layers, a PEFT wrapper); "
+        "a shape of torch.Size([0]) is a ZeRO-3 or FSDP partitioned parameter: load the checkpoint before the "
+        "engine partitions the model, or through the engine's own loader; then resubmit",
+    ),
     Rule(EventKind.PYTHON_EXCEPTION, _F.CONFIG_ERROR, priority=62, key=("config", *_WHERE), when=_config_exc),
     Rule(EventKind.PYTHON_EXCEPTION, _F.PROCESS_CRASH, priority=55, key=("exception", *_WHERE)),
     # configuration errors NCCL or torch detects (above the "internal error" NCCL wraps some of them in)
@@ -1221,6 +1233,18 @@ RULES: tuple[Rule, ...] = (
         "the port's attributes do not suit IBGDA: on RoCE set the GID index and traffic class NVSHMEM uses "
         "(NVSHMEM_IB_GID_INDEX, NVSHMEM_IB_TRAFFIC_CLASS) to the fabric's, check the NIC's firmware supports IBGDA, "
         "or use the IBRC transport (NVSHMEM_IB_ENABLE_IBGDA=0); then resubmit",
+    ),
+    _launch(
+        "nvidia_smi.nvml_driver_library_mismatch",
+        "the NVIDIA driver's kernel module and libraries differ {where} ({text})",
+        "reboot {host} (a driver upgraded without a reboot) or make the container use the host's driver "
+        "libraries (the NVIDIA container runtime); drain it until nvidia-smi answers, then resubmit",
+    ),
+    _launch(
+        "pytorch.c10d.nccl_no_gpus",
+        "a process {where} saw no GPU when it created its NCCL process group ({text})",
+        "give the processes their GPUs: the step's or pod's GPU request (--gpus, --gres=gpu:N, resources.limits), "
+        "CUDA_VISIBLE_DEVICES, a CUDA build of torch; or use the gloo backend for CPU-only runs; then resubmit",
     ),
     # the node Ray's version check names (its warning prints the line too: an observer's)
     Rule(
