@@ -1263,6 +1263,105 @@ KNOWN_MISSES = {
         "the host: the IBGDA queue pair's refusal is read as the set-up, as labelled; its host is only the "
         "shell prompt's (root@HOST), which is not read"
     ),
+    # added with logs 6411-6626 (round 42)
+    "6411-nccl1176-p4de-srun-nccl2193-bootstrap-message-truncated-256-instead-of-4-internal-error.log": (
+        "CONFIG_ERROR: NCCL's bootstrap 'Message truncated' is read as ranks disagreeing on a collective; the"
+        " label takes the thread's finding (an intermittent NCCL 2.19 bug gone on 2.18)"
+    ),
+    "6412-nccl1808-worker-9-socketfinalizeaccept-wrong-magic-http-get-proxy-service-hang-rank80.log": (
+        "UNKNOWN: NCCL's 'socketFinalizeAccept: wrong magic' (an HTTP request reaching NCCL's port) is not "
+        "read as a cause; the hang is in the thread's title"
+    ),
+    "6414-deepep41-test-intranode-proxy-service-accept-failed-eagain-close-from-rank0-retcode3.log": (
+        "NCCL_NETWORK_ERROR: the proxy service's 'accept failed: Resource temporarily unavailable' at "
+        "teardown is read as a lost connection; the label reads it as NCCL's internal error"
+    ),
+    "6441-raylightning32-ray-tune-workers-misconfiguration-gpus-machine-only-has-0.log": (
+        "UNKNOWN: the MisconfigurationException's message line is cut from the excerpt (only its header and "
+        "Ray's lines remain)"
+    ),
+    "6446-rvt18-lightning-2gpu-store-based-barrier-world2-worker-count1-error-executing-job.log": (
+        "UNKNOWN: only torch's 'Waiting in store based barrier' INFO line is shown, not its timeout; the "
+        "label takes the hang from the thread"
+    ),
+    "6448-lingua58-slurm-8-nodes-rank30-dp-rank-indexerror-list-index-out-of-range.log": (
+        "PROCESS_CRASH: an IndexError in the program's rank arithmetic is read as rank 30's crash; the label "
+        "reads it as the set-up"
+    ),
+    "6449-sparsify45-multinode-parallel-get-stream-indexerror-device-ids.log": (
+        "PROCESS_CRASH: an IndexError is read as a crash; the label takes the poster's 'my mistake' (the set-"
+        "up)"
+    ),
+    "6471-diffusers9727-flux-deepspeed-2xl40s-some-nccl-ops-failed-backward-traceback.log": (
+        "UNKNOWN: torch 1.x's 'Some NCCL operations have failed or timed out' is not in the catalog (its "
+        "source could not be read this session)"
+    ),
+    "6472-deepspeed1834-mpirun-rank19-nccl-communicator-aborted-rank60-traceback.log": (
+        "UNKNOWN: the bare 'NCCL communicator was aborted on rank 19.' names no reason; the label takes the "
+        "timeout from the title"
+    ),
+    "6502-nccl782-torch-barrier-gdb-bt-segfault-ncclproxyservice-ncclibderegmr.log": (
+        "UNKNOWN: a bare gdb backtrace with no signal line; the segfault is in the title"
+    ),
+    "6504-pytorch94393-ddp-nsys-gdb-bt-null-call-nsys-dlvsym-ncclibinit-ibvwrap.log": (
+        "UNKNOWN: a bare gdb backtrace with no signal line; the segfault is in the title"
+    ),
+    "6505-nccl11-2016-broadcast-test-6-comms-2-gpus-segfault-in-comminitall.log": (
+        "UNKNOWN: NCCL 2016's segfault shows no signal line the catalog reads"
+    ),
+    "6507-sglang5013-a100-tp8-service-thread-connection-closed-by-localrank7-segfault.log": (
+        "UNKNOWN: only NCCL's '[Service thread] Connection closed by localRank 7' INFO lines; the crash is in"
+        " the title"
+    ),
+    "6531-trixie9-slurm-lightning-cuda-check-driver-nvidia-driver-too-old-found-10010.log": (
+        "CONFIG_ERROR: 'The NVIDIA driver on your system is too old' is read as the set-up (a driver older "
+        "than the CUDA build); the label reads it as a CUDA error"
+    ),
+    "6532-cuml5961-dask-cuda-2xa10-nccl-warn-cuda-driver-version-insufficient-vm-192-150-centos.log": (
+        "CONFIG_ERROR: 'CUDA driver version is insufficient for CUDA runtime version' is read as the set-up; "
+        "the label reads it as a CUDA error"
+    ),
+    "6533-lmdeploy1108-turbomind-nccl-warn-cuda-driver-insufficient-unhandled-cuda-error-illegal-instruction.log": (
+        "CONFIG_ERROR: as 6532"
+    ),
+    "6534-translations1167-taskcluster-train-nvml-driver-library-version-mismatch-no-gpus-ex-tempfail.log": (
+        "CONFIG_ERROR: NVML's 'Driver/library version mismatch' is read as the node's set-up, as NCCL's "
+        "nvmlInit row; the label reads it as a CUDA error"
+    ),
+    "6535-tfos108-spark-executor1-nvml-driver-library-mismatch-failed-to-allocate-gpu.log": (
+        "CONFIG_ERROR: as 6534"
+    ),
+    "6536-shinecluster30-slurm-node-eureka-nvidia-smi-nvml-driver-library-mismatch-squeue.log": (
+        "CONFIG_ERROR and the host: as 6534, and the node (eureka) is named only by squeue's output"
+    ),
+    "6537-dmlcloud58-lustre-pipeline-callback-pynvml-get-handle-nvmlerror-unknown.log": (
+        "UNKNOWN: pynvml's NVMLError_Unknown from a callback is not in the catalog"
+    ),
+    "6538-pytorch184277-dgxb200-runner-docker-gpus-all-failed-to-initialize-nvml-unknown-error.log": (
+        "UNKNOWN: 'Failed to initialize NVML: Unknown Error' in a container is not in the catalog"
+    ),
+    "6540-openrlhf233-ppo-llmrayactor-vllm-tp-gt1-no-supported-device-detected.log": (
+        "PROCESS_CRASH: vLLM's 'No supported device detected' is read as the actor's crash; the label reads "
+        "it as the set-up"
+    ),
+    "6541-vllm7013-ray-data-mapworker-init-device-error-set-device-ip-10-169-4-72-cut.log": (
+        "UNKNOWN: the excerpt is cut before the set_device error"
+    ),
+    "6542-vllm14415-kuberay-serve-replica-vllm072-initialize-runtimeerror-traceback-cut.log": (
+        "PROCESS_CRASH: the replica's traceback is cut; the label takes the configuration error from the "
+        "thread"
+    ),
+    "6570-sa2va138-xtuner-deepspeed-resume-pth-rank1-assertionerror-then-rank0-resume-traceback-cut.log": (
+        "PROCESS_CRASH: a bare AssertionError in xtuner's resume is read as rank 1's crash; the label reads "
+        "it as the set-up"
+    ),
+    "6596-areal232-sglang-pp2-llm-server-jobexception-completed-local-scheduler.log": (
+        "PROCESS_CRASH: AReaL's scheduler JobException (a job COMPLETED early) is read as a crash; the label "
+        "reads the excerpt as showing no cause"
+    ),
+    "6623-pytorch163397-mp-spawn-destroy-process-group-terminating-3-sigterm-processraisedexception-cut.log": (
+        "PROCESS_CRASH: the spawn wrapper's exception is read; the CUDA error is only in the thread's title"
+    ),
 }
 
 

@@ -128,6 +128,7 @@ _CONFIG_EXC = frozenset(
         "MissingMandatoryValue",
         "ValidationError",
         "InstantiationException",  # Hydra: the config's _target_ cannot be located or built
+        "MisconfigurationException",  # Lightning's exception for a Trainer set up wrongly (devices, strategy, nodes)
     }
 )
 
