@@ -1096,3 +1096,12 @@ def test_a_neuron_device_allocation_failure_is_its_out_of_memory(tmp_path: Path)
     line = 'engine.py:389] RuntimeError: nrt_tensor_allocate status=4 message="Allocation Failure"\n'
     c = _causes(log, line)[0]
     assert c.code is F.OOM_GPU and c.message.startswith("Neuron device out of memory")
+
+
+def test_a_driver_the_cuda_build_cannot_use_is_the_set_up(tmp_path: Path) -> None:
+    """cudaErrorSystemDriverMismatch (803, a container's CUDA compat libraries against the host's driver) is the
+    node's or image's set-up, as 804's forward-compatibility error is; an illegal memory access stays a CUDA error."""
+    log = tmp_path / "job.out"
+    line = "RuntimeError: CUDA error: system has unsupported display driver / cuda driver combination\n"
+    assert _causes(log, line)[0].code is F.CONFIG_ERROR
+    assert _causes(log, "RuntimeError: CUDA error: an illegal memory access was encountered\n")[0].code is F.CUDA_ERROR

@@ -490,6 +490,10 @@ _LAUNCHER_SAYS = {
 }
 
 
+#: the device an out-of-memory line names, by the words it prints (CUDA when none of these)
+_OOM_DEVICES = (("HIP out of memory", "HIP"), ("XLA:TPU", "XLA:TPU"), ("nrt_tensor_allocate", "Neuron device"))
+
+
 def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: Judged) -> tuple[str, str]:
     """(message, action) of one cause, from its leading event and its group."""
     d, where, host = lead.details, _where(lead.rank, lead.host), lead.host or "the host"
@@ -562,15 +566,7 @@ def _describe(code: FindingCode, lead: JobEvent, group: Sequence[JobEvent], j: J
             "the node is not at fault",
         )
     if code is FindingCode.OOM_GPU:
-        said = (
-            "HIP"
-            if "HIP out of memory" in lead.text
-            else "XLA:TPU"
-            if "XLA:TPU" in lead.text
-            else "Neuron device"
-            if "nrt_tensor_allocate" in lead.text
-            else "CUDA"
-        )
+        said = next((name for key, name in _OOM_DEVICES if key in lead.text), "CUDA")
         return (
             f"{said} out of memory {where}" + (f" (device {dev})" if (dev := _device(d)) is not None else ""),
             "reduce the per-GPU batch or sequence length, enable activation checkpointing or sharding; check that "

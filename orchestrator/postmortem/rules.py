@@ -305,6 +305,7 @@ _CONFIG_CUDA_ERRORS = frozenset(
         "no kernel image is available for execution on the device",
         "CUDA driver version is insufficient for CUDA runtime version",
         "forward compatibility was attempted on non supported HW",
+        "system has unsupported display driver / cuda driver combination",  # cudaErrorSystemDriverMismatch (803)
         "invalid device function",
         "hipErrorNoBinaryForGpu",
         "CUDA_ERROR_INVALID_DEVICE",  # the driver API's names (cuGetErrorName)
