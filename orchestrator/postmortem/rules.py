@@ -340,13 +340,14 @@ def _from(*ids: str) -> Callable[[JobEvent], bool]:
     return lambda e: e.details.get("catalog") in wanted
 
 
+#: torchrun's agent's own death-signal line, and the signal it forwards to its workers
+_AGENT_SIGNALLED = _from("pytorch.elastic.agent_death_signal", "pytorch.elastic.closing_signal_sighup")
+
+
 def _hangup(e: JobEvent) -> bool:
     """torchrun's agent signalled SIGHUP (torch/distributed/elastic/agent/server/api.py's death signal, or the
     SIGHUP it forwards to its workers: elastic/multiprocessing/api.py's closing signal)."""
-    return e.details.get("signal") == "SIGHUP" and e.details.get("catalog") in (
-        "pytorch.elastic.agent_death_signal",
-        "pytorch.elastic.closing_signal_sighup",
-    )
+    return e.details.get("signal") == "SIGHUP" and _AGENT_SIGNALLED(e)
 
 
 _WHERE = ("host", "rank")
@@ -437,15 +438,15 @@ def _mismatch(message: str, action: str, *rows: str) -> Rule:
     )
 
 
-def _launch(row: str, message: str, action: str) -> Rule:
-    """A launch failure's rule (the job or its tasks never ran: :attr:`EventKind.LAUNCH_FAILED`) for one catalog
-    row, with the row's own words."""
+def _launch(message: str, action: str, *rows: str) -> Rule:
+    """A launch failure's rule (the job or its tasks never ran: :attr:`EventKind.LAUNCH_FAILED`) for the events of
+    some catalog rows, in their own words."""
     return Rule(
         EventKind.LAUNCH_FAILED,
         _F.CONFIG_ERROR,
         priority=60,
         key=("launch", "host"),
-        when=_from(row),
+        when=_from(*rows),
         message=message,
         action=action,
     )
@@ -1080,173 +1081,169 @@ RULES: tuple[Rule, ...] = (
     ),
     # the scheduler would not allocate or place what the job asked for, or its program could not be executed
     _launch(
-        "openmpi.runtime.call_outside_init",
         "the program called {d[op]}() {d[error]} was invoked {where} ({text}): the MPI standard forbids it, and "
         "Open MPI aborted the job",
         "a program error: call MPI only between MPI_Init and MPI_Finalize (with mpi4py, import it before the "
         "libraries that use MPI, and free communicators before finalize)",
+        "openmpi.runtime.call_outside_init",
     ),
     _launch(
-        "awsofi.endpoint_setup_failed",
         "NCCL's network plugin (aws-ofi-nccl) could not {d[op]} {where}: {d[error]} (libfabric RC {d[status]}; {text})",
         "check the EFA setup of {host}: the aws-ofi-nccl and libfabric versions the EFA installer pairs, FI_PROVIDER "
         "and FI_EFA_* settings, /dev/infiniband exposed to the container, and the locked-memory limit (ulimit -l)",
+        "awsofi.endpoint_setup_failed",
     ),
     _launch(
-        "awsofi.no_optimal_provider",
         "NCCL's network plugin (aws-ofi-nccl) found no libfabric provider it can use {where} ({text})",
         "make EFA usable on {host}: the EFA installer's libfabric first on LD_LIBRARY_PATH, /dev/infiniband exposed "
         "to the container, FI_PROVIDER=efa naming a provider fi_info lists",
+        "awsofi.no_optimal_provider",
     ),
     _launch(
-        "slurm.auth_munge.encode_failed",
         "Slurm's client could not authenticate its request (munge) {where}: {d[error]} ({text})",
         "start munged on {host} (systemctl start munge) and check that its key and clock match the "
         "controller's; the job or step was never submitted",
+        "slurm.auth_munge.encode_failed",
     ),
     _launch(
-        "deepspeed.runner.host_not_reachable_ssh",
         "DeepSpeed's launcher could not reach {host} over ssh ({text})",
         "check passwordless ssh from the launching node to {host} (keys, sshd, the hostfile name's DNS), or "
         "run one node without a hostfile; then resubmit",
+        "deepspeed.runner.host_not_reachable_ssh",
     ),
     _launch(
-        "deepspeed.runner.ssh_check_failed",
         "DeepSpeed's launcher could not reach {host} over ssh (exit status {d[exit_code]}): {text}",
         "check passwordless ssh from the launching node to {host} (keys, sshd, the hostfile name's DNS), or "
         "run one node without a hostfile; then resubmit",
+        "deepspeed.runner.ssh_check_failed",
     ),
     _launch(
-        "openssh.ssh.could_not_resolve_hostname",
         "the launcher's ssh could not resolve the host name {d[peer]} ({text})",
         "the hostfile (or the job's host list) names a host DNS does not know: a pod's service name not yet "
         "published, a typo, a missing /etc/hosts entry; fix the name or the DNS, check 'getent hosts NAME' from the "
         "launching node, then resubmit",
+        "openssh.ssh.could_not_resolve_hostname",
     ),
     _launch(
-        "openssh.ssh.connect_refused",
         "the launcher's ssh could not connect to {d[peer]} ({d[error]}: {text})",
         "the node (or pod) runs no sshd on that port, or a firewall blocks it: start sshd there (mpi-operator and "
         "DeepSpeed's pdsh need it), fix the port in ~/.ssh/config or the hostfile, then resubmit",
+        "openssh.ssh.connect_refused",
     ),
     _launch(
-        "openmpi.errmgr.failed_daemon_launch",
         "mpirun could not start its daemon on every node ({text})",
         "read the line above it: ssh's own error (an unresolvable name, keys), 'orted: command not found' (Open "
         "MPI not on the remote PATH: --prefix or --enable-orterun-prefix-by-default) or no route back to mpirun "
         "(firewall, the interface: --mca oob_tcp_if_include); then resubmit",
+        "openmpi.errmgr.failed_daemon_launch",
     ),
     _launch(
-        "pyxis.container_start_failed",
         "the step's container did not start {where} (pyxis/enroot, error code {d[exit_code]}): {text}",
         "read pyxis' log lines that follow (the image, its entrypoint: --container-image, "
         "--no-container-entrypoint, enroot's configuration), fix the image or the options and resubmit",
+        "pyxis.container_start_failed",
     ),
     _launch(
-        "slurm.srun.unable_to_allocate",
         "Slurm refused the job's allocation: {d[error]} ({text})",
         "the request cannot be met by the partition, the account or its QOS (nodes, GPUs per node, memory, "
         "time): read 'scontrol show partition' and 'sinfo -o %N %G %m', fix the request and resubmit",
+        "slurm.srun.unable_to_allocate",
     ),
     _launch(
-        "ray.train.worker_group_startup_timeout",
         "Ray Train could not start its {d[world_size]} workers within {d[seconds]} s: {text}",
         "the cluster cannot give ScalingConfig's resources now (too few free GPUs, the autoscaler still adding "
         "nodes) or cannot at all (a resource no node has), or the workers' runtime_env install outlasts the timeout: "
         "read 'ray status', fix the request, or raise RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S",
+        "ray.train.worker_group_startup_timeout",
     ),
     _launch(
-        "slurm.srun.unable_to_create_step",
         "Slurm could not create the job step: {d[error]} ({text})",
         "the step asks for more than the job's allocation (tasks, CPUs, memory or GPUs per task): make "
         "srun's request fit the sbatch allocation and resubmit",
+        "slurm.srun.unable_to_create_step",
     ),
     _launch(
-        "slurm.stepd.execve_failed",
         "the step's program could not be executed {where}: {d[error]} ({text})",
         "check the program's path and execute permission, its #! interpreter, and that its file system is "
         "mounted on {host}; then resubmit",
+        "slurm.stepd.execve_failed",
     ),
     _launch(
-        "cpython.main.cant_open_file",
         "the interpreter could not open the script it was to run {where}: {d[op]}, {d[error]} ({text})",
         "the script is not at that path on {host}: check the launch's working directory (a launcher starts the "
         "ranks of other nodes in their home or its own directory) and that the code is on a file system every node "
         "mounts, or give its absolute path; then resubmit",
+        "cpython.main.cant_open_file",
     ),
-    *(
-        # the scheduler could not start the tasks on a node: that node's slurmd (or its munge, clock, prolog)
-        _launch(
-            row,
-            "Slurm could not launch the step's tasks {where}: {d[error]} ({text})",
-            "check slurmd on {host} (running, reachable on its port, the same munge key and clock as the "
-            "controller, its prolog); resubmit with --exclude={host} if only it fails",
-        )
-        for row in ("slurm.srun.task_launch_failed", "slurm.srun.task_launch_failed_task")
+    # the scheduler could not start the tasks on a node: that node's slurmd (or its munge, clock, prolog)
+    _launch(
+        "Slurm could not launch the step's tasks {where}: {d[error]} ({text})",
+        "check slurmd on {host} (running, reachable on its port, the same munge key and clock as the "
+        "controller, its prolog); resubmit with --exclude={host} if only it fails",
+        "slurm.srun.task_launch_failed",
+        "slurm.srun.task_launch_failed_task",
     ),
     _launch(
-        "openmpi.mca.component_not_found",
         "{d[error]} could not find or open a component the run asked for, {where} ({text})",
         "the 'Host:', 'Framework:' and 'Component:' lines below it name it: install it in the node's or the "
         "container's MPI/PMIx (Slurm's PMIx needs its munge psec plugin where the tasks run), or drop the --mca "
         "selection that names it; then resubmit",
+        "openmpi.mca.component_not_found",
     ),
     _launch(
-        "openmpi.mca.no_components",
         "Open MPI could use none of its {d[error]} components {where} ({text})",
         "the transports it was built with are not usable here (UCX without this transport, no IB device, "
         "pml_ucx_tls disjoint from UCX_TLS): read the UCX or component errors above it, select a usable one with "
         "--mca (e.g. --mca pml ob1) or fix the install; then resubmit",
+        "openmpi.mca.no_components",
     ),
     _launch(
-        "gloo.pair.bind_failed",
         "a gloo process group could not bind its socket {where}: {d[error]} ({text})",
         "the address gloo uses is not this host's (GLOO_SOCKET_IFNAME, a hostname resolving to another address) "
         "or its ports are used up: set GLOO_SOCKET_IFNAME to the interface the ranks reach each other on and "
         "resubmit",
-    ),
-    *(
-        _launch(
-            row,
-            "a C++/CUDA extension the job compiles at start-up did not build {where} ({text})",
-            "read the compiler's errors above it (nvcc or gcc, the CUDA toolkit and the compiler torch was built "
-            "with, CUDA_HOME); install the matching toolkit or a prebuilt wheel (DeepSpeed: DS_BUILD_OPS=1 at "
-            "install) and resubmit",
-        )
-        for row in ("pytorch.cpp_extension.build_failed", "pytorch.cpp_extension.ninja_failed")
+        "gloo.pair.bind_failed",
     ),
     _launch(
-        "ray.worker.version_mismatch",
+        "a C++/CUDA extension the job compiles at start-up did not build {where} ({text})",
+        "read the compiler's errors above it (nvcc or gcc, the CUDA toolkit and the compiler torch was built "
+        "with, CUDA_HOME); install the matching toolkit or a prebuilt wheel (DeepSpeed: DS_BUILD_OPS=1 at "
+        "install) and resubmit",
+        "pytorch.cpp_extension.build_failed",
+        "pytorch.cpp_extension.ninja_failed",
+    ),
+    _launch(
         "a process joining the Ray cluster runs another Ray or Python version than the cluster's head ({text})",
         "the 'This process on node' line below it names the node that differs: give every node (and the driver) "
         "the head's Ray and Python, in the same image or environment, and resubmit",
+        "ray.worker.version_mismatch",
     ),
     _launch(
-        "nvshmem.topo.peer_not_accessible",
         "NVSHMEM found no transport that reaches another PE {where} ({text})",
         "across nodes its remote transport did not load: check nvidia-peermem (lsmod), libibverbs and "
         "NVSHMEM_REMOTE_TRANSPORT (NVSHMEM_DEBUG=INFO lists the transports it loaded); within a node, check P2P "
         "between the GPUs (nvidia-smi topo -p2p r); then resubmit",
+        "nvshmem.topo.peer_not_accessible",
     ),
     _launch(
-        "nvshmem.ibgda.devx_modify_qp_failed",
         "the NIC refused the queue pair NVSHMEM's IBGDA transport set up {where} ({d[op]}, syndrome {d[status]}: "
         "{text})",
         "the port's attributes do not suit IBGDA: on RoCE set the GID index and traffic class NVSHMEM uses "
         "(NVSHMEM_IB_GID_INDEX, NVSHMEM_IB_TRAFFIC_CLASS) to the fabric's, check the NIC's firmware supports IBGDA, "
         "or use the IBRC transport (NVSHMEM_IB_ENABLE_IBGDA=0); then resubmit",
+        "nvshmem.ibgda.devx_modify_qp_failed",
     ),
     _launch(
-        "nvidia_smi.nvml_driver_library_mismatch",
         "the NVIDIA driver's kernel module and libraries differ {where} ({text})",
         "reboot {host} (a driver upgraded without a reboot) or make the container use the host's driver "
         "libraries (the NVIDIA container runtime); drain it until nvidia-smi answers, then resubmit",
+        "nvidia_smi.nvml_driver_library_mismatch",
     ),
     _launch(
-        "pytorch.c10d.nccl_no_gpus",
         "a process {where} saw no GPU when it created its NCCL process group ({text})",
         "give the processes their GPUs: the step's or pod's GPU request (--gpus, --gres=gpu:N, resources.limits), "
         "CUDA_VISIBLE_DEVICES, a CUDA build of torch; or use the gloo backend for CPU-only runs; then resubmit",
+        "pytorch.c10d.nccl_no_gpus",
     ),
     # the node Ray's version check names (its warning prints the line too: an observer's)
     Rule(
